@@ -1,0 +1,1 @@
+// collector core (to be written)

@@ -1,0 +1,1 @@
+// Lua module entry (to be written)

@@ -1,0 +1,2 @@
+// engine: diff stage (to be written)
+#include "luaflame/diff.hpp"

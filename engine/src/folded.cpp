@@ -1,0 +1,2 @@
+// engine: folded stage (to be written)
+#include "luaflame/folded.hpp"

@@ -1,0 +1,2 @@
+// engine: svg stage (to be written)
+#include "luaflame/svg.hpp"

@@ -1,0 +1,2 @@
+// engine: tree stage (to be written)
+#include "luaflame/tree.hpp"

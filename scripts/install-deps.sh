@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything luaflame needs on Debian 12, from Debian's packages only.
+#   scripts/install-deps.sh          build and runtime dependencies
+#   scripts/install-deps.sh --test   also what the test suite needs (chromium,
+#                                    docker-compose, valgrind, playwright-core)
+# Idempotent: safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
+            nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
+            ca-certificates curl)
+test_pkgs=(chromium docker-compose nodejs npm procps)
+
+want=("${build_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node/npm may come from outside Debian on some machines: accept any working npm.
+if command -v npm >/dev/null 2>&1; then
+  tmp=(); for p in "${missing[@]}"; do [[ $p == nodejs || $p == npm ]] || tmp+=("$p"); done
+  missing=("${tmp[@]+"${tmp[@]}"}")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${1:-}" = "--test" ] && [ ! -d tests/browser/node_modules/playwright-core ]; then
+  (cd tests/browser && npm install --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,1 @@
+// server library (to be written)

@@ -1,0 +1,95 @@
+// luaflame wire format, version 1: how the collector streams profile chunks
+// to the server. This header is the only thing the collector and the server
+// share. Folded text stays the export format; this is the compact stream.
+//
+// A chunk is the delta of a run's call tree since the previous chunk. Frames
+// are dictionary-coded and stacks share prefixes (each node names its parent),
+// so a chunk grows with the number of distinct call paths touched, not with
+// the run's length. Every chunk is self-contained: a retried or reordered
+// chunk decodes on its own.
+//
+//   chunk    = magic header* frame* node* end
+//   magic    = "luaflame-wire" SP version LF        ; version = "1"
+//   header   = "seq" SP uint LF                     ; 0, 1, 2 ... per run; a retry repeats its seq
+//            | "from" SP uint LF                    ; window start, Unix time in ns
+//            | "until" SP uint LF                   ; window end, Unix time in ns
+//            | "metrics" 1*(SP metric) LF           ; the value columns of every node, in order
+//   frame    = "f" SP text LF                       ; frames are numbered 0, 1, 2 ... in order
+//   node     = "n" SP parent SP frameidx *(SP value) LF
+//                                                   ; nodes numbered 0, 1, 2 ...; parent = "-" (root)
+//                                                   ; or an earlier node's number; one value per
+//                                                   ; metric: the node's own (self) value delta
+//   end      = "end" SP uint LF                     ; the number of nodes, a check against truncation
+//   metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" | "live_bytes"
+//   text     = 1*(any byte but LF, CR and ";")      ; a frame name, as it appears in folded text
+//   uint     = 1*DIGIT
+//   value    = uint                                 ; counts, nanoseconds or bytes: integers
+//
+// "seq", "metrics" and "end" are required; "from" and "until" may be omitted
+// (the server then uses its arrival time). Readers reject any other version
+// by name ("luaflame-wire 2 is not supported; this server reads version 1").
+//
+// The HTTP exchange around chunks (the server's side documents it in README):
+//   POST /api/streams            JSON {"stream": uuid, "name", "tags": {..}, "metrics": [..],
+//                                "started": unix_ns, "hz"} -> 201 {"id", "url"}; the same
+//                                uuid again answers 200 with the same id (a retried create).
+//   POST /api/runs/{id}/chunks   a chunk (Content-Encoding: gzip allowed) -> 200
+//                                {"seq", "duplicate"}; a seq seen before counts once.
+//   POST /api/runs/{id}/finish   optional JSON {"stats": {..}} -> 200; later chunks -> 409.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lfw {
+
+inline constexpr int kVersion = 1;
+inline constexpr std::string_view kMagic = "luaflame-wire";
+
+/// The metric names, the same in files, the wire, the server and the pages.
+inline constexpr std::string_view kMetrics[] = {"samples",     "time",        "calls",
+                                                "alloc_bytes", "alloc_count", "live_bytes"};
+bool is_metric(std::string_view name);
+
+/// One node of a chunk's delta tree.
+struct Node {
+  int64_t parent = -1;  ///< earlier node index, or -1 for the root
+  uint32_t frame = 0;   ///< index into Chunk::frames
+  std::vector<uint64_t> values;  ///< one per metric (self values)
+};
+
+/// A decoded (or to-be-encoded) chunk.
+struct Chunk {
+  uint64_t seq = 0;
+  uint64_t from_ns = 0;   ///< 0 = not given
+  uint64_t until_ns = 0;  ///< 0 = not given
+  std::vector<std::string> metrics;
+  std::vector<std::string> frames;
+  std::vector<Node> nodes;
+};
+
+/// Appends the encoding of `chunk` to `out`.
+void encode(const Chunk& chunk, std::string& out);
+
+/// Decodes `text`. On failure returns false and sets `error` to a message
+/// naming the line ("line 7: node parent 9 is not an earlier node").
+bool decode(std::string_view text, Chunk& chunk, std::string& error);
+
+/// Calls `fn(stack, values)` for every node with a non-zero value, where
+/// `stack` is the ';'-joined folded stack from the root. For the server.
+template <class Fn>
+void for_each_stack(const Chunk& chunk, Fn&& fn) {
+  std::vector<std::string> paths(chunk.nodes.size());
+  for (std::size_t i = 0; i < chunk.nodes.size(); ++i) {
+    const Node& n = chunk.nodes[i];
+    const std::string& name = chunk.frames[n.frame];
+    paths[i] = n.parent < 0 ? name : paths[static_cast<std::size_t>(n.parent)] + ";" + name;
+    bool any = false;
+    for (uint64_t v : n.values) any = any || v != 0;
+    if (any) fn(paths[i], n.values);
+  }
+}
+
+}  // namespace lfw
