@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The Dockerfile's steps on the host (no Docker engine here), and smoke tests
+# of what they produce. One step per CTest test:
+#
+#   host_build_test.sh build  REPO_ROOT WORK   docker/build.sh into WORK/prefix, then the
+#                                              runtime package check the Dockerfile runs
+#   host_build_test.sh server REPO_ROOT WORK   the installed server starts, /healthz answers,
+#                                              luaflame-healthcheck agrees, pages are served
+#   host_build_test.sh module REPO_ROOT WORK   lua5.4 loads the installed luaflame.so
+#   host_build_test.sh demo   REPO_ROOT WORK   luaflame-demo streams a run the server shows
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/lib.sh"
+step="$1"; root="$2"; work="$3"
+prefix="$work/prefix"
+unset LUAFLAME_TOKEN LUAFLAME_SERVER
+
+need_prefix() {
+  [ -x "$prefix/bin/luaflame-server" ] || { echo "FAIL: $prefix is not built (the build step failed?)" >&2; exit 1; }
+}
+
+case "$step" in
+build)
+  rm -rf "$prefix"
+  run_cmd build env JOBS="${JOBS:-2}" bash "$root/docker/build.sh" "$root" "$work/build" "$prefix"
+  expect_rc 0 "docker/build.sh"
+  [ "$RC" -eq 0 ] || { tail -n 40 "$SHIP_TMP/build.out" "$SHIP_TMP/build.err" >&2; exit 1; }
+  for f in bin/luaflame-server bin/luaflame bin/luaflame-healthcheck bin/luaflame-demo \
+           lib/lua/5.4/luaflame.so share/luaflame/demo/workload.lua; do
+    [ -s "$prefix/$f" ] && pass "installed $f" || fail "missing $prefix/$f"
+  done
+  [ -d "$prefix/share/luaflame/web" ] && pass "installed the pages" || fail "no $prefix/share/luaflame/web"
+  run_cmd deps bash "$root/docker/runtime-deps.sh" --check "$root/docker/runtime-packages.txt" \
+    "$prefix/bin/luaflame-server" "$prefix/bin/luaflame" "$prefix/lib/lua/5.4/luaflame.so"
+  expect_rc 0 "docker/runtime-packages.txt is exactly what the programs load (ldd)"
+  ;;
+
+server)
+  need_prefix
+  run_cmd help "$prefix/bin/luaflame-server" --help
+  expect_rc 0 "luaflame-server --help"
+  start_server "$prefix/bin/luaflame-server" --web "$prefix/share/luaflame/web" || exit 1
+  pass "the installed server started and answers /healthz"
+  run_cmd hc "$prefix/bin/luaflame-healthcheck" "${SHIP_URL#http://}"
+  expect_rc 0 "luaflame-healthcheck passes against the running server"
+  run_cmd hz curl -fsS "$SHIP_URL/healthz"
+  expect_match "$OUT" '"status"[[:space:]]*:[[:space:]]*"ok"' "/healthz says ok"
+  code=$(curl -sS -o /dev/null -w '%{http_code}' "$SHIP_URL/")
+  [ "$code" = 200 ] && pass "the runs page is served from the installed web/" || fail "GET / answered $code"
+  run_cmd push "$prefix/bin/luaflame" push "$here/data/base.folded" --server "$SHIP_URL" --name smoke
+  expect_rc 0 "the installed luaflame pushes to the installed server"
+  kill -TERM "$SHIP_SERVER_PID"; wait "$SHIP_SERVER_PID" 2>/dev/null; SHIP_SERVER_PID=""
+  run_cmd hc2 env LUAFLAME_HEALTH_TIMEOUT=2 "$prefix/bin/luaflame-healthcheck" "${SHIP_URL#http://}"
+  expect_rc 1 "luaflame-healthcheck fails once the server is gone"
+  ;;
+
+module)
+  need_prefix
+  run_cmd lua lua5.4 -e "
+    package.cpath = '$prefix/lib/lua/5.4/?.so;' .. package.cpath
+    local lf = require 'luaflame'
+    for _, f in ipairs{'start', 'stop', 'profile', 'flush', 'folded'} do
+      assert(type(lf[f]) == 'function', 'luaflame.' .. f .. ' is ' .. type(lf[f]))
+    end
+    print('luaflame module loaded')"
+  expect_rc 0 "lua5.4 loads the installed luaflame.so with its API"
+  expect_match "$OUT" "luaflame module loaded" "require 'luaflame' printed"
+  ;;
+
+demo)
+  need_prefix
+  start_server "$prefix/bin/luaflame-server" --web "$prefix/share/luaflame/web" || exit 1
+  run_cmd demo timeout 60 env LUAFLAME_SERVER="$SHIP_URL" DEMO_ROUNDS=1 DEMO_SECONDS=3 \
+    "$prefix/bin/luaflame-demo"
+  expect_rc 0 "luaflame-demo: one 3-second round"
+  runs=$(curl -fsS "$SHIP_URL/api/runs?name=demo")
+  expect_match "$runs" '"total"[[:space:]]*:[[:space:]]*1[[:space:]]*}[[:space:]]*$' "the server has one demo run"
+  samples=$(json_num "$(printf '%s' "$runs" | grep -Eo '"samples"[[:space:]]*:[[:space:]]*\{[^}]*\}')" total)
+  [ "${samples:-0}" -gt 100 ] 2>/dev/null && pass "the demo run holds $samples samples" \
+    || fail "the demo run holds '${samples:-none}' samples, wanted > 100"
+  ;;
+
+*) echo "unknown step $step" >&2; exit 2 ;;
+esac
+ship_finish

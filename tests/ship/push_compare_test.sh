@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# luaflame push / compare against the real luaflame-server, one case per CTest
+# test (each with its own server and data folder):
+#
+#   push_compare_test.sh CASE LUAFLAME LUAFLAME_SERVER
+#
+# The profiles are in tests/ship/data (see its README.md).
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/lib.sh"
+case_name="$1"; LF="$2"; SERVER_BIN="$3"
+D="$here/data"
+unset LUAFLAME_TOKEN LUAFLAME_SERVER
+
+# push FILE NAME TAGS...: pushes, sets ID from the printed URL (…/runs/ID).
+push() {
+  local file="$1" name="$2"; shift 2
+  local tags=(); for t in "$@"; do tags+=(--tag "$t"); done
+  run_cmd push "$LF" push "$file" --server "$SHIP_URL" --name "$name" "${tags[@]}"
+  ID="$(printf '%s' "$OUT" | sed -nE 's#^https?://[^ ]*/runs/([0-9]+)$#\1#p')"
+  [ "$RC" -eq 0 ] && [ -n "$ID" ] || fail "push $file: exit $RC, stdout '$OUT', stderr '$ERR'"
+}
+
+# The total of a stored run's folded profile (sum of the last column).
+stored_total() {
+  curl -fsS "$SHIP_URL/api/runs/$1/profile.folded" | awk '{s += $NF} END {print s + 0}'
+}
+
+case "$case_name" in
+push_prints_url)
+  start_server "$SERVER_BIN" || exit 1
+  push "$D/base.folded" app branch=main commit=abc123
+  expect_match "$OUT" "^$SHIP_URL/runs/[0-9]+\$" "push prints the run's absolute URL"
+  run=$(curl -fsS "$SHIP_URL/api/runs/$ID")
+  expect_match "$run" '"name"[[:space:]]*:[[:space:]]*"app"' "the run has its name"
+  expect_match "$run" '"branch"[[:space:]]*:[[:space:]]*"main"' "the run has the branch tag"
+  expect_match "$run" '"commit"[[:space:]]*:[[:space:]]*"abc123"' "the run has the commit tag"
+  total=$(stored_total "$ID")
+  [ "$total" = 1000 ] && pass "stored total 1000" || fail "stored total $total, wanted 1000"
+  run_cmd json "$LF" push "$D/base.folded" --server "$SHIP_URL" --name app --json
+  expect_match "$OUT" '"id"' "--json prints the server's answer"
+  ;;
+
+push_stdin_units)
+  start_server "$SERVER_BIN" || exit 1
+  run_cmd stdin bash -c "printf 'a;b 1500\na;c 500\n' | '$LF' push - --server '$SHIP_URL' --name timed --units ns"
+  expect_rc 0 "push from standard input with --units ns"
+  id="${OUT##*/}"
+  run=$(curl -fsS "$SHIP_URL/api/runs/$id")
+  expect_match "$run" '"time"' "--units ns stores the time metric"
+  ;;
+
+push_gzip_large)
+  # Over 64 KiB the body goes gzip-compressed; the stored totals must not change.
+  start_server "$SERVER_BIN" || exit 1
+  big="$SHIP_TMP/big.folded"
+  awk 'BEGIN { for (i = 0; i < 20000; i++) printf "main.lua:1;handle app.lua:10;fn_%d app.lua:%d %d\n", i, i, i % 7 + 1 }' >"$big"
+  want=$(awk '{s += $NF} END {print s}' "$big")
+  push "$big" big
+  total=$(stored_total "$ID")
+  [ "$total" = "$want" ] && pass "gzip upload of $(wc -c <"$big") bytes stored whole ($want)" || fail "stored $total, wanted $want"
+  run_cmd plain "$LF" push "$big" --server "$SHIP_URL" --name big --no-gzip
+  expect_rc 0 "--no-gzip upload"
+  ;;
+
+push_bad_line)
+  start_server "$SERVER_BIN" || exit 1
+  run_cmd bad "$LF" push "$D/bad_line.folded" --server "$SHIP_URL" --name broken
+  expect_rc 2 "a bad line fails the push"
+  expect_match "$ERR" "bad_line.folded:3:" "the message names the file and line 3"
+  expect_match "$ERR" "HTTP 400" "the message gives the server's status"
+  expect_match "$OUT" '^$' "nothing on stdout"
+  runs=$(curl -fsS "$SHIP_URL/api/runs?name=broken")
+  expect_match "$runs" '"total"[[:space:]]*:[[:space:]]*0' "nothing was stored"
+  ;;
+
+push_bad_input)
+  # Errors found before any request: a missing file, an empty file, no --name, a bad tag or URL.
+  : >"$SHIP_TMP/empty.folded"
+  run_cmd missing "$LF" push "$SHIP_TMP/nope.folded" --server http://127.0.0.1:9 --name x
+  expect_rc 2 "missing file"; expect_match "$ERR" "cannot read .*nope.folded" "missing file is named"
+  run_cmd empty "$LF" push "$SHIP_TMP/empty.folded" --server http://127.0.0.1:9 --name x
+  expect_rc 2 "empty file"; expect_match "$ERR" "is empty" "empty file is called empty"
+  run_cmd noname "$LF" push "$D/base.folded" --server http://127.0.0.1:9
+  expect_rc 2 "no --name"; expect_match "$ERR" "--name is required" "no --name is explained"
+  run_cmd badtag "$LF" push "$D/base.folded" --name x --tag novalue
+  expect_rc 2 "bad tag"; expect_match "$ERR" "not KEY=VALUE" "bad tag is explained"
+  run_cmd badurl "$LF" push "$D/base.folded" --name x --server 127.0.0.1:8080
+  expect_rc 2 "URL without scheme"; expect_match "$ERR" "http:// or https://" "bad URL is explained"
+  ;;
+
+push_no_server)
+  port=$(free_port)
+  run_cmd down "$LF" push "$D/base.folded" --server "http://127.0.0.1:$port" --name x --timeout 5
+  expect_rc 2 "no server: push fails"
+  expect_match "$ERR" "cannot reach http://127.0.0.1:$port" "no server: the message names the server"
+  run_cmd down2 "$LF" compare --server "http://127.0.0.1:$port" --base 1 --head 2 --timeout 5
+  expect_rc 2 "no server: compare fails with 2 (an error, not a regression)"
+  ;;
+
+push_token)
+  start_server "$SERVER_BIN" --token s3cret || exit 1
+  run_cmd none "$LF" push "$D/base.folded" --server "$SHIP_URL" --name app
+  expect_rc 2 "no token: refused"
+  expect_match "$ERR" "HTTP 401" "no token: the status is given"
+  expect_match "$ERR" "LUAFLAME_TOKEN" "no token: the fix is named"
+  run_cmd wrong "$LF" push "$D/base.folded" --server "$SHIP_URL" --name app --token nope
+  expect_rc 2 "wrong token: refused"
+  run_cmd env env LUAFLAME_TOKEN=s3cret "$LF" push "$D/base.folded" --server "$SHIP_URL" --name app
+  expect_rc 0 "token from LUAFLAME_TOKEN: accepted"
+  run_cmd flag "$LF" push "$D/base.folded" --server "$SHIP_URL" --name app --token s3cret
+  expect_rc 0 "token from --token: accepted"
+  ;;
+
+compare_regression_fails)
+  start_server "$SERVER_BIN" || exit 1
+  push "$D/base.folded" app branch=main; base=$ID
+  push "$D/head_slow.folded" app branch=feature; head=$ID
+  run_cmd cmp "$LF" compare --server "$SHIP_URL" --base "$base" --head "$head" --threshold 5
+  expect_rc 1 "a 30-point regression fails --threshold 5"
+  expect_match "$OUT" "validate" "the summary names the function that grew"
+  expect_match "$ERR" "regression" "stderr says it is a regression"
+  expect_match "$OUT" "diff.svg" "the summary links the differential flame graph"
+  ;;
+
+compare_within_threshold)
+  start_server "$SERVER_BIN" || exit 1
+  push "$D/base.folded" app branch=main; base=$ID
+  push "$D/head_ok.folded" app branch=feature; head=$ID
+  run_cmd cmp "$LF" compare --server "$SHIP_URL" --base "$base" --head "$head" --threshold 5
+  expect_rc 0 "shares within 2 points pass --threshold 5"
+  expect_match "$OUT" "[A-Za-z]" "a Markdown summary is printed"
+  # Without a threshold even the regression passes: only --threshold fails a job.
+  push "$D/head_slow.folded" app branch=feature; slow=$ID
+  run_cmd nothr "$LF" compare --server "$SHIP_URL" --base "$base" --head "$slow"
+  expect_rc 0 "no --threshold: never exit 1"
+  ;;
+
+compare_selector_latest_main)
+  # --base NAME,K=V is the latest run of NAME with those tags: the second main run here.
+  start_server "$SERVER_BIN" || exit 1
+  push "$D/head_slow.folded" app branch=main        # an old main run that was slow
+  push "$D/base.folded" app branch=main; main2=$ID  # the latest main run
+  push "$D/base.folded" other branch=main           # another name: ignored
+  push "$D/head_ok.folded" app branch=feature; head=$ID
+  run_cmd cmp "$LF" compare --server "$SHIP_URL" --base app,branch=main --head "$head" --threshold 5 --json
+  expect_rc 0 "head_ok against the latest main run passes"
+  expect_match "$OUT" "\"base\"[^,]*[^0-9]$main2[^0-9]" "the base is the latest main run ($main2)"
+  push "$D/head_slow.folded" app branch=feature; slow=$ID
+  run_cmd cmp2 "$LF" compare --server "$SHIP_URL" --base app,branch=main --head "$slow" --threshold 5
+  expect_rc 1 "head_slow against the latest main run fails"
+  ;;
+
+compare_missing_base)
+  start_server "$SERVER_BIN" || exit 1
+  push "$D/base.folded" app branch=feature; head=$ID
+  run_cmd cmp "$LF" compare --server "$SHIP_URL" --base app,branch=main --head "$head" --threshold 5
+  expect_rc 2 "no main run yet: an error by default"
+  expect_match "$ERR" "HTTP 404" "the 404 is reported"
+  run_cmd allow "$LF" compare --server "$SHIP_URL" --base app,branch=main --head "$head" --threshold 5 --allow-missing-base
+  expect_rc 0 "no main run yet with --allow-missing-base: a pass"
+  expect_match "$OUT" "No base run" "and it says so"
+  run_cmd nohead "$LF" compare --server "$SHIP_URL" --base app,branch=main --head 999999 --allow-missing-base
+  expect_rc 2 "an unknown head stays an error even with --allow-missing-base"
+  ;;
+
+curl_equivalents)
+  # The curl commands docs/ship.md gives, so nothing in CI needs the luaflame binary.
+  start_server "$SERVER_BIN" || exit 1
+  run_cmd c1 curl -sS --fail-with-body --data-binary "@$D/base.folded" \
+    "$SHIP_URL/api/runs?name=app&tag=branch=main&tag=commit=abc"
+  expect_rc 0 "curl push"
+  url=$(json_str "$OUT" url)
+  expect_match "$url" "^$SHIP_URL/runs/[0-9]+\$" "curl push answers the run's URL"
+  run_cmd c2 curl -sS --fail-with-body --data-binary "@$D/head_slow.folded" "$SHIP_URL/api/runs?name=app&tag=branch=feature"
+  head=$(json_num "$OUT" id)
+  run_cmd c3 curl -sS --fail-with-body -H 'Content-Encoding: gzip' --data-binary @<(gzip -c "$D/head_ok.folded") \
+    "$SHIP_URL/api/runs?name=app&tag=branch=feature"
+  expect_rc 0 "curl push of a gzip body"
+  code=$(curl -sS -o "$SHIP_TMP/diff.json" -w '%{http_code}' \
+    "$SHIP_URL/api/diff?base_name=app&base_tag=branch=main&head=$head&threshold=5")
+  [ "$code" = 412 ] && pass "curl compare past the threshold answers 412" || fail "curl compare answered $code"
+  run_cmd c4 curl -sS --fail-with-body "$SHIP_URL/api/diff?base_name=app&base_tag=branch=main&head=$head&threshold=5"
+  expect_rc 22 "curl --fail-with-body exits 22 on the regression"
+  expect_match "$(cat "$SHIP_TMP/diff.json")" '"markdown"' "the diff answer carries the Markdown"
+  ;;
+
+*)
+  echo "unknown case $case_name" >&2; exit 2 ;;
+esac
+ship_finish
