@@ -1,7 +1,341 @@
-// Placeholder: replaced by the real subcommand.
+// `luaflame svg` and `luaflame diff`: the engine behind flamegraph.pl's and
+// difffolded.pl's command lines.
+//
+// Input is read in blocks and parsed as it arrives, so a big profile never
+// sits in memory twice (text + tree); the SVG is written out in pieces.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "commands.hpp"
+#include "luaflame/diff.hpp"
+#include "luaflame/folded.hpp"
+#include "luaflame/svg.hpp"
+#include "luaflame/tree.hpp"
+
 namespace lfcli {
-int cmd_svg(int, char**) { std::fprintf(stderr, "luaflame svg: not built yet\n"); return 2; }
-int cmd_diff(int, char**) { std::fprintf(stderr, "luaflame diff: not built yet\n"); return 2; }
+
+namespace {
+
+const char* kSvgUsage =
+    "usage: luaflame svg [options] [FILE...] > graph.svg\n"
+    "Renders folded stacks (files, or standard input) as an SVG flame graph.\n"
+    "Options have flamegraph.pl's names (--opt VALUE, --opt=VALUE, -opt VALUE):\n"
+    "  --title TEXT      title (default \"Flame Graph\", \"Icicle Graph\" with --inverted)\n"
+    "  --subtitle TEXT   second title line (default none)\n"
+    "  --width NUM       image width in pixels (default 1200)\n"
+    "  --height NUM      frame height in pixels (default 16)\n"
+    "  --fontsize NUM    font size (default 12)\n"
+    "  --fonttype FONT   font family (default Verdana)\n"
+    "  --fontwidth NUM   average glyph width / font size (default 0.59)\n"
+    "  --minwidth NUM    omit frames narrower than NUM pixels, or NUM% of the total (default 0.1)\n"
+    "  --countname TEXT  what the counts are (default samples)\n"
+    "  --nametype TEXT   what the names are, in the details bar (default \"Function:\")\n"
+    "  --colors PALETTE  lua (default) hot mem io red green blue aqua yellow purple orange\n"
+    "  --hash            colour by name hash, similar names alike (flamegraph.pl's namehash)\n"
+    "  --inverted        icicle graph (root at the top)\n"
+    "  --reverse         reverse every stack before merging\n"
+    "  --flamechart      keep input order (x is time), merge only consecutive stacks\n"
+    "  --total NUM       total for widths and percentages (default: the sum of the counts)\n"
+    "  --factor NUM      multiply the counts shown in titles (default 1)\n"
+    "  --negate          swap red and blue in differential graphs\n"
+    "  --notes TEXT      notes, kept in a comment in the SVG\n"
+    "  --unit UNIT       counts are ns (titles show us/ms/s) or bytes (KiB/MiB); default none\n"
+    "  --strict          reject the input when any line is bad (default: skip bad lines)\n"
+    "  -o, --output FILE write to FILE instead of standard output\n"
+    "Exit status: 0, 1 on bad usage or unreadable input, 2 when no stack counts were found\n"
+    "(an SVG saying so is still written), 3 when --strict found bad lines.\n";
+
+const char* kDiffUsage =
+    "usage: luaflame diff [options] BEFORE AFTER > diff.svg\n"
+    "Renders a differential flame graph of two folded files (difffolded.pl + flamegraph.pl):\n"
+    "widths from AFTER, red where a frame's self count grew, blue where it shrank.\n"
+    "  -n, --normalize   scale BEFORE to the total of AFTER first (difffolded.pl -n)\n"
+    "  --folded          print the two-column folded stacks (STACK BEFORE AFTER) instead\n"
+    "and every option of 'luaflame svg' (see luaflame svg --help).\n";
+
+struct Args {
+  lf::SvgOptions svg;
+  lf::ParseOptions parse;
+  std::vector<std::string> files;
+  std::string output;
+  bool reverse = false;
+  bool normalize = false;
+  bool folded = false;
+  bool help = false;
+};
+
+bool to_double(const std::string& s, double& v) {
+  char* end = nullptr;
+  errno = 0;
+  v = std::strtod(s.c_str(), &end);
+  return !s.empty() && end && *end == 0 && errno == 0;
 }
+
+// Parses argv; returns false (after saying why) on bad usage.
+bool parse_args(int argc, char** argv, bool diff, Args& a) {
+  a.parse.strict = false;
+  a.parse.check_text = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) a.files.push_back(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      a.files.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(arg[1] == '-' ? 2 : 1), value;
+    bool has_value = false;
+    std::size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto flag = [&](const char* n) { return name == n; };
+    auto need = [&](const char* n) -> bool {
+      if (name != n) return false;
+      if (!has_value) {
+        if (i + 1 >= argc) {
+          std::fprintf(stderr, "%s: option --%s needs a value\n", argv[0], n);
+          std::exit(1);
+        }
+        value = argv[++i];
+      }
+      return true;
+    };
+    auto number = [&](double& v) {
+      if (!to_double(value, v)) {
+        std::fprintf(stderr, "%s: --%s: not a number: '%s'\n", argv[0], name.c_str(), value.c_str());
+        std::exit(1);
+      }
+    };
+    double d = 0;
+    if (flag("h") || flag("help")) a.help = true;
+    else if (need("title")) a.svg.title = value;
+    else if (need("subtitle")) a.svg.subtitle = value;
+    else if (need("width")) { number(d); a.svg.width = int(d); }
+    else if (need("height")) { number(d); a.svg.frame_height = int(d); }
+    else if (need("fontsize")) number(a.svg.font_size);
+    else if (need("fonttype")) a.svg.font_type = value;
+    else if (need("fontwidth")) number(a.svg.font_width);
+    else if (need("minwidth")) {
+      a.svg.min_width_percent = !value.empty() && value.back() == '%';
+      if (a.svg.min_width_percent) value.pop_back();
+      number(a.svg.min_width);
+    }
+    else if (need("countname")) a.svg.count_name = value;
+    else if (need("nametype")) a.svg.name_type = value;
+    else if (need("colors")) a.svg.colors = value;
+    else if (need("total")) number(a.svg.total);
+    else if (need("factor")) number(a.svg.factor);
+    else if (need("notes")) a.svg.notes = value;
+    else if (need("unit")) a.svg.unit = value;
+    else if (need("output") || need("o")) a.output = value;
+    else if (flag("hash")) a.svg.hash = true;
+    else if (flag("inverted")) a.svg.inverted = true;
+    else if (flag("reverse")) a.reverse = true;
+    else if (flag("flamechart")) a.svg.flamechart = true;
+    else if (flag("negate")) a.svg.negate = true;
+    else if (flag("strict")) a.parse.strict = a.parse.check_text = true;
+    else if (diff && (flag("n") || flag("normalize"))) a.normalize = true;
+    else if (diff && flag("folded")) a.folded = true;
+    else {
+      std::fprintf(stderr, "%s: unknown option '%s' (see --help)\n", argv[0], arg.c_str());
+      return false;
+    }
+  }
+  if (a.help) return true;
+  if (!lf::known_palette(a.svg.colors)) {
+    std::fprintf(stderr, "%s: unknown palette '%s' (lua hot mem io red green blue aqua yellow purple orange)\n",
+                 argv[0], a.svg.colors.c_str());
+    return false;
+  }
+  if (!a.svg.unit.empty() && a.svg.unit != "ns" && a.svg.unit != "bytes") {
+    std::fprintf(stderr, "%s: unknown unit '%s' (ns or bytes)\n", argv[0], a.svg.unit.c_str());
+    return false;
+  }
+  if (a.svg.width <= 0 || a.svg.frame_height <= 0 || !(a.svg.font_size > 0) || a.svg.min_width < 0 ||
+      a.svg.total < 0) {
+    std::fprintf(stderr, "%s: width, height and fontsize must be positive, minwidth and total not negative\n",
+                 argv[0]);
+    return false;
+  }
+  return true;
+}
+
+// Reads `path` ("-" or empty: standard input) block by block, feeding
+// complete lines to the parser and every good line to the tree.
+bool read_into(const char* prog, const std::string& path, const Args& a, lf::Tree& tree,
+               lf::ParseResult& total) {
+  int fd = 0;
+  if (!path.empty() && path != "-") {
+    fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+      std::fprintf(stderr, "%s: cannot read %s: %s\n", prog, path.c_str(), std::strerror(errno));
+      return false;
+    }
+  }
+  std::string rev;
+  auto sink = [&](const lf::FoldedLine& line) {
+    if (!a.reverse) return tree.add(line);
+    lf::FoldedLine copy = line;
+    rev = lf::reverse_stack(line.stack);
+    copy.stack = rev;
+    tree.add(copy);
+  };
+  const std::size_t kBlock = 4 << 20;
+  std::vector<char> buf(kBlock);
+  std::size_t have = 0;
+  lf::ParseOptions po = a.parse;
+  bool ok = true;
+  for (;;) {
+    if (have == buf.size()) buf.resize(buf.size() * 2);  // a line longer than the block
+    ssize_t got = ::read(fd, buf.data() + have, buf.size() - have);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "%s: cannot read %s: %s\n", prog, path.empty() ? "stdin" : path.c_str(),
+                   std::strerror(errno));
+      ok = false;
+      break;
+    }
+    have += std::size_t(got);
+    bool eof = got == 0;
+    // Parse up to the last newline (everything at end of file).
+    std::size_t upto = have;
+    if (!eof) {
+      while (upto > 0 && buf[upto - 1] != '\n') --upto;
+      if (upto == 0) continue;
+    }
+    lf::ParseResult r = lf::parse_folded(std::string_view(buf.data(), upto), po, sink);
+    if (upto) po.first_line = r.last_line + 1;
+    lf::merge_results(total, r, a.parse.max_errors);
+    std::memmove(buf.data(), buf.data() + upto, have - upto);
+    have -= upto;
+    if (eof) break;
+    if (buf.size() > kBlock && have < kBlock / 2) buf.resize(kBlock), buf.shrink_to_fit();
+  }
+  if (fd > 0) ::close(fd);
+  return ok;
+}
+
+// Reports bad lines: all of them in strict mode, a count otherwise (as
+// flamegraph.pl does), with the first few reasons.
+void report(const char* prog, const std::string& path, const lf::ParseResult& r, bool strict) {
+  if (!r.rejected) return;
+  const char* where = path.empty() || path == "-" ? "stdin" : path.c_str();
+  std::size_t show = strict ? r.errors.size() : std::min<std::size_t>(r.errors.size(), 3);
+  for (std::size_t i = 0; i < show; ++i)
+    std::fprintf(stderr, "%s: %s:%zu: %s\n", prog, where, r.errors[i].line, r.errors[i].reason.c_str());
+  std::fprintf(stderr, "%s: %s: %s %zu line%s with invalid format\n", prog, where,
+               strict ? "rejected:" : "Ignored", r.rejected, r.rejected == 1 ? "" : "s");
+}
+
+// Parses a list of inputs into one tree; false on unreadable input or, in
+// strict mode, bad lines.
+bool load(const char* prog, const std::vector<std::string>& files, const Args& a, lf::Tree& tree) {
+  tree.set_flamechart(a.svg.flamechart);
+  bool ok = true;
+  std::vector<std::string> inputs = files;
+  if (inputs.empty()) inputs.push_back("-");
+  for (const std::string& f : inputs) {
+    lf::ParseResult r;
+    if (!read_into(prog, f, a, tree, r)) ok = false;
+    report(prog, f, r, a.parse.strict);
+    if (a.parse.strict && !r.ok()) ok = false;
+  }
+  tree.finalize();
+  return ok;
+}
+
+struct Output {
+  FILE* f = stdout;
+  bool open(const char* prog, const std::string& path) {
+    if (path.empty() || path == "-") return true;
+    f = std::fopen(path.c_str(), "wb");
+    if (!f) std::fprintf(stderr, "%s: cannot write %s: %s\n", prog, path.c_str(), std::strerror(errno));
+    return f != nullptr;
+  }
+  void write(std::string_view s) { std::fwrite(s.data(), 1, s.size(), f); }
+  bool close(const char* prog) {
+    bool ok = std::fflush(f) == 0 && !std::ferror(f);
+    if (f != stdout) ok = std::fclose(f) == 0 && ok;
+    if (!ok) std::fprintf(stderr, "%s: write error\n", prog);
+    return ok;
+  }
+};
+
+// Renders `tree`, or the "no data" image with status 2 when it holds nothing.
+int render(const char* prog, const lf::Tree& tree, const Args& a) {
+  Output out;
+  if (!out.open(prog, a.output)) return 1;
+  int col = tree.differential() ? 1 : 0;
+  int status = 0;
+  if (!(tree.total(col) > 0)) {
+    std::fprintf(stderr, "%s: ERROR: No stack counts found\n", prog);
+    std::string svg;
+    lf::render_empty_svg(a.svg, "ERROR: No valid input provided to luaflame.", svg);
+    out.write(svg);
+    status = 2;
+  } else {
+    lf::render_svg(tree, a.svg, [&](std::string_view s) { out.write(s); });
+  }
+  return out.close(prog) ? status : 1;
+}
+
+}  // namespace
+
+int cmd_svg(int argc, char** argv) {
+  argv[0] = const_cast<char*>("luaflame svg");
+  Args a;
+  if (!parse_args(argc, argv, false, a)) return 1;
+  if (a.help) {
+    std::fputs(kSvgUsage, stdout);
+    return 0;
+  }
+  lf::Tree tree;
+  if (!load(argv[0], a.files, a, tree)) return a.parse.strict ? 3 : 1;
+  return render(argv[0], tree, a);
+}
+
+int cmd_diff(int argc, char** argv) {
+  argv[0] = const_cast<char*>("luaflame diff");
+  Args a;
+  if (!parse_args(argc, argv, true, a)) return 1;
+  if (a.help) {
+    std::fputs(kDiffUsage, stdout);
+    return 0;
+  }
+  if (a.files.size() != 2) {
+    std::fprintf(stderr, "%s: need two folded files, BEFORE and AFTER (see --help)\n", argv[0]);
+    return 1;
+  }
+  lf::Tree before, after;
+  Args one = a;
+  one.svg.flamechart = false;
+  if (!load(argv[0], {a.files[0]}, one, before) || !load(argv[0], {a.files[1]}, one, after))
+    return a.parse.strict ? 3 : 1;
+  lf::DiffOptions dopts;
+  dopts.normalize = a.normalize;
+  lf::Tree diff = lf::diff_trees(before, after, dopts);
+  if (a.folded) {
+    diff.sort_children();
+    std::string text;
+    lf::write_folded(diff, text);
+    Output out;
+    if (!out.open(argv[0], a.output)) return 1;
+    out.write(text);
+    return out.close(argv[0]) ? 0 : 1;
+  }
+  return render(argv[0], diff, a);
+}
+
+}  // namespace lfcli

@@ -1,2 +1,442 @@
-// engine: svg stage (to be written)
+// engine, stage 4: the SVG flame graph.
+//
+// Layout and titles follow flamegraph.pl (same paddings, same pruning by
+// --minwidth, same "NAME (COUNT COUNTNAME, PCT%)" titles) so the output can
+// replace it. What differs is how: frames are laid out from the tree in one
+// depth-first pass, only frames at least --minwidth wide are visited, and
+// each frame is written compactly into one buffer (no printf):
+//   <g><title>..</title><rect x=".." y=".." width=".." fill="#rgb"/>[<text ..>..</text>]</g>
+// Rect height and corner radius are shared, so they live in the stylesheet.
+// Frames are written in depth-first pre-order, which the script relies on.
 #include "luaflame/svg.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "svg_colors.hpp"
+#include "svg_script.hpp"
+#include "svg_text.hpp"
+
+namespace lf {
+
+using namespace detail;
+
+namespace {
+
+constexpr double kXPad = 10;      // left and right padding
+constexpr double kFramePad = 1;   // vertical gap between frames
+constexpr std::size_t kFlushBytes = 1 << 20;
+
+// Output that is either kept (render to a string) or handed to a sink in
+// pieces.
+struct Out {
+  std::string& buf;
+  const std::function<void(std::string_view)>* sink;
+  void maybe_flush() {
+    if (sink && buf.size() >= kFlushBytes) flush();
+  }
+  void flush() {
+    if (sink && !buf.empty()) {
+      (*sink)(buf);
+      buf.clear();
+    }
+  }
+};
+
+struct Layout {
+  double width, height;
+  double ypad1, ypad2, ypad3;
+  double frame_h;
+};
+
+Layout layout(const SvgOptions& o, uint32_t depth_max) {
+  Layout l;
+  l.width = o.width > 0 ? o.width : 1200;
+  l.frame_h = o.frame_height > 0 ? o.frame_height : 16;
+  l.ypad1 = o.font_size * 3;
+  l.ypad2 = o.font_size * 2 + 10;
+  l.ypad3 = o.subtitle.empty() ? 0 : o.font_size * 2;
+  l.height = (depth_max + 1) * l.frame_h + l.ypad1 + l.ypad2 + l.ypad3;
+  return l;
+}
+
+std::string safe_font(const std::string& f) {
+  std::string out;
+  for (char c : f)
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' ||
+        c == ',' || c == '-' || c == '_' || c == '.')
+      out += c;
+  return out.empty() ? "Verdana" : out;
+}
+
+// An XML comment may not hold "--" nor end in "-".
+void put_comment_text(std::string& out, const std::string& text) {
+  std::string clean;
+  sanitize(text, clean, 1 << 16);
+  std::string safe;
+  for (char c : clean) {
+    if (c == '-' && !safe.empty() && safe.back() == '-') safe += ' ';
+    safe += c;
+  }
+  if (!safe.empty() && safe.back() == '-') safe += ' ';
+  out += safe;
+}
+
+void put_num(std::string& out, double v) { put_fixed(out, v, 2, true); }
+
+void put_text_el(std::string& out, const char* id, double x, double y, const std::string& text,
+                 const char* extra = "") {
+  out += "<text id=\"";
+  out += id;
+  out += "\" x=\"";
+  put_num(out, x);
+  out += "\" y=\"";
+  put_num(out, y);
+  out += '"';
+  out += extra;
+  out += '>';
+  safe_text(text, out);
+  out += "</text>\n";
+}
+
+void put_header(std::string& out, const SvgOptions& o, const Layout& l, const char* bg1,
+                const char* bg2) {
+  out +=
+      "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+      "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+      "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
+      "<svg version=\"1.1\" width=\"";
+  put_num(out, l.width);
+  out += "\" height=\"";
+  put_num(out, l.height);
+  out += "\" onload=\"init(evt)\" viewBox=\"0 0 ";
+  put_num(out, l.width);
+  out += ' ';
+  put_num(out, l.height);
+  out +=
+      "\" xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\">\n"
+      "<!-- Flame graph stack visualization by luaflame, after "
+      "https://github.com/brendangregg/FlameGraph -->\n";
+  if (!o.notes.empty()) {
+    out += "<!-- NOTES: ";
+    put_comment_text(out, o.notes);
+    out += " -->\n";
+  }
+  out += "<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
+         "<stop stop-color=\"";
+  out += bg1;
+  out += "\" offset=\"5%\"/><stop stop-color=\"";
+  out += bg2;
+  out += "\" offset=\"95%\"/></linearGradient></defs>\n<style type=\"text/css\">\ntext{font-family:";
+  out += safe_font(o.font_type);
+  out += ";font-size:";
+  put_num(out, o.font_size);
+  out +=
+      "px;fill:#000}\n"
+      "#search,#ignorecase{opacity:0.1;cursor:pointer}\n"
+      "#search:hover,#search.show,#ignorecase:hover,#ignorecase.show{opacity:1}\n"
+      "#subtitle{text-anchor:middle;fill:#a0a0a0}\n#title{text-anchor:middle;font-size:";
+  put_num(out, o.font_size + 5);
+  out += "px}\n#unzoom{cursor:pointer}\n#frames rect{height:";
+  put_num(out, l.frame_h - kFramePad);
+  out +=
+      "px;rx:2px;ry:2px}\n"
+      "#frames>*:hover{stroke:black;stroke-width:0.5;cursor:pointer}\n"
+      ".hide{display:none}\n.parent{opacity:0.5}\n</style>\n"
+      "<script type=\"text/ecmascript\"><![CDATA[\n\"use strict\";\nvar FS=";
+  put_num(out, o.font_size);
+  out += ",FW=";
+  put_num(out, o.font_width > 0 ? o.font_width : 0.59);
+  out += ",XP=";
+  put_num(out, kXPad);
+  out += ",TY=";
+  put_num(out, 3 + (l.frame_h - kFramePad) / 2);
+  out += o.inverted ? ",INV=true;" : ",INV=false;";
+  out += kSvgScript;
+  out += "]]></script>\n<rect x=\"0\" y=\"0\" width=\"";
+  put_num(out, l.width);
+  out += "\" height=\"";
+  put_num(out, l.height);
+  out += "\" fill=\"url(#background)\"/>\n";
+  std::string title = o.title;
+  if (title == "Flame Graph" && o.inverted) title = "Icicle Graph";
+  put_text_el(out, "title", std::floor(l.width / 2), o.font_size * 2, title);
+  if (!o.subtitle.empty())
+    put_text_el(out, "subtitle", std::floor(l.width / 2), o.font_size * 4, o.subtitle);
+  put_text_el(out, "details", kXPad, l.height - l.ypad2 / 2, " ");
+  put_text_el(out, "unzoom", kXPad, o.font_size * 2, "Reset Zoom", " class=\"hide\"");
+  put_text_el(out, "search", l.width - kXPad - 100, o.font_size * 2, "Search");
+  put_text_el(out, "ignorecase", l.width - kXPad - 16, o.font_size * 2, "ic");
+  put_text_el(out, "matched", l.width - kXPad - 100, l.height - l.ypad2 / 2, " ", " class=\"hide\"");
+}
+
+// A frame to draw: its node, depth, and where it starts (in count units).
+struct Item {
+  uint32_t node;
+  uint32_t depth;
+  double start;
+};
+
+struct Renderer {
+  const Tree& tree;
+  const SvgOptions& o;
+  Out out;
+  int col = 0;
+  double timemax = 0, wpt = 0, min_time = 0, max_delta = 0;
+  Layout l{};
+  std::vector<Item> items;
+  std::vector<std::string> names;  // sanitized+escaped title name per frame ("" = not yet)
+  std::vector<std::string> plain;  // sanitized name per frame (for labels)
+  std::vector<uint32_t> colors;    // 0xRRGGBB + 1 per frame (0 = not yet)
+  Palette pal;
+
+  Renderer(const Tree& t, const SvgOptions& opts, Out o2)
+      : tree(t), o(opts), out(o2), pal(palette_from_name(opts.colors)) {}
+
+  // Frames to draw, in pre-order, with flamegraph.pl's pruning: a frame
+  // narrower than --minwidth is dropped with everything above it, but still
+  // takes its place on the x axis.
+  uint32_t collect() {
+    const std::vector<uint32_t>& rank = tree.frame_ranks();
+    std::vector<Item> stack{{Tree::kRoot, 0, 0}};
+    std::vector<uint32_t> kids;
+    uint32_t depth_max = 0;
+    bool sort = !tree.flamechart();
+    while (!stack.empty()) {
+      Item it = stack.back();
+      stack.pop_back();
+      items.push_back(it);
+      depth_max = std::max(depth_max, it.depth);
+      kids.clear();
+      bool sorted = true;
+      for (uint32_t c = tree.first_child(it.node); c != Tree::kNone; c = tree.next_sibling(c)) {
+        if (sort && !kids.empty() && rank[tree.frame_of(kids.back())] > rank[tree.frame_of(c)])
+          sorted = false;
+        kids.push_back(c);
+      }
+      if (!sorted)
+        std::stable_sort(kids.begin(), kids.end(), [&](uint32_t a, uint32_t b) {
+          return rank[tree.frame_of(a)] < rank[tree.frame_of(b)];
+        });
+      std::size_t mark = stack.size();
+      double x = it.start;
+      for (uint32_t c : kids) {
+        double w = tree.total_at(c, col);
+        if (w > 0 && w >= min_time) stack.push_back({c, it.depth + 1, x});
+        x += w;
+      }
+      std::reverse(stack.begin() + std::ptrdiff_t(mark), stack.end());
+    }
+    return depth_max;
+  }
+
+  const std::string& name(uint32_t f) {
+    if (names.size() <= f) {
+      names.resize(tree.frame_count());
+      plain.resize(tree.frame_count());
+    }
+    if (names[f].empty()) {
+      sanitize(tree.frame_name(f), plain[f], o.max_name_bytes);
+      escape(plain[f], names[f]);
+      if (names[f].empty()) names[f] = " ";  // an empty name still needs a title
+    }
+    return names[f];
+  }
+
+  uint32_t color(uint32_t f) {
+    if (colors.size() <= f) colors.resize(tree.frame_count(), 0);
+    if (!colors[f]) colors[f] = frame_color(pal, tree.frame_name(f), o.hash) + 1;
+    return colors[f] - 1;
+  }
+
+  void put_title(uint32_t n, double total) {
+    std::string& b = out.buf;
+    b += "<title>";
+    b += n == Tree::kRoot ? "all" : name(tree.frame_of(n));
+    b += " (";
+    double v = total * o.factor;
+    if (o.unit.empty()) {
+      put_count(b, v);
+      b += ' ';
+      escape_count_name(b);
+    } else {
+      put_unit(b, v, o.unit);
+    }
+    b += ", ";
+    if (n == Tree::kRoot) {
+      b += "100";
+    } else {
+      put_fixed(b, timemax > 0 ? 100 * total / timemax : 0, 2, false);
+    }
+    b += '%';
+    if (tree.differential() && n != Tree::kRoot) {
+      double d = delta(n);
+      if (o.negate) d = -d;
+      b += "; ";
+      if (d > 0) b += '+';
+      put_fixed(b, timemax > 0 ? 100 * d / timemax : 0, 2, false);
+      b += '%';
+    }
+    b += ')';
+    double self = tree.self_at(n, col);
+    if (o.show_self && self > 0 && self < total && n != Tree::kRoot) {
+      b += ", self ";
+      if (o.unit.empty()) put_count(b, self * o.factor);
+      else put_unit(b, self * o.factor, o.unit);
+    }
+    b += "</title>";
+  }
+
+  std::string count_name_esc;
+  void escape_count_name(std::string& b) {
+    if (count_name_esc.empty()) safe_text(o.count_name.empty() ? "samples" : o.count_name, count_name_esc, 256);
+    b += count_name_esc;
+  }
+
+  double delta(uint32_t n) const { return tree.self_at(n, 1) - tree.self_at(n, 0); }
+
+  void put_label(const std::string& text, std::size_t chars) {
+    // First `chars` characters; ".." replaces the last two when cut.
+    std::size_t count = 0, i = 0, cut = std::string::npos, cut2 = 0;
+    while (i < text.size()) {
+      if (count == chars - 2) cut2 = i;
+      if (count == chars) {
+        cut = i;
+        break;
+      }
+      unsigned char c = static_cast<unsigned char>(text[i]);
+      i += c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+      ++count;
+    }
+    if (cut == std::string::npos) {
+      escape(text, out.buf);
+    } else {
+      escape(std::string_view(text).substr(0, cut2), out.buf);
+      out.buf += "..";
+    }
+  }
+
+  void put_frame(const Item& it) {
+    std::string& b = out.buf;
+    uint32_t n = it.node;
+    double total = tree.total_at(n, col);
+    double x1 = kXPad + it.start * wpt;
+    double x2 = n == Tree::kRoot ? l.width - kXPad : kXPad + (it.start + total) * wpt;
+    double y1 = o.inverted ? l.ypad1 + l.ypad3 + it.depth * l.frame_h
+                           : l.height - l.ypad2 - (it.depth + 1) * l.frame_h + kFramePad;
+    b += "<g";
+    if (!o.unit.empty() || o.factor != 1) {
+      // Titles round; the script's search sums these exact values.
+      b += " v=\"";
+      append_count(b, total);
+      b += '"';
+    }
+    b += '>';
+    put_title(n, total);
+    b += "<rect x=\"";
+    put_fixed(b, x1, 1, true);
+    b += "\" y=\"";
+    put_fixed(b, y1, 1, true);
+    b += "\" width=\"";
+    put_fixed(b, x2 - x1, 1, true);
+    b += "\" fill=\"";
+    uint32_t rgb;
+    if (tree.differential() && n != Tree::kRoot) rgb = diff_color(delta(n), max_delta, o.negate);
+    else rgb = color(n == Tree::kRoot ? 0 : tree.frame_of(n));
+    put_rgb(b, rgb);
+    b += "\"/>";
+    double chars = std::floor((x2 - x1) / (o.font_size * (o.font_width > 0 ? o.font_width : 0.59)));
+    if (chars >= 3) {
+      b += "<text x=\"";
+      put_fixed(b, x1 + 3, 1, true);
+      b += "\" y=\"";
+      put_fixed(b, y1 + 3 + (l.frame_h - kFramePad) / 2, 1, true);
+      b += "\">";
+      if (n == Tree::kRoot) b += "all";
+      else {
+        name(tree.frame_of(n));
+        put_label(plain[tree.frame_of(n)], std::size_t(chars));
+      }
+      b += "</text>";
+    }
+    b += "</g>\n";
+  }
+
+  std::size_t run() {
+    col = tree.differential() && o.differential_as_after ? 1 : 0;
+    double time = tree.total(col);
+    timemax = o.total > time ? o.total : time;
+    double width = o.width > 0 ? o.width : 1200;
+    wpt = timemax > 0 ? (width - 2 * kXPad) / timemax : 0;
+    min_time = o.min_width_percent ? timemax * o.min_width / 100 : (wpt > 0 ? o.min_width / wpt : 0);
+    if (tree.differential())
+      for (uint32_t i = 1; i < tree.size(); ++i) max_delta = std::max(max_delta, std::fabs(delta(i)));
+    uint32_t depth_max = collect();
+    l = layout(o, depth_max);
+    const char* bg1 = "#eeeeee";
+    const char* bg2 = "#eeeeb0";
+    if (tree.differential()) bg2 = "#eeeeee";
+    else if (pal == Palette::mem || pal == Palette::io) bg2 = "#e0e0ff";
+    put_header(out.buf, o, l, bg1, bg2);
+    out.buf += "<g id=\"frames\" data-nametype=\"";
+    safe_text(o.name_type, out.buf, 1024);
+    out.buf += "\">\n";
+    for (const Item& it : items) {
+      put_frame(it);
+      out.maybe_flush();
+    }
+    out.buf += "</g>\n</svg>\n";
+    out.flush();
+    return items.size();
+  }
+};
+
+}  // namespace
+
+bool known_palette(const std::string& name) { return palette_known(name); }
+
+std::size_t render_svg(const Tree& tree, const SvgOptions& opts, std::string& out) {
+  Renderer r(tree, opts, Out{out, nullptr});
+  return r.run();
+}
+
+std::size_t render_svg(const Tree& tree, const SvgOptions& opts,
+                       const std::function<void(std::string_view)>& sink) {
+  std::string buf;
+  buf.reserve(kFlushBytes + (64 << 10));
+  Renderer r(tree, opts, Out{buf, &sink});
+  return r.run();
+}
+
+void render_empty_svg(const SvgOptions& opts, const std::string& message, std::string& out) {
+  // flamegraph.pl's error image: five font sizes high, the message centred.
+  double width = opts.width > 0 ? opts.width : 1200;
+  double height = opts.font_size * 5;
+  out +=
+      "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+      "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+      "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">\n"
+      "<svg version=\"1.1\" width=\"";
+  put_num(out, width);
+  out += "\" height=\"";
+  put_num(out, height);
+  out += "\" viewBox=\"0 0 ";
+  put_num(out, width);
+  out += ' ';
+  put_num(out, height);
+  out += "\" xmlns=\"http://www.w3.org/2000/svg\">\n<text x=\"";
+  put_num(out, std::floor(width / 2));
+  out += "\" y=\"";
+  put_num(out, opts.font_size * 2);
+  out += "\" style=\"text-anchor:middle;font-family:";
+  out += safe_font(opts.font_type);
+  out += ";font-size:";
+  put_num(out, opts.font_size);
+  out += "px\">";
+  safe_text(message.empty() ? std::string("ERROR: No valid input provided.") : message, out);
+  out += "</text>\n</svg>\n";
+}
+
+}  // namespace lf

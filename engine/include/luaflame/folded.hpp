@@ -37,6 +37,9 @@ struct ParseOptions {
   bool check_text = true;
   /// Most errors kept in ParseResult::errors (the count goes on). Default: 100.
   std::size_t max_errors = 100;
+  /// Line number of the first line of `text`, for callers that parse a long
+  /// input in pieces (the CLI reads in blocks). Default: 1.
+  std::size_t first_line = 1;
 };
 
 /// One bad line.
@@ -60,6 +63,7 @@ struct ParseResult {
   std::size_t accepted = 0; ///< lines handed to the sink
   std::size_t rejected = 0; ///< bad lines (all of them, even past max_errors)
   bool differential = false;///< any line had two counts
+  std::size_t last_line = 0;///< number of the last line read, blank or not (0: none)
   std::vector<ParseError> errors;  ///< the first max_errors bad lines
   bool ok() const { return rejected == 0; }
 };
@@ -76,5 +80,16 @@ std::vector<std::string_view> split_stack(std::string_view stack);
 /// Checks one frame name the way strict parsing does; empty string if fine,
 /// else the reason.
 std::string check_frame(std::string_view frame, const ParseOptions& opts);
+
+/// The same stack with its frames in reverse order (flamegraph.pl --reverse).
+std::string reverse_stack(std::string_view stack);
+
+/// Adds the counts of `more` to `into` (lines, accepted, rejected, errors up
+/// to `max_errors`), for input parsed in pieces.
+void merge_results(ParseResult& into, const ParseResult& more, std::size_t max_errors);
+
+/// Formats a count the way write_folded does and parse_folded reads back:
+/// an integer when the value is whole, else a plain decimal (never exponent).
+void append_count(std::string& out, double value);
 
 }  // namespace lf

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "luaflame/folded.hpp"
@@ -20,6 +19,8 @@ class Tree {
   static constexpr uint32_t kRoot = 0;
   static constexpr uint32_t kNone = UINT32_MAX;
 
+  /// A node as callers see it (a copy assembled from the tree's compact
+  /// columns; bind it by value or const reference).
   struct Node {
     uint32_t frame = 0;  ///< index into frames()
     uint32_t parent = kNone;
@@ -38,21 +39,53 @@ class Tree {
   uint32_t child(uint32_t parent, uint32_t frame);
   /// Adds `value` to the self value (column `col`) of the node reached by `stack`
   /// (frames separated by ';'). Totals are computed by finalize().
+  /// Consecutive stacks that share a prefix reuse the nodes of that prefix
+  /// without hashing it again (flamegraph.pl's flow()), so sorted input is fast.
   void add(std::string_view stack, double value, int col = 0);
-  /// Adds a parsed line (both columns when differential).
+  /// Adds a parsed line (both columns when differential). A single-column
+  /// line in a differential tree counts the same before and after.
   void add(const FoldedLine& line);
-  /// Computes totals bottom-up. Call after the last add().
+  /// Adds `value` to the self value of node `i`, column `col`.
+  void add_self(uint32_t i, double value, int col = 0);
+  /// Computes totals bottom-up and links every node's children in creation
+  /// (input) order. Call after the last add(); calling it again after more
+  /// add()s is fine (it also undoes sort_children()).
   void finalize();
   /// Sorts every node's children by frame name (flamegraph.pl's order).
+  /// Call after finalize().
   void sort_children();
+  /// Flame chart mode (--flamechart): a stack merges only with the stack
+  /// added just before it, so the x axis keeps input order. Set before the
+  /// first add(). Default: false.
+  void set_flamechart(bool on) { flamechart_ = on; }
+  bool flamechart() const { return flamechart_; }
+  /// Reserves room for about `nodes` nodes (a hint; avoids regrowth).
+  void reserve(std::size_t nodes);
 
-  const Node& node(uint32_t i) const { return nodes_[i]; }
-  std::size_t size() const { return nodes_.size(); }
+  Node node(uint32_t i) const;
+  std::size_t size() const { return links_.size(); }
   const std::string& frame_name(uint32_t frame) const { return frames_[frame]; }
   std::size_t frame_count() const { return frames_.size(); }
-  double total(int col = 0) const { return nodes_[kRoot].total[col]; }
+  double total(int col = 0) const { return total_at(kRoot, col); }
   bool differential() const { return differential_; }
-  void set_differential(bool d) { differential_ = d; }
+  void set_differential(bool d);
+
+  // Cheap accessors for hot loops (no Node copy). Valid after finalize().
+  uint32_t frame_of(uint32_t i) const { return links_[i].frame; }
+  uint32_t parent_of(uint32_t i) const { return links_[i].parent; }
+  uint32_t first_child(uint32_t i) const { return links_[i].first_child; }
+  uint32_t next_sibling(uint32_t i) const { return links_[i].next_sibling; }
+  uint32_t depth_of(uint32_t i) const { return depth_[i]; }
+  double self_at(uint32_t i, int col = 0) const {
+    const std::vector<double>& v = self_[col && differential_ ? 1 : 0];
+    return v[i];
+  }
+  double total_at(uint32_t i, int col = 0) const {
+    const std::vector<double>& v = total_[col && differential_ ? 1 : 0];
+    return i < v.size() ? v[i] : 0;
+  }
+  /// Rank of each frame name in byte order (computed on demand, cached).
+  const std::vector<uint32_t>& frame_ranks() const;
 
   /// Node reached from the root by `path` (frames separated by ';'), or kNone.
   uint32_t find(std::string_view path) const;
@@ -60,11 +93,32 @@ class Tree {
   std::string path(uint32_t i) const;
 
  private:
-  std::vector<Node> nodes_;
+  struct Link {
+    uint32_t frame, parent, first_child, next_sibling;
+  };
+  uint32_t new_node(uint32_t parent, uint32_t frame);
+  uint32_t lookup_child(uint32_t parent, uint32_t frame) const;
+  void index_child(uint32_t node);
+  void grow_child_index();
+  void grow_frame_index();
+
+  std::vector<Link> links_;
+  std::vector<uint32_t> depth_;
+  std::vector<double> self_[2];
+  std::vector<double> total_[2];
   std::vector<std::string> frames_;
-  std::unordered_map<std::string_view, uint32_t> frame_index_;  // views into stable storage
-  std::unordered_map<uint64_t, uint32_t> child_index_;          // (parent<<32|frame) -> node
+  std::vector<uint64_t> frame_hash_;           // hash of each frame name
+  std::vector<uint32_t> frame_slots_;          // open addressing: frame index or kNone
+  std::vector<uint32_t> child_slots_;          // open addressing: node index or kNone
+  std::size_t child_indexed_ = 0;              // nodes [1, child_indexed_) are in child_slots_
+  mutable std::vector<uint32_t> ranks_;        // frame_ranks() cache
+  // flow(): the previous stack, the node of each of its frames and where
+  // each frame ends in it.
+  std::string last_stack_;
+  std::vector<uint32_t> last_nodes_;
+  std::vector<uint32_t> last_ends_;
   bool differential_ = false;
+  bool flamechart_ = false;
 };
 
 /// Per-function summary: self and total, where total counts a function once

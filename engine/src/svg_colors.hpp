@@ -1,0 +1,153 @@
+// engine internals: frame colours.
+//
+// flamegraph.pl's palettes with its formulas. flamegraph.pl draws random
+// colours unless --hash; we never do (output must be byte-identical for the
+// same input), so without --hash the three "random" values come from a hash
+// of the name: still stable per name, across graphs. --hash uses
+// flamegraph.pl's namehash, which gives similar names similar colours.
+//
+// The "lua" palette (the default) tells three kinds of frames apart:
+//   Lua functions "NAME SOURCE:LINE", main chunks, anything else: warm (red..yellow)
+//   C functions "[C] NAME":                                      aqua..blue
+//   interpreter frames in brackets "[GC]", "[alloc] table", ...: purple/grey
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lf {
+namespace detail {
+
+enum class Palette { lua, hot, mem, io, red, green, blue, aqua, yellow, purple, orange };
+
+inline bool palette_lookup(const std::string& name, Palette& p) {
+  static const struct { const char* n; Palette p; } kAll[] = {
+      {"lua", Palette::lua},       {"hot", Palette::hot},       {"mem", Palette::mem},
+      {"io", Palette::io},         {"red", Palette::red},       {"green", Palette::green},
+      {"blue", Palette::blue},     {"aqua", Palette::aqua},     {"yellow", Palette::yellow},
+      {"purple", Palette::purple}, {"orange", Palette::orange},
+  };
+  for (const auto& e : kAll)
+    if (name == e.n) {
+      p = e.p;
+      return true;
+    }
+  return false;
+}
+
+inline bool palette_known(const std::string& name) {
+  Palette p;
+  return palette_lookup(name, p);
+}
+
+inline Palette palette_from_name(const std::string& name) {
+  Palette p = Palette::lua;
+  palette_lookup(name, p);
+  return p;
+}
+
+// flamegraph.pl's namehash(): weights early characters over later ones.
+inline double namehash(std::string_view name) {
+  std::size_t tick = name.find('`');
+  if (tick != std::string_view::npos && tick >= 1) name = name.substr(tick + 1);
+  double vector = 0, weight = 1, max = 1;
+  int mod = 10;
+  for (unsigned char c : name) {
+    int i = c % mod;
+    vector += (double(i) / (mod++ - 1)) * weight;
+    max += weight;
+    weight *= 0.70;
+    if (mod > 12) break;
+  }
+  return 1 - vector / max;
+}
+
+// FNV-1a: a fixed, documented hash, so colours never change between builds.
+inline uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+inline uint32_t rgb(int r, int g, int b) { return uint32_t(r) << 16 | uint32_t(g) << 8 | uint32_t(b); }
+
+inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
+  double v1, v2, v3;
+  if (hash) {
+    std::string rev(name.rbegin(), name.rend());
+    v1 = namehash(name);
+    v2 = v3 = namehash(rev);
+  } else {
+    uint64_t h = fnv1a(name);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    v1 = double(h & 0xFFFF) / 65536;
+    v2 = double((h >> 16) & 0xFFFF) / 65536;
+    v3 = double((h >> 32) & 0xFFFF) / 65536;
+  }
+  switch (p) {
+    case Palette::hot: return rgb(205 + int(50 * v3), int(230 * v1), int(55 * v2));
+    case Palette::mem: return rgb(0, 190 + int(50 * v2), int(210 * v1));
+    case Palette::io: {
+      int r = 80 + int(60 * v1);
+      return rgb(r, r, 190 + int(55 * v2));
+    }
+    case Palette::red: {
+      int x = 50 + int(80 * v1);
+      return rgb(200 + int(55 * v1), x, x);
+    }
+    case Palette::green: {
+      int x = 50 + int(60 * v1);
+      return rgb(x, 200 + int(55 * v1), x);
+    }
+    case Palette::blue: {
+      int x = 80 + int(60 * v1);
+      return rgb(x, x, 205 + int(50 * v1));
+    }
+    case Palette::yellow: {
+      int x = 175 + int(55 * v1);
+      return rgb(x, x, 50 + int(20 * v1));
+    }
+    case Palette::purple: {
+      int x = 190 + int(65 * v1);
+      return rgb(x, 80 + int(60 * v1), x);
+    }
+    case Palette::aqua: return rgb(50 + int(60 * v1), 165 + int(55 * v1), 165 + int(55 * v1));
+    case Palette::orange: return rgb(190 + int(65 * v1), 90 + int(65 * v1), 0);
+    case Palette::lua: break;
+  }
+  if (name.size() >= 4 && name.compare(0, 4, "[C] ") == 0)  // C function: aqua..blue
+    return rgb(60 + int(50 * v1), 150 + int(60 * v2), 200 + int(50 * v3));
+  if (!name.empty() && name[0] == '[')  // interpreter-internal: muted purple
+    return rgb(170 + int(40 * v1), 140 + int(40 * v2), 200 + int(40 * v1));
+  // Lua function: hot, kept warm (red..orange..yellow)
+  return rgb(215 + int(40 * v3), 80 + int(150 * v1), int(60 * v2));
+}
+
+// flamegraph.pl's color_scale(): white, red as the frame grew, blue as it
+// shrank, in proportion to the largest change.
+inline uint32_t diff_color(double delta, double max, bool negate) {
+  if (negate) delta = -delta;
+  int r = 255, g = 255, b = 255;
+  if (max > 0 && delta > 0) g = b = int(210 * (max - delta) / max);
+  else if (max > 0 && delta < 0) r = g = int(210 * (max + delta) / max);
+  return rgb(r, g, b);
+}
+
+// "#rgb" (4 bits a channel): a third of "rgb(r,g,b)" in every frame.
+inline void put_rgb(std::string& out, uint32_t c) {
+  static const char kHex[] = "0123456789abcdef";
+  out += '#';
+  for (int shift = 16; shift >= 0; shift -= 8) {
+    unsigned v = (c >> shift) & 0xFF;
+    out += kHex[(v * 15 + 127) / 255];
+  }
+}
+
+}  // namespace detail
+}  // namespace lf

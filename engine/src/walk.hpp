@@ -1,0 +1,68 @@
+// engine internals: hashing and a depth-first walk over a Tree.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "luaflame/tree.hpp"
+
+namespace lf {
+namespace detail {
+
+// A fast 64-bit hash of a byte string (word at a time, murmur finaliser).
+// Only for in-memory tables: never written out, so it may change.
+inline uint64_t hash_bytes(const char* p, std::size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, p, n);
+  h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return h;
+}
+
+inline uint64_t hash_pair(uint32_t a, uint32_t b) {
+  uint64_t h = (uint64_t(a) << 32 | b) * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  return h;
+}
+
+// Depth-first walk from the root in child-list order. enter(i) returns
+// whether to descend into i's children; leave(i) runs after them (also for
+// nodes not descended into).
+template <class Enter, class Leave>
+void walk(const Tree& t, Enter&& enter, Leave&& leave) {
+  uint32_t i = Tree::kRoot;
+  for (;;) {
+    uint32_t c = enter(i) ? t.first_child(i) : Tree::kNone;
+    if (c != Tree::kNone) {
+      i = c;
+      continue;
+    }
+    for (;;) {
+      leave(i);
+      if (i == Tree::kRoot) return;
+      uint32_t s = t.next_sibling(i);
+      if (s != Tree::kNone) {
+        i = s;
+        break;
+      }
+      i = t.parent_of(i);
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace lf
