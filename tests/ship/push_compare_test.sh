@@ -184,6 +184,30 @@ curl_equivalents)
   expect_match "$(cat "$SHIP_TMP/diff.json")" '"markdown"' "the diff answer carries the Markdown"
   ;;
 
+ci_flow)
+  # docs/ship.md's CI steps (push, compare against the latest main with
+  # --allow-missing-base, fail on exit 1) over three pipelines.
+  start_server "$SERVER_BIN" || exit 1
+  pipeline() {  # pipeline FILE BRANCH SHA: sets RC as the job's compare step would
+    local url
+    url=$("$LF" push "$1" --server "$SHIP_URL" --name myapp --tag commit="$3" --tag branch="$2") || { RC=99; return; }
+    RC=0
+    "$LF" compare --server "$SHIP_URL" --base myapp,branch=main --head "${url##*/}" \
+      --threshold 5 --allow-missing-base >"$SHIP_TMP/comparison.md" 2>"$SHIP_TMP/compare.err" || RC=$?
+    OUT="$(cat "$SHIP_TMP/comparison.md")"; ERR="$(cat "$SHIP_TMP/compare.err")"
+  }
+  pipeline "$D/base.folded" main c1
+  expect_rc 0 "first pipeline on main: no base yet, passes"
+  expect_match "$OUT" "No base run" "first pipeline on main says there is nothing to compare"
+  pipeline "$D/head_ok.folded" main c2
+  expect_rc 0 "second pipeline on main compares with the first and passes"
+  pipeline "$D/head_slow.folded" feature c3
+  expect_rc 1 "a pull request with a regression fails"
+  expect_match "$OUT" "validate" "its comment names the function"
+  pipeline "$D/head_ok.folded" feature c4
+  expect_rc 0 "a pull request without one passes"
+  ;;
+
 *)
   echo "unknown case $case_name" >&2; exit 2 ;;
 esac
