@@ -1,0 +1,75 @@
+// The HTTP side of luaflame-server: the state the handlers share, and the
+// helpers that keep each handler a thin translation from HTTP to calls into
+// the store and the engine (render.hpp).
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "cache.hpp"
+#include "config.hpp"
+#include "metrics.hpp"
+#include "store.hpp"
+
+namespace lfs {
+
+/// What every handler can reach.
+struct App {
+  Config cfg;
+  Store* store = nullptr;
+  SvgCache cache;
+  Metrics metrics;
+  std::atomic<uint64_t> seq_counter{0};
+  explicit App(Config c, Store* s) : cfg(std::move(c)), store(s), cache(cfg.cache_bytes) {}
+};
+
+/// A refusal with a status and a JSON body {"error": message, ...extra}.
+struct HttpError : std::runtime_error {
+  int status;
+  nlohmann::json extra;
+  HttpError(int st, const std::string& msg, nlohmann::json ex = nlohmann::json::object())
+      : std::runtime_error(msg), status(st), extra(std::move(ex)) {}
+};
+
+/// Registers every route on `svr` (the pages, the API, /healthz, /metrics),
+/// the access log, and the error and exception handlers.
+void setup(httplib::Server& svr, App& app);
+
+// Route registration per area (handlers_*.cpp).
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+void add_route(httplib::Server& svr, App& app, const char* method, const char* pattern, const char* route,
+               Handler h);
+/// Like add_route for POST bodies: the body is read here with the size limit
+/// (after gzip decoding) and the token check, and handed over in req.body.
+void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h);
+
+void setup_write_routes(httplib::Server& svr, App& app);
+void setup_read_routes(httplib::Server& svr, App& app);
+void setup_web_routes(httplib::Server& svr, App& app);
+
+// Helpers.
+void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+/// Id from the first regex group; 404 when it is not a stored run.
+RunInfo run_from_path(App& app, const httplib::Request& req, std::size_t group = 1);
+/// Metric from ?metric= (422 when unknown); default: the run's first metric, else samples.
+int metric_param(const httplib::Request& req, const RunInfo* run, const char* name = "metric");
+/// Integer query parameter with bounds (422 when bad).
+int64_t int_param(const httplib::Request& req, const char* name, int64_t def, int64_t lo, int64_t hi);
+/// Time bound in ns: from=/until= accept Unix ns, or seconds when < 1e11 (422 when bad).
+int64_t time_param(const httplib::Request& req, const char* name, int64_t def);
+/// "K=V" tags from repeated `name` parameters (400 when malformed).
+Tags tag_params(const httplib::Request& req, const char* name, std::size_t max_tags);
+/// Validates a run name (400 when bad).
+void check_name(const std::string& name);
+/// Validates a tag (400 when bad).
+void check_tag(const std::string& key, const std::string& value);
+/// "http://HOST" of the request, or "" without a Host header.
+std::string base_url(const httplib::Request& req);
+int64_t now_ns();
+
+}  // namespace lfs

@@ -1,0 +1,207 @@
+// Parsing of flags and LUAFLAME_* variables into Config. One table drives
+// both, so a flag and its variable can never disagree.
+#include "config.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace lfs {
+namespace {
+
+using Setter = std::function<std::string(Config&, const std::string&)>;
+
+struct Option {
+  const char* flag;  // --flag
+  const char* env;   // LUAFLAME_...
+  const char* help;
+  Setter set;        // returns an error message, empty when fine
+};
+
+bool parse_int(const std::string& s, long long& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoll(s.c_str(), &end, 10);
+  return errno == 0 && *end == '\0';
+}
+
+bool parse_double(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtod(s.c_str(), &end);
+  return errno == 0 && *end == '\0' && out >= 0 && out < 1e12;
+}
+
+std::string set_listen(Config& c, const std::string& v) {
+  auto colon = v.rfind(':');
+  long long port = 0;
+  if (colon == std::string::npos || !parse_int(v.substr(colon + 1), port) || port < 0 || port > 65535)
+    return "--listen wants HOST:PORT, got '" + v + "'";
+  c.host = v.substr(0, colon);
+  if (c.host.size() > 2 && c.host.front() == '[' && c.host.back() == ']')
+    c.host = c.host.substr(1, c.host.size() - 2);
+  if (c.host.empty()) c.host = "127.0.0.1";
+  c.port = static_cast<int>(port);
+  return {};
+}
+
+template <class T>
+Setter size_setter(T Config::*field, const char* name) {
+  return [field, name](Config& c, const std::string& v) -> std::string {
+    uint64_t n = 0;
+    if (!parse_size(v, n)) return std::string(name) + " wants a size like 64M, got '" + v + "'";
+    c.*field = static_cast<T>(n);
+    return {};
+  };
+}
+
+template <class T>
+Setter int_setter(T Config::*field, const char* name, long long lo, long long hi) {
+  return [=](Config& c, const std::string& v) -> std::string {
+    long long n = 0;
+    if (!parse_int(v, n) || n < lo || n > hi)
+      return std::string(name) + " wants a whole number from " + std::to_string(lo) + " to " +
+             std::to_string(hi) + ", got '" + v + "'";
+    c.*field = static_cast<T>(n);
+    return {};
+  };
+}
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> opts = {
+      {"--listen", "LUAFLAME_LISTEN", "HOST:PORT to listen on (default 127.0.0.1:8080)", set_listen},
+      {"--data", "LUAFLAME_DATA", "folder of the store (default data)",
+       [](Config& c, const std::string& v) -> std::string {
+         if (v.empty()) return "--data wants a folder";
+         c.data_dir = v;
+         return {};
+       }},
+      {"--token", "LUAFLAME_TOKEN", "writes need 'Authorization: Bearer TOKEN' (default none)",
+       [](Config& c, const std::string& v) -> std::string { c.token = v; return {}; }},
+      {"--max-body", "LUAFLAME_MAX_BODY", "largest request body after gzip decoding (default 64M)",
+       size_setter(&Config::max_body, "--max-body")},
+      {"--keep-days", "LUAFLAME_KEEP_DAYS", "delete finished runs older than DAYS (default 0 = keep)",
+       [](Config& c, const std::string& v) -> std::string {
+         double d = 0;
+         if (!parse_double(v, d)) return "--keep-days wants a number of days, got '" + v + "'";
+         c.keep_days = d;
+         return {};
+       }},
+      {"--keep-runs", "LUAFLAME_KEEP_RUNS", "keep only the newest N runs (default 0 = all)",
+       int_setter(&Config::keep_runs, "--keep-runs", 0, 1000000000000LL)},
+      {"--disk-budget", "LUAFLAME_DISK_BUDGET", "delete oldest runs above this store size (default 0 = none)",
+       size_setter(&Config::disk_budget, "--disk-budget")},
+      {"--log-level", "LUAFLAME_LOG_LEVEL", "trace|debug|info|warn|error|off (default info)",
+       [](Config& c, const std::string& v) -> std::string {
+         static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+         for (const char* l : levels)
+           if (v == l) { c.log_level = v; return {}; }
+         return "--log-level wants trace|debug|info|warn|error|off, got '" + v + "'";
+       }},
+      {"--web", "LUAFLAME_WEB", "folder of the web pages (default: the source tree's web/)",
+       [](Config& c, const std::string& v) -> std::string { c.web_dir = v; return {}; }},
+      {"--threads", "LUAFLAME_THREADS", "request worker threads (default 8)",
+       int_setter(&Config::threads, "--threads", 1, 256)},
+      {"--cache-mb", "LUAFLAME_CACHE_MB", "memory for cached SVGs in MiB (default 64)",
+       [](Config& c, const std::string& v) -> std::string {
+         long long n = 0;
+         if (!parse_int(v, n) || n < 0 || n > 65536) return "--cache-mb wants 0..65536, got '" + v + "'";
+         c.cache_bytes = static_cast<std::size_t>(n) << 20;
+         return {};
+       }},
+      {"--max-frame", "LUAFLAME_MAX_FRAME", "longest frame name in bytes (default 4096)",
+       int_setter(&Config::max_frame_bytes, "--max-frame", 16, 1 << 20)},
+      {"--max-depth", "LUAFLAME_MAX_DEPTH", "deepest stack in frames (default 1024)",
+       int_setter(&Config::max_depth, "--max-depth", 1, 1 << 20)},
+      {"--max-stacks", "LUAFLAME_MAX_STACKS", "distinct stacks per run (default 1000000)",
+       int_setter(&Config::max_stacks, "--max-stacks", 1, 1LL << 32)},
+      {"--max-tags", "LUAFLAME_MAX_TAGS", "tags per run (default 32)",
+       int_setter(&Config::max_tags, "--max-tags", 0, 1024)},
+      {"--retention-interval", "LUAFLAME_RETENTION_INTERVAL", "seconds between retention passes (default 60)",
+       int_setter(&Config::retention_interval, "--retention-interval", 1, 86400)},
+  };
+  return opts;
+}
+
+}  // namespace
+
+bool parse_size(const std::string& text, uint64_t& out) {
+  if (text.empty()) return false;
+  std::string digits = text;
+  uint64_t mult = 1;
+  char last = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+  if (last == 'B' && digits.size() > 1) {  // "64MB", "64MiB" read as "64M"
+    digits.pop_back();
+    if (digits.size() > 1 && (digits.back() == 'i' || digits.back() == 'I')) digits.pop_back();
+    last = static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back())));
+  }
+  if (last == 'K') mult = 1ull << 10;
+  if (last == 'M') mult = 1ull << 20;
+  if (last == 'G') mult = 1ull << 30;
+  if (last == 'T') mult = 1ull << 40;
+  if (mult != 1) digits.pop_back();
+  long long n = 0;
+  if (!parse_int(digits, n) || n < 0) return false;
+  if (static_cast<uint64_t>(n) > UINT64_MAX / mult) return false;
+  out = static_cast<uint64_t>(n) * mult;
+  return true;
+}
+
+std::string config_usage() {
+  std::string s =
+      "usage: luaflame-server [options]\n"
+      "Stores profile runs in SQLite and serves flame graphs over HTTP.\n"
+      "Every option can also be given as the environment variable shown.\n\n";
+  for (const Option& o : options()) {
+    std::string left = std::string("  ") + o.flag + " VALUE";
+    left.resize(26, ' ');
+    s += left + o.help + "  [" + o.env + "]\n";
+  }
+  s += "  --help                  this text\n";
+  return s;
+}
+
+ConfigResult parse_config(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  ConfigResult r;
+#ifdef LUAFLAME_WEB_DIR
+  r.config.web_dir = LUAFLAME_WEB_DIR;
+#endif
+  for (const std::string& kv : env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    for (const Option& o : options()) {
+      if (key != o.env) continue;
+      std::string err = o.set(r.config, value);
+      if (!err.empty()) { r.error = o.env + std::string(": ") + err; return r; }
+    }
+  }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") { r.help = true; return r; }
+    std::string flag = a, value;
+    bool has_value = false;
+    auto eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    }
+    const Option* found = nullptr;
+    for (const Option& o : options())
+      if (flag == o.flag) found = &o;
+    if (!found) { r.error = "unknown option '" + a + "' (see --help)"; return r; }
+    if (!has_value) {
+      if (i + 1 >= args.size()) { r.error = flag + " needs a value"; return r; }
+      value = args[++i];
+    }
+    std::string err = found->set(r.config, value);
+    if (!err.empty()) { r.error = err; return r; }
+  }
+  return r;
+}
+
+}  // namespace lfs

@@ -1,0 +1,66 @@
+// luaflame-server configuration: one struct, filled from LUAFLAME_* environment
+// variables first and command-line flags second (flags win).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lfs {
+
+/// Every setting of the server, with its default.
+struct Config {
+  /// --listen / LUAFLAME_LISTEN: HOST:PORT. Default 127.0.0.1:8080 (loopback only).
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  /// --data / LUAFLAME_DATA: folder holding luaflame.db. Default "data".
+  std::string data_dir = "data";
+  /// --token / LUAFLAME_TOKEN: when set, writes need "Authorization: Bearer TOKEN". Default none.
+  std::string token;
+  /// --max-body / LUAFLAME_MAX_BODY: largest request body (after gzip decoding), bytes
+  /// (suffixes K, M, G). Default 64 MiB.
+  std::size_t max_body = 64u << 20;
+  /// --keep-days / LUAFLAME_KEEP_DAYS: delete finished runs older than this; 0 = forever. Default 0.
+  double keep_days = 0;
+  /// --keep-runs / LUAFLAME_KEEP_RUNS: keep only the newest N runs; 0 = all. Default 0.
+  int64_t keep_runs = 0;
+  /// --disk-budget / LUAFLAME_DISK_BUDGET: delete the oldest finished runs while the store uses
+  /// more than this many bytes (suffixes K, M, G); 0 = unlimited. Default 0.
+  uint64_t disk_budget = 0;
+  /// --log-level / LUAFLAME_LOG_LEVEL: trace debug info warn error off. Default info.
+  std::string log_level = "info";
+  /// --web / LUAFLAME_WEB: folder of the pages (index.html, run.html, ...). Default: the
+  /// source tree's web/ (compile definition LUAFLAME_WEB_DIR).
+  std::string web_dir;
+  /// --threads / LUAFLAME_THREADS: request worker threads. Default 8.
+  int threads = 8;
+  /// --cache-mb / LUAFLAME_CACHE_MB: memory for cached SVGs of finished runs. Default 64.
+  std::size_t cache_bytes = 64u << 20;
+  /// Limits on input (flags --max-frame, --max-depth, --max-stacks, --max-tags). Defaults:
+  /// frame 4096 bytes, depth 1024 frames, 1,000,000 distinct stacks per run, 32 tags per run.
+  std::size_t max_frame_bytes = 4096;
+  std::size_t max_depth = 1024;
+  std::size_t max_stacks = 1000000;
+  std::size_t max_tags = 32;
+  /// --retention-interval: seconds between retention passes. Default 60.
+  int retention_interval = 60;
+};
+
+/// Outcome of parsing: `error` non-empty when the arguments are wrong,
+/// `help` when --help was asked.
+struct ConfigResult {
+  Config config;
+  std::string error;
+  bool help = false;
+};
+
+/// Parses `args` (without argv[0]) over the environment `env` ("NAME=VALUE" strings).
+ConfigResult parse_config(const std::vector<std::string>& args, const std::vector<std::string>& env);
+
+/// The --help text.
+std::string config_usage();
+
+/// "64M" -> 67108864; false on a bad size.
+bool parse_size(const std::string& text, uint64_t& out);
+
+}  // namespace lfs

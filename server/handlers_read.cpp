@@ -1,0 +1,276 @@
+// Reading: run lists and details, flame graphs (cached with ETags for
+// finished runs), folded text, speedscope, timeline, functions, and the
+// comparisons (diff.svg and diff JSON with a threshold for CI).
+#include <algorithm>
+#include <limits>
+
+#include "app.hpp"
+#include "render.hpp"
+
+namespace lfs {
+namespace {
+
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+nlohmann::json run_json(const RunInfo& r) {
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [m, total] : r.totals)
+    metrics[std::string(metric_name(m))] = {{"total", total}, {"units", metric_units(m)}};
+  nlohmann::json j = {{"id", r.id},
+                      {"name", r.name},
+                      {"tags", r.tags},
+                      {"status", r.status},
+                      {"source", r.source},
+                      {"started_ns", r.started_ns},
+                      {"ended_ns", r.ended_ns},
+                      {"duration_ns", std::max<int64_t>(0, r.ended_ns - r.started_ns)},
+                      {"hz", r.hz},
+                      {"stacks", r.stack_count},
+                      {"metrics", metrics},
+                      {"url", "/runs/" + std::to_string(r.id)}};
+  if (!r.stats_json.empty()) {
+    nlohmann::json stats = nlohmann::json::parse(r.stats_json, nullptr, false);
+    if (!stats.is_discarded()) j["stats"] = stats;
+  }
+  return j;
+}
+
+View view_from(const httplib::Request& req, const RunInfo& run) {
+  View v;
+  v.metric = metric_param(req, &run);
+  v.from_ns = time_param(req, "from", kMin);
+  v.until_ns = time_param(req, "until", kMax);
+  if (v.until_ns <= v.from_ns) throw HttpError(422, "until must be after from");
+  v.focus = req.get_param_value("focus");
+  if (v.focus.size() > 1 << 20) throw HttpError(422, "focus path too long");
+  return v;
+}
+
+// Canonical key of a request for the cache and the ETag: path plus sorted parameters.
+std::string cache_key(const httplib::Request& req) {
+  std::string key = req.path + "?";
+  for (const auto& [k, v] : req.params) key += k + "=" + v + "&";  // multimap: sorted by key
+  return key;
+}
+
+std::string etag_of(const std::string& key, const RunInfo& run) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::string_view s) { for (unsigned char c : s) h = (h ^ c) * 1099511628211ull; };
+  mix(key);
+  mix(std::to_string(run.ended_ns));
+  mix(LUAFLAME_SERVER_VERSION);
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "\"%016llx\"", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+void send_svg(httplib::Response& res, std::shared_ptr<const std::string> svg, const std::string& etag) {
+  res.status = 200;
+  if (!etag.empty()) {
+    res.set_header("ETag", etag);
+    res.set_header("Cache-Control", "no-cache");  // revalidate: cheap with the ETag
+  }
+  res.set_content(*svg, "image/svg+xml");
+}
+
+// GET /api/runs/{id}/flamegraph.svg
+void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunInfo run = run_from_path(app, req);
+  View view = view_from(req, run);
+  lf::SvgOptions opts;
+  std::string err = svg_options_from(req.params, view.metric, opts, view.reverse);
+  if (!err.empty()) throw HttpError(422, err);
+  if (!req.has_param("title")) {
+    opts.title = run.name + " (" + std::string(metric_name(view.metric)) + ")";
+    if (opts.inverted) opts.title += ", icicle";
+  }
+  if (!req.has_param("subtitle") && !view.focus.empty()) opts.subtitle = "focus: " + view.focus;
+  const bool cacheable = run.status == "finished";
+  std::string key, etag;
+  if (cacheable) {
+    key = cache_key(req);
+    etag = etag_of(key, run);
+    if (req.get_header_value("If-None-Match") == etag) {
+      res.status = 304;
+      res.set_header("ETag", etag);
+      return;
+    }
+    if (auto hit = app.cache.get(key)) return send_svg(res, hit, etag);
+  }
+  auto svg = std::make_shared<const std::string>(render_run_svg(*app.store, run, view, opts));
+  if (cacheable) app.cache.put(run.id, key, svg);
+  send_svg(res, svg, etag);
+}
+
+// GET /api/runs
+void list_runs(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunFilter f;
+  f.name = req.get_param_value("name");
+  f.tags = tag_params(req, "tag", 64);
+  f.status = req.get_param_value("status");
+  if (!f.status.empty() && f.status != "live" && f.status != "finished")
+    throw HttpError(422, "status is live or finished, got '" + f.status + "'");
+  f.limit = int_param(req, "limit", 50, 1, 1000);
+  f.offset = int_param(req, "offset", 0, 0, std::numeric_limits<int32_t>::max());
+  RunList list = app.store->list_runs(f);
+  nlohmann::json runs = nlohmann::json::array();
+  for (const RunInfo& r : list.runs) runs.push_back(run_json(r));
+  send_json(res, 200, {{"runs", runs}, {"total", list.total}, {"limit", f.limit}, {"offset", f.offset}});
+}
+
+// GET /api/runs/{id}
+void get_run(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunInfo run = run_from_path(app, req);
+  View view;
+  view.metric = metric_param(req, &run);
+  lf::Tree tree = load_tree(*app.store, run.id, view);
+  nlohmann::json j = run_json(run);
+  j["metric"] = metric_name(view.metric);
+  j["top"] = top_functions(tree, static_cast<std::size_t>(int_param(req, "top", 20, 1, 1000)));
+  send_json(res, 200, j);
+}
+
+// GET /api/runs/{id}/functions
+void functions(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunInfo run = run_from_path(app, req);
+  View view = view_from(req, run);
+  std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 1000, 1, 1000000));
+  send_json(res, 200, run_functions(load_tree(*app.store, run.id, view), view.metric, limit));
+}
+
+// GET /api/runs/{id}/profile.folded
+void folded(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunInfo run = run_from_path(app, req);
+  View view = view_from(req, run);
+  res.set_content(run_folded(*app.store, run.id, view), "text/plain; charset=utf-8");
+  res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + "." +
+                                            std::string(metric_name(view.metric)) + ".folded\"");
+}
+
+// GET /api/runs/{id}/speedscope.json
+void speedscope(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunInfo run = run_from_path(app, req);
+  View view = view_from(req, run);
+  send_json(res, 200, run_speedscope(load_tree(*app.store, run.id, view), run, view.metric));
+  res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + ".speedscope.json\"");
+}
+
+// GET /api/runs/{id}/timeline?metric=&step=SECONDS
+void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunInfo run = run_from_path(app, req);
+  int metric = metric_param(req, &run);
+  int64_t from = time_param(req, "from", run.started_ns);
+  int64_t until = time_param(req, "until", std::max(run.ended_ns, run.started_ns + 1));
+  if (until <= from) throw HttpError(422, "until must be after from");
+  int64_t step_s = int_param(req, "step", 0, 0, 86400 * 365);
+  int64_t step = step_s * 1000000000LL;
+  if (step == 0) {  // about 100 points, whole seconds
+    step = std::max<int64_t>(1000000000LL, ((until - from) / 100 + 999999999LL) / 1000000000LL * 1000000000LL);
+  }
+  int64_t origin = from - from % 1000000000LL;
+  std::size_t n = static_cast<std::size_t>((until - origin + step - 1) / step);
+  if (n > 100000) throw HttpError(422, "step too small: more than 100000 intervals");
+  std::vector<double> values(std::max<std::size_t>(n, 1), 0.0);
+  for (const TimePoint& p : app.store->timeline(run.id, metric, origin, until)) {
+    std::size_t i = static_cast<std::size_t>((p.t_ns - origin) / step);
+    if (i < values.size()) values[i] += p.value;
+  }
+  send_json(res, 200, {{"metric", metric_name(metric)}, {"units", metric_units(metric)}, {"from_ns", origin},
+                       {"until_ns", origin + static_cast<int64_t>(values.size()) * step}, {"step_ns", step},
+                       {"values", values}});
+}
+
+// Base and head of a comparison: base=ID, or base_name=NAME&base_tag=K=V (latest finished).
+std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
+  auto by_id = [&](const char* name) {
+    std::string v = req.get_param_value(name);
+    char* end = nullptr;
+    long long id = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || id <= 0) throw HttpError(422, std::string(name) + " must be a run id, got '" + v + "'");
+    auto r = app.store->get_run(id);
+    if (!r) throw HttpError(404, std::string("no run ") + v + " (" + name + ")");
+    return *r;
+  };
+  if (!req.has_param("head")) throw HttpError(422, "head=ID is required");
+  RunInfo head = by_id("head");
+  if (req.has_param("base")) return {by_id("base"), head};
+  if (!req.has_param("base_name")) throw HttpError(422, "base=ID or base_name=NAME (with base_tag=K=V) is required");
+  Tags tags = tag_params(req, "base_tag", 64);
+  auto id = app.store->latest_run(req.get_param_value("base_name"), tags, head.id);
+  if (!id) throw HttpError(404, "no finished run named '" + req.get_param_value("base_name") + "' with those tags");
+  auto base = app.store->get_run(*id);
+  if (!base) throw HttpError(404, "base run vanished");
+  return {*base, head};
+}
+
+View diff_view(const httplib::Request& req, const RunInfo& head) {
+  View v;
+  v.metric = metric_param(req, &head);
+  return v;
+}
+
+bool normalize_param(const httplib::Request& req) {
+  std::string v = req.has_param("normalize") ? req.get_param_value("normalize") : "1";
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  throw HttpError(422, "normalize is 1 or 0, got '" + v + "'");
+}
+
+// GET /api/diff.svg
+void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
+  auto [base, head] = diff_runs(app, req);
+  View view = diff_view(req, head);
+  bool normalize = normalize_param(req);
+  lf::SvgOptions opts;
+  bool reverse = false;
+  std::string err = svg_options_from(req.params, view.metric, opts, reverse);
+  if (!err.empty()) throw HttpError(422, err);
+  view.reverse = reverse;
+  if (opts.colors == "mem") opts.colors = "lua";  // a differential graph colours by change
+  if (!req.has_param("title"))
+    opts.title = "Differential: " + head.name + " #" + std::to_string(head.id) + " vs #" + std::to_string(base.id);
+  if (!req.has_param("subtitle"))
+    opts.subtitle = std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
+                    "; red grew, blue shrank";
+  lf::Tree b = load_tree(*app.store, base.id, view), h = load_tree(*app.store, head.id, view);
+  res.set_content(render_diff_svg(b, h, normalize, opts), "image/svg+xml");
+}
+
+// GET /api/diff
+void diff_json(App& app, const httplib::Request& req, httplib::Response& res) {
+  auto [base, head] = diff_runs(app, req);
+  View view = diff_view(req, head);
+  double threshold = -1;
+  if (req.has_param("threshold")) {
+    std::string v = req.get_param_value("threshold");
+    char* end = nullptr;
+    threshold = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(threshold >= 0) || threshold > 100)
+      throw HttpError(422, "threshold is percentage points from 0 to 100, got '" + v + "'");
+  }
+  std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 20, 1, 10000));
+  lf::Tree b = load_tree(*app.store, base.id, view), h = load_tree(*app.store, head.id, view);
+  DiffReport rep = diff_report(b, h, base, head, view.metric, threshold, limit);
+  send_json(res, rep.failed ? 412 : 200, rep.json);
+}
+
+}  // namespace
+
+void setup_read_routes(httplib::Server& svr, App& app) {
+  auto route = [&](const char* pattern, const char* name, void (*fn)(App&, const httplib::Request&, httplib::Response&)) {
+    add_route(svr, app, "GET", pattern, name,
+              [&app, fn](const httplib::Request& q, httplib::Response& r) { fn(app, q, r); });
+  };
+  route(R"(/api/runs)", "/api/runs", list_runs);
+  route(R"(/api/runs/([^/]+))", "/api/runs/{id}", get_run);
+  route(R"(/api/runs/([^/]+)/flamegraph\.svg)", "/api/runs/{id}/flamegraph.svg", flamegraph);
+  route(R"(/api/runs/([^/]+)/functions)", "/api/runs/{id}/functions", functions);
+  route(R"(/api/runs/([^/]+)/profile\.folded)", "/api/runs/{id}/profile.folded", folded);
+  route(R"(/api/runs/([^/]+)/speedscope\.json)", "/api/runs/{id}/speedscope.json", speedscope);
+  route(R"(/api/runs/([^/]+)/timeline)", "/api/runs/{id}/timeline", timeline);
+  route(R"(/api/diff\.svg)", "/api/diff.svg", diff_svg);
+  route(R"(/api/diff)", "/api/diff", diff_json);
+}
+
+}  // namespace lfs

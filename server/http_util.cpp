@@ -1,0 +1,282 @@
+// Shared HTTP helpers and the setup that ties the areas together: access
+// log, request metrics, error JSON, and the guarantee that no input ends in a
+// 500 (every handler runs inside one try/catch).
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "app.hpp"
+
+namespace lfs {
+namespace {
+
+// Per request, on the worker thread that serves it.
+thread_local std::chrono::steady_clock::time_point t_start;
+thread_local const char* t_route = nullptr;
+
+bool valid_text(const std::string& s, std::size_t max) {
+  if (s.size() > max) return false;
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return false;
+  return true;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string url_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') { out += ' '; continue; }
+    if (s[i] == '%' && i + 2 < s.size()) {
+      int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
+      if (hi >= 0 && lo >= 0) { out += static_cast<char>(hi * 16 + lo); i += 2; continue; }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+// httplib splits "tag=k=v" at the last '=': re-parse the raw query, splitting
+// each parameter at its first '=' so tag=K=V and focus paths with '=' survive.
+void reparse_query(httplib::Request& req) {
+  auto q = req.target.find('?');
+  if (q == std::string::npos) return;
+  std::string_view query = std::string_view(req.target).substr(q + 1);
+  req.params.clear();
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view part = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (part.empty()) continue;
+    auto eq = part.find('=');
+    std::string key = url_decode(part.substr(0, eq));
+    std::string value = eq == std::string_view::npos ? std::string() : url_decode(part.substr(eq + 1));
+    req.params.emplace(std::move(key), std::move(value));
+  }
+}
+
+// Runs `h`, turning every exception into a JSON error.
+void guarded(App& app, const char* route, const Handler& h, const httplib::Request& in, httplib::Response& res) {
+  t_route = route;
+  try {
+    // httplib owns the request object (not const); fixing params in place
+    // avoids copying a body of up to --max-body bytes.
+    reparse_query(const_cast<httplib::Request&>(in));
+    h(in, res);
+  } catch (const HttpError& e) {
+    nlohmann::json body = e.extra;
+    body["error"] = e.what();
+    send_json(res, e.status, body);
+
+  } catch (const LimitError& e) {
+    send_json(res, 413, {{"error", e.what()}});
+  } catch (const std::exception& e) {
+    spdlog::error("{} {}: {}", in.method, in.path, e.what());
+    send_json(res, 500, {{"error", std::string("internal error: ") + e.what()}});
+  }
+  (void)app;
+}
+
+bool authorized(const App& app, const httplib::Request& req) {
+  if (app.cfg.token.empty()) return true;
+  const std::string want = "Bearer " + app.cfg.token;
+  const std::string got = req.get_header_value("Authorization");
+  // Constant time in the length of the expected value.
+  unsigned diff = got.size() != want.size();
+  for (std::size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ (i < got.size() ? got[i] : 0));
+  return diff == 0;
+}
+
+}  // namespace
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "application/json");
+}
+
+void add_route(httplib::Server& svr, App& app, const char* method, const char* pattern, const char* route,
+               Handler h) {
+  auto wrapped = [&app, route, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    std::string m = req.method;
+    if ((m == "DELETE" || m == "POST") && !authorized(app, req)) {
+      t_route = route;
+      send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+      return;
+    }
+    guarded(app, route, h, req, res);
+  };
+  std::string mth = method;
+  if (mth == "GET") svr.Get(pattern, wrapped);
+  else if (mth == "DELETE") svr.Delete(pattern, wrapped);
+  else if (mth == "POST") svr.Post(pattern, wrapped);
+}
+
+void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h) {
+  svr.Post(pattern, [&app, route, h = std::move(h)](const httplib::Request& req, httplib::Response& res,
+                                                    const httplib::ContentReader& reader) {
+    t_route = route;
+    const bool ok_token = authorized(app, req);
+    std::string body;
+    bool too_big = false;
+    // The limit applies after gzip decoding (httplib decodes before this
+    // receiver), so a small compressed bomb is cut off too.
+    bool read_ok = reader([&](const char* data, std::size_t n) {
+      if (!ok_token) return true;  // drain, keep nothing
+      if (body.size() + n > app.cfg.max_body) { too_big = true; return false; }
+      body.append(data, n);
+      return true;
+    });
+    if (too_big || res.status == 413) {
+      res.set_header("Connection", "close");
+      send_json(res, 413, {{"error", "request body larger than the limit of " + std::to_string(app.cfg.max_body) +
+                                         " bytes (--max-body)"}});
+      return;
+    }
+    if (!ok_token) {
+      send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+      return;
+    }
+    if (!read_ok) {
+      res.set_header("Connection", "close");
+      send_json(res, 400, {{"error", "could not read the request body (truncated, or bad Content-Encoding)"}});
+      return;
+    }
+    const_cast<httplib::Request&>(req).body = std::move(body);  // httplib owns req; the body was empty
+    guarded(app, route, h, req, res);
+  });
+}
+
+void setup(httplib::Server& svr, App& app) {
+  svr.set_payload_max_length(app.cfg.max_body);
+  svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    t_start = std::chrono::steady_clock::now();
+    t_route = nullptr;
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_json(res, 500, {{"error", "internal error: " + what}});
+  });
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler already said why
+    if (res.status == 404) send_json(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path}});
+    else if (res.status == 413) send_json(res, 413, {{"error", "request body larger than the limit (--max-body)"}});
+    else send_json(res, res.status, {{"error", "request refused (HTTP " + std::to_string(res.status) + ")"}});
+  });
+  svr.set_logger([&app](const httplib::Request& req, const httplib::Response& res) {
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    if (t_start == std::chrono::steady_clock::time_point{}) secs = 0;
+    const char* route = t_route ? t_route : (res.status == 404 ? "unmatched" : "static");
+    app.metrics.request(route, req.method, res.status, secs);
+    spdlog::info("{} {} {} {} {}B {:.2f}ms", req.remote_addr, req.method, req.path, res.status, res.body.size(),
+                 secs * 1e3);
+    t_start = {};
+  });
+  setup_write_routes(svr, app);
+  setup_read_routes(svr, app);
+  setup_web_routes(svr, app);
+}
+
+RunInfo run_from_path(App& app, const httplib::Request& req, std::size_t group) {
+  const std::string s = req.matches.size() > group ? std::string(req.matches[group]) : std::string();
+  char* end = nullptr;
+  long long id = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || id <= 0) throw HttpError(404, "no run '" + s + "'");
+  auto run = app.store->get_run(id);
+  if (!run) throw HttpError(404, "no run " + s);
+  return *run;
+}
+
+int metric_param(const httplib::Request& req, const RunInfo* run, const char* name) {
+  if (req.has_param(name)) {
+    std::string m = req.get_param_value(name);
+    int idx = metric_index(m);
+    if (idx < 0) throw HttpError(422, "unknown metric '" + m + "'", {{"metrics", {"samples", "time", "calls", "alloc_bytes", "alloc_count", "live_bytes"}}});
+    return idx;
+  }
+  if (run && !run->totals.empty()) return run->totals.begin()->first;
+  return 0;
+}
+
+int64_t int_param(const httplib::Request& req, const char* name, int64_t def, int64_t lo, int64_t hi) {
+  if (!req.has_param(name)) return def;
+  std::string v = req.get_param_value(name);
+  char* end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > hi)
+    throw HttpError(422, std::string("bad value for ") + name + ": '" + v + "' (a whole number from " +
+                             std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  return n;
+}
+
+int64_t time_param(const httplib::Request& req, const char* name, int64_t def) {
+  if (!req.has_param(name) || req.get_param_value(name).empty()) return def;
+  std::string v = req.get_param_value(name);
+  char* end = nullptr;
+  errno = 0;
+  double d = std::strtod(v.c_str(), &end);
+  if (*end != '\0' || errno != 0 || !(d >= 0) || d > 9.2e18)
+    throw HttpError(422, std::string("bad value for ") + name + ": '" + v +
+                             "' (Unix time in ns, or in seconds when below 1e11)");
+  if (d < 1e11) d *= 1e9;
+  return static_cast<int64_t>(d);
+}
+
+void check_name(const std::string& name) {
+  if (name.empty()) throw HttpError(400, "a run needs a name (name=...)");
+  if (!valid_text(name, 200)) throw HttpError(400, "a run name is at most 200 bytes without control characters");
+}
+
+void check_tag(const std::string& key, const std::string& value) {
+  if (key.empty() || key.size() > 64) throw HttpError(400, "a tag key is 1 to 64 bytes: '" + key + "'");
+  for (unsigned char c : key)
+    if (!(std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == '/'))
+      throw HttpError(400, "a tag key holds letters, digits and _ - . / only: '" + key + "'");
+  if (!valid_text(value, 256)) throw HttpError(400, "a tag value is at most 256 bytes without control characters");
+}
+
+Tags tag_params(const httplib::Request& req, const char* name, std::size_t max_tags) {
+  Tags tags;
+  std::size_t n = req.get_param_value_count(name);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string kv = req.get_param_value(name, i);
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) throw HttpError(400, "a tag is KEY=VALUE, got '" + kv + "'");
+    std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    check_tag(k, v);
+    tags[k] = v;
+  }
+  if (tags.size() > max_tags)
+    throw HttpError(400, "too many tags: " + std::to_string(tags.size()) + " (at most " + std::to_string(max_tags) +
+                             " per run, --max-tags)");
+  return tags;
+}
+
+std::string base_url(const httplib::Request& req) {
+  std::string host = req.get_header_value("Host");
+  if (host.empty()) return {};
+  for (unsigned char c : host)
+    if (!(std::isalnum(c) || c == '.' || c == ':' || c == '-' || c == '[' || c == ']')) return {};
+  return "http://" + host;
+}
+
+}  // namespace lfs

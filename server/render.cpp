@@ -1,0 +1,293 @@
+// Engine glue (see render.hpp).
+#include "render.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "luaflame/diff.hpp"
+#include "luaflame/folded.hpp"
+
+namespace lfs {
+namespace {
+
+bool parse_bool(const std::string& v, bool& out) {
+  if (v == "1" || v == "true" || v == "yes" || v == "on" || v.empty()) { out = true; return true; }
+  if (v == "0" || v == "false" || v == "no" || v == "off") { out = false; return true; }
+  return false;
+}
+
+bool parse_number(const std::string& v, double lo, double hi, double& out) {
+  if (v.empty()) return false;
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(d) || d < lo || d > hi) return false;
+  out = d;
+  return true;
+}
+
+// Reverses the frames of "a;b;c" into "c;b;a".
+std::string reversed_stack(std::string_view stack) {
+  std::vector<std::string_view> frames = lf::split_stack(stack);
+  std::string out;
+  out.reserve(stack.size());
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    if (!out.empty()) out += ';';
+    out.append(*it);
+  }
+  return out;
+}
+
+bool under_focus(std::string_view stack, std::string_view focus) {
+  if (focus.empty()) return true;
+  if (stack.size() < focus.size() || stack.compare(0, focus.size(), focus) != 0) return false;
+  return stack.size() == focus.size() || stack[focus.size()] == ';';
+}
+
+double pct(double v, double total) { return total > 0 ? 100.0 * v / total : 0.0; }
+
+double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+}  // namespace
+
+lf::Tree load_tree(Store& store, int64_t run, const View& view) {
+  lf::Tree tree;
+  store.read_stacks(run, view.metric, view.from_ns, view.until_ns, [&](std::string_view stack, double v) {
+    if (view.reverse) {
+      std::string r = reversed_stack(stack);
+      if (under_focus(r, view.focus)) tree.add(r, v);
+    } else if (under_focus(stack, view.focus)) {
+      tree.add(stack, v);
+    }
+  });
+  tree.finalize();
+  return tree;
+}
+
+std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, bool& reverse) {
+  std::string_view units = metric_units(metric);
+  o.count_name = std::string(units);
+  if (units == "ns") o.unit = "ns";
+  if (units == "bytes") { o.unit = "bytes"; o.colors = "mem"; }
+  bool title_set = false;
+  for (const auto& [key, v] : p) {
+    double d = 0;
+    bool b = false;
+    auto bad = [&](const std::string& want) { return "bad value for " + key + ": '" + v + "' (" + want + ")"; };
+    if (key == "title") { o.title = v; title_set = true; }
+    else if (key == "subtitle") o.subtitle = v;
+    else if (key == "countname") o.count_name = v;
+    else if (key == "nametype") o.name_type = v;
+    else if (key == "notes") o.notes = v;
+    else if (key == "fonttype") o.font_type = v;
+    else if (key == "width") { if (!parse_number(v, 100, 100000, d)) return bad("100..100000"); o.width = static_cast<int>(d); }
+    else if (key == "height") { if (!parse_number(v, 4, 200, d)) return bad("4..200"); o.frame_height = static_cast<int>(d); }
+    else if (key == "fontsize") { if (!parse_number(v, 1, 100, d)) return bad("1..100"); o.font_size = d; }
+    else if (key == "minwidth") {
+      std::string num = v;
+      bool percent = !num.empty() && num.back() == '%';
+      if (percent) num.pop_back();
+      if (!parse_number(num, 0, percent ? 100 : 100000, d)) return bad("pixels, or N%");
+      o.min_width = d;
+      o.min_width_percent = percent;
+    }
+    else if (key == "colors") {
+      static const char* palettes[] = {"hot", "mem", "io", "red", "green", "blue", "aqua",
+                                       "yellow", "purple", "orange", "lua"};
+      if (std::none_of(std::begin(palettes), std::end(palettes), [&](const char* s) { return v == s; }))
+        return bad("hot mem io red green blue aqua yellow purple orange lua");
+      o.colors = v;
+    }
+    else if (key == "total") { if (!parse_number(v, 0, 1e300, d)) return bad("a number >= 0"); o.total = d; }
+    else if (key == "factor") { if (!parse_number(v, 1e-300, 1e300, d)) return bad("a number > 0"); o.factor = d; }
+    else if (key == "hash" || key == "inverted" || key == "reverse" || key == "flamechart" || key == "negate") {
+      if (!parse_bool(v, b)) return bad("1 or 0");
+      if (key == "hash") o.hash = b;
+      if (key == "inverted") o.inverted = b;
+      if (key == "reverse") { o.reverse = b; reverse = b; }
+      if (key == "flamechart") o.flamechart = b;
+      if (key == "negate") o.negate = b;
+    }
+  }
+  if (o.inverted && !title_set) o.title = "Icicle Graph";
+  return {};
+}
+
+std::string render_run_svg(Store& store, const RunInfo& run, const View& view, lf::SvgOptions opts) {
+  lf::Tree tree = load_tree(store, run.id, view);
+  std::string out;
+  if (tree.total() <= 0) {
+    lf::render_empty_svg(opts, view.focus.empty() ? "No data in this run for this metric and time range"
+                                                  : "No data under the focused frame",
+                         out);
+    return out;
+  }
+  if (!opts.flamechart) tree.sort_children();
+  lf::render_svg(tree, opts, out);
+  return out;
+}
+
+std::string run_folded(Store& store, int64_t run, const View& view) {
+  lf::Tree tree = load_tree(store, run, view);
+  std::string out;
+  lf::write_folded(tree, out);
+  return out;
+}
+
+nlohmann::json run_functions(const lf::Tree& tree, int metric, std::size_t limit) {
+  nlohmann::json fns = nlohmann::json::array();
+  std::vector<lf::FunctionStat> stats = lf::function_stats(tree);
+  for (std::size_t i = 0; i < stats.size() && i < limit; ++i)
+    fns.push_back({{"name", stats[i].name}, {"self", stats[i].self}, {"total", stats[i].total}});
+  return {{"metric", metric_name(metric)}, {"total", tree.total()}, {"functions", fns}};
+}
+
+nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit) {
+  std::vector<lf::FunctionStat> stats = lf::function_stats(tree);
+  auto list = [&](auto&& better) {
+    std::vector<lf::FunctionStat> s = stats;
+    std::stable_sort(s.begin(), s.end(), better);
+    nlohmann::json out = nlohmann::json::array();
+    for (std::size_t i = 0; i < s.size() && i < limit; ++i)
+      out.push_back({{"name", s[i].name}, {"self", s[i].self}, {"total", s[i].total}});
+    return out;
+  };
+  return {{"self", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) { return a.self > b.self; })},
+          {"total", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) { return a.total > b.total; })}};
+}
+
+nlohmann::json run_speedscope(const lf::Tree& tree, const RunInfo& run, int metric) {
+  std::string_view units = metric_units(metric);
+  const char* unit = units == "ns" ? "nanoseconds" : units == "bytes" ? "bytes" : "none";
+  nlohmann::json frames = nlohmann::json::array();
+  std::vector<int64_t> frame_map(tree.frame_count(), -1);  // tree frame -> speedscope frame
+  nlohmann::json samples = nlohmann::json::array(), weights = nlohmann::json::array();
+  std::vector<int64_t> path;
+  for (uint32_t i = 1; i < tree.size(); ++i) {
+    const lf::Tree::Node& n = tree.node(i);
+    if (n.self[0] == 0) continue;
+    path.clear();
+    for (uint32_t j = i; j != lf::Tree::kRoot && j != lf::Tree::kNone; j = tree.node(j).parent) {
+      uint32_t f = tree.node(j).frame;
+      if (frame_map[f] < 0) {
+        frame_map[f] = static_cast<int64_t>(frames.size());
+        frames.push_back({{"name", tree.frame_name(f)}});
+      }
+      path.push_back(frame_map[f]);
+    }
+    std::reverse(path.begin(), path.end());
+    samples.push_back(path);
+    weights.push_back(n.self[0]);
+  }
+  std::string name = run.name + " (" + std::string(metric_name(metric)) + ")";
+  return {{"$schema", "https://www.speedscope.app/file-format-schema.json"},
+          {"shared", {{"frames", frames}}},
+          {"profiles",
+           {{{"type", "sampled"}, {"name", name}, {"unit", unit}, {"startValue", 0},
+             {"endValue", tree.total()}, {"samples", samples}, {"weights", weights}}}},
+          {"name", name},
+          {"activeProfileIndex", 0},
+          {"exporter", "luaflame-server"}};
+}
+
+std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize, lf::SvgOptions opts) {
+  lf::DiffOptions d;
+  d.normalize = normalize;
+  lf::Tree diff = lf::diff_trees(base, head, d);
+  std::string out;
+  if (diff.total(0) <= 0 && diff.total(1) <= 0) {
+    lf::render_empty_svg(opts, "Both runs are empty for this metric", out);
+    return out;
+  }
+  diff.sort_children();
+  lf::render_svg(diff, opts, out);
+  return out;
+}
+
+DiffReport diff_report(const lf::Tree& base, const lf::Tree& head, const RunInfo& base_run,
+                       const RunInfo& head_run, int metric, double threshold, std::size_t limit) {
+  struct Share { double base_self = 0, head_self = 0, base_total = 0, head_total = 0; };
+  std::unordered_map<std::string, Share> shares;
+  for (const lf::FunctionStat& f : lf::function_stats(base)) {
+    shares[f.name].base_self = pct(f.self, base.total());
+    shares[f.name].base_total = pct(f.total, base.total());
+  }
+  for (const lf::FunctionStat& f : lf::function_stats(head)) {
+    shares[f.name].head_self = pct(f.self, head.total());
+    shares[f.name].head_total = pct(f.total, head.total());
+  }
+  struct Row { std::string name; Share s; double delta; };
+  std::vector<Row> rows;
+  for (auto& [name, s] : shares) rows.push_back({name, s, s.head_self - s.base_self});
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    if (std::fabs(a.delta) != std::fabs(b.delta)) return std::fabs(a.delta) > std::fabs(b.delta);
+    return a.name < b.name;
+  });
+  auto row_json = [](const Row& r) {
+    return nlohmann::json{{"name", r.name},
+                          {"base_pct", round3(r.s.base_self)},
+                          {"head_pct", round3(r.s.head_self)},
+                          {"delta_pct", round3(r.delta)},
+                          {"base_total_pct", round3(r.s.base_total)},
+                          {"head_total_pct", round3(r.s.head_total)}};
+  };
+  nlohmann::json frames = nlohmann::json::array(), reg = nlohmann::json::array(), imp = nlohmann::json::array();
+  bool failed = false;
+  std::string worst;
+  for (const Row& r : rows) {
+    if (threshold >= 0 && r.delta > threshold) {
+      if (!failed) worst = r.name;
+      failed = true;
+    }
+    if (frames.size() < limit) frames.push_back(row_json(r));
+    if (r.delta > 0.0005 && reg.size() < limit) reg.push_back(row_json(r));
+    if (r.delta < -0.0005 && imp.size() < limit) imp.push_back(row_json(r));
+  }
+  // Markdown a CI job can post as a comment.
+  auto fmt = [](double v, bool sign) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, sign ? "%+.2f" : "%.2f", v);
+    return std::string(buf);
+  };
+  auto md_name = [](const std::string& n) {
+    std::string out;
+    for (char c : n) {
+      if (c == '|' || c == '`' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out;
+  };
+  std::string md = "### Profile comparison: " + md_name(head_run.name) + " #" + std::to_string(head_run.id) +
+                   " vs " + md_name(base_run.name) + " #" + std::to_string(base_run.id) + " (" +
+                   std::string(metric_name(metric)) + ", self share of total)\n\n";
+  auto table = [&](const char* title, const nlohmann::json& list) {
+    md += std::string("**") + title + "**\n\n";
+    if (list.empty()) { md += "none\n\n"; return; }
+    md += "| function | base % | head % | change (points) |\n|---|---:|---:|---:|\n";
+    for (const auto& r : list)
+      md += "| " + md_name(r["name"].get<std::string>()) + " | " + fmt(r["base_pct"].get<double>(), false) +
+            " | " + fmt(r["head_pct"].get<double>(), false) + " | " + fmt(r["delta_pct"].get<double>(), true) +
+            " |\n";
+    md += "\n";
+  };
+  std::size_t md_limit = std::min<std::size_t>(limit, 10);
+  nlohmann::json reg_md = nlohmann::json::array(), imp_md = nlohmann::json::array();
+  for (std::size_t i = 0; i < reg.size() && i < md_limit; ++i) reg_md.push_back(reg[i]);
+  for (std::size_t i = 0; i < imp.size() && i < md_limit; ++i) imp_md.push_back(imp[i]);
+  table("Regressions", reg_md);
+  table("Improvements", imp_md);
+  if (threshold >= 0)
+    md += failed ? "**FAILED**: " + md_name(worst) + " grew by more than " + fmt(threshold, false) + " points\n"
+                 : "Passed: no function grew by more than " + fmt(threshold, false) + " points\n";
+  DiffReport rep;
+  rep.failed = failed;
+  rep.json = {{"base", base_run.id}, {"head", head_run.id}, {"metric", metric_name(metric)},
+              {"base_total", base.total()}, {"head_total", head.total()},
+              {"frames", frames}, {"regressions", reg}, {"improvements", imp}, {"markdown", md},
+              {"threshold", threshold >= 0 ? nlohmann::json(threshold) : nlohmann::json(nullptr)},
+              {"failed", failed}};
+  return rep;
+}
+
+}  // namespace lfs

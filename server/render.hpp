@@ -1,0 +1,67 @@
+// Engine glue: stored stacks -> lf::Tree -> SVG, folded text, function
+// tables, speedscope JSON, and differential comparisons. Pure functions over
+// a Store; nothing here knows HTTP.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "luaflame/svg.hpp"
+#include "luaflame/tree.hpp"
+#include "store.hpp"
+
+namespace lfs {
+
+/// Which part of a run to look at.
+struct View {
+  int metric = 0;                                          ///< metric index; default samples
+  int64_t from_ns = std::numeric_limits<int64_t>::min();   ///< buckets from here; default all
+  int64_t until_ns = std::numeric_limits<int64_t>::max();  ///< buckets before this; default all
+  std::string focus;  ///< "a;b;c": keep only stacks under this path; default none
+  bool reverse = false;  ///< reverse each stack before merging (--reverse); default false
+};
+
+/// Query parameters as httplib gives them.
+using Params = std::multimap<std::string, std::string>;
+
+/// Loads a run's stacks for `view` into a finalized tree.
+lf::Tree load_tree(Store& store, int64_t run, const View& view);
+
+/// Fills SVG options from flamegraph.pl-named query parameters (title, subtitle, width,
+/// height, fontsize, fonttype, minwidth, countname, nametype, colors, hash, inverted,
+/// reverse, flamechart, total, factor, negate, notes), after metric-based defaults
+/// (time -> unit "ns"; bytes metrics -> unit "bytes" and the "mem" palette).
+/// Returns "" or the message for a 422.
+std::string svg_options_from(const Params& params, int metric, lf::SvgOptions& opts, bool& reverse);
+
+/// Renders the flame graph of a run (an empty-input SVG when nothing matches).
+std::string render_run_svg(Store& store, const RunInfo& run, const View& view, lf::SvgOptions opts);
+
+/// Folded text of a run's view.
+std::string run_folded(Store& store, int64_t run, const View& view);
+
+/// {"metric", "total", "functions": [{"name","self","total"}...]} sorted by self, at most `limit`.
+nlohmann::json run_functions(const lf::Tree& tree, int metric, std::size_t limit);
+
+/// Top functions by self and by total: {"self": [...], "total": [...]}.
+nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit);
+
+/// The run's view as a speedscope file (https://www.speedscope.app/file-format-schema.json).
+nlohmann::json run_speedscope(const lf::Tree& tree, const RunInfo& run, int metric);
+
+/// Differential SVG of base -> head.
+std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize, lf::SvgOptions opts);
+
+/// Comparison of function shares (self value as a percentage of the total).
+struct DiffReport {
+  nlohmann::json json;
+  bool failed = false;
+};
+DiffReport diff_report(const lf::Tree& base, const lf::Tree& head, const RunInfo& base_run,
+                       const RunInfo& head_run, int metric, double threshold, std::size_t limit);
+
+}  // namespace lfs

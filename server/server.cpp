@@ -1,1 +1,0 @@
-// server library (to be written)

@@ -1,0 +1,73 @@
+// Config: flags, LUAFLAME_* variables, sizes, and clear errors.
+#include <doctest/doctest.h>
+
+#include "config.hpp"
+
+using lfs::parse_config;
+
+TEST_CASE("defaults are loopback, 64 MiB, no token") {
+  auto r = parse_config({}, {});
+  REQUIRE(r.error.empty());
+  CHECK(r.config.host == "127.0.0.1");
+  CHECK(r.config.port == 8080);
+  CHECK(r.config.max_body == 64u << 20);
+  CHECK(r.config.token.empty());
+  CHECK(r.config.web_dir == LUAFLAME_WEB_DIR);
+}
+
+TEST_CASE("flags override environment") {
+  auto r = parse_config({"--listen", "0.0.0.0:9000", "--token=abc", "--max-body", "1M"},
+                        {"LUAFLAME_LISTEN=127.0.0.1:7000", "LUAFLAME_TOKEN=env", "LUAFLAME_KEEP_RUNS=5", "PATH=/bin"});
+  REQUIRE(r.error.empty());
+  CHECK(r.config.host == "0.0.0.0");
+  CHECK(r.config.port == 9000);
+  CHECK(r.config.token == "abc");
+  CHECK(r.config.max_body == 1u << 20);
+  CHECK(r.config.keep_runs == 5);
+}
+
+TEST_CASE("bad values are named in the error") {
+  struct Case { std::vector<std::string> args; std::string want; };
+  std::vector<Case> cases = {
+      {{"--listen", "nope"}, "--listen"},
+      {{"--listen", "h:99999"}, "--listen"},
+      {{"--max-body", "lots"}, "--max-body"},
+      {{"--keep-days", "-1"}, "--keep-days"},
+      {{"--log-level", "loud"}, "--log-level"},
+      {{"--frobnicate"}, "unknown option"},
+      {{"--data"}, "needs a value"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.args[0]);
+    auto r = parse_config(c.args, {});
+    CHECK(r.error.find(c.want) != std::string::npos);
+  }
+  auto env = parse_config({}, {"LUAFLAME_MAX_BODY=x"});
+  CHECK(env.error.find("LUAFLAME_MAX_BODY") != std::string::npos);
+}
+
+TEST_CASE("sizes take suffixes") {
+  uint64_t n = 0;
+  CHECK(lfs::parse_size("10", n));
+  CHECK(n == 10);
+  CHECK(lfs::parse_size("2K", n));
+  CHECK(n == 2048);
+  CHECK(lfs::parse_size("64MiB", n));
+  CHECK(n == 64ull << 20);
+  CHECK(lfs::parse_size("1g", n));
+  CHECK(n == 1ull << 30);
+  CHECK_FALSE(lfs::parse_size("", n));
+  CHECK_FALSE(lfs::parse_size("-1", n));
+  CHECK_FALSE(lfs::parse_size("99999999999T", n));
+}
+
+TEST_CASE("help lists every variable") {
+  auto r = parse_config({"--help"}, {});
+  CHECK(r.help);
+  std::string u = lfs::config_usage();
+  for (const char* v : {"LUAFLAME_LISTEN", "LUAFLAME_DATA", "LUAFLAME_TOKEN", "LUAFLAME_MAX_BODY", "LUAFLAME_KEEP_DAYS",
+                        "LUAFLAME_KEEP_RUNS", "LUAFLAME_DISK_BUDGET", "LUAFLAME_LOG_LEVEL", "LUAFLAME_WEB"}) {
+    CAPTURE(v);
+    CHECK(u.find(v) != std::string::npos);
+  }
+}
