@@ -1,0 +1,173 @@
+// Compare two runs: a differential flame graph (red grew, blue shrank) and
+// the functions whose share of the total changed most. The base is a run id
+// or "the latest run of NAME with TAGS" (docs/api.md, /api/diff).
+import { api, parseTags, url } from './api.js';
+import { el, $, initHeader, errorBox, toast, copyText, gettingStarted } from './ui.js';
+import { fmtDate, fmtPct, metricLabel } from './format.js';
+import { FlameGraph, exactRegexSource } from './flame.js';
+
+const app = $('#app');
+const LIST = 200;
+let graph = null;
+let runs = [];
+const perf = (window.__lfPerf = { loads: [] });
+
+function readState() {
+  const q = new URLSearchParams(location.search);
+  return {
+    base: q.get('base') || '', head: q.get('head') || '',
+    base_name: q.get('base_name') || '', base_tag: q.getAll('base_tag').join(' '),
+    metric: q.get('metric') || 'samples', normalize: q.get('normalize') !== '0',
+  };
+}
+
+function runLabel(r) {
+  const tags = Object.entries(r.tags || {}).map(([k, v]) => `${k}=${v}`).join(' ');
+  return `#${r.id} ${r.name}${tags ? ' · ' + tags : ''} · ${fmtDate(r.started_ns)}`;
+}
+
+function runSelect(idAttr, value) {
+  const s = el(`select#${idAttr}`, { 'aria-label': idAttr });
+  s.append(el('option', { value: '' }, '— pick a run —'));
+  for (const r of runs) s.append(el('option', { value: r.id }, runLabel(r)));
+  if (value && !runs.some((r) => String(r.id) === value)) s.append(el('option', { value }, `#${value}`));
+  s.value = value;
+  return s;
+}
+
+function form(st) {
+  const byName = !!st.base_name;
+  const modeRun = el('input', { type: 'radio', name: 'bmode', value: 'run', checked: !byName, id: 'bmode-run' });
+  const modeName = el('input', { type: 'radio', name: 'bmode', value: 'name', checked: byName, id: 'bmode-name' });
+  const baseSel = runSelect('base', st.base);
+  const bname = el('input#base-name', { type: 'text', placeholder: 'name, e.g. myapp', value: st.base_name });
+  const btag = el('input#base-tag', { type: 'text', placeholder: 'tags, e.g. branch=main', value: st.base_tag });
+  const headSel = runSelect('head', st.head);
+  const metrics = new Set(['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes']);
+  const msel = el('select#metric', [...metrics].map((m) => el('option', { value: m }, metricLabel(m))));
+  msel.value = st.metric;
+  const norm = el('input#normalize', { type: 'checkbox', checked: st.normalize });
+  const sync = () => { baseSel.disabled = modeName.checked; bname.disabled = btag.disabled = !modeName.checked; };
+  modeRun.addEventListener('change', sync);
+  modeName.addEventListener('change', sync);
+  sync();
+  const go = el('button.primary#go', { type: 'submit' }, 'Compare');
+  const f = el('form.panel.compare-form#compare-form',
+    el('fieldset',
+      el('legend', el('span.dot', { style: 'background:var(--blue)' }), 'Base (before)'),
+      el('label.row', modeRun, 'A run'), baseSel,
+      el('label.row', modeName, 'The latest run of a name with tags'),
+      el('div.row', bname, btag)),
+    el('fieldset',
+      el('legend', el('span.dot', { style: 'background:var(--red)' }), 'Head (after)'),
+      headSel,
+      el('label.field', 'Metric', msel),
+      el('label.row', norm, 'Normalise totals (compare shares, not absolute counts)')),
+    el('div.actions', go, el('button#swap', { type: 'button', onclick: () => { const b = baseSel.value; baseSel.value = headSel.value; headSel.value = b; } }, '⇄ Swap')));
+  f.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const p = { head: headSel.value, metric: msel.value, normalize: norm.checked ? '' : '0' };
+    if (modeName.checked) { p.base_name = bname.value.trim(); p.base_tag = btag.value.trim().split(/[\s,]+/).filter(Boolean); }
+    else p.base = baseSel.value;
+    history.pushState(null, '', url('/compare', p));
+    show(readState());
+  });
+  return f;
+}
+
+function params(st) {
+  const p = { head: st.head, metric: st.metric, normalize: st.normalize ? '1' : '0' };
+  if (st.base_name) { p.base_name = st.base_name; p.base_tag = parseTags(st.base_tag); }
+  else p.base = st.base;
+  return p;
+}
+
+function changeTable(title, cls, rows, hl) {
+  const body = rows.slice(0, 15).map((f) => {
+    const tr = el('tr', { style: 'cursor:pointer', title: 'Highlight in the graph' },
+      el('td.fn', f.name),
+      el('td.num', fmtPct(f.base_pct)),
+      el('td.num', fmtPct(f.head_pct)),
+      el(`td.num.delta.${f.delta_pct >= 0 ? 'up' : 'down'}`, `${f.delta_pct >= 0 ? '+' : ''}${f.delta_pct.toFixed(2)} pts`));
+    tr.addEventListener('click', () => hl(f.name));
+    return tr;
+  });
+  return el('div.panel',
+    el(`h2.${cls}`, title),
+    body.length
+      ? el('table.grid', { id: cls === 'reg' ? 'regressions' : 'improvements' },
+        el('thead', el('tr', el('th', 'Function'), el('th.num', 'Base'), el('th.num', 'Head'), el('th.num', 'Change'))),
+        el('tbody', body))
+      : el('p', { style: 'padding:0 12px 12px;color:var(--muted)' }, 'None.'));
+}
+
+async function show(st) {
+  const out = $('#result');
+  if (!st.head || (!st.base && !st.base_name)) {
+    out.replaceChildren(el('p', { style: 'color:var(--muted)' }, 'Pick a base and a head run, then press Compare. Tip: tick two runs on the Runs page.'));
+    return;
+  }
+  out.replaceChildren(el('div.loading', el('span.spinner'), 'Comparing…'));
+  let diff;
+  try {
+    diff = await api.diff({ ...params(st), limit: 50 });
+  } catch (e) {
+    out.replaceChildren(errorBox('Could not compare these runs', e, st.base_name ? 'The base is the latest finished run of that name with those tags, other than the head.' : null));
+    return;
+  }
+  const host = el('div.flame#flame');
+  const matched = el('span.matched#matched');
+  const hl = (name) => {
+    const r = graph.search(exactRegexSource(name));
+    matched.textContent = r && r.count ? `${name}: ${fmtPct(r.pct)} of head` : `${name}: not drawn`;
+  };
+  const md = el('button#copy-md', { type: 'button', title: 'Markdown summary, e.g. for a pull request comment' }, 'Copy Markdown');
+  md.addEventListener('click', async () => toast((await copyText(diff.markdown || '')) ? 'Markdown copied' : 'Copy failed'));
+  const baseId = typeof diff.base === 'object' && diff.base ? diff.base.id : diff.base;
+  const headId = typeof diff.head === 'object' && diff.head ? diff.head.id : diff.head;
+  out.replaceChildren(
+    el('div.toolbar.panel',
+      el('span', 'Base ', el('a', { href: `/runs/${baseId}` }, `#${baseId}`), ' → head ', el('a', { href: `/runs/${headId}` }, `#${headId}`), ` · ${metricLabel(diff.metric || st.metric)}`),
+      el('span.legend-diff', el('span', el('i', { style: 'background:#e0533f' }), 'grew'), el('span', el('i', { style: 'background:#4f7fe8' }), 'shrank')),
+      matched, el('span.spacer'),
+      el('a.btn', { href: api.diffSvgURL(params(st)), download: `diff-${baseId}-${headId}.svg` }, 'Download SVG'), md),
+    diff.failed ? el('div.verdict.bad', `A function's share grew by more than ${diff.threshold} points.`) : '',
+    el('div.panel.graph-panel', host, el('div.details#details', ' ')),
+    el('div.changes', changeTable('Biggest regressions', 'reg', diff.regressions || [], hl), changeTable('Biggest improvements', 'imp', diff.improvements || [], hl)));
+  graph = new FlameGraph(host, { onHover: (info, d) => { $('#details').textContent = info ? `${info.name} · ${d}` : ' '; } ,
+    describe: (info) => [info.value, isFinite(info.pct) ? fmtPct(info.pct) : '', info.extra, info.more].filter(Boolean).join(' · ') });
+  try {
+    const width = Math.max(300, Math.round(host.clientWidth));
+    const r = await graph.load(api.diffSvgURL({ ...params(st), width }));
+    perf.loads.push(r);
+    host.dataset.state = 'ready';
+  } catch (e) {
+    host.replaceWith(errorBox('Could not render the differential graph', e));
+  }
+  app.dataset.loaded = '1';
+}
+
+async function main() {
+  initHeader('compare');
+  try {
+    runs = (await api.runs({ limit: LIST })).runs;
+  } catch (e) {
+    app.replaceChildren(errorBox('Could not load runs', e));
+    return;
+  }
+  if (runs.length < 1) {
+    app.replaceChildren(el('div.page-head', el('h1', 'Compare runs')), el('div.panel', gettingStarted()));
+    return;
+  }
+  const st = readState();
+  if (!st.head && !st.base && runs.length >= 2) { st.head = String(runs[0].id); st.base = String(runs[1].id); }
+  app.replaceChildren(
+    el('div.page-head', el('h1', 'Compare runs'), el('span.sub', 'What got slower, what got faster')),
+    form(st),
+    el('div#result'));
+  window.addEventListener('popstate', () => { const s = readState(); $('#compare-form').replaceWith(form(s)); show(s); });
+  await show(st);
+  app.dataset.loaded = '1';
+}
+
+main();

@@ -1,0 +1,279 @@
+// The interactive flame graph: the server's SVG (flamegraph.pl structure,
+// one <g> per frame with <title>, <rect>, <text>) parsed and inlined, minus
+// its own script, style and chrome. The page does hover, search and the
+// frame path for zooming itself, reading geometry from the rects, so it needs
+// nothing from the SVG beyond that structure. DOM work is kept to one pass at
+// load; names are read from the titles only when first needed.
+
+const SVGNS = 'http://www.w3.org/2000/svg';
+
+/** "NAME (COUNT UNIT, PCT%...)..." -> {name, rest}; the name may hold parentheses. */
+export function splitTitle(text) {
+  const nl = text.indexOf('\n');
+  const first = nl < 0 ? text : text.slice(0, nl);
+  const m = /^(.*?) \(([^()]*?), ([-+]?[\d.]+)%([^()]*)\)(.*)$/s.exec(first);
+  const more = nl < 0 ? '' : text.slice(nl + 1).trim();
+  if (!m) return { name: first, value: '', pct: NaN, more };
+  const extra = `${m[4]}${m[5]}`.replace(/^[\s;,]+/, '').trim();
+  return { name: m[1], value: m[2], pct: parseFloat(m[3]), extra, more };
+}
+
+function makeRegex(query) {
+  try {
+    return new RegExp(query, 'i');
+  } catch (_) {
+    return new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'i');
+  }
+}
+
+export function exactRegexSource(name) {
+  return `^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`;
+}
+
+export class FlameGraph {
+  /**
+   * @param host element the SVG goes into
+   * @param opts {onZoom(chain, frameIndex), onHover(info|null)}
+   */
+  constructor(host, opts = {}) {
+    this.host = host;
+    this.opts = opts;
+    this.frames = [];   // {g, x, y, w, name?, title?}
+    this.svg = null;
+    this.inverted = false;
+    this.matched = [];
+    this.abort = null;
+    this.tip = document.createElement('div');
+    this.tip.className = 'tip';
+    this.tip.hidden = true;
+    document.body.append(this.tip);
+    host.addEventListener('mouseover', (e) => this.hover(e));
+    host.addEventListener('mousemove', (e) => this.moveTip(e));
+    host.addEventListener('mouseleave', () => this.hideTip());
+    host.addEventListener('click', (e) => this.click(e));
+  }
+
+  /** Fetches and shows the SVG at `src`. Resolves to {frames, fetchMs, buildMs}. */
+  async load(src, { inverted = false } = {}) {
+    if (this.abort) this.abort.abort();
+    const ctl = new AbortController();
+    this.abort = ctl;
+    const t0 = performance.now();
+    const res = await fetch(src, { signal: ctl.signal });
+    if (!res.ok) {
+      let msg = `${res.status} ${res.statusText}`;
+      try { const j = JSON.parse(await res.text()); if (j.error) msg = j.error; } catch (_) { /* keep status */ }
+      const err = new Error(msg);
+      err.status = res.status;
+      throw err;
+    }
+    const text = await res.text();
+    if (ctl.signal.aborted) throw new DOMException('aborted', 'AbortError');
+    const t1 = performance.now();
+    this.build(text, inverted);
+    return { frames: this.frames.length, bytes: text.length, fetchMs: t1 - t0, buildMs: performance.now() - t1 };
+  }
+
+  build(text, inverted) {
+    const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+    const root = doc.documentElement;
+    if (root.nodeName !== 'svg' || doc.getElementsByTagName('parsererror').length) {
+      throw new Error('The server sent a flame graph this page cannot read (not well-formed SVG).');
+    }
+    for (const s of [...root.querySelectorAll('script, style, foreignObject')]) s.remove();
+    for (const a of [...root.getAttributeNames()]) if (/^on/i.test(a)) root.removeAttribute(a);
+
+    const vb = (root.getAttribute('viewBox') || '').split(/[\s,]+/).map(Number);
+    const width = vb.length === 4 && vb[2] > 0 ? vb[2] : parseFloat(root.getAttribute('width')) || 1200;
+    const frames = [];
+    const keep = new Set();
+    let minY = Infinity;
+    let maxY = -Infinity;
+    let rootW = 0;
+    for (const g of root.getElementsByTagName('g')) {
+      let rect = null;
+      let title = null;
+      for (let c = g.firstElementChild; c; c = c.nextElementSibling) {
+        if (c.localName === 'rect') rect = c;
+        else if (c.localName === 'title') title = c;
+      }
+      if (!rect || !title) continue;
+      if (g.hasAttribute('onmouseover') || g.hasAttribute('onclick')) {
+        for (const a of g.getAttributeNames()) if (/^on/i.test(a)) g.removeAttribute(a);
+      }
+      const x = parseFloat(rect.getAttribute('x')) || 0;
+      const y = parseFloat(rect.getAttribute('y')) || 0;
+      const w = parseFloat(rect.getAttribute('width')) || 0;
+      g._lfi = frames.length;
+      frames.push({ g, x, y, w, title });
+      if (y < minY) minY = y;
+      if (y > maxY) maxY = y;
+      if (w > rootW) rootW = w;
+      // Remember which child of the root holds frames; the rest is chrome.
+      let n = g;
+      while (n.parentNode && n.parentNode !== root) n = n.parentNode;
+      keep.add(n);
+    }
+    // Rect height comes from the SVG's stylesheet (dropped here) or an
+    // attribute; the level step (smallest gap between frame rows) gives it.
+    let step = 0;
+    const rect0 = frames.length ? frames[0].g.querySelector('rect') : null;
+    const attrH = rect0 ? parseFloat(rect0.getAttribute('height')) : NaN;
+    if (frames.length > 1) {
+      const ys = [...new Set(frames.map((f) => f.y))].sort((a, b) => a - b);
+      for (let k = 1; k < ys.length; k++) if (!step || ys[k] - ys[k - 1] < step) step = ys[k] - ys[k - 1];
+    }
+    const rowH = attrH > 0 ? attrH : step > 1 ? step - 1 : 15;
+    if (frames.length) {
+      for (const c of [...root.children]) {
+        if (c.localName !== 'defs' && !keep.has(c)) c.remove();
+      }
+      root.setAttribute('viewBox', `0 ${minY - 2} ${width} ${maxY + rowH - minY + 4}`);
+      root.style.setProperty('--fh', `${rowH}px`);
+    }
+    root.setAttribute('width', '100%');
+    root.removeAttribute('height');
+    root.removeAttribute('id');
+    root.setAttribute('role', 'img');
+    root.setAttribute('aria-label', 'Flame graph');
+    this.frames = frames;
+    this.rootW = rootW || width;
+    this.width = width;
+    this.inverted = inverted;
+    this.matched = [];
+    this.svg = root;
+    this.hideTip();
+    this.host.replaceChildren(document.adoptNode(root));
+  }
+
+  /** The name of frame i (parsed from its title once). */
+  name(i) {
+    const f = this.frames[i];
+    if (f.name === undefined) this.readTitle(f);
+    return f.name;
+  }
+
+  readTitle(f) {
+    const text = f.title ? f.title.textContent : (f.text || '');
+    const p = splitTitle(text);
+    f.name = p.name;
+    f.info = p;
+    // The page shows its own tooltip: drop the title so the browser's does not double it.
+    if (f.title) { f.title.remove(); f.title = null; }
+    return p;
+  }
+
+  info(i) {
+    const f = this.frames[i];
+    if (!f.info) this.readTitle(f);
+    return f.info;
+  }
+
+  /** Names from the graph's root down to frame i, found by geometry. */
+  chain(i) {
+    const f = this.frames[i];
+    const cx = f.x + f.w / 2;
+    const below = [];
+    for (const o of this.frames) {
+      if ((this.inverted ? o.y < f.y : o.y > f.y) && o.x <= cx + 1e-6 && o.x + o.w >= cx - 1e-6) below.push(o);
+    }
+    below.sort((a, b) => (this.inverted ? a.y - b.y : b.y - a.y));
+    const out = [];
+    let lastY = NaN;
+    for (const o of below) {
+      if (o.y === lastY) continue;  // two rects meeting at cx: keep the first
+      lastY = o.y;
+      out.push(this.name(o.g._lfi));
+    }
+    out.push(this.name(i));
+    return out;
+  }
+
+  frameOf(target) {
+    const g = target && target.closest ? target.closest('g') : null;
+    return g && g._lfi !== undefined && this.frames[g._lfi] && this.frames[g._lfi].g === g ? g._lfi : -1;
+  }
+
+  hover(e) {
+    const i = this.frameOf(e.target);
+    if (i < 0) { this.hideTip(); return; }
+    const p = this.info(i);
+    const share = (100 * this.frames[i].w) / this.rootW;
+    const detail = this.opts.describe ? this.opts.describe(p, share) : `${p.value} (${p.pct}%)`;
+    this.tip.replaceChildren();
+    const nm = document.createElement('div');
+    nm.className = 't-name';
+    nm.textContent = p.name;
+    const more = document.createElement('div');
+    more.className = 't-more';
+    more.textContent = [detail, p.more].filter(Boolean).join('\n');
+    const hint = document.createElement('div');
+    hint.className = 't-hint';
+    hint.textContent = this.opts.onZoom ? 'click to zoom' : '';
+    hint.hidden = !this.opts.onZoom;
+    this.tip.append(nm, more, hint);
+    this.tip.hidden = false;
+    this.moveTip(e);
+    if (this.opts.onHover) this.opts.onHover(p, detail);
+  }
+
+  moveTip(e) {
+    if (this.tip.hidden) return;
+    const pad = 14;
+    const r = this.tip.getBoundingClientRect();
+    let x = e.clientX + pad;
+    let y = e.clientY + pad;
+    if (x + r.width > window.innerWidth - 4) x = e.clientX - r.width - pad;
+    if (y + r.height > window.innerHeight - 4) y = e.clientY - r.height - pad;
+    this.tip.style.left = `${Math.max(4, x)}px`;
+    this.tip.style.top = `${Math.max(4, y)}px`;
+  }
+
+  hideTip() {
+    this.tip.hidden = true;
+    if (this.opts.onHover) this.opts.onHover(null);
+  }
+
+  click(e) {
+    const i = this.frameOf(e.target);
+    if (i < 0 || !this.opts.onZoom) return;
+    this.opts.onZoom(this.chain(i), i);
+  }
+
+  /**
+   * Highlights frames whose name matches `query` (a case-insensitive regular
+   * expression, or literal text when it is not a valid one). Returns
+   * {count, pct} with pct the matched share of the graph, counting nested
+   * matches once, or null when the query is empty.
+   */
+  search(query) {
+    if (!this.svg) return null;
+    for (const i of this.matched) this.frames[i].g.classList.remove('m');
+    this.matched = [];
+    if (!query) {
+      this.svg.classList.remove('searching');
+      return null;
+    }
+    const re = makeRegex(query);
+    const hits = [];
+    for (let i = 0; i < this.frames.length; i++) {
+      if (re.test(this.name(i))) hits.push(i);
+    }
+    for (const i of hits) this.frames[i].g.classList.add('m');
+    this.svg.classList.add('searching');
+    this.matched = hits;
+    // Share: widths of the outermost matches (a match inside a match counts once).
+    const spans = hits.map((i) => this.frames[i]).sort((a, b) => a.x - b.x || b.w - a.w);
+    let end = -Infinity;
+    let sum = 0;
+    for (const f of spans) {
+      const fe = f.x + f.w;
+      if (fe <= end + 0.5) continue;  // inside an earlier match (rects are rounded)
+      sum += fe - Math.max(f.x, end);
+      end = fe;
+    }
+    return { count: hits.length, pct: this.rootW ? Math.min(100, (100 * sum) / this.rootW) : 0 };
+  }
+}
+
+export { SVGNS };

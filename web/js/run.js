@@ -1,0 +1,351 @@
+// A run: header, timeline (streamed runs), toolbar, breadcrumb, the flame
+// graph and the function table. The view (metric, focus, time range,
+// inverted, search) lives in the URL; back/forward replay it.
+import { api, url } from './api.js';
+import { el, $, initHeader, errorBox, toast, copyText, tagChip, debounce } from './ui.js';
+import { fmtDate, fmtDuration, fmtValue, fmtPct, metricLabel, paletteFor, unitKind } from './format.js';
+import { FlameGraph, exactRegexSource } from './flame.js';
+import { FuncTable } from './functable.js';
+import { drawTimeline } from './timeline.js';
+
+const LIVE_MS = 5000;
+const id = +(location.pathname.match(/\/runs\/(\d+)/) || [])[1];
+const app = $('#app');
+let run = null;
+let view = readView();
+let graph = null;
+let table = null;
+let loadedKey = '';       // what the graph shows now
+let fnKey = '';           // what the table shows now
+let liveTimer = 0;
+let lastWidth = 0;
+const perf = (window.__lfPerf = { loads: [] });
+
+function readView() {
+  const q = new URLSearchParams(location.search);
+  const focus = q.get('focus');
+  return {
+    metric: q.get('metric') || '',
+    focus: focus ? focus.split(';') : [],
+    from: q.get('from') || '',
+    until: q.get('until') || '',
+    inverted: q.get('inverted') === '1',
+    q: q.get('q') || '',
+  };
+}
+
+function viewURL(v) {
+  return url(location.pathname, {
+    metric: v.metric !== defaultMetric() ? v.metric : '',
+    focus: v.focus.join(';'),
+    from: v.from,
+    until: v.until,
+    inverted: v.inverted,
+    q: v.q,
+  });
+}
+
+/** Changes the view; `push` adds a history entry (zoom, metric, range), else replaces it. */
+function setView(changes, push = true) {
+  view = { ...view, ...changes };
+  const u = viewURL(view);
+  if (u !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', u);
+  render();
+}
+
+function defaultMetric() {
+  const ms = Object.keys((run && run.metrics) || {});
+  return ms.includes('samples') ? 'samples' : ms[0] || 'samples';
+}
+
+const metric = () => view.metric || defaultMetric();
+const unitsOf = (m) => ((run.metrics || {})[m] || {}).units || '';
+
+// ---- header --------------------------------------------------------------
+
+function header() {
+  const tags = Object.entries(run.tags || {}).map(([k, v]) => tagChip(k, v));
+  const totals = Object.entries(run.metrics || {}).map(([m, info]) =>
+    el('span', `${metricLabel(m)} `, el('b', fmtValue(info.total, m, info.units))));
+  return el('div#run-head',
+    el('div.run-head',
+      el('h1', run.name || '(unnamed)'),
+      el('span.badge.src', `#${run.id}`),
+      run.status === 'live' ? el('span.badge.live#live-badge', 'live') : null,
+      run.source ? el('span.badge.src', run.source) : null,
+      tags),
+    el('div.run-meta',
+      el('span', 'Started ', el('b', fmtDate(run.started_ns))),
+      el('span', 'Duration ', el('b', run.status === 'live' ? 'still running' : fmtDuration(run.duration_ns))),
+      totals));
+}
+
+// ---- toolbar -------------------------------------------------------------
+
+function toolbar() {
+  const seg = el('div.seg#metrics', { role: 'group', 'aria-label': 'Metric' },
+    Object.keys(run.metrics || {}).map((m) => el('button', {
+      type: 'button', dataset: { metric: m }, 'aria-pressed': String(m === metric()),
+      onclick: () => { if (m !== metric()) setView({ metric: m, focus: view.focus }); },
+    }, metricLabel(m))));
+  const search = el('input#search', { type: 'search', placeholder: 'Search frames (regex)', value: view.q, 'aria-label': 'Search frames', autocomplete: 'off' });
+  const applySearch = debounce(() => { view.q = search.value; history.replaceState(null, '', viewURL(view)); doSearch(); }, 120);
+  search.addEventListener('input', applySearch);
+  const inv = el('button.toggle#inverted', { type: 'button', 'aria-pressed': String(view.inverted), title: 'Icicle graph: roots at the top' }, 'Inverted');
+  inv.addEventListener('click', () => setView({ inverted: !view.inverted }));
+  const reset = el('button#reset-zoom', { type: 'button', title: 'Reset zoom (Esc)', onclick: () => resetZoom() }, 'Reset zoom');
+  const side = el('button.toggle#toggle-table', { type: 'button', 'aria-pressed': 'true', title: 'Show or hide the function table' }, 'Functions');
+  side.addEventListener('click', () => {
+    const ws = $('#workspace');
+    ws.classList.toggle('no-side');
+    side.setAttribute('aria-pressed', String(!ws.classList.contains('no-side')));
+    lastWidth = 0;
+    render();
+  });
+  const dl = el('div.items#downloads', { hidden: true });
+  const dlBtn = el('button#download', { type: 'button', 'aria-haspopup': 'true' }, 'Download ▾');
+  dlBtn.addEventListener('click', (e) => { e.stopPropagation(); fillDownloads(dl); dl.hidden = !dl.hidden; });
+  document.addEventListener('click', () => { dl.hidden = true; });
+  const copy = el('button#copy-link', { type: 'button', title: 'Copy a link to this exact view' }, 'Copy link');
+  copy.addEventListener('click', async () => toast((await copyText(location.href)) ? 'Link to this view copied' : 'Copy failed'));
+  return el('div.panel.toolbar',
+    seg,
+    el('div.search', search),
+    el('span.matched#matched', { 'aria-live': 'polite' }),
+    el('span.spacer'),
+    inv, reset, side,
+    el('div.menu', dlBtn, dl),
+    copy);
+}
+
+function fillDownloads(box) {
+  const m = metric();
+  const common = { metric: m, from: view.from, until: view.until };
+  const base = `${(run.name || 'run').replace(/[^\w.-]+/g, '_')}-${run.id}`;
+  box.replaceChildren(
+    el('a', { href: api.svgURL(id, svgParams(1200)), download: `${base}.svg` }, 'Flame graph', el('small', 'SVG')),
+    el('a', { href: api.foldedURL(id, { ...common, focus: view.focus.join(';') }), download: `${base}.folded` }, 'Folded stacks', el('small', '.folded')),
+    el('a', { href: api.speedscopeURL(id, { metric: m }), download: `${base}.speedscope.json` }, 'Speedscope', el('small', 'JSON')));
+}
+
+// ---- timeline ------------------------------------------------------------
+
+async function timeline() {
+  const box = $('#timeline');
+  if (!box) return;
+  if (run.source !== 'stream' && run.source !== 'ingest' && run.status !== 'live') return;
+  const dur = Math.max(1, (run.duration_ns || (Date.now() * 1e6 - run.started_ns)) / 1e9);
+  const step = Math.max(1, Math.ceil(dur / 240));
+  let data;
+  try {
+    data = await api.timeline(id, { metric: metric(), step });
+  } catch (e) {
+    box.hidden = true;
+    return;
+  }
+  if (!data.values || data.values.length < 2) { box.hidden = true; return; }
+  box.hidden = false;
+  const range = view.from && view.until ? { from: +view.from, until: +view.until } : null;
+  const plot = $('#tl-plot');
+  const tl = drawTimeline(plot, data, {
+    range, metric: metric(), units: unitsOf(metric()),
+    onSelect: (from, until) => setView({ from: String(from), until: String(until) }),
+  });
+  const lab = $('#tl-range');
+  lab.textContent = range ? `Showing ${tl.label(range)}` : 'Whole run · drag to select a time range';
+  $('#tl-clear').hidden = !range;
+}
+
+// ---- breadcrumb ----------------------------------------------------------
+
+function crumbs() {
+  const box = $('#crumbs');
+  const parts = [el('a', { href: viewURL({ ...view, focus: [] }), dataset: { depth: 0 } }, 'all')];
+  view.focus.forEach((name, i) => {
+    parts.push(el('span.sep', '›'));
+    const last = i === view.focus.length - 1;
+    parts.push(last ? el('span.cur', { title: name }, name)
+      : el('a', { href: viewURL({ ...view, focus: view.focus.slice(0, i + 1) }), title: name, dataset: { depth: i + 1 } }, name));
+  });
+  if (!view.focus.length) parts[0] = el('span.cur', 'all');
+  parts.push(el('span.hint', view.focus.length ? 'Esc resets zoom · Back returns' : 'Click a frame to zoom into it'));
+  box.replaceChildren(...parts);
+  for (const a of box.querySelectorAll('a')) {
+    a.addEventListener('click', (e) => { e.preventDefault(); setView({ focus: view.focus.slice(0, +a.dataset.depth) }); });
+  }
+}
+
+// ---- graph and table -----------------------------------------------------
+
+function svgParams(width) {
+  const m = metric();
+  return {
+    metric: m, focus: view.focus.join(';'), from: view.from, until: view.until,
+    width, inverted: view.inverted, colors: paletteFor(m),
+  };
+}
+
+/** Full path from the run's root to a clicked frame. The server draws a
+ *  focused graph with the focus's ancestors, so the chain the graph shows is
+ *  already the whole path; only the "all" root is dropped. */
+function fullPath(chain) {
+  return chain.length && chain[0] === 'all' ? chain.slice(1) : chain.slice();
+}
+
+function describe(info, share) {
+  const m = metric();
+  const u = unitsOf(m);
+  const parts = [];
+  if (info.value) parts.push(info.value);
+  parts.push(`${fmtPct(isFinite(info.pct) ? info.pct : share)} of ${view.focus.length ? 'run' : 'total'}`);
+  if (view.focus.length) parts.push(`${fmtPct(share)} of view`);
+  if (info.extra) parts.push(info.extra);
+  void u;
+  return parts.join(' · ');
+}
+
+async function drawGraph() {
+  const host = $('#flame');
+  const width = Math.max(300, Math.round(host.clientWidth));
+  const key = JSON.stringify([svgParams(width), run.status === 'live' ? Date.now() : 0]);
+  if (key === loadedKey) return;
+  const busy = el('div.busy', el('span', el('span.spinner'), 'Rendering…'));
+  $('#graph-panel').append(busy);
+  const t0 = performance.now();
+  try {
+    const r = await graph.load(api.svgURL(id, svgParams(width)), { inverted: view.inverted });
+    loadedKey = key;
+    lastWidth = width;
+    $('#graph-error').replaceChildren();
+    const s = doSearch();
+    perf.loads.push({ ...r, totalMs: performance.now() - t0, focus: view.focus.length });
+    host.dataset.frames = String(r.frames);
+    host.dataset.state = 'ready';
+    return s;
+  } catch (e) {
+    if (e.name === 'AbortError') return;
+    host.replaceChildren();
+    host.dataset.state = 'error';
+    const hint = view.focus.length ? 'The zoomed frame may not exist for this metric or time range: press Esc to reset the zoom.' : null;
+    $('#graph-error').replaceChildren(errorBox('Could not render the flame graph', e, hint));
+  } finally {
+    busy.remove();
+  }
+}
+
+async function loadFunctions() {
+  const m = metric();
+  const key = JSON.stringify([m, view.from, view.until, run.status === 'live' ? Date.now() : 0]);
+  if (key === fnKey) return;
+  fnKey = key;
+  try {
+    const data = await api.functions(id, { metric: m, from: view.from, until: view.until, limit: 5000 });
+    table.setData(data, m, unitsOf(m));
+  } catch (e) {
+    $('#side').replaceChildren(errorBox('Could not load functions', e));
+  }
+}
+
+function doSearch() {
+  const t0 = performance.now();
+  const r = graph.search(view.q);
+  const out = $('#matched');
+  if (!r) out.textContent = '';
+  else if (!r.count) out.textContent = 'no match';
+  else out.textContent = `Matched ${fmtPct(r.pct)} (${r.count.toLocaleString('en')} frame${r.count === 1 ? '' : 's'})`;
+  perf.lastSearchMs = performance.now() - t0;
+  const m = /^\^(.*)\$$/.exec(view.q || '');
+  table.setActive(m ? m[1].replace(/\\(.)/g, '$1') : null);
+  return r;
+}
+
+function resetZoom() {
+  if (view.focus.length) setView({ focus: [] });
+}
+
+async function render() {
+  for (const b of document.querySelectorAll('#metrics button')) b.setAttribute('aria-pressed', String(b.dataset.metric === metric()));
+  $('#inverted').setAttribute('aria-pressed', String(view.inverted));
+  $('#reset-zoom').disabled = !view.focus.length;
+  if ($('#search').value !== view.q) $('#search').value = view.q;
+  crumbs();
+  await Promise.all([drawGraph(), loadFunctions(), timeline()]);
+  app.dataset.loaded = '1';
+}
+
+// ---- live runs -----------------------------------------------------------
+
+async function pollLive() {
+  try {
+    run = await api.run(id, {});
+  } catch (_) { /* keep the last view */ }
+  $('#run-head').replaceWith(header());
+  await render();
+  if (run.status === 'live') liveTimer = setTimeout(pollLive, LIVE_MS);
+  else { loadedKey = ''; fnKey = ''; render(); }
+}
+
+// ---- page ----------------------------------------------------------------
+
+function keys(e) {
+  const inField = /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName);
+  if ((e.key === '/' && !inField) || ((e.ctrlKey || e.metaKey) && e.key === 'f')) {
+    e.preventDefault();
+    $('#search').focus();
+    $('#search').select();
+  } else if (e.key === 'Escape') {
+    if (inField) document.activeElement.blur();
+    resetZoom();
+  }
+}
+
+async function main() {
+  initHeader('runs');
+  if (!id) { app.replaceChildren(errorBox('No run id in this address', 'Expected /runs/ID')); return; }
+  try {
+    run = await api.run(id, {});
+  } catch (e) {
+    app.replaceChildren(errorBox(e.status === 404 ? `Run #${id} does not exist` : 'Could not load the run', e,
+      e.status === 404 ? 'It may have been deleted or expired. See all runs on the Runs page.' : null));
+    return;
+  }
+  document.title = `${run.name || 'run'} #${run.id} · luaflame`;
+  if (view.metric && !(run.metrics || {})[view.metric]) view.metric = '';
+  app.replaceChildren(
+    header(),
+    toolbar(),
+    el('div.panel.timeline#timeline', { hidden: true },
+      el('div.tl-head', el('span.range#tl-range'), el('button.ghost#tl-clear', { type: 'button', hidden: true, onclick: () => setView({ from: '', until: '' }) }, '✕ whole run')),
+      el('div#tl-plot')),
+    el('nav.crumbs#crumbs', { 'aria-label': 'Zoom path' }),
+    el('div#graph-error'),
+    el('div.workspace#workspace',
+      el('div.panel.graph-panel#graph-panel', el('div.flame#flame'), el('div.details#details', ' ')),
+      el('aside.panel.side#side')));
+  graph = new FlameGraph($('#flame'), {
+    onZoom: (chain) => {
+      const path = fullPath(chain);
+      if (path.join(';') !== view.focus.join(';')) setView({ focus: path });
+    },
+    onHover: (info, detail) => { $('#details').textContent = info ? `${info.name} · ${detail}` : ' '; },
+    describe,
+  });
+  table = new FuncTable($('#side'), {
+    onPick: (name) => {
+      const q = exactRegexSource(name);
+      setView({ q: view.q === q ? '' : q }, false);
+    },
+  });
+  document.addEventListener('keydown', keys);
+  window.addEventListener('popstate', () => { view = readView(); render(); });
+  new ResizeObserver(debounce(() => {
+    const w = Math.round($('#flame').clientWidth);
+    if (lastWidth && Math.abs(w - lastWidth) > 24) render();
+  }, 250)).observe($('#graph-panel'));
+  if (unitKind(metric(), unitsOf(metric())) === 'bytes') document.body.classList.add('mem');
+  await render();
+  if (run.status === 'live') liveTimer = setTimeout(pollLive, LIVE_MS);
+}
+
+main().catch((e) => { app.append(errorBox('Something went wrong on this page', e)); console.error(e); });
+void liveTimer;
