@@ -68,7 +68,7 @@ push_bad_line)
   expect_rc 2 "a bad line fails the push"
   expect_match "$ERR" "bad_line.folded:3:" "the message names the file and line 3"
   expect_match "$ERR" "HTTP 400" "the message gives the server's status"
-  expect_match "$OUT" '^$' "nothing on stdout"
+  expect_empty "$OUT" "nothing on stdout"
   runs=$(curl -fsS "$SHIP_URL/api/runs?name=broken")
   expect_match "$runs" '"total"[[:space:]]*:[[:space:]]*0' "nothing was stored"
   ;;
@@ -165,23 +165,32 @@ compare_missing_base)
 
 curl_equivalents)
   # The curl commands docs/ship.md gives, so nothing in CI needs the luaflame binary.
+  # --url-query / --data-urlencode encode the '=' inside tag=K=V.
   start_server "$SERVER_BIN" || exit 1
   run_cmd c1 curl -sS --fail-with-body --data-binary "@$D/base.folded" \
-    "$SHIP_URL/api/runs?name=app&tag=branch=main&tag=commit=abc"
+    --url-query name=app --url-query tag=branch=main --url-query tag=commit=abc "$SHIP_URL/api/runs"
   expect_rc 0 "curl push"
   url=$(json_str "$OUT" url)
   expect_match "$url" "^$SHIP_URL/runs/[0-9]+\$" "curl push answers the run's URL"
-  run_cmd c2 curl -sS --fail-with-body --data-binary "@$D/head_slow.folded" "$SHIP_URL/api/runs?name=app&tag=branch=feature"
+  run=$(curl -fsS "$SHIP_URL/api/runs/$(json_num "$OUT" id)")
+  expect_match "$run" '"branch"[[:space:]]*:[[:space:]]*"main"' "the curl-pushed run has its branch tag"
+  run_cmd c2 curl -sS --fail-with-body --data-binary "@$D/head_slow.folded" \
+    --url-query name=app --url-query tag=branch=feature "$SHIP_URL/api/runs"
   head=$(json_num "$OUT" id)
-  run_cmd c3 curl -sS --fail-with-body -H 'Content-Encoding: gzip' --data-binary @<(gzip -c "$D/head_ok.folded") \
-    "$SHIP_URL/api/runs?name=app&tag=branch=feature"
+  run_cmd c3 bash -c "gzip -c '$D/head_ok.folded' | curl -sS --fail-with-body -H 'Content-Encoding: gzip' \
+    --data-binary @- --url-query name=app --url-query tag=branch=feature '$SHIP_URL/api/runs'"
   expect_rc 0 "curl push of a gzip body"
-  code=$(curl -sS -o "$SHIP_TMP/diff.json" -w '%{http_code}' \
-    "$SHIP_URL/api/diff?base_name=app&base_tag=branch=main&head=$head&threshold=5")
+  code=$(curl -sS -o "$SHIP_TMP/diff.json" -w '%{http_code}' -G --data-urlencode base_name=app \
+    --data-urlencode base_tag=branch=main --data-urlencode "head=$head" --data-urlencode threshold=5 "$SHIP_URL/api/diff")
   [ "$code" = 412 ] && pass "curl compare past the threshold answers 412" || fail "curl compare answered $code"
-  run_cmd c4 curl -sS --fail-with-body "$SHIP_URL/api/diff?base_name=app&base_tag=branch=main&head=$head&threshold=5"
-  expect_rc 22 "curl --fail-with-body exits 22 on the regression"
   expect_match "$(cat "$SHIP_TMP/diff.json")" '"markdown"' "the diff answer carries the Markdown"
+  expect_match "$(cat "$SHIP_TMP/diff.json")" 'validate' "and names the function that grew"
+  run_cmd c4 curl -sS --fail-with-body -G --data-urlencode base_name=app --data-urlencode base_tag=branch=main \
+    --data-urlencode "head=$head" --data-urlencode threshold=5 "$SHIP_URL/api/diff"
+  expect_rc 22 "curl --fail-with-body exits 22 on the regression"
+  run_cmd c5 curl -sS --fail-with-body -G --data-urlencode base_name=app --data-urlencode base_tag=branch=main \
+    --data-urlencode "head=$head" --data-urlencode threshold=50 "$SHIP_URL/api/diff"
+  expect_rc 0 "curl compare within a 50-point threshold answers 200"
   ;;
 
 ci_flow)
