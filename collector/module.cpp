@@ -1,1 +1,213 @@
-// Lua module entry (to be written)
+// The Lua module: require "luaflame" from stock lua5.4 (luaflame.so), or
+// from a script under `luaflame run` (preloaded, the same core).
+//   luaflame.start{mode=, hz=, clock=, output=, server=, token=, name=, tags=,
+//                  flush_interval=, lines=, quiet=, alloc_rate=}
+//   luaflame.stop() -> summary table
+//   luaflame.profile(fn, opts, ...) -> summary, fn's results
+//   luaflame.flush()
+//   luaflame.folded([metric]) -> folded text so far
+//   luaflame.running() -> boolean
+#include <cstring>
+#include <string>
+
+#include "luaflame/collector.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+}
+
+namespace lfc {
+
+namespace {
+
+const char* type_wanted(const char* name) {
+  if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") || !std::strcmp(name, "alloc_rate"))
+    return "number";
+  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet")) return "boolean";
+  if (!std::strcmp(name, "tags")) return "table";
+  return "string";
+}
+
+bool known(const char* name) {
+  for (const char* const* n = kOptionNames; *n; ++n) if (!std::strcmp(*n, name)) return true;
+  return false;
+}
+
+// tags = {k = "v", ...}: string keys, string or number values.
+std::string tags_text(lua_State* L, int t, const char* fn) {
+  std::string out;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
+      luaL_error(L, "%s: option 'tags' must map strings to strings", fn);
+    std::string k = lua_tostring(L, -2);
+    lua_pushvalue(L, -1);
+    std::string v = lua_tostring(L, -1);
+    lua_pop(L, 2);
+    if (k.find_first_of(",=") != std::string::npos || v.find(',') != std::string::npos)
+      luaL_error(L, "%s: tag '%s': keys may not contain ',' or '=', values may not contain ','", fn, k.c_str());
+    if (!out.empty()) out += ',';
+    out += k + "=" + v;
+  }
+  return out;
+}
+
+// The script's name (arg[0] without folder and .lua), the default run name.
+std::string default_name(lua_State* L) {
+  std::string name = "lua";
+  int top = lua_gettop(L);
+  if (lua_getglobal(L, "arg") == LUA_TTABLE && lua_rawgeti(L, -1, 0) == LUA_TSTRING) {
+    std::string a = lua_tostring(L, -1);
+    std::size_t slash = a.rfind('/');
+    if (slash != std::string::npos) a = a.substr(slash + 1);
+    if (a.size() > 4 && a.compare(a.size() - 4, 4, ".lua") == 0) a.resize(a.size() - 4);
+    if (!a.empty()) name = a;
+  }
+  lua_settop(L, top);
+  return name;
+}
+
+// Options from the environment, then the table at `idx` (nil = none).
+Options read_options(lua_State* L, int idx, const char* fn) {
+  Options o;
+  std::string err;
+  o.name = default_name(L);
+  if (!apply_env(o, err)) luaL_error(L, "%s: %s", fn, err.c_str());
+  if (lua_isnoneornil(L, idx)) return o;
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: option names must be strings", fn);
+    const char* name = lua_tostring(L, -2);
+    if (!known(name)) {
+      set_option(o, name, "", err);
+      luaL_error(L, "%s: %s", fn, err.c_str());
+    }
+    const char* want = type_wanted(name);
+    int t = lua_type(L, -1);
+    std::string value;
+    if (!std::strcmp(want, "table") && t == LUA_TTABLE) value = tags_text(L, lua_gettop(L), fn);
+    else if (!std::strcmp(want, "table") && t == LUA_TSTRING) value = lua_tostring(L, -1);
+    else if (!std::strcmp(want, "boolean") && t == LUA_TBOOLEAN) value = lua_toboolean(L, -1) ? "true" : "false";
+    else if (!std::strcmp(want, "number") && t == LUA_TNUMBER) { lua_pushvalue(L, -1); value = lua_tostring(L, -1); lua_pop(L, 1); }
+    else if (!std::strcmp(want, "string") && t == LUA_TSTRING) value = lua_tostring(L, -1);
+    else luaL_error(L, "%s: option '%s' must be a %s, got %s", fn, name, want, luaL_typename(L, -1));
+    if (!set_option(o, name, value, err)) luaL_error(L, "%s: %s", fn, err.c_str());
+    lua_pop(L, 1);
+  }
+  return o;
+}
+
+void set_num(lua_State* L, const char* k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
+void set_int(lua_State* L, const char* k, uint64_t v) { lua_pushinteger(L, static_cast<lua_Integer>(v)); lua_setfield(L, -2, k); }
+void set_str(lua_State* L, const char* k, const std::string& v) { lua_pushlstring(L, v.data(), v.size()); lua_setfield(L, -2, k); }
+
+void push_summary(lua_State* L, const Summary& s) {
+  lua_createtable(L, 0, 24);
+  set_str(L, "mode", s.mode);
+  lua_createtable(L, static_cast<int>(s.metrics.size()), 0);
+  for (std::size_t i = 0; i < s.metrics.size(); ++i) { set_str(L, "x", s.metrics[i]); lua_getfield(L, -1, "x"); lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1)); }
+  lua_pushnil(L); lua_setfield(L, -2, "x");
+  lua_setfield(L, -2, "metrics");
+  set_num(L, "hz_asked", s.hz_asked);
+  set_num(L, "hz_delivered", s.hz_delivered);
+  set_int(L, "samples_asked", s.samples_asked);
+  set_int(L, "sample_events", s.sample_events);
+  set_int(L, "samples", s.samples);
+  set_int(L, "clock_ns", s.clock_ns);
+  set_int(L, "wall_ns", s.wall_ns);
+  set_int(L, "hook_ns", s.hook_ns);
+  set_int(L, "hook_calls", s.hook_calls);
+  set_int(L, "calls", s.calls);
+  set_int(L, "alloc_bytes", s.alloc_bytes);
+  set_int(L, "alloc_count", s.alloc_count);
+  set_int(L, "live_bytes", s.live_bytes);
+  set_int(L, "nodes", s.nodes);
+  set_int(L, "frames", s.frames);
+  set_int(L, "memory_bytes", s.memory_bytes);
+  set_int(L, "chunks_sent", s.chunks_sent);
+  lua_createtable(L, static_cast<int>(s.files.size()), 0);
+  for (std::size_t i = 0; i < s.files.size(); ++i) {
+    lua_pushlstring(L, s.files[i].data(), s.files[i].size());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_setfield(L, -2, "files");
+  if (!s.run_url.empty()) set_str(L, "run_url", s.run_url);
+  if (!s.stream_error.empty()) set_str(L, "stream_error", s.stream_error);
+  if (!s.fallback_file.empty()) set_str(L, "fallback_file", s.fallback_file);
+}
+
+int l_start(lua_State* L) {
+  Options o = read_options(L, 1, "luaflame.start");
+  std::string err;
+  if (!start(L, o, err)) return luaL_error(L, "luaflame.start: %s", err.c_str());
+  return 0;
+}
+
+int l_stop(lua_State* L) {
+  if (!running()) return luaL_error(L, "luaflame.stop: luaflame is not running (call luaflame.start first)");
+  Summary s = stop(L);
+  push_summary(L, s);
+  return 1;
+}
+
+int l_profile(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  Options o = read_options(L, 2, "luaflame.profile");
+  std::string err;
+  if (!start(L, o, err)) return luaL_error(L, "luaflame.profile: %s", err.c_str());
+  // fn(...) with the arguments after opts; an error stops and propagates.
+  int base = lua_gettop(L);
+  lua_pushvalue(L, 1);
+  for (int i = 3; i <= base; ++i) lua_pushvalue(L, i);
+  int status = lua_pcall(L, base > 2 ? base - 2 : 0, LUA_MULTRET, 0);
+  Summary s = stop(L);
+  if (status != LUA_OK) return lua_error(L);
+  int nres = lua_gettop(L) - base;
+  push_summary(L, s);
+  lua_insert(L, base + 1);
+  return nres + 1;
+}
+
+int l_flush(lua_State* L) {
+  if (!running()) return luaL_error(L, "luaflame.flush: luaflame is not running");
+  flush();
+  return 0;
+}
+
+int l_folded(lua_State* L) {
+  std::string metric = luaL_optstring(L, 1, "");
+  std::string out, err;
+  if (!folded(metric, out, err)) return luaL_error(L, "luaflame.folded: %s", err.c_str());
+  lua_pushlstring(L, out.data(), out.size());
+  return 1;
+}
+
+int l_running(lua_State* L) {
+  lua_pushboolean(L, running());
+  return 1;
+}
+
+const luaL_Reg kFuncs[] = {{"start", l_start},   {"stop", l_stop},     {"profile", l_profile},
+                           {"flush", l_flush},   {"folded", l_folded}, {"running", l_running},
+                           {nullptr, nullptr}};
+
+}  // namespace
+
+int open_module(lua_State* L) {
+  luaL_newlib(L, kFuncs);
+  lua_pushliteral(L, "0.1.0");
+  lua_setfield(L, -2, "version");
+  return 1;
+}
+
+void preload_module(lua_State* L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, open_module);
+  lua_setfield(L, -2, "luaflame");
+  lua_pop(L, 1);
+}
+
+}  // namespace lfc

@@ -1,1 +1,0 @@
-// collector core (to be written)

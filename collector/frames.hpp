@@ -1,0 +1,73 @@
+// Frame naming and interning: turns a running function into a frame number.
+// Lua functions are keyed by the function itself (source and line defined),
+// so one function is one frame whatever its call site; C functions by their
+// address. Names come from loaded modules and globals (string.gsub,
+// Parser.parse), else from the call site (a local's name), else <anon>.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "tree.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc {
+
+/// Makes text safe as a folded frame: no ';', no line breaks or other
+/// control bytes, valid UTF-8 (bad bytes become '?').
+void sanitize_frame(std::string& s);
+
+class FrameTable {
+ public:
+  explicit FrameTable(FrameNames& names) : names_(names) {}
+
+  /// The frame of the function `ar` describes; `ar` must hold "S" info
+  /// (and "l" when `leaf_line`). May call lua_getinfo "n"/"f" on `ar` and
+  /// scan package.loaded the first time a function is seen. Hook-safe: raw
+  /// accesses only, stack balanced, never raises.
+  uint32_t of(lua_State* L, lua_Debug* ar, bool leaf_line = false);
+
+  /// Gives a C function a fixed name ("[C] coroutine.resume").
+  void preset(lua_CFunction f, const std::string& name);
+  /// Interns a synthetic frame by its text ("[alloc] table").
+  uint32_t named(const std::string& text);
+  /// True for C function frames.
+  bool is_c(uint32_t id) const { return id < is_c_.size() && is_c_[id]; }
+  std::size_t memory_bytes() const;
+
+ private:
+  struct LuaKey {
+    const void* src;
+    int line;
+    bool operator==(const LuaKey& o) const { return src == o.src && line == o.line; }
+  };
+  struct LuaKeyHash {
+    std::size_t operator()(const LuaKey& k) const {
+      return std::hash<const void*>()(k.src) * 31 + static_cast<std::size_t>(k.line);
+    }
+  };
+  struct LuaEntry {
+    std::string short_src;  ///< checked on every hit: a freed source's address may be reused
+    uint32_t id;
+  };
+  uint32_t of_lua(lua_State* L, lua_Debug* ar, bool leaf_line);
+  uint32_t of_c(lua_State* L, lua_Debug* ar);
+  uint32_t add(std::string text, bool c);
+
+  FrameNames& names_;
+  std::unordered_map<LuaKey, LuaEntry, LuaKeyHash> lua_[2];  // [leaf_line]
+  std::unordered_map<const void*, uint32_t> c_;
+  std::unordered_map<std::string, uint32_t> synthetic_;
+  std::vector<bool> is_c_;
+};
+
+/// Finds a name for the function at stack index `fidx` in package.loaded
+/// ("string.gsub", "print") or one level into global tables ("Parser.parse").
+/// Returns "" when none. Visits at most `budget` table entries.
+std::string global_name(lua_State* L, int fidx, int budget = 5000);
+
+}  // namespace lfc

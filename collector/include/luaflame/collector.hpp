@@ -1,0 +1,116 @@
+// luaflame collector: the profiler that lives inside a Lua 5.4 program.
+// The same core serves `require "luaflame"` (luaflame.so) and `luaflame run`.
+// One profiling session per process at a time (the sampler owns a signal).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct lua_State;
+
+namespace lfc {
+
+/// Every option of a session. The same names are used in the Lua table given
+/// to luaflame.start{}, on the `luaflame run` command line (--hz 999) and in
+/// LUAFLAME_* environment variables (LUAFLAME_HZ=999).
+struct Options {
+  bool sample = true;    ///< mode: "sample" (default), "trace", "both", "alloc", combinable "sample+alloc"
+  bool trace = false;    ///< mode includes call/return timing
+  bool alloc = false;    ///< mode includes the allocation profiler
+  double hz = 999;       ///< hz: samples per second of the chosen clock (default 999)
+  bool cpu_clock = true; ///< clock: "cpu" (default, the Lua thread's CPU time) or "wall"
+  std::string output;    ///< output: folded file; other metrics go to OUTPUT-minus-.folded.METRIC.folded ("" = none)
+  std::string server;    ///< server: http://host:port of luaflame-server ("" = do not stream)
+  std::string token;     ///< token: bearer token for the server ("" = none)
+  std::string name;      ///< name: the run's name on the server (default "lua", the runner uses the script's name)
+  std::map<std::string, std::string> tags;  ///< tags: "k=v,k=v" or a Lua table (default none)
+  double flush_interval = 5.0;  ///< flush_interval: seconds between streamed chunks (default 5)
+  bool lines = false;    ///< lines: leaf frames carry the current line, not the line defined (default false)
+  bool quiet = false;    ///< quiet: the runner prints no report on stderr (default false)
+  double alloc_rate = 512 * 1024;  ///< alloc_rate: mean bytes between allocation samples; 0 = every allocation (default 512 KiB)
+};
+
+/// The option names, in documentation order.
+extern const char* const kOptionNames[];
+
+/// Sets one option from its text form (command line, environment). On a bad
+/// name or value returns false and says why in `err`.
+bool set_option(Options& o, std::string_view name, std::string_view value, std::string& err);
+
+/// Applies every LUAFLAME_<NAME> environment variable that is set.
+bool apply_env(Options& o, std::string& err);
+
+/// The metric columns a session with these options records, in order.
+std::vector<std::string> metrics_of(const Options& o);
+
+/// The file a metric is written to, given the `output` option: the first
+/// metric goes to `output` itself, metric M to BASE.M.folded (BASE = output
+/// without a trailing ".folded").
+std::string output_path(const std::string& output, const std::string& metric, bool first);
+
+/// The collector's own account of a session, returned by stop().
+struct Summary {
+  std::string mode;
+  std::vector<std::string> metrics;
+  double hz_asked = 0;           ///< the hz option
+  double hz_delivered = 0;       ///< sample events per second of the sampled clock
+  uint64_t samples_asked = 0;    ///< clock time / period
+  uint64_t sample_events = 0;    ///< times the hook took a sample
+  uint64_t samples = 0;          ///< samples recorded (events weighted by the periods they stand for)
+  uint64_t clock_ns = 0;         ///< sampled clock (CPU or wall) elapsed while profiling
+  uint64_t wall_ns = 0;          ///< wall time profiled
+  uint64_t hook_ns = 0;          ///< time spent inside the collector's hooks (trace and alloc: measured; sample: estimated)
+  uint64_t hook_calls = 0;       ///< hook invocations
+  uint64_t calls = 0;            ///< calls seen by the tracer
+  uint64_t alloc_bytes = 0;      ///< bytes allocated while profiling
+  uint64_t alloc_count = 0;      ///< allocations while profiling
+  uint64_t live_bytes = 0;       ///< bytes still live at stop after a full collection (alloc mode)
+  uint64_t nodes = 0;            ///< distinct call paths (call tree nodes)
+  uint64_t frames = 0;           ///< distinct frames
+  uint64_t memory_bytes = 0;     ///< the collector's own memory
+  std::vector<std::string> files;  ///< folded files written
+  std::string run_url;           ///< the run on the server, when streamed
+  std::string stream_error;      ///< why streaming failed, if it did
+  std::string fallback_file;     ///< undelivered data written here
+  uint64_t chunks_sent = 0;
+};
+
+/// Starts profiling the thread `L` of a Lua state. Replaces coroutine.resume
+/// and coroutine.wrap (to know which coroutine runs) until stop. Returns
+/// false with a message when a session runs already or the options are bad.
+bool start(lua_State* L, const Options& o, std::string& err);
+
+/// True while a session runs.
+bool running();
+
+/// Stops the session: restores hooks, signal handler, allocator and
+/// coroutine functions, writes the output files, sends the rest to the
+/// server (bounded wait), and reports. `L` may be null at process exit.
+Summary stop(lua_State* L);
+
+/// Writes the output files now and asks the streamer to send a chunk now.
+void flush();
+
+/// The folded text of one metric so far ("" = the first metric). Returns
+/// false when there is no session or no such metric.
+bool folded(const std::string& metric, std::string& out, std::string& err);
+
+/// A one-paragraph text report of a summary, for stderr.
+std::string format_summary(const Summary& s);
+
+/// Registers the `luaflame` module's functions in package.preload, so a
+/// script run by `luaflame run` that requires "luaflame" gets this core.
+void preload_module(lua_State* L);
+
+/// The module opener (luaopen_luaflame calls it).
+int open_module(lua_State* L);
+
+/// `luaflame run`: runs argv like `lua5.4 SCRIPT ARGS...` under a session.
+/// `opts` are the parsed options, `script_index` the argv index of the
+/// script. Returns the process exit status.
+int run_script(const Options& opts, int argc, char** argv, int script_index);
+
+}  // namespace lfc

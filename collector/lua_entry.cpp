@@ -1,0 +1,6 @@
+// luaflame.so's entry point: require "luaflame" from a stock lua5.4.
+#include "luaflame/collector.hpp"
+
+extern "C" __attribute__((visibility("default"))) int luaopen_luaflame(lua_State* L) {
+  return lfc::open_module(L);
+}

@@ -1,0 +1,193 @@
+// `luaflame run`: runs a script exactly as `lua5.4 SCRIPT ARGS...` does
+// (this follows lua.c 5.4: the arg table, LUA_INIT, generational GC, the
+// message handler and its traceback, "lua5.4: " before an uncaught error,
+// exit status 1 on error, Ctrl-C as "interrupted!"), with a session around
+// the script.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "luaflame/collector.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+}
+
+namespace lfc {
+
+extern bool g_report_at_exit;  // session.cpp
+
+namespace {
+
+// lua5.4's name, so an error reads exactly as lua5.4 prints it.
+const char* const kProgName = "lua5.4";
+
+lua_State* g_L = nullptr;
+
+struct RunArgs {
+  const Options* opts;
+  int argc;
+  char** argv;
+  int script;
+};
+
+void l_message(const char* pname, const char* msg) {
+  if (pname) std::fprintf(stderr, "%s: ", pname);
+  std::fprintf(stderr, "%s\n", msg);
+  std::fflush(stderr);
+}
+
+int report(lua_State* L, int status) {
+  if (status != LUA_OK) {
+    const char* msg = lua_tostring(L, -1);
+    l_message(kProgName, msg ? msg : "(error object is not a string)");
+    lua_pop(L, 1);
+  }
+  return status;
+}
+
+int msghandler(lua_State* L) {
+  const char* msg = lua_tostring(L, 1);
+  if (msg == nullptr) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+void lstop(lua_State* L, lua_Debug*) {
+  lua_sethook(L, nullptr, 0, 0);
+  luaL_error(L, "interrupted!");
+}
+
+void laction(int i) {
+  std::signal(i, SIG_DFL);
+  lua_sethook(g_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+int docall(lua_State* L, int narg, int nres) {
+  int base = lua_gettop(L) - narg;
+  lua_pushcfunction(L, msghandler);
+  lua_insert(L, base);
+  g_L = L;
+  std::signal(SIGINT, laction);
+  int status = lua_pcall(L, narg, nres, base);
+  std::signal(SIGINT, SIG_DFL);
+  lua_remove(L, base);
+  return status;
+}
+
+int dochunk(lua_State* L, int status) {
+  if (status == LUA_OK) status = docall(L, 0, 0);
+  return report(L, status);
+}
+
+int handle_luainit(lua_State* L) {
+  const char* name = "=LUA_INIT_5_4";
+  const char* init = std::getenv(name + 1);
+  if (!init) {
+    name = "=LUA_INIT";
+    init = std::getenv(name + 1);
+  }
+  if (!init) return LUA_OK;
+  if (init[0] == '@') return dochunk(L, luaL_loadfile(L, init + 1));
+  return dochunk(L, luaL_loadbuffer(L, init, std::strlen(init), name));
+}
+
+void createargtable(lua_State* L, char** argv, int argc, int script) {
+  int narg = argc - (script + 1);
+  lua_createtable(L, narg, script + 1);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - script);
+  }
+  lua_setglobal(L, "arg");
+}
+
+int pushargs(lua_State* L) {
+  if (lua_getglobal(L, "arg") != LUA_TTABLE) luaL_error(L, "'arg' is not a table");
+  int n = static_cast<int>(luaL_len(L, -1));
+  luaL_checkstack(L, n + 3, "too many arguments to script");
+  int i;
+  for (i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+  lua_remove(L, -i);
+  return n;
+}
+
+int handle_script(lua_State* L, char** argv) {
+  const char* fname = argv[0];
+  if (std::strcmp(fname, "-") == 0 && std::strcmp(argv[-1], "--") != 0) fname = nullptr;  // stdin
+  int status = luaL_loadfile(L, fname);
+  if (status == LUA_OK) {
+    int n = pushargs(L);
+    status = docall(L, n, LUA_MULTRET);
+  }
+  return report(L, status);
+}
+
+// Started from a C function of its own so the session sees a two-level
+// stack (it checks its CallInfo walk there).
+int start_session(lua_State* L) {
+  const Options* o = static_cast<const Options*>(lua_touserdata(L, 1));
+  std::string err;
+  if (!start(L, *o, err)) return luaL_error(L, "%s", err.c_str());
+  return 0;
+}
+
+void end_session(lua_State* L, bool quiet) {
+  if (!running()) return;
+  Summary s = stop(L);
+  if (!quiet || !s.stream_error.empty() || !s.fallback_file.empty())
+    std::fprintf(stderr, "%s", format_summary(s).c_str());
+}
+
+int pmain(lua_State* L) {
+  RunArgs* a = static_cast<RunArgs*>(lua_touserdata(L, 1));
+  luaL_checkversion(L);
+  luaL_openlibs(L);
+  preload_module(L);
+  createargtable(L, a->argv, a->argc, a->script);
+  lua_gc(L, LUA_GCRESTART);
+  lua_gc(L, LUA_GCGEN, 0, 0);
+  if (handle_luainit(L) != LUA_OK) return 0;
+  lua_pushcfunction(L, start_session);
+  lua_pushlightuserdata(L, const_cast<Options*>(a->opts));
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    l_message("luaflame run", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return 0;
+  }
+  g_report_at_exit = !a->opts->quiet;
+  int status = handle_script(L, a->argv + a->script);
+  end_session(L, a->opts->quiet);
+  g_report_at_exit = false;
+  if (status != LUA_OK) return 0;
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+}  // namespace
+
+int run_script(const Options& opts, int argc, char** argv, int script_index) {
+  lua_State* L = luaL_newstate();
+  if (!L) {
+    l_message(kProgName, "cannot create state: not enough memory");
+    return EXIT_FAILURE;
+  }
+  lua_gc(L, LUA_GCSTOP);
+  RunArgs a{&opts, argc, argv, script_index};
+  lua_pushcfunction(L, pmain);
+  lua_pushlightuserdata(L, &a);
+  int status = lua_pcall(L, 1, 1, 0);
+  int result = lua_toboolean(L, -1);
+  report(L, status);
+  end_session(L, opts.quiet);
+  lua_close(L);
+  return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+}  // namespace lfc

@@ -1,0 +1,206 @@
+// The sampler. A helper thread watches the Lua thread's CPU clock (or the
+// wall clock) at fine resolution, because the kernel's CPU-time timers only
+// tick at the scheduler frequency (250 Hz here): asking them for 1 kHz gives
+// 250 Hz. Each time another period of the clock has passed, the thread
+// sends a signal to the Lua thread; the handler only arms a one-shot hook
+// (count 1 + return, so a C function that is running still takes the
+// sample as it returns); the hook records the stack and disarms. Between
+// samples the program runs with no hook at all.
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "session.hpp"
+
+namespace lfc {
+
+namespace {
+
+constexpr std::size_t kMaxDepth = 4000;  // frames kept per sample (leaf side)
+
+void on_signal(int) {
+  int saved = errno;
+  Session* s = g_session.load(std::memory_order_relaxed);
+  if (s) {
+    if (s->in_critical) s->deferred = 1;
+    else s->arm();
+  }
+  errno = saved;
+}
+
+void sleep_ns(uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+void sampler_main(Session* s) {
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake within a microsecond, not 50
+  const uint64_t period = static_cast<uint64_t>(1e9 / s->opt.hz);
+  uint64_t next = s->clock_ns_read() + period;
+  while (!s->sampler_stop.load(std::memory_order_relaxed)) {
+    uint64_t now = s->clock_ns_read();
+    if (now == 0) break;  // the Lua thread is gone
+    if (now >= next) {
+      uint64_t k = 1 + (now - next) / period;
+      next += k * period;
+      s->owed.fetch_add(k, std::memory_order_relaxed);
+      pthread_kill(s->lua_thread, s->signo);
+    }
+    // The clock advances at most as fast as wall time: sleeping until the
+    // next period's wall-time lower bound never oversleeps a busy thread.
+    uint64_t wait = next - now;
+    if (wait > 20000000) wait = 20000000;
+    if (wait < 20000) wait = 20000;
+    sleep_ns(wait);
+  }
+}
+
+// A signal nobody else handles: SIGPROF, else a free real-time one.
+int pick_signal() {
+  struct sigaction cur;
+  if (sigaction(SIGPROF, nullptr, &cur) == 0 && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN) &&
+      !(cur.sa_flags & SA_SIGINFO))
+    return SIGPROF;
+  for (int sig = SIGRTMIN + 4; sig <= SIGRTMAX; ++sig)
+    if (sigaction(sig, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL && !(cur.sa_flags & SA_SIGINFO)) return sig;
+  return 0;
+}
+
+}  // namespace
+
+void Session::arm() {
+  if (armed) return;
+  lua_State* L = current.load(std::memory_order_relaxed);
+  if (!L) return;
+  lua_Hook h = lua_gethook(L);
+  if (h == lf_hook || h == nullptr) {
+    // Back to the thread's base state afterwards (ours when tracing).
+    armed_hook = (opt.trace) ? lf_hook : prev_hook;
+    armed_mask = (opt.trace) ? base_mask() : (prev_hook ? prev_mask : 0);
+    armed_count = prev_count;
+    if (h == nullptr && !opt.trace) armed_hook = nullptr, armed_mask = 0, armed_count = 0;
+  } else {
+    armed_hook = h;
+    armed_mask = lua_gethookmask(L);
+    armed_count = lua_gethookcount(L);
+  }
+  armed_L = L;
+  lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
+  armed = 1;
+}
+
+void Session::disarm() {
+  if (!armed) return;
+  if (armed_L) lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
+  armed_L = nullptr;
+  armed = 0;
+}
+
+void Session::end_critical() {
+  for (;;) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (deferred) { deferred = 0; arm(); }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    in_critical = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (!deferred) return;
+    in_critical = 1;
+  }
+}
+
+void Session::walk(lua_State* L, std::vector<uint32_t>& out) {
+  out.clear();
+  int at = -1;
+  for (std::size_t i = chain.size(); i-- > 0;) if (chain[i] == L) { at = static_cast<int>(i); break; }
+  lua_Debug ar;
+  for (int t = at < 0 ? 0 : at; t >= 0 && out.size() < kMaxDepth; --t) {
+    lua_State* T = at < 0 ? L : chain[static_cast<std::size_t>(t)];
+    const bool leaf = opt.lines && T == L;
+    if (!lua_getstack(T, 0, &ar)) continue;
+    if (ci_walk_ok) {
+      // Follow the CallInfo list directly: lua_getstack(level) costs O(level).
+      for (const void* ci = ar.i_ci; ci && ci_prev(ci) && out.size() < kMaxDepth; ci = ci_prev(ci)) {
+        ar.i_ci = static_cast<struct CallInfo*>(const_cast<void*>(ci));
+        const bool line = leaf && out.empty();
+        lua_getinfo(L, line ? "Sl" : "S", &ar);
+        out.push_back(frames.of(L, &ar, line));
+      }
+    } else {
+      for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
+        const bool line = leaf && level == 0;
+        lua_getinfo(L, line ? "Sl" : "S", &ar);
+        out.push_back(frames.of(L, &ar, line));
+      }
+    }
+  }
+  // The host's own C entry (lua.c's pmain, the runner) is not the program's.
+  while (!out.empty() && frames.is_c(out.back())) out.pop_back();
+  if (out.size() >= kMaxDepth) out.push_back(frames.named("[luaflame] truncated"));
+}
+
+uint32_t Session::path_node(const std::vector<uint32_t>& leaf_first) {
+  uint32_t node = 0;
+  for (std::size_t i = leaf_first.size(); i-- > 0;) node = tree.child(node, leaf_first[i]);
+  return node;
+}
+
+void Session::take_sample(lua_State* L) {
+  uint64_t t0 = now_ns();
+  uint64_t w = owed.exchange(0, std::memory_order_relaxed);
+  if (!w) return;
+  walk(L, scratch);
+  uint32_t node = path_node(scratch);
+  tree.add(node, col_samples, w);
+  samples += w;
+  ++sample_events;
+  uint64_t dt = now_ns() - t0;
+  hook_ns += dt;
+  if (opt.trace) last_ns += dt;  // not charged to the program's frames
+}
+
+bool Session::start_sampler(std::string& err) {
+  signo = pick_signal();
+  if (!signo) return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)", false;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(signo, &sa, &old_action) != 0) return err = std::string("sigaction: ") + std::strerror(errno), false;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signo);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  sampler_stop.store(false);
+  try {
+    sampler = std::thread(sampler_main, this);
+  } catch (const std::exception& e) {
+    sigaction(signo, &old_action, nullptr);
+    signo = 0;
+    return err = std::string("cannot start the sampler thread: ") + e.what(), false;
+  }
+  return true;
+}
+
+void Session::stop_sampler() {
+  if (!signo) return;
+  sampler_stop.store(true);
+  if (sampler.joinable()) sampler.join();
+  // A signal sent just before the join may still be pending: take it
+  // while blocked, then give the signal back to its previous owner.
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, signo);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  sigset_t pending;
+  timespec zero{0, 0};
+  while (sigpending(&pending) == 0 && sigismember(&pending, signo)) sigtimedwait(&set, nullptr, &zero);
+  sigaction(signo, &old_action, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  signo = 0;
+}
+
+}  // namespace lfc

@@ -1,0 +1,152 @@
+// The profiling session: state shared by the hook, the sampler's signal
+// handler, the tracer, the allocator wrapper and the streamer. Internal.
+//
+// Threads: the Lua thread runs hooks, wrappers and the signal handler; the
+// sampler thread only reads a CPU clock and sends a signal; the streamer
+// thread only reads the tree (see tree.hpp). The signal handler does
+// nothing but arm a one-shot hook with lua_sethook (async-signal-safe, as
+// ldebug.c and lua.c rely on); Lua-thread code that changes hooks itself
+// runs inside `critical` sections, during which the handler defers its arm.
+#pragma once
+
+#include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "frames.hpp"
+#include "luaflame/collector.hpp"
+#include "tree.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc {
+
+class Streamer;
+struct AllocState;
+
+/// A thread's stack as the tracer sees it: tree nodes with the CallInfo
+/// each was entered with, so a call or return whose CallInfo does not match
+/// tells that an error unwound frames without return events.
+struct Shadow {
+  struct Entry {
+    uint32_t node;
+    const void* ci;
+  };
+  std::vector<Entry> stack;
+  uint32_t root = 0;  ///< node the thread's frames hang under (the resumer's frame)
+  uint32_t top() const { return stack.empty() ? root : stack.back().node; }
+};
+
+uint64_t now_ns();        ///< CLOCK_MONOTONIC
+uint64_t unix_now_ns();   ///< CLOCK_REALTIME
+/// The CallInfo below `ci` (Lua 5.4's CallInfo starts with func, top,
+/// previous: stable across 5.4.0-5.4.6; checked at start, see ci_walk_ok).
+inline const void* ci_prev(const void* ci) {
+  return *reinterpret_cast<const void* const*>(static_cast<const char*>(ci) + 2 * sizeof(void*));
+}
+
+class Session {
+ public:
+  Session(lua_State* L, const Options& o);
+  ~Session();
+
+  // ---- configuration ----
+  Options opt;
+  std::vector<std::string> metrics;
+  int col_samples = -1, col_time = -1, col_calls = -1;
+  int col_abytes = -1, col_acount = -1, col_live = -1;
+  FrameNames names;
+  FrameTable frames{names};
+  Tree tree;
+  lua_State* start_L;
+  lua_State* main_L;
+  bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua
+
+  // ---- hooks ----
+  lua_Hook prev_hook = nullptr;  ///< the start thread's hook before start (chained, restored at stop)
+  int prev_mask = 0, prev_count = 0;
+  int base_mask() const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | prev_mask; }
+  void hook(lua_State* L, lua_Debug* ar);
+  void install_thread_hook(lua_State* L, lua_State* co);
+
+  // ---- coroutine tracking (coroutine.resume / coroutine.wrap wrappers) ----
+  std::vector<lua_State*> chain;            ///< resume chain: chain.back() runs
+  std::atomic<lua_State*> current{nullptr};  ///< the running thread, read by the signal handler
+  void enter(lua_State* L, lua_State* co);  ///< L resumes co
+  void leave(lua_State* L, lua_State* co);  ///< co yielded, returned or failed back to L
+
+  // ---- signal-safe arming (sampler.cpp) ----
+  volatile sig_atomic_t in_critical = 0, deferred = 0, armed = 0;
+  lua_State* armed_L = nullptr;
+  lua_Hook armed_hook = nullptr;
+  int armed_mask = 0, armed_count = 0;
+  std::atomic<uint64_t> owed{0};        ///< periods elapsed not yet sampled
+  std::atomic<bool> alloc_pending{false};
+  void arm();                            ///< from the handler or a critical section
+  void disarm();                         ///< restores the armed thread's hook
+  void begin_critical() { in_critical = 1; std::atomic_signal_fence(std::memory_order_seq_cst); }
+  void end_critical();
+  void take_sample(lua_State* L);
+  /// The frames of L's stack and its resumers', leaf first.
+  void walk(lua_State* L, std::vector<uint32_t>& out);
+  uint32_t path_node(const std::vector<uint32_t>& leaf_first);
+  bool start_sampler(std::string& err);
+  void stop_sampler();
+
+  // ---- tracer (tracer.cpp) ----
+  std::unordered_map<lua_State*, Shadow> shadows;
+  lua_State* last_L = nullptr;
+  Shadow* last_sh = nullptr;
+  uint64_t last_ns = 0;
+  void trace_event(lua_State* L, lua_Debug* ar);
+  void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread (API calls)
+  void reroot(Shadow& sh, uint32_t root);
+  void charge_now();
+
+  // ---- allocation profiler (alloc.cpp) ----
+  std::unique_ptr<AllocState> alloc;
+  bool start_alloc(std::string& err);
+  void take_alloc(lua_State* L);
+  void stop_alloc(lua_State* L);
+
+  // ---- accounting ----
+  uint64_t start_wall = 0, start_unix = 0, start_clock = 0;
+  uint64_t hook_ns = 0, hook_calls = 0, calls = 0;
+  uint64_t sample_events = 0, samples = 0;
+  std::atomic<uint64_t> samples_asked{0};
+  uint64_t clock_ns_read() const;
+  std::size_t memory_bytes() const;
+
+  // ---- sampler thread ----
+  pthread_t lua_thread{};
+  clockid_t lua_cpu_clock{};
+  int signo = 0;
+  struct sigaction old_action {};
+  std::thread sampler;
+  std::atomic<bool> sampler_stop{false};
+
+  // ---- output ----
+  std::unique_ptr<Streamer> streamer;
+  void write_outputs(std::vector<std::string>& files, std::string& err);
+  std::string folded_text(int col) const;
+
+  std::vector<uint32_t> scratch;  ///< reused by walk()
+};
+
+/// Print the whole summary when the session ends at exit or lua_close (the runner sets it).
+extern bool g_report_at_exit;
+
+/// The session the hooks and handler see (one per process).
+extern std::atomic<Session*> g_session;
+
+/// The hook function installed on every profiled thread.
+void lf_hook(lua_State* L, lua_Debug* ar);
+
+}  // namespace lfc
