@@ -4,6 +4,7 @@
 // Input is read in blocks and parsed as it arrives, so a big profile never
 // sits in memory twice (text + tree); the SVG is written out in pieces.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -246,6 +247,15 @@ bool load(const char* prog, const std::vector<std::string>& files, const Args& a
   bool ok = true;
   std::vector<std::string> inputs = files;
   if (inputs.empty()) inputs.push_back("-");
+  // Room for the nodes up front (a generous guess from the input size):
+  // pages never touched cost no memory, while growing by copying would
+  // briefly need the old and the new arrays at once.
+  std::size_t bytes = 0;
+  for (const std::string& f : inputs) {
+    struct stat st;
+    if (f != "-" && ::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode)) bytes += std::size_t(st.st_size);
+  }
+  if (bytes) tree.reserve(bytes / 32);
   for (const std::string& f : inputs) {
     lf::ParseResult r;
     if (!read_into(prog, f, a, tree, r)) ok = false;

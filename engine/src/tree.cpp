@@ -6,6 +6,7 @@
 // table keyed by (parent, frame); consecutive stacks sharing a prefix skip
 // even that (see add()).
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "luaflame/tree.hpp"
@@ -16,14 +17,19 @@ namespace lf {
 using detail::hash_bytes;
 using detail::hash_pair;
 
+namespace {
+constexpr uint8_t kWide = 8;  // from this many children on, a node's children are indexed
+}  // namespace
+
 Tree::Tree() {
+  arena_off_.push_back(0);
   intern("all");  // frame 0: the root's name, as flamegraph.pl calls it
   new_node(kNone, 0);
 }
 
 void Tree::reserve(std::size_t nodes) {
   links_.reserve(nodes);
-  depth_.reserve(nodes);
+  nkids_.reserve(nodes);
   self_[0].reserve(nodes);
   if (differential_) self_[1].reserve(nodes);
 }
@@ -54,16 +60,21 @@ uint32_t Tree::intern(std::string_view name) {
   if ((frames_.size() + 1) * 2 > frame_slots_.size()) grow_frame_index();
   uint64_t h = hash_bytes(name.data(), name.size());
   std::size_t mask = frame_slots_.size() - 1;
+  const char* arena = arena_.data();
   for (std::size_t i = h & mask;; i = (i + 1) & mask) {
     uint32_t f = frame_slots_[i];
     if (f == kNone) {
       f = uint32_t(frames_.size());
       frames_.emplace_back(name);
       frame_hash_.push_back(h);
+      arena_.append(name.data(), name.size());
+      arena_off_.push_back(uint32_t(arena_.size()));
       frame_slots_[i] = f;
       return f;
     }
-    if (frame_hash_[f] == h && frames_[f] == name) return f;
+    if (frame_hash_[f] == h && arena_off_[f + 1] - arena_off_[f] == name.size() &&
+        std::memcmp(arena + arena_off_[f], name.data(), name.size()) == 0)
+      return f;
   }
 }
 
@@ -81,33 +92,53 @@ const std::vector<uint32_t>& Tree::frame_ranks() const {
 
 // ---- nodes -----------------------------------------------------------------
 
-// Slots hold node indices; the table is (re)built lazily from the links, so
-// finalize() can free it and a later child() rebuilds it.
-void Tree::grow_child_index() {
-  std::size_t need = links_.size() + 1;
-  std::size_t cap = std::max<std::size_t>(1024, child_slots_.size());
-  while (need * 4 > cap * 3) cap *= 2;
-  if (cap != child_slots_.size()) {
-    child_slots_.assign(cap, kNone);
-    child_indexed_ = 1;
-  }
-  for (; child_indexed_ < links_.size(); ++child_indexed_) index_child(uint32_t(child_indexed_));
+void Tree::index_insert(uint32_t node) {
+  uint64_t h = hash_pair(links_[node].parent, links_[node].frame);
+  uint64_t slot = (h & 0xFFFFFFFF00000000ull) | node;  // never 0: the root is nobody's child
+  std::size_t mask = child_slots_.size() - 1;
+  std::size_t i = h & mask;
+  while (child_slots_[i]) i = (i + 1) & mask;
+  child_slots_[i] = slot;
+  ++child_count_;
 }
 
-void Tree::index_child(uint32_t node) {
-  std::size_t mask = child_slots_.size() - 1;
-  std::size_t i = hash_pair(links_[node].parent, links_[node].frame) & mask;
-  while (child_slots_[i] != kNone) i = (i + 1) & mask;
-  child_slots_[i] = node;
+void Tree::index_grow() {
+  std::vector<uint64_t> old;
+  old.swap(child_slots_);
+  child_slots_.assign(std::max<std::size_t>(1024, old.size() * 2), 0);
+  child_count_ = 0;
+  for (uint64_t s : old)
+    if (s) index_insert(uint32_t(s));
+}
+
+// After finalize() freed the table: index again the children of every
+// node that has many.
+void Tree::index_rebuild() {
+  child_slots_.assign(1024, 0);
+  child_count_ = 0;
+  index_valid_ = true;
+  for (uint32_t n = 1; n < links_.size(); ++n) {
+    if (nkids_[links_[n].parent] < kWide) continue;
+    if ((child_count_ + 1) * 2 > child_slots_.size()) index_grow();
+    index_insert(n);
+  }
 }
 
 uint32_t Tree::lookup_child(uint32_t parent, uint32_t frame) const {
+  if (nkids_[parent] < kWide) {
+    for (uint32_t c = links_[parent].first_child; c != kNone; c = links_[c].next_sibling)
+      if (links_[c].frame == frame) return c;
+    return kNone;
+  }
+  uint64_t h = hash_pair(parent, frame);
+  uint64_t tag = h & 0xFFFFFFFF00000000ull;
   std::size_t mask = child_slots_.size() - 1;
-  for (std::size_t i = hash_pair(parent, frame) & mask;; i = (i + 1) & mask) {
-    uint32_t n = child_slots_[i];
-    if (n == kNone) return kNone;
-    const Link& l = links_[n];
-    if (l.parent == parent && l.frame == frame) return n;
+  for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+    uint64_t s = child_slots_[i];
+    if (!s) return kNone;
+    if ((s & 0xFFFFFFFF00000000ull) != tag) continue;
+    const Link& l = links_[uint32_t(s)];
+    if (l.parent == parent && l.frame == frame) return uint32_t(s);
   }
 }
 
@@ -120,21 +151,31 @@ uint32_t Tree::new_node(uint32_t parent, uint32_t frame) {
     links_[parent].first_child = n;
   }
   links_.push_back(l);
-  depth_.push_back(parent == kNone ? 0 : depth_[parent] + 1);
+  nkids_.push_back(0);
   self_[0].push_back(0);
   if (differential_) self_[1].push_back(0);
+  if (parent != kNone) {
+    uint8_t k = nkids_[parent];
+    if (k < 255) nkids_[parent] = ++k;
+    if (k >= kWide && index_valid_) {
+      if (child_slots_.empty() || (child_count_ + kWide + 1) * 2 > child_slots_.size()) index_grow();
+      if (k == kWide) {
+        for (uint32_t c = links_[parent].first_child; c != kNone; c = links_[c].next_sibling) index_insert(c);
+      } else {
+        index_insert(n);
+      }
+    }
+  }
   return n;
 }
 
 uint32_t Tree::child(uint32_t parent, uint32_t frame) {
-  if (child_indexed_ < links_.size() || (links_.size() + 1) * 4 > child_slots_.size() * 3)
-    grow_child_index();
-  uint32_t n = lookup_child(parent, frame);
-  if (n != kNone) return n;
-  n = new_node(parent, frame);
-  index_child(n);
-  child_indexed_ = links_.size();
-  return n;
+  if (!index_valid_) index_rebuild();
+  if (links_[parent].first_child != kNone) {
+    uint32_t n = lookup_child(parent, frame);
+    if (n != kNone) return n;
+  }
+  return new_node(parent, frame);
 }
 
 void Tree::add_self(uint32_t i, double value, int col) {
@@ -166,11 +207,15 @@ void Tree::add(std::string_view stack, double value, int col) {
   uint32_t node = k ? last_nodes_[k - 1] : kRoot;
   if (n > 0 && (k == 0 || last_ends_[k - 1] < n)) {
     std::size_t pos = k ? last_ends_[k - 1] + 1 : 0;
+    bool fresh = false;
+    if (!index_valid_) index_rebuild();
     for (;;) {
       const char* semi = static_cast<const char*>(std::memchr(s + pos, ';', n - pos));
       std::size_t e = semi ? std::size_t(semi - s) : n;
       uint32_t f = intern(std::string_view(s + pos, e - pos));
-      node = flamechart_ ? new_node(node, f) : child(node, f);
+      // A node made just now has no children to search.
+      node = flamechart_ || fresh ? new_node(node, f) : child(node, f);
+      fresh = fresh || uint32_t(links_.size()) - 1 == node;
       last_nodes_.push_back(node);
       last_ends_.push_back(uint32_t(e));
       if (!semi) break;
@@ -199,8 +244,9 @@ void Tree::add(const FoldedLine& line) {
 void Tree::finalize() {
   std::size_t n = links_.size();
   // The child index is only needed while adding; free it (child() rebuilds).
-  std::vector<uint32_t>().swap(child_slots_);
-  child_indexed_ = 0;
+  std::vector<uint64_t>().swap(child_slots_);
+  child_count_ = 0;
+  index_valid_ = false;
   for (Link& l : links_) l.first_child = l.next_sibling = kNone;
   // Children are created after their parents: prepending from the last node
   // down leaves every list in creation order.
@@ -245,12 +291,18 @@ Tree::Node Tree::node(uint32_t i) const {
   n.parent = l.parent;
   n.first_child = l.first_child;
   n.next_sibling = l.next_sibling;
-  n.depth = depth_[i];
+  n.depth = depth_of(i);
   for (int c = 0; c < 2; ++c) {
     n.self[c] = self_at(i, c);
     n.total[c] = total_at(i, c);
   }
   return n;
+}
+
+uint32_t Tree::depth_of(uint32_t i) const {
+  uint32_t d = 0;
+  for (; i != kRoot && i != kNone; i = links_[i].parent) ++d;
+  return d;
 }
 
 uint32_t Tree::find(std::string_view path) const {

@@ -12,19 +12,34 @@ namespace detail {
 
 // A fast 64-bit hash of a byte string (word at a time, murmur finaliser).
 // Only for in-memory tables: never written out, so it may change.
+inline uint64_t load64(const char* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
 inline uint64_t hash_bytes(const char* p, std::size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-    h ^= h >> 32;
-    p += 8;
-    n -= 8;
+  if (n >= 8) {
+    const char* end = p + n;
+    while (p + 8 < end) {
+      h = (h ^ load64(p)) * 0xFF51AFD7ED558CCDull;
+      h ^= h >> 32;
+      p += 8;
+    }
+    h ^= load64(end - 8);  // the last 8 bytes, overlapping: no byte loop
+  } else {
+    uint64_t w = 0;
+    if (n >= 4) {
+      uint32_t a, b;
+      std::memcpy(&a, p, 4);
+      std::memcpy(&b, p + n - 4, 4);
+      w = uint64_t(a) << 32 | b;
+    } else if (n > 0) {
+      w = uint64_t(uint8_t(p[0])) << 16 | uint64_t(uint8_t(p[n / 2])) << 8 | uint8_t(p[n - 1]);
+    }
+    h ^= w;
   }
-  uint64_t w = 0;
-  std::memcpy(&w, p, n);
-  h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+  h *= 0xC4CEB9FE1A85EC53ull;
   h ^= h >> 33;
   h *= 0xFF51AFD7ED558CCDull;
   h ^= h >> 33;

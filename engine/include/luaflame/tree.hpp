@@ -75,7 +75,8 @@ class Tree {
   uint32_t parent_of(uint32_t i) const { return links_[i].parent; }
   uint32_t first_child(uint32_t i) const { return links_[i].first_child; }
   uint32_t next_sibling(uint32_t i) const { return links_[i].next_sibling; }
-  uint32_t depth_of(uint32_t i) const { return depth_[i]; }
+  /// Depth of node i (root 0); walks to the root, so O(depth).
+  uint32_t depth_of(uint32_t i) const;
   double self_at(uint32_t i, int col = 0) const {
     const std::vector<double>& v = self_[col && differential_ ? 1 : 0];
     return v[i];
@@ -98,19 +99,28 @@ class Tree {
   };
   uint32_t new_node(uint32_t parent, uint32_t frame);
   uint32_t lookup_child(uint32_t parent, uint32_t frame) const;
-  void index_child(uint32_t node);
-  void grow_child_index();
+  void index_insert(uint32_t node);
+  void index_grow();
+  void index_rebuild();
   void grow_frame_index();
 
   std::vector<Link> links_;
-  std::vector<uint32_t> depth_;
+  std::vector<uint8_t> nkids_;                 // children per node, saturating at 255
   std::vector<double> self_[2];
   std::vector<double> total_[2];
+  // Frame names: the strings callers see, plus a packed copy (one arena,
+  // offsets) that interning compares against without chasing pointers.
   std::vector<std::string> frames_;
-  std::vector<uint64_t> frame_hash_;           // hash of each frame name
+  std::vector<uint64_t> frame_hash_;
+  std::string arena_;
+  std::vector<uint32_t> arena_off_;            // frame f is arena_[off[f], off[f+1])
   std::vector<uint32_t> frame_slots_;          // open addressing: frame index or kNone
-  std::vector<uint32_t> child_slots_;          // open addressing: node index or kNone
-  std::size_t child_indexed_ = 0;              // nodes [1, child_indexed_) are in child_slots_
+  // Children of nodes with many children are found through this table,
+  // slot = (hash tag << 32 | node), 0 = empty; nodes with few children by
+  // walking their list, and nodes with none not at all.
+  std::vector<uint64_t> child_slots_;
+  std::size_t child_count_ = 0;                // entries in child_slots_
+  bool index_valid_ = true;                    // false after finalize() freed it
   mutable std::vector<uint32_t> ranks_;        // frame_ranks() cache
   // flow(): the previous stack, the node of each of its frames and where
   // each frame ends in it.
