@@ -1,0 +1,393 @@
+// Unit tests of the collector in-process: a real Lua 5.4 state with the
+// luaflame module preloaded, workloads with known answers.
+//   - options, frame sanitising, folded export;
+//   - trace call counts as data: tests/data/collector/trace/<case>.lua with
+//     the expected <case>.calls.folded beside it (LUAFLAME_REGENERATE=1
+//     rewrites them);
+//   - sample and time shares, C functions, coroutines, hooks chained.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "../../collector/frames.hpp"
+#include "../../collector/tree.hpp"
+#include "luaflame/collector.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+}
+
+namespace {
+
+using Folded = std::map<std::string, double>;
+
+Folded parse_folded(const std::string& text) {
+  Folded f;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    f[line.substr(0, sp)] += std::stod(line.substr(sp + 1));
+  }
+  return f;
+}
+
+double total(const Folded& f) {
+  double t = 0;
+  for (const auto& kv : f) t += kv.second;
+  return t;
+}
+
+// Share (percent) of the stacks that contain a frame starting with `name`.
+double share_containing(const Folded& f, const std::string& name) {
+  double in = 0;
+  for (const auto& kv : f) {
+    std::string s = ";" + kv.first;
+    if (s.find(";" + name) != std::string::npos) in += kv.second;
+  }
+  return 100.0 * in / total(f);
+}
+
+// Share (percent) of the stacks whose leaf frame starts with `name`.
+double share_leaf(const Folded& f, const std::string& name) {
+  double in = 0;
+  for (const auto& kv : f) {
+    auto semi = kv.first.rfind(';');
+    std::string leaf = semi == std::string::npos ? kv.first : kv.first.substr(semi + 1);
+    if (leaf.rfind(name, 0) == 0) in += kv.second;
+  }
+  return 100.0 * in / total(f);
+}
+
+// A Lua state with the module preloaded; runs chunks, reads globals.
+struct Lua {
+  lua_State* L;
+  Lua() : L(luaL_newstate()) {
+    luaL_openlibs(L);
+    lfc::preload_module(L);
+  }
+  ~Lua() {
+    if (lfc::running()) lfc::stop(L);
+    lua_close(L);
+  }
+  // Runs `code` (chunk name `name`); returns "" or the error with traceback.
+  std::string run(const std::string& code, const std::string& name = "=test") {
+    if (luaL_loadbuffer(L, code.data(), code.size(), name.c_str()) != LUA_OK) return pop_error();
+    lua_getglobal(L, "debug");
+    lua_getfield(L, -1, "traceback");
+    lua_remove(L, -2);
+    lua_insert(L, -2);
+    int st = lua_pcall(L, 0, 0, -2);
+    if (st != LUA_OK) return pop_error();
+    lua_pop(L, 1);
+    return "";
+  }
+  std::string pop_error() {
+    std::string e = lua_tostring(L, -1) ? lua_tostring(L, -1) : "?";
+    lua_settop(L, 0);
+    return e;
+  }
+  std::string global(const char* name) {
+    lua_getglobal(L, name);
+    std::string s = lua_tostring(L, -1) ? lua_tostring(L, -1) : "";
+    lua_pop(L, 1);
+    return s;
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("options: names, values and errors") {
+  lfc::Options o;
+  std::string err;
+  CHECK(lfc::set_option(o, "mode", "both", err));
+  CHECK((o.sample && o.trace && !o.alloc));
+  CHECK(lfc::set_option(o, "mode", "sample+alloc", err));
+  CHECK((o.sample && !o.trace && o.alloc));
+  CHECK(lfc::set_option(o, "hz", "250", err));
+  CHECK(o.hz == 250);
+  CHECK_FALSE(lfc::set_option(o, "hz", "fast", err));
+  CHECK(err.find("'hz'") != std::string::npos);
+  CHECK_FALSE(lfc::set_option(o, "clock", "sundial", err));
+  CHECK_FALSE(lfc::set_option(o, "nope", "1", err));
+  CHECK(err.find("unknown option 'nope'") != std::string::npos);
+  CHECK(lfc::set_option(o, "tags", "branch=main,ci=1", err));
+  CHECK(o.tags.size() == 2);
+  CHECK(o.tags["branch"] == "main");
+  CHECK_FALSE(lfc::set_option(o, "tags", "novalue", err));
+  CHECK_FALSE(lfc::set_option(o, "server", "ftp://x", err));
+  CHECK(lfc::set_option(o, "flush_interval", "0.5", err));
+  CHECK_FALSE(lfc::set_option(o, "flush_interval", "-1", err));
+}
+
+TEST_CASE("options: LUAFLAME_ environment variables") {
+  setenv("LUAFLAME_HZ", "123", 1);
+  setenv("LUAFLAME_MODE", "trace", 1);
+  lfc::Options o;
+  std::string err;
+  CHECK(lfc::apply_env(o, err));
+  CHECK(o.hz == 123);
+  CHECK(o.trace);
+  setenv("LUAFLAME_CLOCK", "bogus", 1);
+  CHECK_FALSE(lfc::apply_env(o, err));
+  CHECK(err.find("LUAFLAME_CLOCK") != std::string::npos);
+  unsetenv("LUAFLAME_HZ");
+  unsetenv("LUAFLAME_MODE");
+  unsetenv("LUAFLAME_CLOCK");
+}
+
+TEST_CASE("output paths: first metric in the file, others beside it") {
+  CHECK(lfc::output_path("out.folded", "samples", true) == "out.folded");
+  CHECK(lfc::output_path("out.folded", "calls", false) == "out.calls.folded");
+  CHECK(lfc::output_path("prof", "time", false) == "prof.time.folded");
+}
+
+TEST_CASE("frames: never a ';' or a line break, always valid UTF-8") {
+  struct Case { std::string in, out; };
+  const Case cases[] = {{"a;b", "a_b"}, {"x\ny\r", "x_y_"}, {"caf\xc3\xa9", "caf\xc3\xa9"},
+                        {"bad\xff", "bad?"}, {"\xe0\x80\x80", "???"}, {"tab\there", "tab_here"}};
+  for (const auto& c : cases) {
+    CAPTURE(c.in);
+    std::string s = c.in;
+    lfc::sanitize_frame(s);
+    CHECK(s == c.out);
+  }
+}
+
+TEST_CASE("tree: shared prefixes, folded export of self values") {
+  lfc::FrameNames names;
+  uint32_t a = names.add("a"), b = names.add("b"), c = names.add("c");
+  lfc::Tree t(1);
+  uint32_t na = t.child(0, a), nab = t.child(na, b), nac = t.child(na, c);
+  CHECK(t.child(na, b) == nab);  // interned, not duplicated
+  t.add(nab, 0, 3);
+  t.add(nac, 0, 2);
+  t.add(na, 0, 1);
+  std::string out;
+  lfc::write_folded(t, names, [&](uint32_t n) { return t.value(n, 0); }, [&](const std::string& l) { out += l; });
+  CHECK(out == "a 1\na;b 3\na;c 2\n");
+}
+
+TEST_CASE("trace: exact call counts (tests/data/collector/trace)") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(LUAFLAME_TEST_DATA) / "collector" / "trace";
+  const bool regen = std::getenv("LUAFLAME_REGENERATE") != nullptr;
+  int cases = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".lua") continue;
+    ++cases;
+    const std::string name = e.path().stem().string();
+    CAPTURE(name);
+    Lua lua;
+    lua_pushstring(lua.L, read_file(e.path().string()).c_str());
+    lua_setglobal(lua.L, "CODE");
+    lua_pushstring(lua.L, ("@" + name + ".lua").c_str());
+    lua_setglobal(lua.L, "CHUNKNAME");
+    std::string err = lua.run(
+        "local lf = require 'luaflame'\n"
+        "local f = assert(load(CODE, CHUNKNAME))\n"
+        "lf.start{mode = 'trace'}\n"
+        "f()\n"
+        "CALLS = lf.folded('calls')\n"
+        "lf.stop()\n",
+        "=harness");
+    REQUIRE(err == "");
+    const fs::path expected = dir / (name + ".calls.folded");
+    if (regen) std::ofstream(expected, std::ios::binary) << lua.global("CALLS");
+    CHECK(lua.global("CALLS") == read_file(expected.string()));
+  }
+  CHECK(cases >= 4);
+}
+
+TEST_CASE("sample: a function with three quarters of the CPU time has 75% of the samples, within 5 points") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local function spin(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
+    function hot() local r = spin(3000000) return r end
+    function cold() local r = spin(1000000) return r end
+    lf.start{mode = 'both', hz = 999}
+    for i = 1, 12 do hot() cold() end
+    SAMPLES = lf.folded('samples')
+    TIME = lf.folded('time')
+    STATS = lf.stop()
+    DELIVERED = STATS.sample_events / (STATS.clock_ns / 1e6)
+  )");
+  REQUIRE(err == "");
+  Folded samples = parse_folded(lua.global("SAMPLES"));
+  Folded time = parse_folded(lua.global("TIME"));
+  double hot_s = share_containing(samples, "hot "), hot_t = share_containing(time, "hot ");
+  CAPTURE(lua.global("SAMPLES"));
+  CHECK(std::fabs(hot_s - 75) <= 5);
+  CHECK(std::fabs(hot_t - 75) <= 5);
+  CHECK(total(samples) > 200);
+  double per_ms = std::stod(lua.global("DELIVERED"));
+  CHECK(per_ms >= 0.8);
+  CHECK(per_ms <= 1.2);
+}
+
+TEST_CASE("sample: time inside a C function is charged to it") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local function build() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end return n end
+    lf.start{hz = 999}
+    build()
+    SAMPLES = lf.folded()
+    lf.stop()
+  )");
+  REQUIRE(err == "");
+  Folded f = parse_folded(lua.global("SAMPLES"));
+  CAPTURE(lua.global("SAMPLES"));
+  CHECK(share_containing(f, "[C] string.rep") > 80);
+}
+
+TEST_CASE("trace: time a coroutine spends suspended is not charged to it") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local function spin(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
+    local function producer() for i = 1, 20 do coroutine.yield(i) end end
+    local function consumer()
+      local co = coroutine.wrap(producer)
+      for i = 1, 20 do co() spin(200000) end
+    end
+    lf.start{mode = 'trace'}
+    consumer()
+    TIME = lf.folded('time')
+    lf.stop()
+  )");
+  REQUIRE(err == "");
+  Folded f = parse_folded(lua.global("TIME"));
+  CAPTURE(lua.global("TIME"));
+  CHECK(share_containing(f, "producer ") < 5);
+  CHECK(share_containing(f, "spin ") > 85);
+}
+
+TEST_CASE("hooks: a hook set before start keeps running and is restored at stop") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local calls = 0
+    local function counter() calls = calls + 1 end
+    debug.sethook(counter, 'c')
+    local function f() return 1 end
+    for mode in ('sample trace'):gmatch('%S+') do
+      calls = 0
+      lf.start{mode = mode}
+      for i = 1, 1000 do f() end
+      lf.stop()
+      assert(calls >= 1000, mode .. ': chained hook saw ' .. calls .. ' calls')
+      local h, m = debug.gethook()
+      assert(h == counter and m == 'c', mode .. ': hook not restored')
+    end
+    debug.sethook()
+  )");
+  CHECK(err == "");
+}
+
+TEST_CASE("module: bad use raises clear Lua errors") {
+  struct Case { const char* code; const char* message; };
+  const Case cases[] = {
+      {"lf.start{hz = 'x'}", "option 'hz' must be a number, got string"},
+      {"lf.start{bogus = 1}", "unknown option 'bogus'"},
+      {"lf.start{mode = 'fast'}", "option 'mode': expected sample"},
+      {"lf.start(42)", "options must be a table"},
+      {"lf.stop()", "luaflame is not running"},
+      {"lf.start() lf.start()", "already running"},
+      {"lf.start() lf.folded('alloc_bytes')", "metric 'alloc_bytes' is not recorded"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.code);
+    Lua lua;
+    std::string err = lua.run(std::string("local lf = require 'luaflame'\n") + c.code);
+    CHECK(err.find(c.message) != std::string::npos);
+    if (lfc::running()) lfc::stop(lua.L);
+  }
+}
+
+TEST_CASE("module: profile(fn, opts, ...) returns the summary then fn's results") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local s, a, b = lf.profile(function(x, y) return x + y, 'ok' end, {mode = 'trace'}, 2, 3)
+    assert(a == 5 and b == 'ok')
+    assert(s.calls >= 1 and s.mode == 'trace')
+    assert(not lf.running())
+    local ok, e = pcall(lf.profile, function() error('inner') end)
+    assert(not ok and e:find('inner') and not lf.running())
+  )");
+  CHECK(err == "");
+}
+
+TEST_CASE("lines: leaf frames carry the current line") {
+  Lua lua;
+  std::string err = lua.run(
+      "local lf = require 'luaflame'\n"
+      "local function spin(n)\n"
+      "  local x = 0\n"
+      "  for i = 1, n do x = x + i % 7 end\n"
+      "  return x\n"
+      "end\n"
+      "lf.start{lines = true}\n"
+      "spin(20000000)\n"
+      "SAMPLES = lf.folded()\n"
+      "lf.stop()\n",
+      "@lines.lua");
+  REQUIRE(err == "");
+  Folded f = parse_folded(lua.global("SAMPLES"));
+  CAPTURE(lua.global("SAMPLES"));
+  CHECK(share_leaf(f, "spin lines.lua:4") > 80);
+}
+
+TEST_CASE("trace: recursion 200 deep gives 200 nested paths, each called once") {
+  Lua lua;
+  std::string err = lua.run(
+      "local lf = require 'luaflame'\n"
+      "local function rec(n)\n"
+      "  if n == 0 then error('bottom') end\n"
+      "  local r = rec(n - 1)\n"
+      "  return r + 1\n"
+      "end\n"
+      "local function after() return 1 end\n"
+      "lf.start{mode = 'both'}\n"
+      "assert(not pcall(rec, 199))\n"
+      "after()\n"
+      "CALLS = lf.folded('calls')\n"
+      "lf.stop()\n",
+      "@rec.lua");
+  REQUIRE(err == "");
+  Folded f = parse_folded(lua.global("CALLS"));
+  int rec_paths = 0;
+  std::size_t deepest = 0;
+  for (const auto& kv : f) {
+    std::size_t depth = 0, pos = 0;
+    while ((pos = kv.first.find(" rec.lua:2", pos)) != std::string::npos) ++depth, ++pos;
+    const std::string leaf = " rec.lua:2";
+    if (kv.first.size() > leaf.size() && kv.first.compare(kv.first.size() - leaf.size(), leaf.size(), leaf) == 0) {
+      ++rec_paths;
+      CHECK(kv.second == 1);
+    }
+    deepest = std::max(deepest, depth);
+  }
+  CHECK(rec_paths == 200);
+  CHECK(deepest == 200);
+  // After the error unwound 200 frames, after() is a child of the main chunk.
+  CHECK(f["rec.lua rec.lua:0;after rec.lua:7"] == 1);
+}
