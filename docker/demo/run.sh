@@ -14,7 +14,8 @@ server="${LUAFLAME_SERVER:-http://server:8080}"
 name="${DEMO_NAME:-demo}"
 seconds="${DEMO_SECONDS:-120}"
 rounds="${DEMO_ROUNDS:-0}"
-workload="${DEMO_WORKLOAD:-$here/../share/luaflame/demo/workload.lua}"
+# A clean path: the frames of the profile show it.
+workload="${DEMO_WORKLOAD:-$(cd "$here/../share/luaflame/demo" 2>/dev/null && pwd)/workload.lua}"
 luaflame="${LUAFLAME_BIN:-$here/luaflame}"
 [ -x "$luaflame" ] || luaflame=luaflame
 # luaflame run reads LUAFLAME_* itself; the flags below are the settings.
