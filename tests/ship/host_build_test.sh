@@ -4,7 +4,8 @@
 #
 #   host_build_test.sh build  REPO_ROOT WORK   docker/build.sh into WORK/prefix, then the
 #                                              runtime package check the Dockerfile runs
-#   host_build_test.sh server REPO_ROOT WORK   the installed server starts, /healthz answers,
+#   host_build_test.sh server REPO_ROOT WORK   the installed server starts (as uid 10001, the
+#                                              image's user, when run as root), /healthz answers,
 #                                              luaflame-healthcheck agrees, pages are served
 #   host_build_test.sh module REPO_ROOT WORK   lua5.4 loads the installed luaflame.so
 #   host_build_test.sh demo   REPO_ROOT WORK   luaflame-demo streams a run the server shows
@@ -38,6 +39,8 @@ server)
   need_prefix
   run_cmd help "$prefix/bin/luaflame-server" --help
   expect_rc 0 "luaflame-server --help"
+  # The image runs the server as uid 10001 with /data its own: so does this test, when it can.
+  if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then SHIP_AS_UID=10001; fi
   start_server "$prefix/bin/luaflame-server" --web "$prefix/share/luaflame/web" || exit 1
   pass "the installed server started and answers /healthz"
   run_cmd hc "$prefix/bin/luaflame-healthcheck" "${SHIP_URL#http://}"
@@ -47,7 +50,11 @@ server)
   code=$(curl -sS -o /dev/null -w '%{http_code}' "$SHIP_URL/")
   [ "$code" = 200 ] && pass "the runs page is served from the installed web/" || fail "GET / answered $code"
   run_cmd push "$prefix/bin/luaflame" push "$here/data/base.folded" --server "$SHIP_URL" --name smoke
-  expect_rc 0 "the installed luaflame pushes to the installed server"
+  expect_rc 0 "the installed luaflame pushes to the installed server${SHIP_AS_UID:+ (running as uid $SHIP_AS_UID)}"
+  if [ -n "${SHIP_AS_UID:-}" ]; then
+    owner=$(stat -c %u "/proc/$SHIP_SERVER_PID")   # setpriv and env exec: the same process
+    [ "$owner" = "$SHIP_AS_UID" ] && pass "the server process runs as uid $owner" || fail "server runs as uid $owner"
+  fi
   kill -TERM "$SHIP_SERVER_PID"; wait "$SHIP_SERVER_PID" 2>/dev/null; SHIP_SERVER_PID=""
   run_cmd hc2 env LUAFLAME_HEALTH_TIMEOUT=2 "$prefix/bin/luaflame-healthcheck" "${SHIP_URL#http://}"
   expect_rc 1 "luaflame-healthcheck fails once the server is gone"

@@ -31,16 +31,23 @@ free_port() {
 }
 
 # start_server BINARY [FLAGS...]: sets SHIP_URL (http://127.0.0.1:PORT) and
-# SHIP_DATA; waits until /healthz answers (10 s at most).
+# SHIP_DATA; waits until /healthz answers (10 s at most). With SHIP_AS_UID
+# set (and root), the server runs as that user, as in the image.
 start_server() {
   local bin="$1"; shift
   SHIP_DATA="$SHIP_TMP/data"
   mkdir -p "$SHIP_DATA"
+  local wrap=()
+  if [ -n "${SHIP_AS_UID:-}" ]; then
+    chmod 755 "$SHIP_TMP"
+    chown "$SHIP_AS_UID:$SHIP_AS_UID" "$SHIP_DATA"
+    wrap=(setpriv --reuid="$SHIP_AS_UID" --regid="$SHIP_AS_UID" --clear-groups)
+  fi
   local port attempt
   for attempt in 1 2 3 4 5; do
     port="$(free_port)" || { echo "no free port" >&2; return 1; }
     # The server reads LUAFLAME_* too: give it a clean environment for those.
-    env -u LUAFLAME_TOKEN -u LUAFLAME_SERVER "$bin" --listen "127.0.0.1:$port" --data "$SHIP_DATA" \
+    "${wrap[@]}" env -u LUAFLAME_TOKEN -u LUAFLAME_SERVER "$bin" --listen "127.0.0.1:$port" --data "$SHIP_DATA" \
       --log-level warn "$@" >"$SHIP_TMP/server.log" 2>&1 &
     SHIP_SERVER_PID=$!
     SHIP_URL="http://127.0.0.1:$port"
