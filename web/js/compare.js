@@ -136,6 +136,7 @@ async function show(st) {
     el('div.changes', changeTable('Biggest regressions', 'reg', diff.regressions || [], hl), changeTable('Biggest improvements', 'imp', diff.improvements || [], hl)));
   graph = new FlameGraph(host, { onHover: (info, d) => { $('#details').textContent = info ? `${info.name} · ${d}` : ' '; } ,
     describe: (info) => [info.value, isFinite(info.pct) ? fmtPct(info.pct) : '', info.extra, info.more].filter(Boolean).join(' · ') });
+  window.__lfGraph = graph;
   try {
     const width = Math.max(300, Math.round(host.clientWidth));
     const r = await graph.load(api.diffSvgURL({ ...params(st), width }));

@@ -137,13 +137,23 @@ export class FlameGraph {
     root.setAttribute('role', 'img');
     root.setAttribute('aria-label', 'Flame graph');
     this.frames = frames;
+    this.rowH = rowH;
+    this.viewBox = root.getAttribute('viewBox');
     this.rootW = rootW || width;
     this.width = width;
     this.inverted = inverted;
     this.matched = [];
     this.svg = root;
     this.hideTip();
-    this.host.replaceChildren(document.adoptNode(root));
+    // Search marks go on an overlay of their own (its own compositing layer),
+    // so a search repaints only the marks, never the thousands of frames.
+    this.overlay = document.createElementNS(SVGNS, 'svg');
+    this.overlay.setAttribute('class', 'overlay');
+    this.overlay.setAttribute('viewBox', this.viewBox || `0 0 ${width} 1`);
+    this.overlay.setAttribute('aria-hidden', 'true');
+    this.overlay.style.setProperty('--fh', `${rowH}px`);
+    this.host.replaceChildren(document.adoptNode(root), this.overlay);
+    this.warmNames();
   }
 
   /** The name of frame i (parsed from its title once). */
@@ -154,12 +164,9 @@ export class FlameGraph {
   }
 
   readTitle(f) {
-    const text = f.title ? f.title.textContent : (f.text || '');
-    const p = splitTitle(text);
+    const p = splitTitle(f.title ? f.title.textContent : '');
     f.name = p.name;
     f.info = p;
-    // The page shows its own tooltip: drop the title so the browser's does not double it.
-    if (f.title) { f.title.remove(); f.title = null; }
     return p;
   }
 
@@ -167,6 +174,22 @@ export class FlameGraph {
     const f = this.frames[i];
     if (!f.info) this.readTitle(f);
     return f.info;
+  }
+
+  /** Reads every name in idle time after a load, so the first search is quick. */
+  warmNames() {
+    const frames = this.frames;
+    let i = 0;
+    const step = (deadline) => {
+      if (this.frames !== frames) return;  // a newer graph replaced this one
+      while (i < frames.length && (deadline.timeRemaining() > 2 || deadline.didTimeout)) {
+        for (const end = Math.min(frames.length, i + 500); i < end; i++) {
+          if (frames[i].name === undefined) this.readTitle(frames[i]);
+        }
+      }
+      if (i < frames.length) requestIdleCallback(step, { timeout: 1000 });
+    };
+    if (window.requestIdleCallback) requestIdleCallback(step, { timeout: 1000 });
   }
 
   /** Names from the graph's root down to frame i, found by geometry. */
@@ -198,6 +221,9 @@ export class FlameGraph {
     const i = this.frameOf(e.target);
     if (i < 0) { this.hideTip(); return; }
     const p = this.info(i);
+    // The page shows its own tooltip: drop the title so the browser's does not double it.
+    const f = this.frames[i];
+    if (f.title) { f.title.remove(); f.title = null; }
     const share = (100 * this.frames[i].w) / this.rootW;
     const detail = this.opts.describe ? this.opts.describe(p, share) : `${p.value} (${p.pct}%)`;
     this.tip.replaceChildren();
@@ -248,10 +274,9 @@ export class FlameGraph {
    */
   search(query) {
     if (!this.svg) return null;
-    for (const i of this.matched) this.frames[i].g.classList.remove('m');
     this.matched = [];
     if (!query) {
-      this.svg.classList.remove('searching');
+      this.overlay.replaceChildren();
       return null;
     }
     const re = makeRegex(query);
@@ -259,9 +284,8 @@ export class FlameGraph {
     for (let i = 0; i < this.frames.length; i++) {
       if (re.test(this.name(i))) hits.push(i);
     }
-    for (const i of hits) this.frames[i].g.classList.add('m');
-    this.svg.classList.add('searching');
     this.matched = hits;
+    this.drawMarks(hits);
     // Share: widths of the outermost matches (a match inside a match counts once).
     const spans = hits.map((i) => this.frames[i]).sort((a, b) => a.x - b.x || b.w - a.w);
     let end = -Infinity;
@@ -275,5 +299,29 @@ export class FlameGraph {
     return { count: hits.length, pct: this.rootW ? Math.min(100, (100 * sum) / this.rootW) : 0 };
   }
 }
+
+FlameGraph.prototype.drawMarks = function drawMarks(hits) {
+  const frag = document.createDocumentFragment();
+  const [vx, vy, vw, vh] = (this.viewBox || '0 0 0 0').split(' ').map(Number);
+  const dim = document.createElementNS(SVGNS, 'rect');
+  dim.setAttribute('class', 'dim');
+  dim.setAttribute('x', vx);
+  dim.setAttribute('y', vy);
+  dim.setAttribute('width', vw);
+  dim.setAttribute('height', vh);
+  frag.append(dim);
+  for (const i of hits) {
+    const f = this.frames[i];
+    const r = document.createElementNS(SVGNS, 'rect');
+    r.setAttribute('class', 'hit');
+    r.setAttribute('x', f.x);
+    r.setAttribute('y', f.y);
+    r.setAttribute('width', f.w);
+    frag.append(r);
+    const t = f.g.querySelector('text');
+    if (t) frag.append(t.cloneNode(true));
+  }
+  this.overlay.replaceChildren(frag);
+};
 
 export { SVGNS };

@@ -208,7 +208,7 @@ async function drawGraph() {
   const host = $('#flame');
   const width = Math.max(300, Math.round(host.clientWidth));
   const key = JSON.stringify([svgParams(width), run.status === 'live' ? Date.now() : 0]);
-  if (key === loadedKey) return;
+  if (key === loadedKey) { doSearch(); return; }
   const busy = el('div.busy', el('span', el('span.spinner'), 'Rendering…'));
   $('#graph-panel').append(busy);
   const t0 = performance.now();
@@ -336,6 +336,7 @@ async function main() {
       setView({ q: view.q === q ? '' : q }, false);
     },
   });
+  window.__lfGraph = graph;  // for the browser tests and the curious
   document.addEventListener('keydown', keys);
   window.addEventListener('popstate', () => { view = readView(); render(); });
   new ResizeObserver(debounce(() => {

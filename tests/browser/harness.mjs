@@ -1,0 +1,139 @@
+// Harness of the browser tests: starts the real luaflame-server on a free
+// loopback port with a temporary store, launches Debian's chromium through
+// playwright-core, runs named checks, and always cleans up.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+/** --key value / --flag arguments, with environment fallbacks. */
+export function parseArgs(argv) {
+  const a = {};
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--([\w-]+)(?:=(.*))?$/.exec(argv[i]);
+    if (!m) continue;
+    if (m[2] !== undefined) a[m[1]] = m[2];
+    else if (i + 1 < argv.length && !argv[i + 1].startsWith('--')) a[m[1]] = argv[++i];
+    else a[m[1]] = true;
+  }
+  return a;
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Starts luaflame-server; resolves once /healthz answers. */
+export async function startServer(bin, webDir, extraArgs = []) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lf-web-data-'));
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const args = ['--listen', `127.0.0.1:${port}`, '--data', dataDir, '--web', webDir, '--log-level', 'warn', ...extraArgs];
+    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    proc.stdout.on('data', (d) => { log += d; });
+    proc.stderr.on('data', (d) => { log += d; });
+    let exited = false;
+    proc.on('exit', () => { exited = true; });
+    const base = `http://127.0.0.1:${port}`;
+    const t0 = Date.now();
+    while (!exited && Date.now() - t0 < 15000) {
+      try {
+        const r = await fetch(`${base}/healthz`);
+        if (r.ok) {
+          return {
+            base, port, proc, dataDir, log: () => log,
+            stop: () => stopServer(proc, dataDir),
+          };
+        }
+      } catch (_) { /* not up yet */ }
+      await sleep(100);
+    }
+    proc.kill('SIGKILL');
+    if (attempt === 2 || !/address|bind|in use/i.test(log)) {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+      throw new Error(`luaflame-server did not start (${bin}):\n${log}`);
+    }
+  }
+  throw new Error('luaflame-server did not start');
+}
+
+async function stopServer(proc, dataDir) {
+  if (proc.exitCode === null && proc.signalCode === null) {
+    proc.kill('SIGTERM');
+    const t0 = Date.now();
+    while (proc.exitCode === null && proc.signalCode === null && Date.now() - t0 < 3000) await sleep(50);
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  }
+  fs.rmSync(dataDir, { recursive: true, force: true });
+}
+
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+/** Debian's chromium with a fresh profile folder. */
+export async function launchBrowser(executablePath) {
+  let pw;
+  try {
+    pw = await import('playwright-core');
+  } catch (e) {
+    throw new Error('playwright-core is not installed: run `npm install` in tests/browser (scripts/install-deps.sh --test does)');
+  }
+  if (!fs.existsSync(executablePath)) throw new Error(`${executablePath} not found: apt-get install chromium (scripts/install-deps.sh --test)`);
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lf-chromium-'));
+  const context = await pw.chromium.launchPersistentContext(userDir, {
+    executablePath, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1440, height: 900 },
+    deviceScaleFactor: 1, locale: 'en-US', timezoneId: 'UTC',
+  });
+  return {
+    context,
+    close: async () => {
+      try { await context.close(); } finally { fs.rmSync(userDir, { recursive: true, force: true }); }
+    },
+  };
+}
+
+/** Runs checks in order; a failing check is reported and the next one runs. */
+export class Runner {
+  constructor() {
+    this.results = [];
+    this.figures = {};
+  }
+
+  async check(name, fn) {
+    const t0 = Date.now();
+    try {
+      await fn();
+      this.results.push({ name, ok: true });
+      console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+    } catch (e) {
+      this.results.push({ name, ok: false, error: e });
+      console.log(`FAIL ${name} (${Date.now() - t0} ms)\n     ${String((e && e.stack) || e).split('\n').slice(0, 6).join('\n     ')}`);
+    }
+  }
+
+  figure(key, value, unit = 'ms') {
+    this.figures[key] = { value: Math.round(value * 10) / 10, unit };
+  }
+
+  get passed() { return this.results.filter((r) => r.ok).length; }
+  get failed() { return this.results.filter((r) => !r.ok).length; }
+}
+
+export function assert(cond, msg) {
+  if (!cond) throw new Error(`assertion failed: ${msg}`);
+}
+
+export function assertEq(got, want, msg) {
+  if (got !== want) throw new Error(`assertion failed: ${msg}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+}

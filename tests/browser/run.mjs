@@ -1,0 +1,463 @@
+#!/usr/bin/env node
+// Browser tests of the luaflame pages against the real luaflame-server.
+//   node run.mjs --server PATH/luaflame-server [--web DIR] [--screenshots DIR]
+//                [--chromium /usr/bin/chromium] [--big 200000] [--runs 2000] [--timeout 600]
+// (LUAFLAME_SERVER, LUAFLAME_WEB, LUAFLAME_SCREENSHOTS work too.) Prints each
+// check, the measured timings, and a last line "N passed, M failed"; exits
+// non-zero on any failure. The server is always stopped.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, startServer, launchBrowser, Runner, assert, assertEq } from './harness.mjs';
+import { gameProfile, bigProfile, shareOf, wireChunk } from './profiles.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const args = parseArgs(process.argv.slice(2));
+const opt = {
+  server: args.server || process.env.LUAFLAME_SERVER,
+  web: path.resolve(args.web || process.env.LUAFLAME_WEB || path.join(here, '../../web')),
+  shots: path.resolve(args.screenshots || process.env.LUAFLAME_SCREENSHOTS || path.join(here, '../../build/screenshots')),
+  chromium: args.chromium || '/usr/bin/chromium',
+  big: +(args.big || 200000),
+  runs: +(args.runs || 2000),
+  timeout: +(args.timeout || 600),
+};
+
+const T = new Runner();
+let server = null;
+let browser = null;
+let finished = false;
+
+async function cleanup() {
+  try { if (browser) await browser.close(); } catch (_) { /* closing anyway */ }
+  try { if (server) await server.stop(); } catch (_) { /* killed anyway */ }
+  browser = server = null;
+}
+
+const watchdog = setTimeout(async () => {
+  if (finished) return;
+  console.log(`FAIL the whole run took longer than ${opt.timeout} s`);
+  await cleanup();
+  console.log(`${T.passed} passed, ${T.failed + 1} failed`);
+  process.exit(2);
+}, opt.timeout * 1000);
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, async () => { await cleanup(); process.exit(130); });
+
+// ---- helpers ---------------------------------------------------------------
+
+async function apiUpload(name, tags, body) {
+  const q = new URLSearchParams({ name });
+  for (const t of tags) q.append('tag', t);
+  const r = await fetch(`${server.base}/api/runs?${q}`, { method: 'POST', body });
+  const j = await r.json();
+  if (r.status !== 201) throw new Error(`upload ${name}: ${r.status} ${JSON.stringify(j)}`);
+  return j.id;
+}
+
+async function apiPost(p, body, type = 'application/json') {
+  const r = await fetch(`${server.base}${p}`, { method: 'POST', body, headers: { 'Content-Type': type } });
+  const t = await r.text();
+  if (!r.ok) throw new Error(`POST ${p}: ${r.status} ${t}`);
+  return t ? JSON.parse(t) : {};
+}
+
+async function shot(page, name) {
+  fs.mkdirSync(opt.shots, { recursive: true });
+  await page.screenshot({ path: path.join(opt.shots, `${name}.png`), fullPage: true });
+}
+
+async function open(page, p) {
+  const t0 = Date.now();
+  await page.goto(server.base + p);
+  await page.waitForSelector('#app[data-loaded]', { timeout: 60000 });
+  return Date.now() - t0;
+}
+
+/** Waits until the run page finished one more graph load than `before`. */
+async function nextLoad(page, before) {
+  await page.waitForFunction((n) => window.__lfPerf && window.__lfPerf.loads.length > n, before, { timeout: 60000 });
+  return page.evaluate(() => window.__lfPerf.loads[window.__lfPerf.loads.length - 1]);
+}
+const loads = (page) => page.evaluate(() => (window.__lfPerf ? window.__lfPerf.loads.length : 0));
+
+/** Names of the frames drawn now (the page's own reading of the titles). */
+const frameNames = (page) => page.evaluate(() => {
+  const g = window.__lfGraph;
+  return g.frames.map((f, i) => g.name(i));
+});
+
+/** Clicks the frame named `name` (the first, in drawing order). */
+async function clickFrame(page, name) {
+  const i = await page.evaluate((n) => {
+    const g = window.__lfGraph;
+    return g.frames.findIndex((f, k) => g.name(k) === n);
+  }, name);
+  assert(i >= 0, `frame ${name} is drawn`);
+  await page.locator('#flame g:has(> rect)').nth(i).click();
+}
+
+const pct = (text) => parseFloat((/([\d.]+)%/.exec(text) || [])[1]);
+
+/** Longest main-thread task seen since the last call (PerformanceObserver longtask). */
+async function longest(page) {
+  return page.evaluate(() => { const m = window.__lfLong || 0; window.__lfLong = 0; return m; });
+}
+
+// ---- the checks ------------------------------------------------------------
+
+async function main() {
+  if (!opt.server || !fs.existsSync(opt.server)) throw new Error(`no luaflame-server at '${opt.server}' (pass --server PATH)`);
+  console.log(`server ${opt.server}\nweb    ${opt.web}\nshots  ${opt.shots}`);
+  server = await startServer(opt.server, opt.web, ['--max-body', '512M']);
+  browser = await launchBrowser(opt.chromium);
+  const ctx = browser.context;
+  await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.base });
+  await ctx.addInitScript(() => {
+    window.__lfLong = 0;
+    try {
+      new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__lfLong = Math.max(window.__lfLong, e.duration); })
+        .observe({ type: 'longtask', buffered: true });
+    } catch (_) { /* no longtask support */ }
+  });
+  const page = ctx.pages()[0] || await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error' && !/status of 4\d\d/.test(m.text())) errors.push(m.text()); });
+  const game1 = gameProfile(1);
+  const ids = {};
+
+  await T.check('empty state tells a new user what to do', async () => {
+    await open(page, '/');
+    const text = await page.textContent('#app');
+    assert(text.includes(`luaflame run --server ${server.base} script.lua`), 'collector command shown');
+    assert(/curl --fail-with-body --data-binary @out\.folded/.test(text), 'curl command shown');
+    await shot(page, '01-runs-empty');
+  });
+
+  await T.check('upload a profile by pasting folded text', async () => {
+    await open(page, '/upload');
+    await page.fill('#folded', game1);
+    await page.fill('#name', 'game');
+    await page.fill('#tags', 'branch=main, os=linux');
+    await shot(page, '02-upload');
+    await page.click('#submit');
+    await page.waitForURL(/\/runs\/\d+$/, { timeout: 15000 });
+    ids.game1 = +page.url().match(/\/runs\/(\d+)/)[1];
+    await page.waitForSelector('#flame[data-state=ready]');
+    const names = await frameNames(page);
+    assert(names.includes('collide') && names.includes('main'), 'graph holds the uploaded frames');
+  });
+
+  await T.check('bad upload shows the server message with the line number', async () => {
+    await open(page, '/upload');
+    await page.fill('#folded', 'main;ok 5\nmain;no_count_here\nmain;ok 3\n');
+    await page.fill('#name', 'broken');
+    await page.click('#submit');
+    const box = await page.waitForSelector('#result .errorbox');
+    const text = await box.textContent();
+    assert(/line 2/i.test(text), `message names line 2: ${text}`);
+    assert(/no count/i.test(text), `message gives the reason: ${text}`);
+    const sel = await page.evaluate(() => { const t = document.querySelector('#folded'); return t.value.slice(t.selectionStart, t.selectionEnd); });
+    assertEq(sel, 'main;no_count_here', 'the bad line is selected');
+    const r = await (await fetch(`${server.base}/api/runs?name=broken`)).json();
+    assertEq(r.total, 0, 'nothing stored');
+    await shot(page, '03-upload-error');
+  });
+
+  // More runs through the API: a second game run (physics 3x slower) and a
+  // streamed run with two metrics and a time axis, still live.
+  ids.game2 = await apiUpload('game', ['branch=feature', 'os=linux'], gameProfile(3));
+  const started = Date.now() * 1e6 - 60e9;
+  const stream = await apiPost('/api/streams', JSON.stringify({
+    stream: `web-test-${process.pid}`, name: 'service', tags: { env: 'test' }, metrics: ['samples', 'time'],
+    started_ns: started, started, hz: 100,
+  }));
+  ids.stream = stream.id;
+  const chunkStacks = (k) => [
+    [['main', 'serve', 'handle', 'db.query'], [10 + 5 * k, (10 + 5 * k) * 1e6]],
+    [['main', 'serve', 'handle', 'render'], [30 - 3 * k, (30 - 3 * k) * 2e6]],
+    [['main', 'gc'], [4, 4e5]],
+  ];
+  for (let k = 0; k < 6; k++) {
+    await apiPost(`/api/runs/${ids.stream}/chunks`, wireChunk(k, ['samples', 'time'], chunkStacks(k), started + k * 10e9, started + (k + 1) * 10e9), 'text/plain');
+  }
+
+  await T.check('runs list shows runs newest first with tags, metrics and live mark', async () => {
+    await open(page, '/');
+    const rows = await page.$$eval('#runs tbody tr', (trs) => trs.map((t) => ({ id: +t.dataset.id, text: t.textContent })));
+    assertEq(rows.length, 3, 'three runs listed');
+    assertEq(rows[0].id, ids.stream, 'newest first');
+    assert(rows.some((r) => r.id === ids.game1 && r.text.includes('branch') && r.text.includes('main')), 'tags shown');
+    assert(await page.isVisible(`#runs tr[data-id="${ids.stream}"] .badge.live`), 'live run marked');
+    assert(rows[0].text.includes('time'), 'metrics listed');
+    await shot(page, '04-runs');
+  });
+
+  await T.check('filter by name and tag', async () => {
+    await page.fill('#f-tag', 'branch=feature');
+    await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 1);
+    assertEq(+(await page.getAttribute('#runs tbody tr', 'data-id')), ids.game2, 'tag filter');
+    assert(page.url().includes('tag=branch%3Dfeature'), 'filter kept in the URL');
+    await page.fill('#f-tag', '');
+    await page.fill('#f-name', 'game');
+    await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr').length === 2);
+    await page.fill('#f-name', 'nosuchname');
+    await page.waitForSelector('text=No runs match');
+  });
+
+  await T.check('run page: graph fills the width, "/" focuses search, search shows the exact share', async () => {
+    const ms = await open(page, `/runs/${ids.game1}`);
+    T.figure('small run page open', ms);
+    await page.waitForSelector('#flame[data-state=ready]');
+    const geo = await page.evaluate(() => {
+      const s = document.querySelector('#flame svg');
+      return { svg: s.getBoundingClientRect().width, host: document.querySelector('#flame').clientWidth, vb: +s.getAttribute('viewBox').split(' ')[2] };
+    });
+    assert(Math.abs(geo.svg - geo.host) < 2, `svg fills its panel (${geo.svg} vs ${geo.host})`);
+    assert(Math.abs(geo.vb - geo.host) < 2, `server rendered at the page width (${geo.vb})`);
+    await page.keyboard.press('/');
+    assertEq(await page.evaluate(() => document.activeElement.id), 'search', '"/" focuses the search box');
+    await page.keyboard.type('pathfind');
+    await page.waitForFunction(() => /%/.test(document.querySelector('#matched').textContent));
+    const shown = pct(await page.textContent('#matched'));
+    const want = shareOf(game1, /pathfind/i);
+    assert(Math.abs(shown - want) < 0.05, `matched share ${shown}% = ${want.toFixed(2)}%`);
+    assert(await page.locator('#flame .overlay rect.hit').count() >= 1, 'matches highlighted');
+    assert(page.url().includes('q=pathfind'), 'search kept in the URL');
+    await shot(page, '05-run-search');
+    await page.fill('#search', '');
+    await page.waitForFunction(() => document.querySelector('#flame .overlay').childElementCount === 0);
+  });
+
+  await T.check('click zooms via the server (narrow frames appear), breadcrumb, back/forward, Esc', async () => {
+    assert(!(await frameNames(page)).includes('tiny_helper_function'), 'the narrow frame is pruned in the whole graph');
+    const n = await loads(page);
+    const t0 = Date.now();
+    await clickFrame(page, 'heap.push');
+    await nextLoad(page, n);
+    T.figure('small run zoom (click to drawn)', Date.now() - t0);
+    assert(decodeURIComponent(page.url()).includes('focus=main;love.run;love.update;world:update;ai.think;pathfind;heap.push'), 'focus path in the URL');
+    assert((await frameNames(page)).includes('tiny_helper_function'), 'the narrow frame is drawn when zoomed');
+    assertEq(await page.textContent('#crumbs .cur'), 'heap.push', 'breadcrumb ends at the zoomed frame');
+    assertEq(await page.locator('#crumbs a').count(), 7, 'breadcrumb links: all + 6 ancestors');
+    await shot(page, '06-run-zoom');
+    let m = await loads(page);
+    await page.goBack();
+    await nextLoad(page, m);
+    assert(!page.url().includes('focus='), 'back leaves the zoom');
+    assert(!(await frameNames(page)).includes('tiny_helper_function'), 'whole graph again');
+    m = await loads(page);
+    await page.goForward();
+    await nextLoad(page, m);
+    assert(page.url().includes('focus='), 'forward zooms again');
+    m = await loads(page);
+    await page.click('#crumbs a[data-depth="5"]');
+    await nextLoad(page, m);
+    assertEq(await page.textContent('#crumbs .cur'), 'ai.think', 'breadcrumb link zooms out one level');
+    m = await loads(page);
+    await page.keyboard.press('Escape');
+    await nextLoad(page, m);
+    assert(!page.url().includes('focus='), 'Esc resets the zoom');
+  });
+
+  await T.check('function table: sort, filter, click highlights in the graph', async () => {
+    await page.click('#functions th[data-key="total"]');
+    assertEq(await page.textContent('#functions tbody tr:first-child td.fn'), 'main', 'sorted by total');
+    await page.fill('#fn-filter', 'path');
+    const names = await page.$$eval('#functions tbody td.fn', (tds) => tds.map((t) => t.textContent));
+    assert(names.length >= 1 && names.every((x) => x.includes('path')), `filtered: ${names}`);
+    await page.click('#functions tbody tr:first-child');
+    assertEq(await page.inputValue('#search'), '^pathfind$', 'search set to the function');
+    await page.waitForFunction(() => document.querySelectorAll('#flame .overlay rect.hit').length > 0);
+    assert(await page.isVisible('#functions tr.active'), 'row marked');
+    await page.fill('#search', '');
+    await page.fill('#fn-filter', '');
+  });
+
+  await T.check('inverted (icicle) toggle', async () => {
+    const m = await loads(page);
+    await page.click('#inverted');
+    await nextLoad(page, m);
+    assert(page.url().includes('inverted=1'), 'inverted in the URL');
+    const top = await page.evaluate(() => {
+      const g = window.__lfGraph;
+      const ys = g.frames.map((f) => f.y);
+      return { root: g.frames.find((f, i) => g.name(i) === 'all').y, min: Math.min(...ys), max: Math.max(...ys) };
+    });
+    assert(top.root === top.min && top.max > top.min, `root on top: ${JSON.stringify(top)}`);
+    const n = await loads(page);
+    await page.click('#inverted');
+    await nextLoad(page, n);
+  });
+
+  await T.check('downloads (SVG, folded, speedscope) and copy link', async () => {
+    await page.click('#download');
+    const hrefs = await page.$$eval('#downloads a', (as) => as.map((a) => a.getAttribute('href')));
+    assertEq(hrefs.length, 3, 'three downloads');
+    const bodies = await page.evaluate(async (hs) => Promise.all(hs.map(async (h) => { const r = await fetch(h); return [r.status, (await r.text()).slice(0, 400)]; })), hrefs);
+    assert(bodies.every(([s]) => s === 200), `all answer 200: ${bodies.map((b) => b[0])}`);
+    assert(/<svg/.test(bodies[0][1]), 'svg');
+    assert(/^main;/.test(bodies[1][1]), 'folded');
+    assert(/speedscope|"shared"/.test(bodies[2][1]), 'speedscope json');
+    await page.keyboard.press('Escape');
+    await page.click('#copy-link');
+    await page.waitForSelector('.toast');
+    const clip = await page.evaluate(() => navigator.clipboard.readText());
+    assertEq(clip, page.url(), 'the link of the current view is copied');
+  });
+
+  await T.check('streamed run: metric switch (ms units), timeline drag selects a time range', async () => {
+    await open(page, `/runs/${ids.stream}`);
+    await page.waitForSelector('#flame[data-state=ready]');
+    assertEq(await page.locator('#metrics button').count(), 2, 'two metrics offered');
+    await page.waitForSelector('#timeline:not([hidden]) svg');
+    let m = await loads(page);
+    await page.click('#metrics button[data-metric="time"]');
+    await nextLoad(page, m);
+    assert(page.url().includes('metric=time'), 'metric in the URL');
+    await page.waitForFunction(() => /\d (ms|µs|s)$/.test(document.querySelector('#functions tbody td.num')?.textContent || ''));
+    const rootTitle = () => page.evaluate(() => window.__lfGraph.info(window.__lfGraph.frames.findIndex((f, i) => window.__lfGraph.name(i) === 'all')).value);
+    const before = await rootTitle();
+    const box = await page.locator('#tl-plot svg').boundingBox();
+    m = await loads(page);
+    await page.mouse.move(box.x + box.width * 0.05, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    await nextLoad(page, m);
+    assert(/from=\d+/.test(page.url()) && /until=\d+/.test(page.url()), 'range in the URL');
+    assert((await page.textContent('#tl-range')).startsWith('Showing'), 'range shown');
+    const after = await rootTitle();
+    assert(before !== after, `the graph shows the range only (${before} -> ${after})`);
+    await shot(page, '07-run-stream');
+  });
+
+  await T.check('live run refreshes by itself', async () => {
+    await open(page, `/runs/${ids.stream}`);
+    assert(await page.isVisible('#live-badge'), 'live badge');
+    const before = await page.textContent('.run-meta');
+    await apiPost(`/api/runs/${ids.stream}/chunks`, wireChunk(6, ['samples', 'time'], chunkStacks(6), started + 60e9, started + 61e9), 'text/plain');
+    await page.waitForFunction((b) => document.querySelector('.run-meta').textContent !== b, before, { timeout: 15000 });
+    await apiPost(`/api/runs/${ids.stream}/finish`, '{}');
+    await page.waitForFunction(() => !document.querySelector('#live-badge'), null, { timeout: 15000 });
+  });
+
+  await T.check('compare two runs: differential graph and biggest changes', async () => {
+    await open(page, `/compare?base=${ids.game1}&head=${ids.game2}`);
+    await page.waitForSelector('#flame[data-state=ready]');
+    const reg = await page.$$eval('#regressions tbody tr', (trs) => trs.map((t) => t.textContent));
+    const imp = await page.$$eval('#improvements tbody tr', (trs) => trs.map((t) => t.textContent));
+    assert(reg.some((t) => t.includes('collide') && t.includes('+')), `collide regressed: ${reg}`);
+    assert(imp.some((t) => t.includes('love.graphics.draw')), `drawing share shrank: ${imp}`);
+    await shot(page, '08-compare');
+    await open(page, `/compare?base_name=game&base_tag=branch%3Dmain&head=${ids.game2}`);
+    await page.waitForSelector('#flame[data-state=ready]');
+    assert((await page.textContent('#result')).includes(`#${ids.game1}`), 'latest of name+tag resolved to the first run');
+    await open(page, `/compare?base=999999&head=${ids.game2}`);
+    const err = await page.textContent('#result .errorbox');
+    assert(/999999/.test(err), `readable error for a missing run: ${err}`);
+  });
+
+  await T.check(`list stays quick with ${opt.runs} runs, paging`, async () => {
+    const t0 = Date.now();
+    let next = 0;
+    const body = 'main;work 1\n';
+    const worker = async () => { while (next < opt.runs) { const i = next++; await apiUpload(`batch-${i % 50}`, [`n=${i}`], body); } };
+    await Promise.all(Array.from({ length: 4 }, worker));
+    T.figure(`API: ${opt.runs} uploads`, Date.now() - t0);
+    const ms = await open(page, '/');
+    T.figure(`runs list open with ${opt.runs + 3} runs`, ms);
+    assertEq(await page.locator('#runs tbody tr').count(), 50, 'one page of 50');
+    const t1 = Date.now();
+    await page.click('#page-next');
+    await page.waitForFunction(() => /^51–100 of/.test(document.querySelector('.pager .info').textContent));
+    T.figure('runs list next page', Date.now() - t1);
+    assert(page.url().includes('page=2'), 'page in the URL');
+    const t2 = Date.now();
+    await page.click('#page-last');
+    await page.waitForFunction(() => /page (\d+) of \1$/.test(document.querySelector('.pager').textContent.replace(/Older.*$/, '').trim()) || document.querySelector('#page-next').disabled);
+    T.figure('runs list last page', Date.now() - t2);
+    const last = await page.$$eval('#runs tbody tr', (trs) => trs.map((t) => +t.dataset.id));
+    assert(last.includes(ids.game1), 'the oldest run is on the last page');
+    await shot(page, '09-runs-many');
+  });
+
+  await T.check(`${opt.big.toLocaleString('en')}-stack run opens, searches and zooms without stalling`, async () => {
+    let t0 = Date.now();
+    const folded = bigProfile(opt.big);
+    T.figure('generate big profile', Date.now() - t0);
+    T.figure('big profile size', folded.length / 1e6, 'MB');
+    t0 = Date.now();
+    ids.big = await apiUpload('big', ['stacks=' + opt.big], folded);
+    T.figure('API: upload big profile', Date.now() - t0);
+    await longest(page);
+    const open1 = await open(page, `/runs/${ids.big}`);
+    await page.waitForSelector('#flame[data-state=ready]', { timeout: 60000 });
+    const first = await page.evaluate(() => window.__lfPerf.loads[0]);
+    T.figure('big run: page open to all loaded (first, server renders)', open1);
+    T.figure('big run: SVG fetch (first, uncached)', first.fetchMs);
+    T.figure('big run: SVG parse + inline', first.buildMs);
+    T.figure('big run: frames drawn', first.frames, 'frames');
+    T.figure('big run: SVG size', first.bytes / 1e6, 'MB');
+    T.figure('big run: longest main-thread task while opening', await longest(page));
+    const open2 = await open(page, `/runs/${ids.big}`);
+    await page.waitForSelector('#flame[data-state=ready]');
+    const second = await page.evaluate(() => window.__lfPerf.loads[0]);
+    T.figure('big run: page open (cached SVG)', open2);
+    T.figure('big run: SVG fetch (cached)', second.fetchMs);
+    await longest(page);
+    t0 = Date.now();
+    await page.fill('#search', 'db\\.');
+    await page.waitForFunction(() => /%/.test(document.querySelector('#matched').textContent));
+    T.figure('big run: search typed to highlighted (incl. 120 ms debounce)', Date.now() - t0);
+    T.figure('big run: search work', await page.evaluate(() => window.__lfPerf.lastSearchMs));
+    T.figure('big run: longest main-thread task while searching', await longest(page));
+    assert(pct(await page.textContent('#matched')) > 0, 'matches found');
+    await shot(page, '10-big-search');
+    await page.fill('#search', '');
+    const n = await loads(page);
+    t0 = Date.now();
+    // Zoom into the widest frame three levels up.
+    await page.evaluate(() => {
+      const rs = [...document.querySelectorAll('#flame g > rect')].map((r) => ({ r, y: +r.getAttribute('y'), w: +r.getAttribute('width') }));
+      const ys = [...new Set(rs.map((o) => o.y))].sort((a, b) => b - a);
+      const lvl = rs.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
+      lvl.r.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+    });
+    const z = await nextLoad(page, n);
+    T.figure('big run: zoom click to drawn (server renders focus)', Date.now() - t0);
+    T.figure('big run: zoomed frames drawn', z.frames, 'frames');
+    T.figure('big run: longest main-thread task while zooming', await longest(page));
+    assert(page.url().includes('focus='), 'zoomed');
+    const names = await page.$$eval('#crumbs a, #crumbs .cur', (x) => x.length);
+    assertEq(names, 4, 'breadcrumb: all + 3 levels');
+    await shot(page, '11-big-zoom');
+    assert(first.buildMs < 1500 && z.buildMs < 1500, `parse+inline under 1.5 s (${first.buildMs}, ${z.buildMs})`);
+  });
+
+  await T.check('no script errors on any page', async () => {
+    assert(errors.length === 0, errors.join('\n'));
+  });
+}
+
+let code = 0;
+try {
+  await main();
+} catch (e) {
+  T.results.push({ name: 'setup', ok: false, error: e });
+  console.log(`FAIL setup: ${(e && e.stack) || e}`);
+  if (server) console.log(server.log());
+} finally {
+  finished = true;
+  clearTimeout(watchdog);
+  await cleanup();
+}
+console.log('\ntimings:');
+for (const [k, v] of Object.entries(T.figures)) console.log(`  ${k.padEnd(62)} ${String(v.value).padStart(9)} ${v.unit}`);
+try {
+  fs.mkdirSync(opt.shots, { recursive: true });
+  fs.writeFileSync(path.join(opt.shots, 'timings.json'), JSON.stringify(T.figures, null, 1));
+} catch (_) { /* figures are printed anyway */ }
+console.log(`\n${T.passed} passed, ${T.failed} failed`);
+code = T.failed ? 1 : 0;
+process.exit(code);
