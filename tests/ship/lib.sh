@@ -13,7 +13,7 @@ ship_cleanup() {
     for _ in $(seq 50); do kill -0 "$SHIP_SERVER_PID" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$SHIP_SERVER_PID" 2>/dev/null
   fi
-  rm -rf "$SHIP_TMP"
+  [ -n "${SHIP_KEEP:-}" ] && echo "kept $SHIP_TMP" >&2 || rm -rf "$SHIP_TMP"
 }
 trap ship_cleanup EXIT
 
