@@ -38,7 +38,13 @@ Clock::time_point after(double seconds) {
 
 }  // namespace
 
-Streamer::Streamer(Session& s) : s_(s), uuid_(make_uuid()) {}
+Streamer::Streamer(Session& s) : s_(s), uuid_(make_uuid()) {
+  cli_ = std::make_unique<httplib::Client>(s_.opt.server);
+  cli_->set_connection_timeout(1, 0);
+  cli_->set_read_timeout(2, 0);
+  cli_->set_write_timeout(2, 0);
+  if (!s_.opt.token.empty()) cli_->set_bearer_token_auth(s_.opt.token);
+}
 
 Streamer::~Streamer() {
   {
@@ -64,16 +70,14 @@ void Streamer::flush_now() {
 
 bool Streamer::post(const std::string& path, const std::string& body, const char* type, int& status,
                     std::string& answer) {
-  if (!cli_) {
-    cli_ = std::make_unique<httplib::Client>(s_.opt.server);
-    cli_->set_connection_timeout(1, 0);
-    cli_->set_read_timeout(5, 0);
-    cli_->set_write_timeout(5, 0);
-    if (!s_.opt.token.empty()) cli_->set_bearer_token_auth(s_.opt.token);
+  if (aborted_.load()) {
+    error_ = "gave up waiting for " + s_.opt.server;
+    status = 0;
+    return false;
   }
   auto res = cli_->Post(path, body, type);
   if (!res) {
-    error_ = "cannot reach " + s_.opt.server + ": " + httplib::to_string(res.error());
+    error_ = "cannot reach " + s_.opt.server + " (" + httplib::to_string(res.error()) + " error)";
     status = 0;
     return false;
   }
@@ -204,11 +208,13 @@ void Streamer::finish(Summary& sum) {
     stop_ = true;
   }
   cv_.notify_all();
-  if (th_.joinable()) th_.join();
   // The last chunk and the finish call, on a thread of their own so the
-  // bounded wait is the only thing the Lua thread sees.
+  // bounded wait is the only thing the Lua thread sees: past the deadline
+  // the request in flight is cut (a server that accepts and never answers).
+  const auto deadline = after(kFinishSeconds);
+  std::atomic<bool> done{false};
   std::thread last([&] {
-    auto deadline = after(kFinishSeconds);
+    if (th_.joinable()) th_.join();
     double wait = 0.1;
     bool built = false;
     while (!given_up_) {
@@ -219,12 +225,18 @@ void Streamer::finish(Summary& sum) {
         if (!has_chunk_) break;
       }
       if (send_chunk()) continue;
-      if (given_up_ || after(wait) >= deadline) break;
+      if (given_up_ || aborted_.load() || after(wait) >= deadline) break;
       std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       wait *= 2;
     }
     if (!given_up_ && !has_chunk_ && (run_id_ >= 0 || create_run())) finish_run(sum);
+    done.store(true);
   });
+  while (!done.load() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!done.load()) {
+    aborted_.store(true);
+    cli_->stop();
+  }
   last.join();
   sum.chunks_sent = chunks_sent_;
   sum.run_url = run_url_;

@@ -7,6 +7,7 @@
 // delivered by the end goes to a local folded file.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -64,6 +65,7 @@ class Streamer {
   std::string chunk_body_;
   std::vector<std::pair<uint32_t, std::vector<uint64_t>>> chunk_deltas_;  ///< its nodes and values
   bool given_up_ = false;       ///< a 4xx answer: the server will not take this run
+  std::atomic<bool> aborted_{false};  ///< the final wait ran out
   std::string error_;
   uint64_t chunks_sent_ = 0;
   double backoff_ = 0.25;

@@ -1,0 +1,242 @@
+// The streamer against a fake luaflame-server (httplib::Server on a free
+// 127.0.0.1 port) that decodes every chunk with lfw::decode: sequence
+// numbers, retries after failures, totals equal to the local file, and the
+// fallback file when the server is down.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "luaflame/collector.hpp"
+#include "luaflame/wire.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+}
+
+namespace {
+
+using Totals = std::map<std::string, uint64_t>;
+
+// Records what a collector streams; fails the first `fail_chunks` chunk posts.
+struct FakeServer {
+  httplib::Server srv;
+  std::thread th;
+  int port = 0;
+  std::mutex mu;
+  int fail_chunks = 0;
+  int creates = 0, finishes = 0, chunk_posts = 0;
+  std::vector<uint64_t> seqs;             // accepted, in arrival order
+  std::map<uint64_t, std::string> bodies;  // seq -> body (a retry must repeat it)
+  std::vector<std::string> metrics;
+  std::map<std::string, Totals> totals;    // metric -> stack -> sum
+  std::string decode_error, create_body;
+  bool resent_different = false;
+
+  FakeServer() {
+    srv.Post("/api/streams", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lk(mu);
+      ++creates;
+      create_body = req.body;
+      res.status = 201;
+      res.set_content("{\"id\": 7, \"url\": \"/runs/7\"}", "application/json");
+    });
+    srv.Post("/api/runs/7/chunks", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lk(mu);
+      ++chunk_posts;
+      if (fail_chunks > 0) {
+        --fail_chunks;
+        res.status = 503;
+        res.set_content("{\"error\": \"busy\"}", "application/json");
+        return;
+      }
+      lfw::Chunk c;
+      std::string err;
+      if (!lfw::decode(req.body, c, err)) {
+        decode_error = err;
+        res.status = 400;
+        return;
+      }
+      bool dup = bodies.count(c.seq) > 0;
+      if (dup && bodies[c.seq] != req.body) resent_different = true;
+      if (!dup) {
+        bodies[c.seq] = req.body;
+        seqs.push_back(c.seq);
+        metrics = c.metrics;
+        lfw::for_each_stack(c, [&](const std::string& stack, const std::vector<uint64_t>& v) {
+          for (std::size_t m = 0; m < v.size(); ++m)
+            if (v[m]) totals[c.metrics[m]][stack] += v[m];
+        });
+      }
+      res.set_content("{\"seq\": " + std::to_string(c.seq) + ", \"duplicate\": " + (dup ? "true" : "false") + "}",
+                      "application/json");
+    });
+    srv.Post("/api/runs/7/finish", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> lk(mu);
+      ++finishes;
+      res.set_content("{\"id\": 7}", "application/json");
+    });
+    port = srv.bind_to_any_port("127.0.0.1");
+    th = std::thread([this] { srv.listen_after_bind(); });
+    for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ~FakeServer() {
+    srv.stop();
+    th.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+Totals read_folded(const std::string& path) {
+  Totals t;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto sp = line.rfind(' ');
+    if (sp != std::string::npos) t[line.substr(0, sp)] += std::stoull(line.substr(sp + 1));
+  }
+  return t;
+}
+
+// Runs a ~0.6 s (CPU) traced workload with `opts` (a Lua table
+// constructor); returns the fallback file, and in `stop_secs` how long
+// luaflame.stop() took.
+std::string run_workload(const std::string& opts, double* stop_secs = nullptr) {
+  lua_State* L = luaL_newstate();
+  luaL_openlibs(L);
+  lfc::preload_module(L);
+  std::string code =
+      "local lf = require 'luaflame'\n"
+      "local function leaf(i) return i * 2 end\n"
+      "local function mid(n) local s = 0 for i = 1, n do s = s + leaf(i) end return s end\n"
+      "local function spin(ms) local t = os.clock() while os.clock() - t < ms / 1000 do mid(50) end end\n"
+      "lf.start(" + opts + ")\n"
+      "for i = 1, 6 do spin(100) end\n";
+  std::string err;
+  if (luaL_dostring(L, code.c_str()) != LUA_OK) err = lua_tostring(L, -1);
+  auto t0 = std::chrono::steady_clock::now();
+  if (err.empty() && luaL_dostring(L, "SUMMARY = require('luaflame').stop() FALLBACK = SUMMARY.fallback_file or ''") != LUA_OK)
+    err = lua_tostring(L, -1);
+  if (stop_secs) *stop_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  lua_getglobal(L, "FALLBACK");
+  std::string fallback = lua_tostring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_close(L);
+  REQUIRE(err == "");
+  return fallback;
+}
+
+}  // namespace
+
+TEST_CASE("stream: chunks every flush_interval, seq 0, 1, 2..., totals equal to the local file") {
+  FakeServer fake;
+  REQUIRE(fake.port > 0);
+  const std::string out = "stream_test_ok.folded";
+  std::string fallback = run_workload("{mode = 'both', server = '" + fake.url() +
+                                      "', flush_interval = 0.1, name = 'unit', tags = {branch = 'main'}, output = '" +
+                                      out + "'}");
+  CHECK(fallback == "");
+  std::lock_guard<std::mutex> lk(fake.mu);
+  CHECK(fake.decode_error == "");
+  CHECK(fake.creates == 1);
+  CHECK(fake.finishes == 1);
+  CHECK(fake.create_body.find("\"branch\":\"main\"") != std::string::npos);
+  CHECK(fake.seqs.size() >= 3);  // 0.6 s at 0.1 s per chunk
+  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
+  CHECK(fake.metrics == std::vector<std::string>{"samples", "time", "calls"});
+  CHECK(fake.totals["calls"] == read_folded("stream_test_ok.calls.folded"));
+  CHECK(fake.totals["time"] == read_folded("stream_test_ok.time.folded"));
+  CHECK(fake.totals["samples"] == read_folded(out));
+  for (const char* f : {"stream_test_ok.folded", "stream_test_ok.calls.folded", "stream_test_ok.time.folded"})
+    std::remove(f);
+}
+
+TEST_CASE("stream: a failing server is retried with back-off and nothing counts twice") {
+  FakeServer fake;
+  fake.fail_chunks = 3;
+  const std::string out = "stream_test_retry.folded";
+  std::string fallback = run_workload("{mode = 'trace', server = '" + fake.url() +
+                                      "', flush_interval = 0.1, output = '" + out + "'}");
+  CHECK(fallback == "");
+  std::lock_guard<std::mutex> lk(fake.mu);
+  CHECK(fake.chunk_posts >= static_cast<int>(fake.seqs.size()) + 3);
+  CHECK_FALSE(fake.resent_different);
+  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
+  // 3 failures at 0.25 s, 0.5 s, 1 s of back-off: fewer chunks than without.
+  CHECK(fake.seqs.size() >= 1);
+  CHECK(fake.totals["calls"] == read_folded("stream_test_retry.calls.folded"));
+  CHECK(fake.totals["time"] == read_folded(out));
+  std::remove(out.c_str());
+  std::remove("stream_test_retry.calls.folded");
+}
+
+// A server that accepts connections and never answers.
+struct SilentServer {
+  int fd = -1, port = 0;
+  SilentServer() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    listen(fd, 16);
+  }
+  ~SilentServer() { close(fd); }
+};
+
+// A port nothing listens on: bound, read, closed.
+int closed_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST_CASE("stream: a server that never answers does not hold the program past the bounded wait") {
+  SilentServer silent;
+  double stop_secs = 0;
+  std::string fallback = run_workload("{mode = 'sample', server = 'http://127.0.0.1:" + std::to_string(silent.port) +
+                                      "', flush_interval = 0.1, output = 'stream_test_silent.folded'}", &stop_secs);
+  CHECK(stop_secs < 4.0);
+  CHECK(fallback == "stream_test_silent.undelivered.folded");
+  std::remove("stream_test_silent.folded");
+  std::remove("stream_test_silent.undelivered.folded");
+}
+
+TEST_CASE("stream: server down: the program runs on, the data lands in a fallback file") {
+  int dead_port = closed_port();
+  const std::string out = "stream_test_down.folded";
+  double stop_secs = 0;
+  std::string fallback = run_workload("{mode = 'trace', server = 'http://127.0.0.1:" + std::to_string(dead_port) +
+                                      "', flush_interval = 0.1, output = '" + out + "'}", &stop_secs);
+  CHECK(stop_secs < 4.0);  // the final wait is bounded (3 s)
+  REQUIRE(fallback == "stream_test_down.undelivered.folded");
+  CHECK(read_folded(fallback) == read_folded(out));
+  CHECK(read_folded("stream_test_down.undelivered.calls.folded") == read_folded("stream_test_down.calls.folded"));
+  CHECK_FALSE(read_folded(out).empty());
+  for (const char* f : {"stream_test_down.folded", "stream_test_down.calls.folded",
+                        "stream_test_down.undelivered.folded", "stream_test_down.undelivered.calls.folded"})
+    std::remove(f);
+}
