@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
             ca-certificates curl)
-test_pkgs=(chromium docker-compose nodejs npm procps)
+test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
 
 want=("${build_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Integration tests of `luaflame svg` and `luaflame diff`, one case per call:
+#   cli_test.sh CASE /path/to/luaflame /path/to/tests/data
+# Each case fails (non-zero) with a message saying what went wrong.
+set -uo pipefail
+case_name=$1 lf=$2 data=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL [$case_name]: $*" >&2; exit 1; }
+# Well-formed XML: xmllint when installed (libxml2-utils), else python3's parser.
+wellformed() {
+  if command -v xmllint >/dev/null 2>&1; then xmllint --noout "$1" || fail "xmllint rejects $1"
+  elif command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$1" || fail "not well-formed: $1"
+  else fail "no XML parser (install libxml2-utils)"; fi
+}
+
+case $case_name in
+empty_input)
+  "$lf" svg </dev/null >"$tmp/out.svg" 2>"$tmp/err"; rc=$?
+  [ $rc -eq 2 ] || fail "empty input: exit $rc, want 2"
+  grep -q "No valid input" "$tmp/out.svg" || fail "the SVG does not say there was no input"
+  grep -q "No stack counts" "$tmp/err" || fail "no message on stderr"
+  wellformed "$tmp/out.svg"
+  printf 'only garbage\n\n' | "$lf" svg >"$tmp/out2.svg" 2>/dev/null; rc=$?
+  [ $rc -eq 2 ] || fail "input without counts: exit $rc, want 2"
+  ;;
+stdin_equals_file)
+  "$lf" svg "$data/svg/lua.folded" >"$tmp/a.svg" || fail "file input failed"
+  "$lf" svg <"$data/svg/lua.folded" >"$tmp/b.svg" || fail "stdin input failed"
+  "$lf" svg - <"$data/svg/lua.folded" >"$tmp/c.svg" || fail "'-' input failed"
+  cmp -s "$tmp/a.svg" "$tmp/b.svg" || fail "stdin and file give different SVGs"
+  cmp -s "$tmp/a.svg" "$tmp/c.svg" || fail "'-' and file give different SVGs"
+  cmp -s "$tmp/a.svg" "$data/svg/lua.svg" || fail "CLI output differs from the engine's golden file"
+  # two files are read as one input, as flamegraph.pl reads them
+  head -3 "$data/svg/lua.folded" >"$tmp/p1"; tail -n +4 "$data/svg/lua.folded" >"$tmp/p2"
+  "$lf" svg "$tmp/p1" "$tmp/p2" >"$tmp/d.svg" || fail "two files failed"
+  cmp -s "$tmp/a.svg" "$tmp/d.svg" || fail "two files differ from one"
+  "$lf" svg -o "$tmp/e.svg" "$data/svg/lua.folded" || fail "-o failed"
+  cmp -s "$tmp/a.svg" "$tmp/e.svg" || fail "-o output differs"
+  ;;
+ignored_lines)
+  printf 'a;b 3\nbroken\na;;c 1\nd 2\n' | "$lf" svg >"$tmp/out.svg" 2>"$tmp/err"; rc=$?
+  [ $rc -eq 0 ] || fail "lenient mode: exit $rc"
+  grep -q "Ignored 2 lines with invalid format" "$tmp/err" || fail "no ignored count: $(cat "$tmp/err")"
+  grep -q "stdin:2: no count" "$tmp/err" || fail "no reason for line 2"
+  grep -q '<title>all (5 samples, 100%)</title>' "$tmp/out.svg" || fail "wrong total"
+  ;;
+strict_rejects)
+  printf 'a;b 3\nbroken\na;\001 1\nd -2\n' >"$tmp/in.folded"
+  "$lf" svg --strict "$tmp/in.folded" >"$tmp/out.svg" 2>"$tmp/err"; rc=$?
+  [ $rc -eq 3 ] || fail "strict: exit $rc, want 3"
+  grep -q "in.folded:2: no count" "$tmp/err" || fail "line 2 not reported"
+  grep -q "in.folded:3: control character" "$tmp/err" || fail "line 3 not reported"
+  grep -q "in.folded:4: negative count" "$tmp/err" || fail "line 4 not reported"
+  [ ! -s "$tmp/out.svg" ] || fail "strict mode wrote an SVG from bad input"
+  ;;
+options)
+  f=$data/svg/simple.folded
+  "$lf" svg --title "My <T>" --subtitle Sub --width 800 --height 20 --fontsize 10 --countname calls \
+     --nametype Fn: --colors blue --hash --inverted --minwidth 2% --notes hi --total 20 --factor 2 \
+     "$f" >"$tmp/o.svg" || fail "all options: exit $?"
+  grep -q 'width="800"' "$tmp/o.svg" || fail "--width"
+  grep -q '>My &lt;T&gt;</text>' "$tmp/o.svg" || fail "--title"
+  grep -q '>Sub</text>' "$tmp/o.svg" || fail "--subtitle"
+  grep -q 'data-nametype="Fn:"' "$tmp/o.svg" || fail "--nametype"
+  grep -q '<title>f (8 calls, 20.00%)</title>' "$tmp/o.svg" || fail "--countname/--factor/--total: $(grep -o '<title>f [^<]*' "$tmp/o.svg")"
+  grep -q '<!-- NOTES: hi -->' "$tmp/o.svg" || fail "--notes"
+  "$lf" svg --title=Eq -width=900 "$f" >"$tmp/eq.svg"
+  grep -q '>Eq</text>' "$tmp/eq.svg" && grep -q 'width="900"' "$tmp/eq.svg" || fail "--opt=value / -opt forms"
+  "$lf" svg --reverse "$f" >"$tmp/rev.svg" || fail "--reverse: exit $?"
+  grep -q '<title>c (1 samples' "$tmp/rev.svg" || fail "--reverse"
+  [ "$(grep -c '<title>a (' "$tmp/rev.svg")" -eq 3 ] || fail "--reverse: a should be a leaf under c;b, d;b and e"
+  "$lf" svg --flamechart "$f" >"$tmp/fc.svg" || fail "--flamechart"
+  "$lf" svg --negate --colors mem "$f" >/dev/null || fail "--negate"
+  for p in hot mem io red green blue aqua yellow purple orange lua; do
+    "$lf" svg --colors $p "$f" >/dev/null || fail "--colors $p"
+  done
+  "$lf" svg --unit ns "$f" >/dev/null || fail "--unit ns"
+  ;;
+bad_usage)
+  "$lf" svg --colors nope "$data/svg/simple.folded" >/dev/null 2>&1 && fail "unknown palette accepted"
+  "$lf" svg --width abc "$data/svg/simple.folded" >/dev/null 2>&1 && fail "bad number accepted"
+  "$lf" svg --frobnicate "$data/svg/simple.folded" >/dev/null 2>&1 && fail "unknown option accepted"
+  "$lf" svg "$tmp/missing.folded" >/dev/null 2>"$tmp/err" && fail "missing file accepted"
+  grep -q "cannot read" "$tmp/err" || fail "no message for a missing file"
+  "$lf" diff "$data/svg/simple.folded" >/dev/null 2>&1 && fail "diff with one file accepted"
+  true
+  ;;
+xml_wellformed)
+  for f in "$data"/svg/*.folded; do
+    "$lf" svg "$f" >"$tmp/x.svg" 2>/dev/null || fail "$f: exit $?"
+    wellformed "$tmp/x.svg"
+  done
+  ;;
+nasty_xmllint)
+  # every byte value in frame names, plus markup and a 60 kB name
+  python3 - "$tmp/nasty.folded" <<'PY' || fail "python3 needed"
+import sys
+lines = []
+for b in range(256):
+    if b in (10, 59): continue  # newline and ';' separate lines and frames
+    lines.append(b"root;x" + bytes([b]) + b"y<z>&]]>" + b" 1")
+lines.append(b"root;" + b"</script><script>alert(1)</script>" * 2000 + b" 5")
+lines.append(b"root;\xf0\x9f\x94\xa5 fire;\xc3\xa9t\xc3\xa9 2")
+open(sys.argv[1], "wb").write(b"\n".join(lines) + b"\n")
+PY
+  "$lf" svg --minwidth 0 "$tmp/nasty.folded" >"$tmp/n.svg" 2>/dev/null || fail "exit $?"
+  wellformed "$tmp/n.svg"
+  [ "$(grep -o '<script' "$tmp/n.svg" | wc -l)" -eq 1 ] || fail "a frame name became a <script>"
+  ;;
+diff_folded)
+  "$lf" diff --folded "$data/diff/simple.before.folded" "$data/diff/simple.after.folded" >"$tmp/d.txt" || fail "exit $?"
+  cmp -s "$tmp/d.txt" "$data/diff/simple.txt" || fail "diff --folded differs from the golden file: $(cat "$tmp/d.txt")"
+  "$lf" diff -n --folded "$data/diff/simple.before.folded" "$data/diff/simple.after.folded" >"$tmp/n.txt" || fail "exit $?"
+  cmp -s "$tmp/n.txt" "$data/diff/simple.normalized.txt" || fail "diff -n --folded differs"
+  # its output is a differential profile `luaflame svg` reads
+  "$lf" svg "$tmp/d.txt" >"$tmp/d.svg" || fail "svg of diff output: exit $?"
+  cmp -s "$tmp/d.svg" "$data/diff/simple.svg" || fail "svg of the two-column folded differs from diff's SVG"
+  ;;
+diff_svg)
+  "$lf" diff "$data/diff/simple.before.folded" "$data/diff/simple.after.folded" >"$tmp/d.svg" || fail "exit $?"
+  cmp -s "$tmp/d.svg" "$data/diff/simple.svg" || fail "diff SVG differs from the golden file"
+  wellformed "$tmp/d.svg"
+  ;;
+deterministic)
+  sort -r "$data/svg/lua.folded" >"$tmp/rev.folded"
+  "$lf" svg "$data/svg/lua.folded" >"$tmp/a.svg"; "$lf" svg "$data/svg/lua.folded" >"$tmp/b.svg"
+  "$lf" svg "$tmp/rev.folded" >"$tmp/c.svg"
+  cmp -s "$tmp/a.svg" "$tmp/b.svg" || fail "two runs differ"
+  cmp -s "$tmp/a.svg" "$tmp/c.svg" || fail "line order changes the SVG"
+  ;;
+help)
+  "$lf" svg --help >"$tmp/h1" && grep -q -- "--minwidth" "$tmp/h1" || fail "svg --help"
+  "$lf" diff --help >"$tmp/h2" && grep -q -- "--normalize" "$tmp/h2" || fail "diff --help"
+  ;;
+*) fail "unknown case" ;;
+esac
+echo "ok [$case_name]"

@@ -1,0 +1,72 @@
+// Stage 3: differential trees (engine/include/luaflame/diff.hpp).
+#include "luaflame/diff.hpp"
+
+#include <string>
+
+#include "golden.hpp"
+#include "luaflame/svg.hpp"
+
+namespace {
+
+lf::Tree tree_of(const std::string& folded) {
+  lf::Tree t;
+  lf::parse_folded(folded, lf::ParseOptions{}, [&](const lf::FoldedLine& l) { t.add(l); });
+  t.finalize();
+  return t;
+}
+
+std::string folded_of(lf::Tree& t) {
+  t.sort_children();
+  std::string out;
+  lf::write_folded(t, out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("data: tests/data/diff/<case>.before.folded + .after.folded") {
+  for (const auto& in : golden::cases("diff", ".before.folded")) {
+    CAPTURE(in.string());
+    std::string base = in.string().substr(0, in.string().size() - 14);
+    lf::Tree before = tree_of(golden::read(in));
+    lf::Tree after = tree_of(golden::read(base + ".after.folded"));
+    lf::DiffOptions abs, norm;
+    norm.normalize = true;
+    lf::Tree d = lf::diff_trees(before, after, abs);
+    lf::Tree n = lf::diff_trees(before, after, norm);
+    golden::check(base + ".txt", folded_of(d));
+    golden::check(base + ".normalized.txt", folded_of(n));
+    std::string svg;
+    lf::render_svg(d, lf::SvgOptions{}, svg);
+    golden::check(base + ".svg", svg);
+  }
+}
+
+TEST_CASE("absolute diff: both columns, frames present on one side only") {
+  lf::Tree d = lf::diff_trees(tree_of("a;b 10\na;c 5\n"), tree_of("a;b 4\na;d 7\n"), {});
+  REQUIRE(d.differential());
+  CHECK(folded_of(d) == "a;b 10 4\na;c 5 0\na;d 0 7\n");
+  CHECK(d.total(0) == 15);
+  CHECK(d.total(1) == 11);
+  CHECK(d.node(d.find("a")).total[1] == 11);
+}
+
+TEST_CASE("normalized diff scales before to the after total (difffolded.pl -n)") {
+  lf::DiffOptions o;
+  o.normalize = true;
+  lf::Tree d = lf::diff_trees(tree_of("a 10\nb 30\n"), tree_of("a 40\nb 40\n"), o);
+  CHECK(d.total(0) == doctest::Approx(80));
+  CHECK(d.node(d.find("a")).self[0] == doctest::Approx(20));
+  CHECK(d.node(d.find("b")).self[0] == doctest::Approx(60));
+  CHECK(folded_of(d) == "a 20 40\nb 60 40\n");
+}
+
+TEST_CASE("normalizing an empty side does not divide by zero") {
+  lf::DiffOptions o;
+  o.normalize = true;
+  lf::Tree empty;
+  empty.finalize();
+  lf::Tree d = lf::diff_trees(empty, tree_of("a 3\n"), o);
+  CHECK(d.total(0) == 0);
+  CHECK(d.total(1) == 3);
+}
