@@ -130,6 +130,7 @@ std::string render_run_svg(Store& store, const RunInfo& run, const View& view, l
 
 std::string run_folded(Store& store, int64_t run, const View& view) {
   lf::Tree tree = load_tree(store, run, view);
+  tree.sort_children();  // sorted output: stable for diffs, as stackcollapse tools write it
   std::string out;
   lf::write_folded(tree, out);
   return out;

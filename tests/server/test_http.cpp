@@ -1,0 +1,485 @@
+// Integration: the real luaflame-server on a free port, every endpoint and
+// every error code over HTTP.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "harness.hpp"
+#include "luaflame/wire.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+const char* kFolded = "main;a;b 10\nmain;a;c 5\nmain;d 3\n";
+
+json body_json(const httplib::Result& r) {
+  REQUIRE(r);
+  json j = json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) FAIL("not JSON: " << r->body.substr(0, 200));
+  return j;
+}
+
+int64_t upload(httplib::Client& c, const std::string& query, const std::string& body) {
+  auto r = c.Post(("/api/runs?" + query).c_str(), body, "text/plain");
+  REQUIRE(r);
+  CAPTURE(r->body);
+  REQUIRE(r->status == 201);
+  return body_json(r)["id"].get<int64_t>();
+}
+
+std::string gzip(const std::string& in) {
+  z_stream z{};
+  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, in.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string chunk(uint64_t seq, uint64_t from_ns, uint64_t until_ns,
+                  const std::vector<std::pair<std::vector<std::string>, uint64_t>>& stacks) {
+  lfw::Chunk c;
+  c.seq = seq;
+  c.from_ns = from_ns;
+  c.until_ns = until_ns;
+  c.metrics = {"samples"};
+  std::map<std::string, uint32_t> frames;
+  std::map<std::pair<int64_t, uint32_t>, int64_t> nodes;
+  for (const auto& [path, value] : stacks) {
+    int64_t parent = -1;
+    for (std::size_t i = 0; i < path.size(); ++i) {
+      auto f = frames.emplace(path[i], static_cast<uint32_t>(c.frames.size()));
+      if (f.second) c.frames.push_back(path[i]);
+      auto n = nodes.emplace(std::make_pair(parent, f.first->second), static_cast<int64_t>(c.nodes.size()));
+      if (n.second) c.nodes.push_back({parent, f.first->second, {0}});
+      parent = n.first->second;
+    }
+    c.nodes[static_cast<std::size_t>(parent)].values[0] += value;
+  }
+  std::string out;
+  lfw::encode(c, out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("upload, read back, render, delete") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path);
+  auto c = srv.client();
+  auto r = c.Post("/api/runs?name=demo&tag=branch=main&tag=commit=abc", kFolded, "text/plain");
+  REQUIRE(r);
+  CHECK(r->status == 201);
+  json up = body_json(r);
+  int64_t id = up["id"];
+  CHECK(up["url"] == srv.url() + "/runs/" + std::to_string(id));
+  CHECK(up["svg"] == srv.url() + "/api/runs/" + std::to_string(id) + "/flamegraph.svg");
+
+  json run = body_json(c.Get(("/api/runs/" + std::to_string(id)).c_str()));
+  CHECK(run["name"] == "demo");
+  CHECK(run["status"] == "finished");
+  CHECK(run["source"] == "upload");
+  CHECK(run["tags"]["branch"] == "main");
+  CHECK(run["metrics"]["samples"]["total"] == 18);
+  CHECK(run["top"]["self"][0]["name"] == "b");
+  CHECK(run["top"]["total"][0]["name"] == "main");
+
+  auto svg = c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg").c_str());
+  REQUIRE(svg);
+  CHECK(svg->status == 200);
+  CHECK(svg->get_header_value("Content-Type") == "image/svg+xml");
+  CHECK(svg->body.find("<svg") != std::string::npos);
+  CHECK(svg->body.find("main (18 samples, 100") != std::string::npos);
+
+  auto folded = c.Get(("/api/runs/" + std::to_string(id) + "/profile.folded").c_str());
+  REQUIRE(folded);
+  CHECK(folded->body == "main;a;b 10\nmain;a;c 5\nmain;d 3\n");
+  auto focus = c.Get(("/api/runs/" + std::to_string(id) + "/profile.folded?focus=main;a").c_str());
+  CHECK(focus->body == "main;a;b 10\nmain;a;c 5\n");
+  auto focus_svg = c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg?focus=main;a").c_str());
+  CHECK(focus_svg->body.find("a (15 samples, 100") != std::string::npos);
+
+  json fns = body_json(c.Get(("/api/runs/" + std::to_string(id) + "/functions").c_str()));
+  CHECK(fns["total"] == 18);
+  CHECK(fns["functions"][0]["name"] == "b");
+  CHECK(fns["functions"][0]["self"] == 10);
+
+  json ss = body_json(c.Get(("/api/runs/" + std::to_string(id) + "/speedscope.json").c_str()));
+  CHECK(ss["$schema"] == "https://www.speedscope.app/file-format-schema.json");
+  REQUIRE(ss["profiles"].size() == 1);
+  const json& p = ss["profiles"][0];
+  CHECK(p["type"] == "sampled");
+  CHECK(p["samples"].size() == p["weights"].size());
+  double sum = 0;
+  for (const auto& w : p["weights"]) sum += w.get<double>();
+  CHECK(sum == 18);
+  for (const auto& s : p["samples"])
+    for (const auto& f : s) CHECK(f.get<std::size_t>() < ss["shared"]["frames"].size());
+
+  json list = body_json(c.Get("/api/runs?name=demo&tag=commit=abc"));
+  CHECK(list["total"] == 1);
+  CHECK(body_json(c.Get("/api/runs?tag=commit=zzz"))["total"] == 0);
+
+  auto del = c.Delete(("/api/runs/" + std::to_string(id)).c_str());
+  REQUIRE(del);
+  CHECK(del->status == 204);
+  CHECK(c.Get(("/api/runs/" + std::to_string(id)).c_str())->status == 404);
+  CHECK(c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg").c_str())->status == 404);
+  CHECK(c.Delete(("/api/runs/" + std::to_string(id)).c_str())->status == 404);
+}
+
+TEST_CASE("gzip bodies, ETag and 304, paging, units") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path);
+  auto c = srv.client();
+  httplib::Headers gz = {{"Content-Encoding", "gzip"}};
+  auto r = c.Post("/api/runs?name=gz&units=ns", gz, gzip(kFolded), "text/plain");
+  REQUIRE(r);
+  CHECK(r->status == 201);
+  int64_t id = body_json(r)["id"];
+  json run = body_json(c.Get(("/api/runs/" + std::to_string(id)).c_str()));
+  CHECK(run["metrics"]["time"]["total"] == 18);
+  CHECK(run["metrics"]["time"]["units"] == "ns");
+
+  std::string path = "/api/runs/" + std::to_string(id) + "/flamegraph.svg?width=800";
+  auto first = c.Get(path.c_str());
+  std::string etag = first->get_header_value("ETag");
+  CHECK(!etag.empty());
+  auto again = c.Get(path.c_str(), {{"If-None-Match", etag}});
+  CHECK(again->status == 304);
+  CHECK(again->body.empty());
+  auto other = c.Get((path + "&inverted=1").c_str(), {{"If-None-Match", etag}});
+  CHECK(other->status == 200);
+  CHECK(other->get_header_value("ETag") != etag);
+  CHECK(c.Get(path.c_str())->body == first->body);  // cached copy is the same graph
+
+  for (int i = 0; i < 5; ++i) upload(c, "name=page&tag=i=" + std::to_string(i), "x;y 1\n");
+  json page = body_json(c.Get("/api/runs?name=page&limit=2&offset=1"));
+  CHECK(page["total"] == 5);
+  REQUIRE(page["runs"].size() == 2);
+  CHECK(page["runs"][0]["tags"]["i"] == "3");  // newest first: 4, [3, 2], 1, 0
+}
+
+TEST_CASE("bad input: every error code, nothing stored, never a 500") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path, {"--max-body", "64K", "--max-stacks", "50", "--max-tags", "3", "--max-depth", "10"});
+  auto c = srv.client();
+  int64_t good = upload(c, "name=good", kFolded);
+  auto count_runs = [&] { return body_json(c.Get("/api/runs"))["total"].get<int>(); };
+
+  auto bad = c.Post("/api/runs?name=bad", "main;a 1\nmain;b\nmain;c 2\n", "text/plain");
+  CHECK(bad->status == 400);
+  json e = body_json(bad);
+  CHECK(e["line"] == 2);
+  CHECK(e["reason"] == "no count");
+  CHECK(e["error"].get<std::string>().find("line 2") != std::string::npos);
+
+  struct Case { std::string target; std::string body; int status; };
+  std::string deep = "f";
+  for (int i = 0; i < 20; ++i) deep += ";f";
+  std::string many;
+  for (int i = 0; i < 60; ++i) many += "s" + std::to_string(i) + " 1\n";
+  std::vector<Case> posts = {
+      {"/api/runs?name=x", "a;b -1\n", 400},
+      {"/api/runs?name=x", "a;;b 1\n", 400},
+      {"/api/runs?name=x", std::string("a;b\x01 1\n"), 400},
+      {"/api/runs?name=x", "a;\xff\xfe 1\n", 400},
+      {"/api/runs?name=x", "a 1 2\n", 400},
+      {"/api/runs?name=x", "", 400},
+      {"/api/runs?name=x", deep + " 1\n", 400},
+      {"/api/runs?name=x", "a;" + std::string(5000, 'z') + " 1\n", 400},
+      {"/api/runs?name=x", many, 413},
+      {"/api/runs?name=x&tag=a=1&tag=b=2&tag=c=3&tag=d=4", kFolded, 400},
+      {"/api/runs?name=x&tag=novalue", kFolded, 400},
+      {"/api/runs", kFolded, 400},
+      {"/api/runs?name=x&units=parsecs", kFolded, 422},
+      {"/api/runs?name=x&metric=speed", kFolded, 422},
+      {"/api/runs?name=x", std::string(70 * 1024, 'a'), 413},
+      {"/ingest?name=app.cpu&format=pprof", kFolded, 422},
+      {"/ingest?name=app.cpu&aggregationType=median", kFolded, 422},
+      {"/ingest?name=app.cpu&from=yesterday", kFolded, 422},
+      {"/ingest?name=app.cpu&from=200&until=100", kFolded, 422},
+      {"/ingest?name=app{bad", kFolded, 400},
+      {"/ingest", kFolded, 400},
+      {"/api/streams", "not json", 400},
+      {"/api/streams", R"({"name":"x","metrics":["samples"]})", 400},
+      {"/api/streams", R"({"stream":"u","name":"x","metrics":["joules"]})", 422},
+      {"/api/runs/999/chunks", chunk(0, 0, 0, {{{"a"}, 1}}), 404},
+      {"/api/runs/999/finish", "", 404},
+  };
+  for (const Case& k : posts) {
+    CAPTURE(k.target);
+    auto pc = srv.client();  // a 413 may close the connection
+    auto res = pc.Post(k.target.c_str(), k.body, "text/plain");
+    REQUIRE(res);
+    CAPTURE(res->body);
+    CHECK(res->status == k.status);
+    CHECK(body_json(res).contains("error"));
+  }
+  // gzip bomb: small on the wire, over the limit decoded
+  std::string lines;
+  for (int i = 0; i < 20000; ++i) lines += "main;a;b 1\n";
+  auto bomb = c.Post("/api/runs?name=bomb", {{"Content-Encoding", "gzip"}}, gzip(lines), "text/plain");
+  REQUIRE(bomb);
+  CHECK(bomb->status == 413);
+  CHECK(count_runs() == 1);  // only "good"
+
+  std::string g = "/api/runs/" + std::to_string(good);
+  std::vector<std::pair<std::string, int>> gets = {
+      {"/api/runs/12345", 404},
+      {"/api/runs/abc", 404},
+      {"/api/runs/12345/flamegraph.svg", 404},
+      {"/api/nothing", 404},
+      {g + "/flamegraph.svg?metric=joules", 422},
+      {g + "/flamegraph.svg?colors=plaid", 422},
+      {g + "/flamegraph.svg?width=-5", 422},
+      {g + "/flamegraph.svg?minwidth=x%", 422},
+      {g + "/flamegraph.svg?inverted=maybe", 422},
+      {g + "/flamegraph.svg?from=soon", 422},
+      {g + "/flamegraph.svg?from=10&until=5", 422},
+      {g + "/timeline?step=-1", 422},
+      {g + "/functions?limit=0", 422},
+      {"/api/runs?limit=100000", 422},
+      {"/api/runs?status=sleeping", 422},
+      {"/api/diff?base=1", 422},
+      {"/api/diff?base=x&head=1", 422},
+      {"/api/diff?base=" + std::to_string(good) + "&head=777", 404},
+      {"/api/diff?base_name=nobody&head=" + std::to_string(good), 404},
+      {"/api/diff?base=" + std::to_string(good) + "&head=" + std::to_string(good) + "&threshold=lots", 422},
+      {"/api/diff.svg?base=" + std::to_string(good) + "&head=" + std::to_string(good) + "&normalize=2", 422},
+  };
+  for (const auto& [target, status] : gets) {
+    CAPTURE(target);
+    auto res = c.Get(target.c_str());
+    REQUIRE(res);
+    CHECK(res->status == status);
+    CHECK(body_json(res).contains("error"));
+  }
+  CHECK(c.Delete("/api/runs/4242")->status == 404);
+  CHECK(count_runs() == 1);
+  CHECK(srv.log().find(" 500 ") == std::string::npos);
+}
+
+TEST_CASE("token: writes need it, reads do not") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path, {"--token", "s3cret"});
+  auto c = srv.client();
+  CHECK(c.Post("/api/runs?name=x", kFolded, "text/plain")->status == 401);
+  CHECK(c.Post("/api/runs?name=x", {{"Authorization", "Bearer wrong"}}, kFolded, "text/plain")->status == 401);
+  CHECK(c.Post("/ingest?name=a.cpu", kFolded, "text/plain")->status == 401);
+  CHECK(c.Post("/api/streams", R"({"stream":"u","name":"x"})", "application/json")->status == 401);
+  auto ok = c.Post("/api/runs?name=x", {{"Authorization", "Bearer s3cret"}}, kFolded, "text/plain");
+  REQUIRE(ok);
+  CHECK(ok->status == 201);
+  int64_t id = body_json(ok)["id"];
+  CHECK(c.Delete(("/api/runs/" + std::to_string(id)).c_str())->status == 401);
+  CHECK(c.Get(("/api/runs/" + std::to_string(id)).c_str())->status == 200);
+  CHECK(body_json(c.Get("/api/runs"))["total"] == 1);
+}
+
+TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time windows, finish, 409") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path);
+  auto c = srv.client();
+  std::string create = R"({"stream":"0b7c-uuid","name":"svc","tags":{"host":"a"},"metrics":["samples"],
+                           "started_ns":100000000000,"hz":999})";
+  auto r1 = c.Post("/api/streams", create, "application/json");
+  REQUIRE(r1);
+  CHECK(r1->status == 201);
+  int64_t id = body_json(r1)["id"];
+  auto r2 = c.Post("/api/streams", create, "application/json");
+  CHECK(r2->status == 200);
+  CHECK(body_json(r2)["id"] == id);
+  std::string base = "/api/runs/" + std::to_string(id);
+  const uint64_t s = 1000000000ull;
+  auto c0 = chunk(0, 100 * s, 105 * s, {{{"main", "work"}, 10}, {{"main", "idle"}, 2}});
+  auto c1 = chunk(1, 105 * s, 110 * s, {{{"main", "work"}, 4}, {{"main", "gc"}, 6}});
+  json a0 = body_json(c.Post((base + "/chunks").c_str(), c0, "text/plain"));
+  CHECK(a0["seq"] == 0);
+  CHECK(a0["duplicate"] == false);
+  json dup = body_json(c.Post((base + "/chunks").c_str(), c0, "text/plain"));
+  CHECK(dup["duplicate"] == true);
+  CHECK(c.Post((base + "/chunks").c_str(), {{"Content-Encoding", "gzip"}}, gzip(c1), "text/plain")->status == 200);
+
+  json live = body_json(c.Get(base.c_str()));
+  CHECK(live["status"] == "live");
+  CHECK(live["metrics"]["samples"]["total"] == 22);
+  CHECK(live["hz"] == 999);
+  auto svg = c.Get((base + "/flamegraph.svg").c_str());
+  CHECK(svg->status == 200);
+  CHECK(svg->get_header_value("ETag").empty());  // live: not cached
+  CHECK(body_json(c.Get("/api/runs?status=live"))["total"] == 1);
+
+  auto window = c.Get((base + "/profile.folded?from=105&until=110").c_str());
+  CHECK(window->body == "main;gc 6\nmain;work 4\n");
+  json tl = body_json(c.Get((base + "/timeline?step=5").c_str()));
+  CHECK(tl["step_ns"] == 5 * s);
+  CHECK(tl["from_ns"] == 100 * s);
+  REQUIRE(tl["values"].size() >= 2);
+  CHECK(tl["values"][0] == 12);
+  CHECK(tl["values"][1] == 10);
+
+  auto fin = c.Post((base + "/finish").c_str(), R"({"stats":{"samples_delivered":22}})", "application/json");
+  CHECK(fin->status == 200);
+  json done = body_json(c.Get(base.c_str()));
+  CHECK(done["status"] == "finished");
+  CHECK(done["stats"]["samples_delivered"] == 22);
+  auto late = c.Post((base + "/chunks").c_str(), chunk(2, 111 * s, 112 * s, {{{"main"}, 1}}), "text/plain");
+  CHECK(late->status == 409);
+  CHECK(body_json(c.Get(base.c_str()))["metrics"]["samples"]["total"] == 22);
+  CHECK(c.Post((base + "/chunks").c_str(), "luaflame-wire 2\nseq 3\n", "text/plain")->status == 409);
+}
+
+TEST_CASE("pyroscope /ingest: names, labels, formats, time windows") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path);
+  auto c = srv.client();
+  auto r = c.Post("/ingest?name=shop.cpu{env=staging,region=eu}&from=1700000000&until=1700000010"
+                  "&sampleRate=100&spyName=rbspy&units=samples&aggregationType=sum",
+                  "main;a 3\nmain;b 2\n", "text/plain");
+  REQUIRE(r);
+  CAPTURE(r->body);
+  CHECK(r->status == 200);
+  int64_t id = body_json(r)["id"];
+  auto r2 = c.Post("/ingest?name=shop.cpu{region=eu,env=staging}&from=1700000010&until=1700000020&format=lines",
+                   "main;a\nmain;a\nmain;c\n", "text/plain");
+  CHECK(r2->status == 200);
+  CHECK(body_json(r2)["id"] == id);  // same series, same day: one run
+  json run = body_json(c.Get(("/api/runs/" + std::to_string(id)).c_str()));
+  CHECK(run["name"] == "shop");
+  CHECK(run["source"] == "ingest");
+  CHECK(run["tags"]["env"] == "staging");
+  CHECK(run["tags"]["spy"] == "rbspy");
+  CHECK(run["hz"] == 100);
+  CHECK(run["metrics"]["samples"]["total"] == 8);
+  CHECK(run["started_ns"] == 1700000000000000000LL);
+  auto part = c.Get(("/api/runs/" + std::to_string(id) + "/profile.folded?from=1700000010&until=1700000020").c_str());
+  CHECK(part->body == "main;a 2\nmain;c 1\n");
+  auto mem = c.Post("/ingest?name=shop.alloc_space{env=staging,region=eu}&from=1700000000&until=1700000010&units=bytes",
+                    "main;alloc 4096\n", "text/plain");
+  CHECK(body_json(mem)["id"] == id);
+  auto msvg = c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg?metric=alloc_bytes").c_str());
+  CHECK(msvg->status == 200);
+  CHECK(msvg->body.find("KiB") != std::string::npos);
+}
+
+TEST_CASE("diff: JSON with markdown, threshold gives 412, base by name and tag, SVG") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path);
+  auto c = srv.client();
+  int64_t main1 = upload(c, "name=app&tag=branch=main", "main;fast 90\nmain;slow 10\n");
+  int64_t main2 = upload(c, "name=app&tag=branch=main", "main;fast 80\nmain;slow 20\n");
+  upload(c, "name=app&tag=branch=dev", "main;fast 1\n");
+  int64_t head = upload(c, "name=app&tag=branch=feature", "main;fast 50\nmain;slow 50\n");
+  std::string q = "/api/diff?base=" + std::to_string(main2) + "&head=" + std::to_string(head);
+  auto ok = c.Get((q + "&threshold=40").c_str());
+  CHECK(ok->status == 200);
+  json d = body_json(ok);
+  CHECK(d["failed"] == false);
+  CHECK(d["regressions"][0]["name"] == "slow");
+  CHECK(d["regressions"][0]["delta_pct"] == 30);
+  CHECK(d["improvements"][0]["name"] == "fast");
+  CHECK(d["markdown"].get<std::string>().find("| slow | 20.00 | 50.00 | +30.00 |") != std::string::npos);
+  auto fail = c.Get((q + "&threshold=25").c_str());
+  CHECK(fail->status == 412);
+  CHECK(body_json(fail)["failed"] == true);
+  json byname = body_json(c.Get(("/api/diff?base_name=app&base_tag=branch=main&head=" + std::to_string(head)).c_str()));
+  CHECK(byname["base"] == main2);
+  CHECK(byname["base"] != main1);
+  auto svg = c.Get(("/api/diff.svg?base=" + std::to_string(main2) + "&head=" + std::to_string(head)).c_str());
+  CHECK(svg->status == 200);
+  CHECK(svg->body.find("<svg") != std::string::npos);
+}
+
+TEST_CASE("concurrent uploads and reads all succeed and add up") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path);
+  std::atomic<int> created{0}, read_ok{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto c = srv.client();
+      for (int i = 0; i < 25; ++i) {
+        std::string body;
+        for (int k = 0; k < 200; ++k) body += "main;t" + std::to_string(t) + ";f" + std::to_string(k) + " 1\n";
+        auto r = c.Post(("/api/runs?name=conc&tag=t=" + std::to_string(t)).c_str(), body, "text/plain");
+        if (r && r->status == 201) ++created; else ++failures;
+      }
+    });
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&] {
+      auto c = srv.client();
+      while (created + failures < 100) {
+        auto l = c.Get("/api/runs?limit=5");
+        if (!l || l->status != 200) { ++failures; continue; }
+        json j = json::parse(l->body);
+        for (const auto& run : j["runs"]) {
+          auto s = c.Get(("/api/runs/" + std::to_string(run["id"].get<int64_t>()) + "/flamegraph.svg").c_str());
+          if (s && s->status == 200) ++read_ok; else ++failures;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failures == 0);
+  CHECK(created == 100);
+  auto c = srv.client();
+  json all = body_json(c.Get("/api/runs?name=conc&limit=1000"));
+  CHECK(all["total"] == 100);
+  for (const auto& run : all["runs"]) CHECK(run["metrics"]["samples"]["total"] == 200);
+  MESSAGE("svg reads during uploads: " << read_ok.load());
+}
+
+TEST_CASE("pages, static files, healthz, metrics, clean SIGTERM") {
+  lft::TempDir dir, web;
+  for (const char* f : {"index.html", "run.html", "compare.html", "upload.html"}) {
+    std::ofstream(web.path + "/" + f) << "<!doctype html><title>" << f << "</title>";
+  }
+  std::ofstream(web.path + "/app.js") << "export const x = 1;";
+  std::ofstream(web.path + "/style.css") << "body{}";
+  lft::ServerProc srv(dir.path, {"--web", web.path});
+  auto c = srv.client();
+  struct Page { const char* path; const char* file; };
+  for (Page p : {Page{"/", "index.html"}, Page{"/runs/12", "run.html"}, Page{"/compare", "compare.html"},
+                 Page{"/upload", "upload.html"}}) {
+    CAPTURE(p.path);
+    auto r = c.Get(p.path);
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(r->get_header_value("Content-Type").find("text/html") == 0);
+    CHECK(r->body.find(p.file) != std::string::npos);
+  }
+  auto js = c.Get("/static/app.js");
+  CHECK(js->status == 200);
+  CHECK(js->get_header_value("Content-Type").find("text/javascript") == 0);
+  CHECK(c.Get("/static/style.css")->get_header_value("Content-Type").find("text/css") == 0);
+  CHECK(c.Get("/static/missing.js")->status == 404);
+  CHECK(c.Get("/static/../server-" + std::to_string(srv.port()) + ".log")->status == 404);
+
+  CHECK(body_json(c.Get("/healthz"))["status"] == "ok");
+  upload(c, "name=m", kFolded);
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->get_header_value("Content-Type").find("text/plain") == 0);
+  const std::string bytes = "luaflame_ingested_bytes_total " + std::to_string(std::strlen(kFolded));
+  for (std::string want : {std::string("luaflame_runs{status=\"finished\"} 1"), std::string("luaflame_stored_bytes "), bytes, std::string("luaflame_ingested_lines_total 3"),
+                           std::string("luaflame_http_requests_total{route=\"/api/runs POST\",method=\"POST\",status=\"201\"} 1"),
+                           std::string("luaflame_http_request_duration_seconds_bucket{route=\"/healthz\"")}) {
+    CAPTURE(want);
+    CHECK(m->body.find(want) != std::string::npos);
+  }
+  CHECK(srv.log().find("POST /api/runs 201") != std::string::npos);  // access log with status
+  CHECK(srv.stop(SIGTERM) == 0);
+  CHECK(srv.log().find("store closed") != std::string::npos);
+}
