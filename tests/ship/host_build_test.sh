@@ -40,7 +40,12 @@ server)
   run_cmd help "$prefix/bin/luaflame-server" --help
   expect_rc 0 "luaflame-server --help"
   # The image runs the server as uid 10001 with /data its own: so does this test, when it can.
-  if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then SHIP_AS_UID=10001; fi
+  # A copy of the prefix in the (world-readable) temp folder, as the image's
+  # /usr/local: the checkout may sit where that user cannot look.
+  if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    SHIP_AS_UID=10001
+    cp -R "$prefix" "$SHIP_TMP/usr-local" && chmod -R a+rX "$SHIP_TMP/usr-local" && prefix="$SHIP_TMP/usr-local"
+  fi
   start_server "$prefix/bin/luaflame-server" --web "$prefix/share/luaflame/web" || exit 1
   pass "the installed server started and answers /healthz"
   run_cmd hc "$prefix/bin/luaflame-healthcheck" "${SHIP_URL#http://}"
