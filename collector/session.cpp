@@ -189,7 +189,11 @@ int aux_resume(lua_State* L, lua_State* co, int narg) {
 // coroutine.resume, as lcorolib.c's luaB_coresume.
 int lf_resume(lua_State* L) {
   lua_State* co = lua_tothread(L, 1);
-  luaL_argexpected(L, co, 1, "coroutine");
+#if LUA_VERSION_RELEASE_NUM >= 50406
+  luaL_argexpected(L, co, 1, "coroutine");  // lcorolib.c's getco says "coroutine" from 5.4.6
+#else
+  luaL_argexpected(L, co, 1, "thread");
+#endif
   int r = aux_resume(L, co, lua_gettop(L) - 1);
   if (r < 0) {
     lua_pushboolean(L, 0);

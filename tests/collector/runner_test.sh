@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Integration: `luaflame run` against the real lua5.4, and luaflame.so from
+# a stock lua5.4. Usage: runner_test.sh LUAFLAME LUA MODULE_DIR DATA_DIR
+set -u
+LF=$(realpath "$1") MODDIR=$(realpath "$3") DATA=$(realpath "$4")
+# lua5.4 prints its argv[0] before an uncaught error: call it by that name.
+PATH="$(dirname "$(realpath "$2")"):$PATH"
+LUA=lua5.4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# 1. Same stdout, stderr and exit status as lua5.4, in every mode.
+for script in "$DATA"/runner/*.lua; do
+  name=$(basename "$script")
+  (cd "$work" && "$LUA" "$script" one "two words" > lua.out 2> lua.err; echo $? > lua.rc)
+  for mode in sample trace both; do
+    (cd "$work" && "$LF" run -q --mode "$mode" -o prof.folded "$script" one "two words" \
+       > lf.out 2> lf.err; echo $? > lf.rc)
+    for f in out err rc; do
+      cmp -s "$work/lua.$f" "$work/lf.$f" ||
+        fail "$name ($mode): $f differs: lua5.4 <$(head -c 300 "$work/lua.$f")> luaflame <$(head -c 300 "$work/lf.$f")>"
+    done
+  done
+done
+
+# 2. A script on standard input ('-').
+a=$(echo 'print("stdin", ...)' | "$LUA" - x y 2>&1; echo "rc=$?")
+b=$(cd "$work" && echo 'print("stdin", ...)' | "$LF" run -q - x y 2>&1; echo "rc=$?")
+[ "$a" = "$b" ] || fail "stdin script: <$a> vs <$b>"
+
+# 3. Output files: the first metric in the file, the others beside it.
+(cd "$work" && rm -f *.folded && "$LF" run -q --mode both --hz 999 -o out.folded "$DATA/runner/ok.lua" > /dev/null)
+[ -e "$work/out.folded" ] || fail "--mode both: out.folded missing"  # may be empty: ok.lua runs < 1 ms
+for f in out.time.folded out.calls.folded; do
+  [ -s "$work/$f" ] || fail "--mode both: $f missing or empty"
+done
+grep -q '^ok.lua [^;]*ok.lua:0;\[C\] tostring 1000$' "$work/out.calls.folded" ||
+  fail "calls: tostring should be called 1000 times: $(cat "$work/out.calls.folded")"
+grep -q ';' "$work/out.time.folded" || fail "time: no stacks"
+
+# 4. os.exit still writes the profile; the report goes to stderr.
+(cd "$work" && rm -f *.folded && "$LF" run --mode trace -o exit.folded "$DATA/runner/exit_code.lua" > /dev/null 2> report.txt)
+[ -s "$work/exit.folded" ] || fail "os.exit: exit.folded not written"
+grep -q "luaflame: trace mode" "$work/report.txt" || fail "os.exit: no report: $(cat "$work/report.txt")"
+
+# 5. Options: bad values are refused with a clear message and status 2.
+out=$("$LF" run --hz fast "$DATA/runner/ok.lua" 2>&1); rc=$?
+[ $rc = 2 ] && [[ $out == *"option 'hz'"* ]] || fail "--hz fast: rc=$rc <$out>"
+out=$(LUAFLAME_CLOCK=sundial "$LF" run "$DATA/runner/ok.lua" 2>&1); rc=$?
+[ $rc = 2 ] && [[ $out == *LUAFLAME_CLOCK* ]] || fail "LUAFLAME_CLOCK=sundial: rc=$rc <$out>"
+
+# 6. require "luaflame" from a stock lua5.4, options from the environment.
+cat > "$work/mod.lua" <<'LUA'
+local lf = require "luaflame"
+assert(not lf.running())
+local ok, err = pcall(lf.start, {hz = "x"})
+assert(not ok and err:find("option 'hz' must be a number"), err)
+lf.start{output = "mod.folded"}
+assert(lf.running())
+local function spin(n) local x = 0 for i = 1, n do x = x + i % 3 end return x end
+spin(3000000)
+local s = lf.stop()
+assert(s.mode == "trace", "LUAFLAME_MODE should give trace, got " .. tostring(s.mode))
+assert(s.calls > 0 and s.files[1] == "mod.folded" and s.files[2] == "mod.calls.folded")
+assert(s.hook_ns > 0 and s.memory_bytes > 0)
+lf.start{mode = "sample"}
+spin(20000000)
+local s2 = lf.stop()
+assert(s2.sample_events > 0 and s2.samples >= s2.sample_events, "no samples")
+print("module ok", s2.hz_delivered > 0)
+LUA
+out=$(cd "$work" && LUAFLAME_MODE=trace LUA_CPATH="$MODDIR/?.so" "$LUA" mod.lua 2>&1)
+[ "$out" = "module ok	true" ] || fail "module: <$out>"
+grep -q '^mod.lua mod.lua:0;spin mod.lua:7 1$' "$work/mod.calls.folded" || fail "module: calls file: $(cat "$work/mod.calls.folded")"
+
+# 7. A module session never stopped ends with the state (lua_close) and writes its file.
+(cd "$work" && LUA_CPATH="$MODDIR/?.so" "$LUA" -e 'require("luaflame").start{mode="trace", output="atclose.folded"} local t = {} for i = 1, 10 do t[i] = i end')
+[ -s "$work/atclose.folded" ] || fail "session left running: atclose.folded not written at lua_close"
+
+if [ $fails -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
+echo "runner and module: all checks passed"

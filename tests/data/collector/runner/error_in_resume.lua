@@ -1,0 +1,5 @@
+local co = coroutine.create(function() error("caught by resume") end)
+print(coroutine.resume(co))
+print(coroutine.status(co))
+print(coroutine.resume(co))
+print(pcall(coroutine.resume, 42))

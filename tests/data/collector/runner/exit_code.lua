@@ -1,0 +1,2 @@
+io.write("partial line")
+os.exit(3)

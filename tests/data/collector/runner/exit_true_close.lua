@@ -1,0 +1,2 @@
+print("closing")
+os.exit(true, true)

@@ -1,0 +1,3 @@
+#!/usr/bin/env lua5.4
+-- A shebang line is skipped.
+print("shebang ok")
