@@ -188,6 +188,13 @@ curl_equivalents)
   run_cmd c4 curl -sS --fail-with-body -G --data-urlencode base_name=app --data-urlencode base_tag=branch=main \
     --data-urlencode "head=$head" --data-urlencode threshold=5 "$SHIP_URL/api/diff"
   expect_rc 22 "curl --fail-with-body exits 22 on the regression"
+  # The short forms docs/ship.md shows first: tag=K=V as typed.
+  run_cmd c6 curl -sS --fail-with-body --data-binary "@$D/base.folded" "$SHIP_URL/api/runs?name=app&tag=branch=main&tag=commit=abc123"
+  expect_rc 0 "curl push with tag=K=V typed in the URL"
+  run=$(curl -fsS "$SHIP_URL/api/runs/$(json_num "$OUT" id)")
+  expect_match "$run" '"commit"[[:space:]]*:[[:space:]]*"abc123"' "the typed tag=commit=abc123 is stored whole"
+  code=$(curl -sS -o /dev/null -w '%{http_code}' "$SHIP_URL/api/diff?base_name=app&base_tag=branch=main&head=$head&threshold=5")
+  [ "$code" = 412 ] && pass "curl compare with base_tag=K=V typed: 412" || fail "curl compare (typed) answered $code"
   run_cmd c5 curl -sS --fail-with-body -G --data-urlencode base_name=app --data-urlencode base_tag=branch=main \
     --data-urlencode "head=$head" --data-urlencode threshold=50 "$SHIP_URL/api/diff"
   expect_rc 0 "curl compare within a 50-point threshold answers 200"
