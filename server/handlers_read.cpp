@@ -81,6 +81,7 @@ void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
   lf::SvgOptions opts;
   std::string err = svg_options_from(req.params, view.metric, opts, view.reverse);
   if (!err.empty()) throw HttpError(422, err);
+  view.flamechart = opts.flamechart;
   if (!req.has_param("title")) {
     opts.title = run.name + " (" + std::string(metric_name(view.metric)) + ")";
     if (opts.inverted) opts.title += ", icicle";

@@ -53,14 +53,41 @@ double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
 lf::Tree load_tree(Store& store, int64_t run, const View& view) {
   lf::Tree tree;
-  store.read_stacks(run, view.metric, view.from_ns, view.until_ns, [&](std::string_view stack, double v) {
-    if (view.reverse) {
-      std::string r = reversed_stack(stack);
-      if (under_focus(r, view.focus)) tree.add(r, v);
-    } else if (under_focus(stack, view.focus)) {
-      tree.add(stack, v);
+  if (view.flamechart) {  // the engine keeps input order for text stacks
+    tree.set_flamechart(true);
+    store.read_stacks(run, view.metric, view.from_ns, view.until_ns, [&](std::string_view stack, double v) {
+      std::string s = view.reverse ? reversed_stack(stack) : std::string(stack);
+      if (under_focus(s, view.focus)) tree.add(s, v);
+    });
+    tree.finalize();
+    return tree;
+  }
+  // Frames arrive as the run's ids: intern each name once, then walk ids.
+  std::vector<uint32_t> tree_frame, focus, path;
+  bool focus_found = true;
+  auto on_frames = [&](const std::vector<std::string>& names) {
+    tree_frame.resize(names.size());
+    std::unordered_map<std::string_view, uint32_t> by_name;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      tree_frame[i] = tree.intern(names[i]);
+      if (!view.focus.empty()) by_name.emplace(names[i], static_cast<uint32_t>(i));
     }
-  });
+    if (view.focus.empty()) return;
+    for (std::string_view f : lf::split_stack(view.focus)) {
+      auto it = by_name.find(f);
+      if (it == by_name.end()) { focus_found = false; return; }
+      focus.push_back(it->second);
+    }
+  };
+  auto on_stack = [&](const uint32_t* ids, std::size_t n, double v) {
+    path.assign(ids, ids + n);
+    if (view.reverse) std::reverse(path.begin(), path.end());
+    if (!focus_found || path.size() < focus.size() || !std::equal(focus.begin(), focus.end(), path.begin())) return;
+    uint32_t node = lf::Tree::kRoot;
+    for (uint32_t id : path) node = tree.child(node, tree_frame[id]);
+    tree.add_self(node, v);
+  };
+  store.read_paths(run, view.metric, view.from_ns, view.until_ns, on_frames, on_stack);
   tree.finalize();
   return tree;
 }
@@ -106,7 +133,7 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
       if (key == "hash") o.hash = b;
       if (key == "inverted") o.inverted = b;
       if (key == "reverse") { o.reverse = b; reverse = b; }
-      if (key == "flamechart") o.flamechart = b;
+      if (key == "flamechart") o.flamechart = b;  // the caller copies it into View
       if (key == "negate") o.negate = b;
     }
   }

@@ -23,6 +23,7 @@ struct View {
   int64_t until_ns = std::numeric_limits<int64_t>::max();  ///< buckets before this; default all
   std::string focus;  ///< "a;b;c": keep only stacks under this path; default none
   bool reverse = false;  ///< reverse each stack before merging (--reverse); default false
+  bool flamechart = false;  ///< keep stored order, merge only neighbours (--flamechart); default false
 };
 
 /// Query parameters as httplib gives them.

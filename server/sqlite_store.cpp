@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
+#include "luaflame/folded.hpp"
 #include "luaflame/wire.hpp"
 #include "store.hpp"
 
@@ -36,8 +38,8 @@ std::string_view metric_units(int index) {
 
 namespace {
 
-// Schema versions, applied in order; user_version counts those applied.
-const char* const kMigrations[] = {
+// Schema version 1 (SQL); later versions are C++ steps (see migrate()).
+const char* const kSchemaV1 = 
     // 1: runs, tags, metrics, interned stacks, values per bucket, chunk seqs.
     R"(CREATE TABLE runs(
          id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -58,7 +60,48 @@ const char* const kMigrations[] = {
          stack INTEGER NOT NULL, value REAL NOT NULL,
          PRIMARY KEY(run, metric, bucket, stack)) WITHOUT ROWID;
        CREATE TABLE chunks(run INTEGER NOT NULL, seq INTEGER NOT NULL,
-         PRIMARY KEY(run, seq)) WITHOUT ROWID;)",
+         PRIMARY KEY(run, seq)) WITHOUT ROWID;)";
+
+// Version 2: frames interned per run; a stack is a varint string of frame ids.
+const char* const kSchemaV2 = R"(
+       CREATE TABLE frames(run INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT NOT NULL,
+         PRIMARY KEY(run, id)) WITHOUT ROWID;
+       CREATE TABLE stacks2(id INTEGER PRIMARY KEY, run INTEGER NOT NULL, hash INTEGER NOT NULL,
+         path BLOB NOT NULL);)";
+
+void put_varint(std::string& out, uint32_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+// Decodes a path blob; false when malformed (never expected).
+bool decode_path(std::string_view blob, std::vector<uint32_t>& ids) {
+  ids.clear();
+  uint32_t v = 0;
+  int shift = 0;
+  for (unsigned char c : blob) {
+    if (shift > 28) return false;
+    v |= static_cast<uint32_t>(c & 0x7f) << shift;
+    if (c & 0x80) { shift += 7; continue; }
+    ids.push_back(v);
+    v = 0;
+    shift = 0;
+  }
+  return shift == 0;
+}
+
+// A run's frame dictionary while writing: names stored once, looked up by view.
+struct FrameDict {
+  std::deque<std::string> names;
+  std::unordered_map<std::string_view, uint32_t> ids;
+  void add(std::string_view name, uint32_t id) {
+    names.emplace_back(name);
+    ids.emplace(names.back(), id);
+  }
+  void clear() { ids.clear(); names.clear(); }
 };
 
 int64_t now_ns() {
@@ -94,6 +137,14 @@ class Stmt {
   Stmt& bind(int i, std::string_view v) {
     sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
+  }
+  Stmt& blob(int i, std::string_view v) {
+    sqlite3_bind_blob(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  std::string_view blob(int c) const {
+    auto p = static_cast<const char*>(sqlite3_column_blob(st_, c));
+    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
   }
   Stmt& null(int i) { sqlite3_bind_null(st_, i); return *this; }
   /// True while there is a row.
@@ -278,13 +329,49 @@ class SqliteStore : public Store {
 
   void read_stacks(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
                    const std::function<void(std::string_view, double)>& fn) override {
+    const std::vector<std::string>* names = nullptr;
+    std::string text;
+    read_paths(
+        run, metric, from_ns, until_ns, [&](const std::vector<std::string>& n) { names = &n; },
+        [&](const uint32_t* ids, std::size_t n, double v) {
+          text.clear();
+          for (std::size_t i = 0; i < n; ++i) {
+            if (i) text += ';';
+            text += (*names)[ids[i]];
+          }
+          fn(text, v);
+        });
+  }
+
+  void read_paths(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
+                  const std::function<void(const std::vector<std::string>&)>& frames,
+                  const std::function<void(const uint32_t*, std::size_t, double)>& fn) override {
     Reader r(*this);
+    exec(r.db, "BEGIN");  // one snapshot for frames and stacks
+    struct End { sqlite3* db; ~End() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); } } end{r.db};
+    std::vector<std::string> names;
+    {
+      Stmt f(r.db, "SELECT id, name FROM frames WHERE run=? ORDER BY id");
+      f.bind(1, run);
+      while (f.step()) {
+        auto id = static_cast<std::size_t>(f.i64(0));
+        if (id >= names.size()) names.resize(id + 1);
+        names[id] = f.text(1);
+      }
+    }
+    frames(names);
     Stmt q(r.db,
-           "SELECT s.text, v.total FROM (SELECT stack, SUM(value) AS total FROM samples"
+           "SELECT s.path, v.total FROM (SELECT stack, SUM(value) AS total FROM samples"
            " WHERE run=? AND metric=? AND bucket>=? AND bucket<? GROUP BY stack) v"
            " JOIN stacks s ON s.id=v.stack ORDER BY v.stack");
     q.bind(1, run).bind(2, metric).bind(3, from_ns).bind(4, until_ns);
-    while (q.step()) fn(q.text(0), q.dbl(1));
+    std::vector<uint32_t> ids;
+    while (q.step()) {
+      if (!decode_path(q.blob(0), ids)) continue;
+      bool ok = true;
+      for (uint32_t id : ids) ok = ok && id < names.size();
+      if (ok && !ids.empty()) fn(ids.data(), ids.size(), q.dbl(1));
+    }
   }
 
   std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns) override {
@@ -411,16 +498,47 @@ class SqliteStore : public Store {
     Stmt v(writer_, "PRAGMA user_version");
     int version = v.step() ? static_cast<int>(v.i64(0)) : 0;
     v.reset();
-    const int latest = static_cast<int>(std::size(kMigrations));
+    const int latest = 2;
     if (version > latest)
       throw std::runtime_error("store: " + path_ + " has schema version " + std::to_string(version) +
                                ", newer than this server's " + std::to_string(latest));
     for (int i = version; i < latest; ++i) {
       Txn txn(writer_);
-      exec(writer_, kMigrations[i]);
+      if (i == 0) exec(writer_, kSchemaV1);
+      if (i == 1) migrate_v2();
       exec(writer_, ("PRAGMA user_version=" + std::to_string(i + 1)).c_str());
       txn.commit();
     }
+  }
+
+  // v1 kept each stack's text; v2 interns frames and keeps ids (same stack ids).
+  void migrate_v2() {
+    exec(writer_, kSchemaV2);
+    {
+      Stmt old(writer_, "SELECT id, run, text FROM stacks ORDER BY run, id");
+      Stmt ins(writer_, "INSERT INTO stacks2(id, run, hash, path) VALUES(?, ?, ?, ?)");
+      Stmt fr(writer_, "INSERT INTO frames(run, id, name) VALUES(?, ?, ?)");
+      int64_t run = -1;
+      FrameDict dict;
+      std::string blob;
+      while (old.step()) {
+        if (old.i64(1) != run) { run = old.i64(1); dict.clear(); }
+        blob.clear();
+        for (std::string_view f : lf::split_stack(old.text(2))) put_varint(blob, frame_id(run, f, dict, fr));
+        ins.bind(1, old.i64(0)).bind(2, run).bind(3, hash_text(blob)).blob(4, blob).run();
+      }
+    }
+    exec(writer_, "DROP TABLE stacks; ALTER TABLE stacks2 RENAME TO stacks;"
+                  " CREATE INDEX stacks_hash ON stacks(run, hash);");
+  }
+
+  static uint32_t frame_id(int64_t run, std::string_view name, FrameDict& dict, Stmt& ins) {
+    auto it = dict.ids.find(name);
+    if (it != dict.ids.end()) return it->second;
+    auto id = static_cast<uint32_t>(dict.ids.size());
+    ins.bind(1, run).bind(2, static_cast<int64_t>(id)).bind(3, name).run();
+    dict.add(name, id);
+    return id;
   }
 
   static int64_t used_bytes(sqlite3* db) {
@@ -447,37 +565,57 @@ class SqliteStore : public Store {
     return id;
   }
 
-  // Interns every stack of `data` for `run` and adds its values to the
-  // bucket of data.from_ns. `fresh`: the run has no stacks yet (no lookups).
+  // Interns every stack of `data` for `run` (frames first, then the stack as
+  // frame ids) and adds its values to the bucket of data.from_ns. `fresh`:
+  // the run has no frames or stacks yet, and the batch's stacks are distinct
+  // (nothing to look up).
   void add_batch(int64_t run, const Batch& data, bool fresh, int64_t stack_count) {
-    Stmt find(writer_, "SELECT id, text FROM stacks WHERE run=? AND hash=?");
-    Stmt ins(writer_, "INSERT INTO stacks(run, hash, text) VALUES(?, ?, ?)");
+    Stmt find(writer_, "SELECT id, path FROM stacks WHERE run=? AND hash=?");
+    Stmt ins(writer_, "INSERT INTO stacks(run, hash, path) VALUES(?, ?, ?)");
+    Stmt fr(writer_, "INSERT INTO frames(run, id, name) VALUES(?, ?, ?)");
     Stmt add(writer_,
              "INSERT INTO samples(run, metric, bucket, stack, value) VALUES(?, ?, ?, ?, ?)"
              " ON CONFLICT(run, metric, bucket, stack) DO UPDATE SET value=value+excluded.value");
-    std::unordered_map<std::string_view, int64_t> ids;  // stacks of this batch
+    FrameDict dict;
+    if (!fresh) {
+      Stmt f(writer_, "SELECT id, name FROM frames WHERE run=?");
+      f.bind(1, run);
+      while (f.step()) dict.add(f.text(1), static_cast<uint32_t>(f.i64(0)));
+    }
     const int64_t bucket = data.from_ns - data.from_ns % opts_.bucket_ns;
     std::vector<double> totals(data.metrics.size(), 0.0);
+    std::string blob;
+    std::unordered_map<std::string, int64_t> seen;
+    // Neighbouring stacks share prefixes: reuse the previous stack's ids for
+    // the common prefix instead of hashing those frames again.
+    std::vector<std::string_view> prev_frames;
+    std::vector<uint32_t> prev_ids;
     for (const auto& [text, values] : data.stacks) {
+      blob.clear();
+      std::vector<std::string_view> frames = lf::split_stack(text);
+      std::size_t same = 0;
+      while (same < frames.size() && same < prev_frames.size() && frames[same] == prev_frames[same]) ++same;
+      prev_ids.resize(frames.size());
+      for (std::size_t i = same; i < frames.size(); ++i) prev_ids[i] = frame_id(run, frames[i], dict, fr);
+      for (uint32_t id : prev_ids) put_varint(blob, id);
+      prev_frames = std::move(frames);
+      const int64_t h = hash_text(blob);
       int64_t sid = 0;
-      auto it = ids.find(text);
-      if (it != ids.end()) {
-        sid = it->second;
+      if (fresh) {  // distinct stacks expected; a repeat is merged here, not looked up
+        auto it = seen.find(blob);
+        if (it != seen.end()) sid = it->second;
       } else {
-        int64_t h = hash_text(text);
-        if (!fresh) {
-          find.bind(1, run).bind(2, h);
-          while (find.step())
-            if (find.text(1) == text) sid = find.i64(0);
-          find.reset();
-        }
-        if (sid == 0) {
-          if (static_cast<std::size_t>(++stack_count) > opts_.max_stacks)
-            throw LimitError("a run holds at most " + std::to_string(opts_.max_stacks) + " distinct stacks");
-          ins.bind(1, run).bind(2, h).bind(3, text).run();
-          sid = sqlite3_last_insert_rowid(writer_);
-        }
-        ids.emplace(text, sid);
+        find.bind(1, run).bind(2, h);
+        while (find.step())
+          if (find.blob(1) == blob) sid = find.i64(0);
+        find.reset();
+      }
+      if (sid == 0) {
+        if (static_cast<std::size_t>(++stack_count) > opts_.max_stacks)
+          throw LimitError("a run holds at most " + std::to_string(opts_.max_stacks) + " distinct stacks");
+        ins.bind(1, run).bind(2, h).blob(3, blob).run();
+        sid = sqlite3_last_insert_rowid(writer_);
+        if (fresh) seen.emplace(blob, sid);
       }
       for (std::size_t c = 0; c < data.metrics.size() && c < values.size(); ++c) {
         if (values[c] == 0) continue;
@@ -497,7 +635,7 @@ class SqliteStore : public Store {
   }
 
   bool delete_locked(int64_t id) {
-    static const char* const tables[] = {"samples", "stacks", "tags", "metrics", "chunks"};
+    static const char* const tables[] = {"samples", "stacks", "frames", "tags", "metrics", "chunks"};
     for (const char* t : tables) {
       Stmt q(writer_, (std::string("DELETE FROM ") + t + " WHERE run=?").c_str());
       q.bind(1, id).run();

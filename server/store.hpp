@@ -2,7 +2,8 @@
 // serve several server instances later. SqliteStore is the one implementation.
 //
 // Model: a run has metadata (name, tags, status, source, times), a set of
-// metrics, and stacks interned once per run. Values are kept per
+// metrics, frames interned once per run, and stacks interned once per run
+// (each a short string of frame ids, not the text: ~10x smaller). Values are kept per
 // (metric, time bucket, stack), so a part of a long run can be merged
 // (from/until) and a timeline drawn. Metrics are numbered by their index in
 // lfw::kMetrics (samples=0, time=1, calls=2, alloc_bytes=3, alloc_count=4,
@@ -123,6 +124,12 @@ class Store {
   /// starting in [from_ns, until_ns).
   virtual void read_stacks(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
                            const std::function<void(std::string_view, double)>& fn) = 0;
+  /// The same with frames as the run's frame ids: `frames(names)` is called once with the
+  /// run's frame names (indexed by id), then fn(ids, count, value) per stack, root first.
+  /// Both come from one snapshot.
+  virtual void read_paths(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
+                          const std::function<void(const std::vector<std::string>&)>& frames,
+                          const std::function<void(const uint32_t*, std::size_t, double)>& fn) = 0;
   /// Values of `metric` per bucket (only non-empty buckets), in time order.
   virtual std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns) = 0;
   virtual bool delete_run(int64_t id) = 0;

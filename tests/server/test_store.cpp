@@ -1,6 +1,7 @@
 // SqliteStore: runs, interning, buckets, dedupe of chunks, limits,
 // retention, and that a refused write leaves nothing.
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -204,4 +205,46 @@ TEST_CASE("readers are not blocked while a writer works") {
   writer.join();
   MESSAGE("reads during one big write: " << reads);
   CHECK(reads > 1);
+}
+
+TEST_CASE("a version-1 store (stack text) migrates to frame ids and reads back") {
+  TempDir dir;
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path + "/luaflame.db").c_str(), &db) == SQLITE_OK);
+    const char* v1 = R"(
+      CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, source TEXT NOT NULL,
+        status TEXT NOT NULL, stream TEXT UNIQUE, started_ns INTEGER NOT NULL, ended_ns INTEGER NOT NULL,
+        created_ns INTEGER NOT NULL, hz REAL NOT NULL DEFAULT 0, stats TEXT, stack_count INTEGER NOT NULL DEFAULT 0);
+      CREATE INDEX runs_name ON runs(name, id);
+      CREATE TABLE tags(run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(run, key)) WITHOUT ROWID;
+      CREATE INDEX tags_kv ON tags(key, value, run);
+      CREATE TABLE metrics(run INTEGER NOT NULL, metric INTEGER NOT NULL, total REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY(run, metric)) WITHOUT ROWID;
+      CREATE TABLE stacks(id INTEGER PRIMARY KEY, run INTEGER NOT NULL, hash INTEGER NOT NULL, text TEXT NOT NULL);
+      CREATE INDEX stacks_hash ON stacks(run, hash);
+      CREATE TABLE samples(run INTEGER NOT NULL, metric INTEGER NOT NULL, bucket INTEGER NOT NULL,
+        stack INTEGER NOT NULL, value REAL NOT NULL, PRIMARY KEY(run, metric, bucket, stack)) WITHOUT ROWID;
+      CREATE TABLE chunks(run INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY(run, seq)) WITHOUT ROWID;
+      INSERT INTO runs VALUES(1, 'old', 'upload', 'finished', NULL, 5, 5, 5, 0, NULL, 2);
+      INSERT INTO metrics VALUES(1, 0, 7);
+      INSERT INTO stacks VALUES(10, 1, 0, 'main;a'), (11, 1, 0, 'main;b;a');
+      INSERT INTO samples VALUES(1, 0, 0, 10, 3), (1, 0, 0, 11, 4);
+      PRAGMA user_version=1;)";
+    REQUIRE(sqlite3_exec(db, v1, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto st = lfs::open_sqlite_store(dir.path, {});
+  auto all = read_all(*st, 1);
+  CHECK(all.size() == 2);
+  CHECK(all["main;a"] == 3);
+  CHECK(all["main;b;a"] == 4);
+  // appends after the migration find the migrated stacks and frames
+  lfs::NewRun r = upload_run("new");
+  r.stream = "s";
+  r.finished = false;
+  bool created = false;
+  int64_t id = st->open_stream(r, created);
+  CHECK(st->append(id, 0, batch({{"main;a", 1}})) == lfs::AppendStatus::ok);
+  CHECK(read_all(*st, id)["main;a"] == 1);
 }
