@@ -274,9 +274,19 @@ struct Output {
     if (!f) std::fprintf(stderr, "%s: cannot write %s: %s\n", prog, path.c_str(), std::strerror(errno));
     return f != nullptr;
   }
-  void write(std::string_view s) { std::fwrite(s.data(), 1, s.size(), f); }
+  bool failed = false;
+  // Straight to the file descriptor: the pieces are a megabyte each.
+  void write(std::string_view s) {
+    int fd = ::fileno(f);
+    while (!s.empty() && !failed) {
+      ssize_t n = ::write(fd, s.data(), s.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) failed = true;
+      else s.remove_prefix(std::size_t(n));
+    }
+  }
   bool close(const char* prog) {
-    bool ok = std::fflush(f) == 0 && !std::ferror(f);
+    bool ok = !failed && std::fflush(f) == 0 && !std::ferror(f);
     if (f != stdout) ok = std::fclose(f) == 0 && ok;
     if (!ok) std::fprintf(stderr, "%s: write error\n", prog);
     return ok;

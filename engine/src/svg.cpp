@@ -5,7 +5,8 @@
 // replace it. What differs is how: frames are laid out from the tree in one
 // depth-first pass, only frames at least --minwidth wide are visited, and
 // each frame is written compactly into one buffer (no printf):
-//   <g><title>..</title><rect x=".." y=".." width=".." fill="#rgb"/>[<text ..>..</text>]</g>
+//   <g><title>..</title><rect x=".." y=".." width=".." fill="#rgb"/><text ..>..</text></g>
+// (an empty <text/> when the frame is too narrow for a label).
 // Rect height and corner radius are shared, so they live in the stylesheet.
 // Frames are written in depth-first pre-order, which the script relies on.
 #include "luaflame/svg.hpp"
@@ -29,20 +30,34 @@ constexpr double kXPad = 10;      // left and right padding
 constexpr double kFramePad = 1;   // vertical gap between frames
 constexpr std::size_t kFlushBytes = 1 << 20;
 
-// Output that is either kept (render to a string) or handed to a sink in
-// pieces.
-struct Out {
-  std::string& buf;
-  const std::function<void(std::string_view)>* sink;
+// Where frames are written: one growing buffer, handed to the sink every
+// megabyte or appended to the caller's string at the end. Frames are written
+// with raw pointers into room made beforehand (no per-piece appends).
+class Writer {
+ public:
+  Writer(std::string* whole, const std::function<void(std::string_view)>* sink)
+      : whole_(whole), sink_(sink) {}
+  char* room(std::size_t n) {
+    if (buf_.size() - len_ < n) buf_.resize(std::max(buf_.size() * 2, len_ + n + kFlushBytes));
+    return buf_.data() + len_;
+  }
+  void done(char* end) { len_ = std::size_t(end - buf_.data()); }
+  void put(std::string_view s) { done(w_str(room(s.size()), s)); }
   void maybe_flush() {
-    if (sink && buf.size() >= kFlushBytes) flush();
+    if (sink_ && len_ >= kFlushBytes) flush();
   }
   void flush() {
-    if (sink && !buf.empty()) {
-      (*sink)(buf);
-      buf.clear();
-    }
+    if (!len_) return;
+    if (sink_) (*sink_)(std::string_view(buf_.data(), len_));
+    else whole_->append(buf_.data(), len_);
+    len_ = 0;
   }
+
+ private:
+  std::string* whole_;
+  const std::function<void(std::string_view)>* sink_;
+  std::vector<char> buf_;
+  std::size_t len_ = 0;
 };
 
 struct Layout {
@@ -182,33 +197,53 @@ struct Item {
 struct Renderer {
   const Tree& tree;
   const SvgOptions& o;
-  Out out;
+  Writer& w;
   int col = 0;
-  double timemax = 0, wpt = 0, min_time = 0, max_delta = 0;
+  double timemax = 0, wpt = 0, min_time = 0, max_delta = 0, char_w = 0;
   Layout l{};
-  std::vector<Item> items;
   std::vector<std::string> names;  // sanitized+escaped title name per frame ("" = not yet)
   std::vector<std::string> plain;  // sanitized name per frame (for labels)
   std::vector<uint32_t> colors;    // 0xRRGGBB + 1 per frame (0 = not yet)
+  std::string count_name;          // " COUNTNAME", escaped
   Palette pal;
+  bool exact_attr = false;         // titles round: give the script the exact value
+  std::size_t frames_written = 0;
 
-  Renderer(const Tree& t, const SvgOptions& opts, Out o2)
-      : tree(t), o(opts), out(o2), pal(palette_from_name(opts.colors)) {}
+  Renderer(const Tree& t, const SvgOptions& opts, Writer& writer)
+      : tree(t), o(opts), w(writer), pal(palette_from_name(opts.colors)) {}
 
-  // Frames to draw, in pre-order, with flamegraph.pl's pruning: a frame
-  // narrower than --minwidth is dropped with everything above it, but still
-  // takes its place on the x axis.
-  uint32_t collect() {
+  bool drawn(uint32_t n) const {
+    double v = tree.total_at(n, col);
+    return v > 0 && v >= min_time;
+  }
+
+  // The deepest frame that will be drawn. Totals only shrink going up the
+  // stack, so every ancestor of a drawn frame is drawn too: a linear pass
+  // over the nodes (parents come first) finds it without a traversal.
+  uint32_t depth_max() const {
+    std::vector<uint16_t> depth(tree.size(), 0);
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < tree.size(); ++i) {
+      uint32_t d = depth[tree.parent_of(i)] + 1u;
+      depth[i] = uint16_t(std::min<uint32_t>(d, 65535));
+      if (drawn(i)) best = std::max(best, d);
+    }
+    return best;
+  }
+
+  // Depth-first pre-order with flamegraph.pl's pruning: a frame narrower
+  // than --minwidth is dropped with everything above it, but still takes its
+  // place on the x axis. Children go by name unless this is a flame chart.
+  void emit_all() {
     const std::vector<uint32_t>& rank = tree.frame_ranks();
     std::vector<Item> stack{{Tree::kRoot, 0, 0}};
     std::vector<uint32_t> kids;
-    uint32_t depth_max = 0;
     bool sort = !tree.flamechart();
     while (!stack.empty()) {
       Item it = stack.back();
       stack.pop_back();
-      items.push_back(it);
-      depth_max = std::max(depth_max, it.depth);
+      put_frame(it);
+      w.maybe_flush();
       kids.clear();
       bool sorted = true;
       for (uint32_t c = tree.first_child(it.node); c != Tree::kNone; c = tree.next_sibling(c)) {
@@ -223,13 +258,11 @@ struct Renderer {
       std::size_t mark = stack.size();
       double x = it.start;
       for (uint32_t c : kids) {
-        double w = tree.total_at(c, col);
-        if (w > 0 && w >= min_time) stack.push_back({c, it.depth + 1, x});
-        x += w;
+        if (drawn(c)) stack.push_back({c, it.depth + 1, x});
+        x += tree.total_at(c, col);
       }
       std::reverse(stack.begin() + std::ptrdiff_t(mark), stack.end());
     }
-    return depth_max;
   }
 
   const std::string& name(uint32_t f) {
@@ -251,54 +284,48 @@ struct Renderer {
     return colors[f] - 1;
   }
 
-  void put_title(uint32_t n, double total) {
-    std::string& b = out.buf;
-    b += "<title>";
-    b += n == Tree::kRoot ? "all" : name(tree.frame_of(n));
-    b += " (";
-    double v = total * o.factor;
-    if (o.unit.empty()) {
-      put_count(b, v);
-      b += ' ';
-      escape_count_name(b);
-    } else {
-      put_unit(b, v, o.unit);
-    }
-    b += ", ";
-    if (n == Tree::kRoot) {
-      b += "100";
-    } else {
-      put_fixed(b, timemax > 0 ? 100 * total / timemax : 0, 2, false);
-    }
-    b += '%';
-    if (tree.differential() && n != Tree::kRoot) {
-      double d = delta(n);
-      if (o.negate) d = -d;
-      b += "; ";
-      if (d > 0) b += '+';
-      put_fixed(b, timemax > 0 ? 100 * d / timemax : 0, 2, false);
-      b += '%';
-    }
-    b += ')';
-    double self = tree.self_at(n, col);
-    if (o.show_self && self > 0 && self < total && n != Tree::kRoot) {
-      b += ", self ";
-      if (o.unit.empty()) put_count(b, self * o.factor);
-      else put_unit(b, self * o.factor, o.unit);
-    }
-    b += "</title>";
-  }
-
-  std::string count_name_esc;
-  void escape_count_name(std::string& b) {
-    if (count_name_esc.empty()) safe_text(o.count_name.empty() ? "samples" : o.count_name, count_name_esc, 256);
-    b += count_name_esc;
-  }
-
   double delta(uint32_t n) const { return tree.self_at(n, 1) - tree.self_at(n, 0); }
 
-  void put_label(const std::string& text, std::size_t chars) {
-    // First `chars` characters; ".." replaces the last two when cut.
+  char* put_value(char* p, double v) {
+    if (o.unit.empty()) return w_str(w_count(p, v), count_name);
+    std::string tmp;
+    put_unit(tmp, v, o.unit);
+    return w_str(p, tmp);
+  }
+
+  // "NAME (COUNT COUNTNAME, PCT%[; DELTA%])[, self N]"
+  char* put_title(char* p, uint32_t n, double total, const std::string& nm) {
+    p = w_lit(p, "<title>");
+    p = w_str(p, nm);
+    p = w_lit(p, " (");
+    p = put_value(p, total * o.factor);
+    if (n == Tree::kRoot) {
+      p = w_lit(p, ", 100%");
+    } else {
+      p = w_lit(p, ", ");
+      p = w_fixed2(p, timemax > 0 ? 100 * total / timemax : 0);
+      *p++ = '%';
+      if (tree.differential()) {
+        double d = o.negate ? -delta(n) : delta(n);
+        p = w_lit(p, "; ");
+        if (d > 0) *p++ = '+';
+        p = w_fixed2(p, timemax > 0 ? 100 * d / timemax : 0);
+        *p++ = '%';
+      }
+    }
+    *p++ = ')';
+    double self = tree.self_at(n, col);
+    if (o.show_self && self > 0 && self < total && n != Tree::kRoot) {
+      p = w_lit(p, ", self ");
+      if (o.unit.empty()) p = w_count(p, self * o.factor);
+      else p = put_value(p, self * o.factor);
+    }
+    return w_lit(p, "</title>");
+  }
+
+  // The first `chars` characters of the name; ".." replaces the last two
+  // when it is cut (flamegraph.pl's label).
+  char* put_label(char* p, const std::string& text, std::size_t chars) {
     std::size_t count = 0, i = 0, cut = std::string::npos, cut2 = 0;
     while (i < text.size()) {
       if (count == chars - 2) cut2 = i;
@@ -310,58 +337,59 @@ struct Renderer {
       i += c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
       ++count;
     }
+    std::string esc;
     if (cut == std::string::npos) {
-      escape(text, out.buf);
-    } else {
-      escape(std::string_view(text).substr(0, cut2), out.buf);
-      out.buf += "..";
+      escape(text, esc);
+      return w_str(p, esc);
     }
+    escape(std::string_view(text).substr(0, cut2), esc);
+    return w_lit(w_str(p, esc), "..");
   }
 
   void put_frame(const Item& it) {
-    std::string& b = out.buf;
+    ++frames_written;
     uint32_t n = it.node;
+    uint32_t f = n == Tree::kRoot ? 0 : tree.frame_of(n);
+    static const std::string kAll = "all";
+    const std::string& nm = n == Tree::kRoot ? kAll : name(f);
     double total = tree.total_at(n, col);
     double x1 = kXPad + it.start * wpt;
     double x2 = n == Tree::kRoot ? l.width - kXPad : kXPad + (it.start + total) * wpt;
     double y1 = o.inverted ? l.ypad1 + l.ypad3 + it.depth * l.frame_h
                            : l.height - l.ypad2 - (it.depth + 1) * l.frame_h + kFramePad;
-    b += "<g";
-    if (!o.unit.empty() || o.factor != 1) {
-      // Titles round; the script's search sums these exact values.
-      b += " v=\"";
-      append_count(b, total);
-      b += '"';
+    // Room: the name twice (title, label) plus the fixed parts and numbers.
+    char* p = w.room(2 * nm.size() + count_name.size() * 2 + 400);
+    p = w_lit(p, "<g");
+    if (exact_attr) {
+      std::string v;
+      append_count(v, total);
+      p = w_str(w_str(w_lit(p, " v=\""), v), "\"");
     }
-    b += '>';
-    put_title(n, total);
-    b += "<rect x=\"";
-    put_fixed(b, x1, 1, true);
-    b += "\" y=\"";
-    put_fixed(b, y1, 1, true);
-    b += "\" width=\"";
-    put_fixed(b, x2 - x1, 1, true);
-    b += "\" fill=\"";
-    uint32_t rgb;
-    if (tree.differential() && n != Tree::kRoot) rgb = diff_color(delta(n), max_delta, o.negate);
-    else rgb = color(n == Tree::kRoot ? 0 : tree.frame_of(n));
-    put_rgb(b, rgb);
-    b += "\"/>";
-    double chars = std::floor((x2 - x1) / (o.font_size * (o.font_width > 0 ? o.font_width : 0.59)));
+    *p++ = '>';
+    p = put_title(p, n, total, nm);
+    p = w_lit(p, "<rect x=\"");
+    p = w_fixed1(p, x1);
+    p = w_lit(p, "\" y=\"");
+    p = w_fixed1(p, y1);
+    p = w_lit(p, "\" width=\"");
+    p = w_fixed1(p, x2 - x1);
+    p = w_lit(p, "\" fill=\"");
+    uint32_t rgb = tree.differential() && n != Tree::kRoot ? diff_color(delta(n), max_delta, o.negate) : color(f);
+    p = w_rgb(p, rgb);
+    p = w_lit(p, "\"/>");
+    double chars = std::floor((x2 - x1) / char_w);
     if (chars >= 3) {
-      b += "<text x=\"";
-      put_fixed(b, x1 + 3, 1, true);
-      b += "\" y=\"";
-      put_fixed(b, y1 + 3 + (l.frame_h - kFramePad) / 2, 1, true);
-      b += "\">";
-      if (n == Tree::kRoot) b += "all";
-      else {
-        name(tree.frame_of(n));
-        put_label(plain[tree.frame_of(n)], std::size_t(chars));
-      }
-      b += "</text>";
+      p = w_lit(p, "<text x=\"");
+      p = w_fixed1(p, x1 + 3);
+      p = w_lit(p, "\" y=\"");
+      p = w_fixed1(p, y1 + 3 + (l.frame_h - kFramePad) / 2);
+      p = w_lit(p, "\">");
+      p = n == Tree::kRoot ? w_lit(p, "all") : put_label(p, plain[f], std::size_t(chars));
+      p = w_lit(p, "</text></g>\n");
+    } else {
+      p = w_lit(p, "<text/></g>\n");  // too narrow for a label; the script fills it in when zoomed
     }
-    b += "</g>\n";
+    w.done(p);
   }
 
   std::size_t run() {
@@ -371,25 +399,27 @@ struct Renderer {
     double width = o.width > 0 ? o.width : 1200;
     wpt = timemax > 0 ? (width - 2 * kXPad) / timemax : 0;
     min_time = o.min_width_percent ? timemax * o.min_width / 100 : (wpt > 0 ? o.min_width / wpt : 0);
+    char_w = o.font_size * (o.font_width > 0 ? o.font_width : 0.59);
+    exact_attr = !o.unit.empty() || o.factor != 1;
+    count_name = " ";
+    safe_text(o.count_name.empty() ? "samples" : o.count_name, count_name, 256);
     if (tree.differential())
       for (uint32_t i = 1; i < tree.size(); ++i) max_delta = std::max(max_delta, std::fabs(delta(i)));
-    uint32_t depth_max = collect();
-    l = layout(o, depth_max);
+    l = layout(o, depth_max());
     const char* bg1 = "#eeeeee";
     const char* bg2 = "#eeeeb0";
     if (tree.differential()) bg2 = "#eeeeee";
     else if (pal == Palette::mem || pal == Palette::io) bg2 = "#e0e0ff";
-    put_header(out.buf, o, l, bg1, bg2);
-    out.buf += "<g id=\"frames\" data-nametype=\"";
-    safe_text(o.name_type, out.buf, 1024);
-    out.buf += "\">\n";
-    for (const Item& it : items) {
-      put_frame(it);
-      out.maybe_flush();
-    }
-    out.buf += "</g>\n</svg>\n";
-    out.flush();
-    return items.size();
+    std::string head;
+    put_header(head, o, l, bg1, bg2);
+    head += "<g id=\"frames\" data-nametype=\"";
+    safe_text(o.name_type, head, 1024);
+    head += "\">\n";
+    w.put(head);
+    emit_all();
+    w.put("</g>\n</svg>\n");
+    w.flush();
+    return frames_written;
   }
 };
 
@@ -398,15 +428,15 @@ struct Renderer {
 bool known_palette(const std::string& name) { return palette_known(name); }
 
 std::size_t render_svg(const Tree& tree, const SvgOptions& opts, std::string& out) {
-  Renderer r(tree, opts, Out{out, nullptr});
+  Writer w(&out, nullptr);
+  Renderer r(tree, opts, w);
   return r.run();
 }
 
 std::size_t render_svg(const Tree& tree, const SvgOptions& opts,
                        const std::function<void(std::string_view)>& sink) {
-  std::string buf;
-  buf.reserve(kFlushBytes + (64 << 10));
-  Renderer r(tree, opts, Out{buf, &sink});
+  Writer w(nullptr, &sink);
+  Renderer r(tree, opts, w);
   return r.run();
 }
 

@@ -149,5 +149,12 @@ inline void put_rgb(std::string& out, uint32_t c) {
   }
 }
 
+inline char* w_rgb(char* p, uint32_t c) {
+  static const char kHex[] = "0123456789abcdef";
+  *p++ = '#';
+  for (int shift = 16; shift >= 0; shift -= 8) *p++ = kHex[(((c >> shift) & 0xFF) * 15 + 127) / 255];
+  return p;
+}
+
 }  // namespace detail
 }  // namespace lf

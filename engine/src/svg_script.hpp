@@ -88,9 +88,9 @@ function set_frame(i, x, w) {
 	if (chars < 3) { if (t) t.textContent = ""; return; }
 	if (!t) {
 		t = document.createElementNS(NS, "text");
-		t.setAttribute("y", (Y[i] + TY).toFixed(1));
 		g.appendChild(t);
 	}
+	if (!t.hasAttribute("y")) t.setAttribute("y", (Y[i] + TY).toFixed(1));
 	t.setAttribute("x", (x + 3).toFixed(1));
 	var name = name_of(i);
 	t.textContent = name.length <= chars ? name : name.substring(0, chars - 2) + "..";

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -161,6 +162,95 @@ inline void put_unit(std::string& out, double v, const std::string& unit) {
   else put_fixed(out, v, 2, false);
   out += ' ';
   out += names[k];
+}
+
+// ---- raw writers for the per-frame path: the caller made room ----
+
+template <std::size_t N>
+inline char* w_lit(char* p, const char (&s)[N]) {
+  std::memcpy(p, s, N - 1);
+  return p + N - 1;
+}
+
+inline char* w_str(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+inline char* w_uint(char* p, uint64_t v) {
+  char buf[24];
+  char* e = buf + sizeof buf;
+  char* b = e;
+  do {
+    *--b = char('0' + v % 10);
+    v /= 10;
+  } while (v);
+  std::memcpy(p, b, std::size_t(e - b));
+  return p + (e - b);
+}
+
+// One decimal, ".0" dropped: pixel coordinates. Falls back to put_fixed
+// for values too large to scale.
+inline char* w_fixed1(char* p, double v) {
+  if (!(std::fabs(v) < 1e15)) {
+    std::string tmp;
+    put_fixed(tmp, v, 1, true);
+    return w_str(p, tmp);
+  }
+  int64_t r = int64_t(v * 10 + (v >= 0 ? 0.5 : -0.5));
+  if (r < 0) {
+    *p++ = '-';
+    r = -r;
+  }
+  p = w_uint(p, uint64_t(r) / 10);
+  unsigned d = unsigned(uint64_t(r) % 10);
+  if (d) {
+    *p++ = '.';
+    *p++ = char('0' + d);
+  }
+  return p;
+}
+
+// Two decimals, always shown (percentages, as flamegraph.pl's "%.2f").
+inline char* w_fixed2(char* p, double v) {
+  if (!(std::fabs(v) < 1e15)) {
+    std::string tmp;
+    put_fixed(tmp, v, 2, false);
+    return w_str(p, tmp);
+  }
+  int64_t r = int64_t(v * 100 + (v >= 0 ? 0.5 : -0.5));
+  if (r < 0) {
+    *p++ = '-';
+    r = -r;
+  }
+  p = w_uint(p, uint64_t(r) / 100);
+  unsigned d = unsigned(uint64_t(r) % 100);
+  *p++ = '.';
+  *p++ = char('0' + d / 10);
+  *p++ = char('0' + d % 10);
+  return p;
+}
+
+// A whole count with thousands separators.
+inline char* w_count(char* p, double v) {
+  if (!(std::fabs(v) < 9e18)) {
+    std::string tmp;
+    put_count(tmp, v);
+    return w_str(p, tmp);
+  }
+  int64_t r = std::llround(v);
+  if (r < 0) {
+    *p++ = '-';
+    r = -r;
+  }
+  char digits[24];
+  char* e = w_uint(digits, uint64_t(r));
+  std::size_t n = std::size_t(e - digits);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i && (n - i) % 3 == 0) *p++ = ',';
+    *p++ = digits[i];
+  }
+  return p;
 }
 
 }  // namespace detail

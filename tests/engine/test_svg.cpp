@@ -276,6 +276,12 @@ TEST_CASE("the sink overload writes the same bytes as the string overload") {
   CHECK(lf::render_svg(t, o, [&](std::string_view s) { pieces.append(s); ++calls; }) == drawn);
   CHECK(pieces == whole);
   CHECK(calls > 1);
+  // every frame's <g> holds a <title>, a <rect> and a <text> (empty when narrow)
+  CHECK(count(whole, "<g>") == drawn);
+  CHECK(count(whole, "<title>") == drawn);
+  CHECK(count(whole, "<rect x=") == drawn + 1);  // + the background
+  CHECK(count(whole, "<text/>") + count(whole, "<text x=") == drawn);
+  CHECK(count(whole, "<text/>") > 0);
 }
 
 TEST_CASE("empty input: a valid SVG that says so") {
