@@ -469,7 +469,13 @@ TEST_CASE("pages, static files, healthz, metrics, clean SIGTERM") {
 
   CHECK(body_json(c.Get("/healthz"))["status"] == "ok");
   upload(c, "name=m", kFolded);
+  // The access log and request metrics are written just after the response
+  // is sent, so the upload's count may land a moment after its 201.
   auto m = c.Get("/metrics");
+  for (int i = 0; i < 50 && m && m->body.find("status=\"201\"") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    m = c.Get("/metrics");
+  }
   REQUIRE(m);
   CHECK(m->get_header_value("Content-Type").find("text/plain") == 0);
   const std::string bytes = "luaflame_ingested_bytes_total " + std::to_string(std::strlen(kFolded));
