@@ -364,7 +364,7 @@ const char* kCompareHelp =
     "Prints a Markdown summary of the functions whose share of the total changed most.\n"
     "  --base SELECTOR  a run id, or NAME[,K=V...]: the latest finished run of NAME with those tags\n"
     "  --head ID        the run to judge\n"
-    "  --threshold PCT  fail when a function's share grew by more than PCT points\n"
+    "  --threshold PCT  fail when a function's share grew by more than PCT points (5 or 5%)\n"
     "  --metric M       samples, time, calls, ... (default: the server's choice)\n"
     "  --limit N        how many frames to list\n"
     "  --allow-missing-base  exit 0 when no run matches the base selector yet\n"
@@ -391,6 +391,7 @@ int parse_compare(int argc, char** argv, CompareOptions& o) {
   if (!a.error.empty()) return usage_error("compare", a.error);
   if (o.base.empty() || o.head.empty()) return usage_error("compare", "--base and --head are both required");
   if (!all_digits(o.head)) return usage_error("compare", "--head wants a run id, got '" + o.head + "'");
+  if (!o.threshold.empty() && o.threshold.back() == '%') o.threshold.pop_back();  // "5%" reads as 5
   if (!o.threshold.empty()) {
     char* end = nullptr;
     const double t = std::strtod(o.threshold.c_str(), &end);

@@ -62,6 +62,18 @@ push_gzip_large)
   expect_rc 0 "--no-gzip upload"
   ;;
 
+push_too_big)
+  # Over the server's --max-body (counted after gzip decoding): 413, said plainly, nothing stored.
+  start_server "$SERVER_BIN" --max-body 64K || exit 1
+  big="$SHIP_TMP/big.folded"
+  awk 'BEGIN { for (i = 0; i < 5000; i++) printf "main;fn_%d %d\n", i, i + 1 }' >"$big"
+  run_cmd big "$LF" push "$big" --server "$SHIP_URL" --name big
+  expect_rc 2 "a profile over --max-body fails the push"
+  expect_match "$ERR" "HTTP 413" "the message gives the server's 413"
+  runs=$(curl -fsS "$SHIP_URL/api/runs?name=big")
+  expect_match "$runs" '"total"[[:space:]]*:[[:space:]]*0' "nothing was stored"
+  ;;
+
 push_bad_line)
   start_server "$SERVER_BIN" || exit 1
   run_cmd bad "$LF" push "$D/bad_line.folded" --server "$SHIP_URL" --name broken
@@ -115,8 +127,8 @@ compare_regression_fails)
   start_server "$SERVER_BIN" || exit 1
   push "$D/base.folded" app branch=main; base=$ID
   push "$D/head_slow.folded" app branch=feature; head=$ID
-  run_cmd cmp "$LF" compare --server "$SHIP_URL" --base "$base" --head "$head" --threshold 5
-  expect_rc 1 "a 30-point regression fails --threshold 5"
+  run_cmd cmp "$LF" compare --server "$SHIP_URL" --base "$base" --head "$head" --threshold 5%
+  expect_rc 1 "a 30-point regression fails --threshold 5%"
   expect_match "$OUT" "validate" "the summary names the function that grew"
   expect_match "$ERR" "regression" "stderr says it is a regression"
   expect_match "$OUT" "diff.svg" "the summary links the differential flame graph"
