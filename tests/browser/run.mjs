@@ -19,7 +19,7 @@ const opt = {
   shots: path.resolve(args.screenshots || process.env.LUAFLAME_SCREENSHOTS || path.join(here, '../../build/screenshots')),
   chromium: args.chromium || '/usr/bin/chromium',
   big: +(args.big || 200000),
-  runs: +(args.runs || 2000),
+  runs: Math.max(120, +(args.runs || 2000)),  // at least three pages
   timeout: +(args.timeout || 600),
 };
 
@@ -66,10 +66,11 @@ async function shot(page, name) {
   await page.screenshot({ path: path.join(opt.shots, `${name}.png`), fullPage: true });
 }
 
-async function open(page, p) {
+/** Opens a page; resolves to ms until `sel` shows (default: the page says it loaded). */
+async function open(page, p, sel = '#app[data-loaded]') {
   const t0 = Date.now();
   await page.goto(server.base + p);
-  await page.waitForSelector('#app[data-loaded]', { timeout: 60000 });
+  await page.waitForSelector(sel, { timeout: 90000 });
   return Date.now() - t0;
 }
 
@@ -108,7 +109,7 @@ async function longest(page) {
 async function main() {
   if (!opt.server || !fs.existsSync(opt.server)) throw new Error(`no luaflame-server at '${opt.server}' (pass --server PATH)`);
   console.log(`server ${opt.server}\nweb    ${opt.web}\nshots  ${opt.shots}`);
-  server = await startServer(opt.server, opt.web, ['--max-body', '512M']);
+  server = await startServer(opt.server, opt.web, ['--max-body', '512M', ...(args.threads ? ['--threads', String(args.threads)] : [])]);
   browser = await launchBrowser(opt.chromium);
   const ctx = browser.context;
   await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.base });
@@ -326,7 +327,7 @@ async function main() {
     await page.mouse.up();
     await nextLoad(page, m);
     assert(/from=\d+/.test(page.url()) && /until=\d+/.test(page.url()), 'range in the URL');
-    assert((await page.textContent('#tl-range')).startsWith('Showing'), 'range shown');
+    await page.waitForFunction(() => document.querySelector('#tl-range').textContent.startsWith('Showing'));
     const after = await rootTitle();
     assert(before !== after, `the graph shows the range only (${before} -> ${after})`);
     await shot(page, '07-run-stream');
@@ -391,20 +392,22 @@ async function main() {
     ids.big = await apiUpload('big', ['stacks=' + opt.big], folded);
     T.figure('API: upload big profile', Date.now() - t0);
     await longest(page);
-    const open1 = await open(page, `/runs/${ids.big}`);
-    await page.waitForSelector('#flame[data-state=ready]', { timeout: 60000 });
+    t0 = Date.now();
+    await page.goto(`${server.base}/runs/${ids.big}`);
+    await page.waitForSelector('#flame[data-state=ready]', { timeout: 90000 });
+    T.figure('big run: page open to graph drawn (first view, server renders)', Date.now() - t0);
+    await page.waitForSelector('#app[data-loaded]', { timeout: 90000 });
+    T.figure('big run: page open to function table and timeline loaded', Date.now() - t0);
     const first = await page.evaluate(() => window.__lfPerf.loads[0]);
-    T.figure('big run: page open to all loaded (first, server renders)', open1);
     T.figure('big run: SVG fetch (first, uncached)', first.fetchMs);
     T.figure('big run: SVG parse + inline', first.buildMs);
     T.figure('big run: frames drawn', first.frames, 'frames');
     T.figure('big run: SVG size', first.bytes / 1e6, 'MB');
     T.figure('big run: longest main-thread task while opening', await longest(page));
-    const open2 = await open(page, `/runs/${ids.big}`);
-    await page.waitForSelector('#flame[data-state=ready]');
+    T.figure('big run: page open to graph drawn (cached SVG)', await open(page, `/runs/${ids.big}`, '#flame[data-state=ready]'));
     const second = await page.evaluate(() => window.__lfPerf.loads[0]);
-    T.figure('big run: page open (cached SVG)', open2);
     T.figure('big run: SVG fetch (cached)', second.fetchMs);
+    await page.waitForSelector('#app[data-loaded]', { timeout: 90000 });
     await longest(page);
     t0 = Date.now();
     await page.fill('#search', 'db\\.');

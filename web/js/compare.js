@@ -83,7 +83,7 @@ function params(st) {
 }
 
 function changeTable(title, cls, rows, hl) {
-  const body = rows.slice(0, 15).map((f) => {
+  const body = rows.filter((f) => Math.abs(f.delta_pct) >= 0.005).slice(0, 15).map((f) => {
     const tr = el('tr', { style: 'cursor:pointer', title: 'Highlight in the graph' },
       el('td.fn', f.name),
       el('td.num', fmtPct(f.base_pct)),
@@ -115,7 +115,7 @@ async function show(st) {
     out.replaceChildren(errorBox('Could not compare these runs', e, st.base_name ? 'The base is the latest finished run of that name with those tags, other than the head.' : null));
     return;
   }
-  const host = el('div.flame#flame');
+  const host = el('div.flame.diff#flame');
   const matched = el('span.matched#matched');
   const hl = (name) => {
     const r = graph.search(exactRegexSource(name));

@@ -66,11 +66,12 @@ export class FuncTable {
       else h.removeAttribute('aria-sort');
     }
     const pct = (v) => (total ? (100 * v) / total : 0);
+    const val = (v) => (v ? fmtValue(v, this.metric, this.units) : '–');
     const rows = list.slice(0, ROWS).map((f) => {
       const tr = el('tr', { class: f.name === this.active ? 'active' : null },
         el('td.fn', { title: f.name }, f.name),
-        el('td.num.bar', { style: `--w:${pct(f.self).toFixed(1)}%`, title: `${pct(f.self).toFixed(2)}% self` }, fmtValue(f.self, this.metric, this.units)),
-        el('td.num.bar', { style: `--w:${pct(f.total).toFixed(1)}%`, title: `${pct(f.total).toFixed(2)}% total` }, fmtValue(f.total, this.metric, this.units)));
+        el('td.num.bar', { style: `--w:${pct(f.self).toFixed(1)}%`, title: `${pct(f.self).toFixed(2)}% self` }, val(f.self)),
+        el('td.num.bar', { style: `--w:${pct(f.total).toFixed(1)}%`, title: `${pct(f.total).toFixed(2)}% total` }, val(f.total)));
       tr._name = f.name;
       return tr;
     });
