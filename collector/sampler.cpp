@@ -148,7 +148,7 @@ uint32_t Session::path_node(const std::vector<uint32_t>& leaf_first) {
 }
 
 void Session::take_sample(lua_State* L) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = opt.trace ? tclock.now() : now_ns();
   uint64_t w = owed.exchange(0, std::memory_order_relaxed);
   if (!w) return;
   walk(L, scratch);
@@ -156,9 +156,13 @@ void Session::take_sample(lua_State* L) {
   tree.add(node, col_samples, w);
   samples += w;
   ++sample_events;
-  uint64_t dt = now_ns() - t0;
-  hook_ns += dt;
-  if (opt.trace) last_ns += dt;  // not charged to the program's frames
+  if (opt.trace) {
+    uint64_t dt = tclock.now() - t0;
+    hook_ns += tclock.to_ns(dt);
+    last_tick += dt;  // not charged to the program's frames
+  } else {
+    hook_ns += now_ns() - t0;
+  }
 }
 
 bool Session::start_sampler(std::string& err) {

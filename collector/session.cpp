@@ -335,7 +335,9 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     s->seed_shadow(L, sh, L);
     s->last_L = L;
     s->last_sh = &sh;
-    s->last_ns = now_ns();
+    s->tclock.init();
+    s->call_cache.resize(4096);
+    s->last_tick = s->tclock.now();
   }
   Session* raw = s.get();
   g_session.store(raw);
@@ -398,7 +400,7 @@ Summary stop(lua_State* L) {
     sum.samples = s->samples;
     sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->sample_events) * 1e9 / static_cast<double>(sum.clock_ns) : 0;
   }
-  sum.hook_ns = s->hook_ns;
+  sum.hook_ns = s->hook_ns + (s->opt.trace ? s->tclock.to_ns(s->hook_est * s->trace_events) : 0);
   sum.hook_calls = s->hook_calls;
   sum.calls = s->calls;
   sum.nodes = s->tree.size();

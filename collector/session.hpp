@@ -38,10 +38,13 @@ struct Shadow {
   struct Entry {
     uint32_t node;
     const void* ci;
+    std::atomic<uint64_t>* slots;  ///< the node's values (Tree::slots)
   };
   std::vector<Entry> stack;
   uint32_t root = 0;  ///< node the thread's frames hang under (the resumer's frame)
+  std::atomic<uint64_t>* root_slots = nullptr;
   uint32_t top() const { return stack.empty() ? root : stack.back().node; }
+  std::atomic<uint64_t>* top_slots() const { return stack.empty() ? root_slots : stack.back().slots; }
 };
 
 uint64_t now_ns();        ///< CLOCK_MONOTONIC
@@ -51,6 +54,29 @@ uint64_t unix_now_ns();   ///< CLOCK_REALTIME
 inline const void* ci_prev(const void* ci) {
   return *reinterpret_cast<const void* const*>(static_cast<const char*>(ci) + 2 * sizeof(void*));
 }
+
+/// The tracer's clock: the TSC scaled to nanoseconds when the CPU says it
+/// is constant and non-stop (calibrated against CLOCK_MONOTONIC at start),
+/// else CLOCK_MONOTONIC itself. One read per hook event.
+struct TraceClock {
+  bool tsc = false;
+  uint64_t mult = 0;  ///< nanoseconds per tick, times 2^32
+  void init();
+  uint64_t now() const;
+  uint64_t to_ns(uint64_t ticks) const {
+    return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32) : ticks;
+  }
+};
+
+/// A function's identity read from the CallInfo (Lua 5.4's layouts, checked
+/// against lua_getinfo on first use): the Proto for a Lua function (with its
+/// code array as a check against a reused address), the C function
+/// otherwise. Saves lua_getinfo + a string hash on every traced call.
+struct CallCache {
+  const void* ident = nullptr;
+  const void* check = nullptr;
+  uint32_t parent = 0, child = 0;
+};
 
 class Session {
  public:
@@ -104,7 +130,13 @@ class Session {
   std::unordered_map<lua_State*, Shadow> shadows;
   lua_State* last_L = nullptr;
   Shadow* last_sh = nullptr;
-  uint64_t last_ns = 0;
+  uint64_t last_tick = 0;
+  TraceClock tclock;
+  uint64_t hook_est = 0;            ///< mean ticks inside the trace hook (sampled), not charged
+  uint64_t hook_sampled = 0, hook_sampled_n = 0, trace_events = 0;
+  int ident_lua = 0, ident_c = 0;   ///< layout checks: 0 not yet, 1 good, -1 bad
+  std::vector<CallCache> call_cache;
+  uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent);
   void trace_event(lua_State* L, lua_Debug* ar);
   void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread (API calls)
   void reroot(Shadow& sh, uint32_t root);

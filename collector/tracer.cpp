@@ -10,11 +10,52 @@
 //  - coroutines: every thread has its own shadow stack, hung under the frame
 //    that resumed it; time while suspended goes to whatever runs instead.
 // The collector's own time in the hook is measured and not charged.
+#include <x86intrin.h>
+
+#include <cstdio>
+#include <cstring>
+
 #include "session.hpp"
 
 namespace lfc {
 
 namespace {
+
+// Lua 5.4 object layouts (lobject.h, lstate.h) for the fast identity path;
+// every read is checked against lua_getinfo once before it is trusted.
+constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;  // LUA_VLCL | BIT_ISCOLLECTABLE
+constexpr unsigned char kTagLightC = 0x16;             // LUA_VLCF
+constexpr unsigned char kTagCClosure = 0x26 | 0x40;    // LUA_VCCL | BIT_ISCOLLECTABLE
+constexpr std::size_t kClosureFn = 24;       // LClosure.p / CClosure.f
+constexpr std::size_t kProtoLine = 44;       // Proto.linedefined, lastlinedefined at +4
+constexpr std::size_t kProtoCode = 64;       // Proto.code
+constexpr std::size_t kProtoSource = 112;    // Proto.source
+constexpr std::size_t kTStringContents = 24; // TString.contents
+
+template <class T>
+T at(const void* base, std::size_t off) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(base) + off, sizeof v);
+  return v;
+}
+
+// The function a CallInfo runs: its tag and its GC object or C function.
+void func_of(const void* ci, unsigned char& tag, const void*& value) {
+  const void* func = at<const void*>(ci, 0);  // CallInfo.func -> StackValue
+  value = at<const void*>(func, 0);           // TValue.value_
+  tag = at<unsigned char>(func, 8);           // TValue.tt_
+}
+
+bool cpu_has(const char* flag) {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f))
+    if (!std::strncmp(line, "flags", 5)) found = std::strstr(line, flag) != nullptr;
+  std::fclose(f);
+  return found;
+}
 
 // Index of the topmost entry entered with `ci`, or -1.
 long find_ci(const std::vector<Shadow::Entry>& st, const void* ci) {
@@ -24,16 +65,79 @@ long find_ci(const std::vector<Shadow::Entry>& st, const void* ci) {
 
 }  // namespace
 
+void TraceClock::init() {
+  tsc = cpu_has(" constant_tsc") && cpu_has(" nonstop_tsc");
+  if (!tsc) return;
+  // Ticks per nanosecond over ~2 ms of CLOCK_MONOTONIC.
+  uint64_t n0 = now_ns(), t0 = __rdtsc(), n1, t1;
+  do { n1 = now_ns(); t1 = __rdtsc(); } while (n1 - n0 < 2000000);
+  if (t1 <= t0) { tsc = false; return; }
+  mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) * 4294967296.0);
+}
+
+uint64_t TraceClock::now() const { return tsc ? __rdtsc() : now_ns(); }
+
 void Session::charge_now() {
   if (!last_sh || col_time < 0) return;
-  uint64_t now = now_ns();
-  if (now > last_ns) tree.add(last_sh->top(), col_time, now - last_ns);
-  last_ns = now;
+  uint64_t now = tclock.now();
+  if (now > last_tick) tree.add(last_sh->top(), col_time, tclock.to_ns(now - last_tick));  // cold path
+  last_tick = now;
+}
+
+// The child of `parent` for the function being called: through the call
+// cache when the layouts are known good, else lua_getinfo and the frame table.
+uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent) {
+  unsigned char tag = 0;
+  const void* value = nullptr;
+  const void* ident = nullptr;
+  const void* check = nullptr;
+  if (ci_walk_ok) {
+    func_of(ar->i_ci, tag, value);
+    if (tag == kTagLuaClosure && ident_lua >= 0) {
+      ident = at<const void*>(value, kClosureFn);
+      check = at<const void*>(ident, kProtoCode);
+      if (ident_lua == 0) {
+        // Check the Proto layout against what lua_getinfo says.
+        lua_getinfo(L, "S", ar);
+        const void* src = at<const void*>(ident, kProtoSource);
+        bool ok = at<int>(ident, kProtoLine) == ar->linedefined && at<int>(ident, kProtoLine + 4) == ar->lastlinedefined &&
+                  src && static_cast<const char*>(src) + kTStringContents == ar->source;
+        ident_lua = ok ? 1 : -1;
+        if (!ok) ident = nullptr;
+      }
+    } else if ((tag == kTagLightC || tag == kTagCClosure) && ident_c >= 0) {
+      ident = tag == kTagLightC ? value : at<const void*>(value, kClosureFn);
+      if (ident_c == 0) {
+        lua_getinfo(L, "f", ar);
+        bool ok = reinterpret_cast<const void*>(lua_tocfunction(L, -1)) == ident;
+        lua_pop(L, 1);
+        ident_c = ok ? 1 : -1;
+        if (!ok) ident = nullptr;
+      }
+    }
+  }
+  if (ident) {
+    std::size_t h = (reinterpret_cast<uintptr_t>(ident) >> 4) * 0x9e3779b97f4a7c15ull ^ parent * 0xbf58476d1ce4e5b9ull;
+    CallCache& c = call_cache[(h >> 20) & (call_cache.size() - 1)];
+    if (c.ident == ident && c.parent == parent && c.check == check && c.child) return c.child;
+    lua_getinfo(L, "S", ar);
+    uint32_t node = tree.child(parent, frames.of(L, ar));
+    c = CallCache{ident, check, parent, node};
+    return node;
+  }
+  lua_getinfo(L, "S", ar);
+  return tree.child(parent, frames.of(L, ar));
 }
 
 void Session::trace_event(lua_State* L, lua_Debug* ar) {
-  const uint64_t t0 = now_ns();
-  if (last_sh && t0 > last_ns) tree.add(last_sh->top(), col_time, t0 - last_ns);
+  const uint64_t t0 = tclock.now();
+  if (last_sh && t0 > last_tick) {
+    // The hook's own mean cost is taken off: it is the collector's time.
+    uint64_t dt = t0 - last_tick;
+    std::atomic<uint64_t>* v = last_sh->top_slots();
+    if (!v) v = last_sh->root_slots = tree.slots(last_sh->root);
+    Tree::bump(v[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+  }
   Shadow* sh = (L == last_L && last_sh) ? last_sh : &shadows[L];
   auto& st = sh->stack;
   const void* ci = ar->i_ci;
@@ -55,17 +159,21 @@ void Session::trace_event(lua_State* L, lua_Debug* ar) {
     push = true;
   }
   if (push) {
-    lua_getinfo(L, "S", ar);
-    uint32_t node = tree.child(sh->top(), frames.of(L, ar));
-    tree.add(node, col_calls, 1);
+    uint32_t node = callee_node(L, ar, sh->top());
+    std::atomic<uint64_t>* v = tree.slots(node);
+    Tree::bump(v[col_calls], 1);
     ++calls;
-    st.push_back({node, ci});
+    st.push_back({node, ci, v});
   }
   last_L = L;
   last_sh = sh;
-  const uint64_t t1 = now_ns();
-  hook_ns += t1 - t0;
-  last_ns = t1;
+  last_tick = t0;
+  // One event in 32 also reads the clock on the way out: the mean hook
+  // cost, reported and not charged. (Two reads per event would cost more.)
+  if ((++trace_events & 31) == 0) {
+    hook_sampled += tclock.now() - t0;
+    hook_est = hook_sampled / ++hook_sampled_n;
+  }
 }
 
 void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
@@ -84,16 +192,18 @@ void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
   uint32_t node = sh.root;
   for (std::size_t i = levels.size(); i-- > 0;) {
     node = tree.child(node, levels[i].frame);
-    sh.stack.push_back({node, levels[i].ci});
+    sh.stack.push_back({node, levels[i].ci, tree.slots(node)});
   }
 }
 
 void Session::reroot(Shadow& sh, uint32_t root) {
   sh.root = root;
+  sh.root_slots = tree.slots(root);
   uint32_t node = root;
   for (auto& e : sh.stack) {
     node = tree.child(node, tree.frame(e.node));
     e.node = node;
+    e.slots = tree.slots(node);
   }
 }
 

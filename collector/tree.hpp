@@ -55,6 +55,12 @@ class Tree {
     std::atomic<uint64_t>& a = val(node, m);
     a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
   }
+  /// The node's value slots, one per metric column: stable for the
+  /// tree's life, so the tracer keeps them and skips the block lookup.
+  std::atomic<uint64_t>* slots(uint32_t node) { return &val(node, 0); }
+  static void bump(std::atomic<uint64_t>& a, uint64_t v) {
+    a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+  }
   /// Number of published nodes (any thread).
   uint32_t size() const { return count_.load(std::memory_order_acquire); }
   uint32_t parent(uint32_t n) const { return block(n)->parent[n & kMask]; }
