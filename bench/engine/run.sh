@@ -25,19 +25,21 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 # measure NAME RUNS CMD...: runs CMD (stdout to $out/NAME.svg) RUNS times.
 measure() {
   local name=$1 n=$2; shift 2
-  local times=() rss=()
+  local times=() rss=() cpus=()
   for ((i = 0; i < n; i++)); do
     /usr/bin/time -v "$@" >"$out/$name.svg" 2>"$out/$name.time" || true
     times+=("$(awk -F': ' '/Elapsed \(wall clock\)/ {split($2, t, ":"); print (length(t) == 3) ? t[1]*3600+t[2]*60+t[3] : t[1]*60+t[2]}' "$out/$name.time")")
     rss+=("$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/$name.time")")
+    cpus+=("$(awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {printf "%.2f", u+s}' "$out/$name.time")")
   done
-  local t m bytes frames
+  local t c m bytes frames
   t=$(printf '%s\n' "${times[@]}" | median)
+  c=$(printf '%s\n' "${cpus[@]}" | median)
   m=$(printf '%s\n' "${rss[@]}" | median)
   bytes=$(wc -c <"$out/$name.svg")
   frames=$(grep -c '<title>' "$out/$name.svg" || true)
-  printf '%-28s wall %6.2f s (runs: %s)  peak RSS %5d MB  SVG %6.1f MB  frames %8d  %5.0f B/frame\n' \
-    "$name" "$t" "${times[*]}" $((m / 1024)) "$(echo "$bytes / 1048576" | bc -l)" "$frames" \
+  printf '%-24s wall %6.2f s  cpu %6.2f s  (wall runs: %s)  peak RSS %5d MB  SVG %6.1f MB  frames %8d  %4.0f B/frame\n' \
+    "$name" "$t" "$c" "${times[*]}" $((m / 1024)) "$(echo "$bytes / 1048576" | bc -l)" "$frames" \
     "$(echo "$bytes / ($frames + 0.000001)" | bc -l)"
 }
 

@@ -6,6 +6,7 @@
 // pass over the bytes and no regex. Unlike flamegraph.pl we also accept CRLF
 // and trailing white space after the count, and we say *why* a line is bad.
 #include "luaflame/folded.hpp"
+#include "walk.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -129,8 +130,9 @@ struct LineParser {
     std::size_t depth = 0, pos = 0, n = stack.size();
     const char* base = stack.data();
     for (;;) {
-      const char* semi = static_cast<const char*>(std::memchr(base + pos, ';', n - pos));
-      std::size_t end = semi ? std::size_t(semi - base) : n;
+      const char* stop = detail::find_semi(base + pos, base + n);
+      const char* semi = stop < base + n ? stop : nullptr;
+      std::size_t end = std::size_t(stop - base);
       std::size_t len = end - pos;
       ++depth;
       if (len == 0) { why = "empty frame (frame " + std::to_string(depth) + ")"; return false; }

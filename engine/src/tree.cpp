@@ -18,7 +18,7 @@ using detail::hash_bytes;
 using detail::hash_pair;
 
 namespace {
-constexpr uint8_t kWide = 8;  // from this many children on, a node's children are indexed
+constexpr uint8_t kWide = 4;  // from this many children on, a node's children are indexed
 }  // namespace
 
 Tree::Tree() {
@@ -210,8 +210,9 @@ void Tree::add(std::string_view stack, double value, int col) {
     bool fresh = false;
     if (!index_valid_) index_rebuild();
     for (;;) {
-      const char* semi = static_cast<const char*>(std::memchr(s + pos, ';', n - pos));
-      std::size_t e = semi ? std::size_t(semi - s) : n;
+      const char* stop = detail::find_semi(s + pos, s + n);
+      const char* semi = stop < s + n ? stop : nullptr;
+      std::size_t e = std::size_t(stop - s);
       uint32_t f = intern(std::string_view(s + pos, e - pos));
       // A node made just now has no children to search.
       node = flamechart_ || fresh ? new_node(node, f) : child(node, f);

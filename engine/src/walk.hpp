@@ -1,4 +1,4 @@
-// engine internals: hashing and a depth-first walk over a Tree.
+// engine internals: hashing, finding ';', and a depth-first walk over a Tree.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,23 @@ inline uint64_t hash_bytes(const char* p, std::size_t n) {
   h *= 0xFF51AFD7ED558CCDull;
   h ^= h >> 33;
   return h;
+}
+
+// First ';' in [p, end), or end. Frames are short (~20 bytes), so a
+// word-at-a-time scan beats a memchr call per frame.
+inline const char* find_semi(const char* p, const char* end) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  constexpr uint64_t kSemis = kOnes * uint64_t(';');
+  while (end - p >= 8) {
+    uint64_t x = load64(p) ^ kSemis;
+    uint64_t hit = (x - kOnes) & ~x & kHighs;
+    if (hit) return p + (__builtin_ctzll(hit) >> 3);  // little-endian: lowest byte first
+    p += 8;
+  }
+#endif
+  while (p < end && *p != ';') ++p;
+  return p;
 }
 
 inline uint64_t hash_pair(uint32_t a, uint32_t b) {

@@ -130,6 +130,22 @@ deterministic)
   cmp -s "$tmp/a.svg" "$tmp/b.svg" || fail "two runs differ"
   cmp -s "$tmp/a.svg" "$tmp/c.svg" || fail "line order changes the SVG"
   ;;
+browser_state)
+  # The script in a real browser: zoom and search restored from the URL,
+  # the matched share computed exactly. Skipped (77) without chromium.
+  command -v chromium >/dev/null 2>&1 || { echo "skipped: no chromium"; exit 77; }
+  "$lf" svg "$data/svg/lua.folded" >"$tmp/lua.svg" || fail "render"
+  x=$(grep -o '<title>parse json.lua:40 ([^<]*</title><rect x="[0-9.]*" y="[0-9.]*"' "$tmp/lua.svg" | sed 's/.*x="\([0-9.]*\)" y="\([0-9.]*\)"/\1 \2/')
+  set -- $x
+  timeout 60 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$tmp/profile" --dump-dom \
+    "file://$tmp/lua.svg?x=$1&y=$2&s=STRING&i=1" >"$tmp/dom.html" 2>/dev/null || fail "chromium failed"
+  grep -q 'id="matched"[^>]*>Matched: 15.31%<' "$tmp/dom.html" || fail "search: $(grep -o 'id="matched"[^<]*' "$tmp/dom.html")"
+  grep -q 'id="unzoom"[^>]*class="">Reset Zoom' "$tmp/dom.html" || fail "zoom not restored (Reset Zoom hidden)"
+  grep -q '<title>parse json.lua:40 ([^<]*</title><rect x="10.0" y="[0-9.]*" width="1180.0"' "$tmp/dom.html" || fail "zoomed frame not full width"
+  grep -q '<g class="hide"><title>\[GC\]' "$tmp/dom.html" || fail "a frame beside the zoomed one is not hidden"
+  grep -q '<g class="parent"><title>handle srv.lua:12' "$tmp/dom.html" || fail "ancestor not kept"
+  grep -q '<title>\[C\] string.sub[^<]*</title><rect [^>]*fill="rgb(230,0,230)"' "$tmp/dom.html" || fail "match not highlighted"
+  ;;
 help)
   "$lf" svg --help >"$tmp/h1" && grep -q -- "--minwidth" "$tmp/h1" || fail "svg --help"
   "$lf" diff --help >"$tmp/h2" && grep -q -- "--normalize" "$tmp/h2" || fail "diff --help"
