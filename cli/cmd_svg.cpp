@@ -48,7 +48,9 @@ const char* kSvgUsage =
     "  --negate          swap red and blue in differential graphs\n"
     "  --notes TEXT      notes, kept in a comment in the SVG\n"
     "  --unit UNIT       counts are ns (titles show us/ms/s) or bytes (KiB/MiB); default none\n"
-    "  --strict          reject the input when any line is bad (default: skip bad lines)\n"
+    "  --strict          reject the input when any line is bad (default: skip bad lines);\n"
+    "                    also checks UTF-8 and control characters, and limits frames to\n"
+    "                    4096 bytes, lines to 1 MiB, stacks to 1024 frames (the server's limits)\n"
     "  -o, --output FILE write to FILE instead of standard output\n"
     "Exit status: 0, 1 on bad usage or unreadable input, 2 when no stack counts were found\n"
     "(an SVG saying so is still written), 3 when --strict found bad lines.\n";
@@ -81,8 +83,15 @@ bool to_double(const std::string& s, double& v) {
 
 // Parses argv; returns false (after saying why) on bad usage.
 bool parse_args(int argc, char** argv, bool diff, Args& a) {
+  // Lenient like flamegraph.pl, which takes any frame length and depth:
+  // limits far above real profiles (C++ template names run to kilobytes).
+  // --strict puts back the server's limits.
   a.parse.strict = false;
   a.parse.check_text = false;
+  const lf::ParseOptions server_limits;
+  a.parse.max_frame_bytes = 1 << 20;
+  a.parse.max_line_bytes = std::size_t(256) << 20;
+  a.parse.max_depth = 65535;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {
@@ -146,7 +155,12 @@ bool parse_args(int argc, char** argv, bool diff, Args& a) {
     else if (flag("reverse")) a.reverse = true;
     else if (flag("flamechart")) a.svg.flamechart = true;
     else if (flag("negate")) a.svg.negate = true;
-    else if (flag("strict")) a.parse.strict = a.parse.check_text = true;
+    else if (flag("strict")) {
+      a.parse.strict = a.parse.check_text = true;
+      a.parse.max_frame_bytes = server_limits.max_frame_bytes;
+      a.parse.max_line_bytes = server_limits.max_line_bytes;
+      a.parse.max_depth = server_limits.max_depth;
+    }
     else if (diff && (flag("n") || flag("normalize"))) a.normalize = true;
     else if (diff && flag("folded")) a.folded = true;
     else {

@@ -374,7 +374,7 @@ struct Renderer {
     p = w_lit(p, "\" width=\"");
     p = w_fixed1(p, x2 - x1);
     p = w_lit(p, "\" fill=\"");
-    uint32_t rgb = tree.differential() && n != Tree::kRoot ? diff_color(delta(n), max_delta, o.negate) : color(f);
+    uint32_t rgb = tree.differential() ? diff_color(delta(n), max_delta, o.negate) : color(f);
     p = w_rgb(p, rgb);
     p = w_lit(p, "\"/>");
     double chars = std::floor((x2 - x1) / char_w);
