@@ -54,6 +54,16 @@ void setup_web_routes(httplib::Server& svr, App& app);
 
 // Helpers.
 void send_json(httplib::Response& res, int status, const nlohmann::json& body);
+/// gzip of `text` (zlib `level`).
+std::string gzip_text(const std::string& text, int level);
+/// Whether the client takes gzip (Accept-Encoding).
+bool accepts_gzip(const httplib::Request& req);
+/// Sends `body` without copying it, gzip-compressed when the client accepts it
+/// (using body->gz when present, else compressing now at a fast level).
+/// httplib's own response compression is bypassed: it is very slow on large bodies.
+void send_payload(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> body,
+                  const std::string& type);
+void send_text(const httplib::Request& req, httplib::Response& res, std::string text, const std::string& type);
 /// Id from the first regex group; 404 when it is not a stored run.
 RunInfo run_from_path(App& app, const httplib::Request& req, std::size_t group = 1);
 /// Metric from ?metric= (422 when unknown); default: the run's first metric, else samples.

@@ -11,12 +11,19 @@
 
 namespace lfs {
 
+/// A response body, with its gzip form made once for clients that accept it.
+struct Payload {
+  std::string raw;
+  std::string gz;  ///< "" when not compressed (small, or not asked yet)
+  std::size_t size() const { return raw.size() + gz.size(); }
+};
+
 class SvgCache {
  public:
   explicit SvgCache(std::size_t max_bytes) : max_bytes_(max_bytes) {}
 
   /// The cached body for `key`, or null.
-  std::shared_ptr<const std::string> get(const std::string& key) {
+  std::shared_ptr<const Payload> get(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(key);
     if (it == index_.end()) { ++misses_; return nullptr; }
@@ -25,7 +32,7 @@ class SvgCache {
     return it->second->body;
   }
 
-  void put(int64_t run, const std::string& key, std::shared_ptr<const std::string> body) {
+  void put(int64_t run, const std::string& key, std::shared_ptr<const Payload> body) {
     std::lock_guard<std::mutex> lock(mu_);
     if (body->size() > max_bytes_ / 4) return;  // one huge graph must not flush the rest
     auto it = index_.find(key);
@@ -54,7 +61,7 @@ class SvgCache {
   struct Entry {
     int64_t run;
     std::string key;
-    std::shared_ptr<const std::string> body;
+    std::shared_ptr<const Payload> body;
   };
   void drop(std::list<Entry>::iterator it) {
     bytes_ -= it->body->size();

@@ -65,13 +65,14 @@ std::string etag_of(const std::string& key, const RunInfo& run) {
   return buf;
 }
 
-void send_svg(httplib::Response& res, std::shared_ptr<const std::string> svg, const std::string& etag) {
+void send_svg(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> svg,
+              const std::string& etag) {
   res.status = 200;
   if (!etag.empty()) {
     res.set_header("ETag", etag);
     res.set_header("Cache-Control", "no-cache");  // revalidate: cheap with the ETag
   }
-  res.set_content(*svg, "image/svg+xml");
+  send_payload(req, res, std::move(svg), "image/svg+xml");
 }
 
 // GET /api/runs/{id}/flamegraph.svg
@@ -97,11 +98,15 @@ void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
       res.set_header("ETag", etag);
       return;
     }
-    if (auto hit = app.cache.get(key)) return send_svg(res, hit, etag);
+    if (auto hit = app.cache.get(key)) return send_svg(req, res, hit, etag);
   }
-  auto svg = std::make_shared<const std::string>(render_run_svg(*app.store, run, view, opts));
-  if (cacheable) app.cache.put(run.id, key, svg);
-  send_svg(res, svg, etag);
+  auto svg = std::make_shared<Payload>();
+  svg->raw = render_run_svg(*app.store, run, view, opts);
+  if (cacheable) {
+    svg->gz = gzip_text(svg->raw, 6);  // once, for every browser that asks later
+    app.cache.put(run.id, key, svg);
+  }
+  send_svg(req, res, svg, etag);
 }
 
 // GET /api/runs
@@ -137,14 +142,14 @@ void functions(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
   std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 1000, 1, 1000000));
-  send_json(res, 200, run_functions(load_tree(*app.store, run.id, view), view.metric, limit));
+  send_text(req, res, run_functions(load_tree(*app.store, run.id, view), view.metric, limit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 // GET /api/runs/{id}/profile.folded
 void folded(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
-  res.set_content(run_folded(*app.store, run.id, view), "text/plain; charset=utf-8");
+  send_text(req, res, run_folded(*app.store, run.id, view), "text/plain; charset=utf-8");
   res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + "." +
                                             std::string(metric_name(view.metric)) + ".folded\"");
 }
@@ -153,7 +158,7 @@ void folded(App& app, const httplib::Request& req, httplib::Response& res) {
 void speedscope(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
-  send_json(res, 200, run_speedscope(load_tree(*app.store, run.id, view), run, view.metric));
+  send_text(req, res, run_speedscope(load_tree(*app.store, run.id, view), run, view.metric).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
   res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + ".speedscope.json\"");
 }
 
@@ -235,7 +240,7 @@ void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
     opts.subtitle = std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
                     "; red grew, blue shrank";
   lf::Tree b = load_tree(*app.store, base.id, view), h = load_tree(*app.store, head.id, view);
-  res.set_content(render_diff_svg(b, h, normalize, opts), "image/svg+xml");
+  send_text(req, res, render_diff_svg(b, h, normalize, opts), "image/svg+xml");
 }
 
 // GET /api/diff

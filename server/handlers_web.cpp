@@ -21,7 +21,7 @@ bool read_file(const std::filesystem::path& p, std::string& out) {
 }
 
 // Serves web/<file> as HTML, read at each request so edits to web/ show at once.
-void page(App& app, const char* file, httplib::Response& res) {
+void page(App& app, const char* file, const httplib::Request& req, httplib::Response& res) {
   std::string body;
   if (!read_file(std::filesystem::path(app.cfg.web_dir) / file, body)) {
     res.status = 404;
@@ -30,7 +30,7 @@ void page(App& app, const char* file, httplib::Response& res) {
     return;
   }
   res.set_header("Cache-Control", "no-cache");
-  res.set_content(body, "text/html; charset=utf-8");
+  send_text(req, res, std::move(body), "text/html; charset=utf-8");
 }
 
 }  // namespace
@@ -46,7 +46,7 @@ void setup_web_routes(httplib::Server& svr, App& app) {
   for (const Page& p : pages) {
     const char* file = p.file;
     add_route(svr, app, "GET", p.pattern, p.route,
-              [&app, file](const httplib::Request&, httplib::Response& res) { page(app, file, res); });
+              [&app, file](const httplib::Request& req, httplib::Response& res) { page(app, file, req, res); });
   }
   // Static files: httplib's mount point refuses paths that leave the folder and sets the content type.
   svr.set_file_extension_and_mimetype_mapping("js", "text/javascript; charset=utf-8");

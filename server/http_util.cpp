@@ -2,6 +2,7 @@
 // log, request metrics, error JSON, and the guarantee that no input ends in a
 // 500 (every handler runs inside one try/catch).
 #include <spdlog/spdlog.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -10,6 +11,8 @@
 
 namespace lfs {
 namespace {
+
+const char* const kAcceptEncoding = "X-Luaflame-Accept-Encoding";
 
 // Per request, on the worker thread that serves it.
 thread_local std::chrono::steady_clock::time_point t_start;
@@ -106,6 +109,51 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "application/json");
 }
 
+std::string gzip_text(const std::string& text, int level) {
+  z_stream z{};
+  if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
+  std::string out(deflateBound(&z, text.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return rc == Z_STREAM_END ? out : std::string();
+}
+
+bool accepts_gzip(const httplib::Request& req) {
+  return req.get_header_value(kAcceptEncoding).find("gzip") != std::string::npos;
+}
+
+void send_payload(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> body,
+                  const std::string& type) {
+  if (res.status == -1 || res.status == 0) res.status = 200;
+  std::shared_ptr<const std::string> data(body, &body->raw);
+  if (accepts_gzip(req) && body->raw.size() > 1024) {
+    if (!body->gz.empty()) {
+      data = std::shared_ptr<const std::string>(body, &body->gz);
+    } else {
+      auto gz = std::make_shared<const std::string>(gzip_text(body->raw, 1));
+      if (!gz->empty()) data = gz;
+    }
+    if (data.get() != &body->raw) res.set_header("Content-Encoding", "gzip");
+  }
+  res.set_header("Vary", "Accept-Encoding");
+  if (data->empty()) { res.set_content("", type); return; }
+  // A content provider with a length: httplib sends it as is (no copy, no recompression).
+  res.set_content_provider(data->size(), type, [data](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+    return sink.write(data->data() + offset, length);
+  });
+}
+
+void send_text(const httplib::Request& req, httplib::Response& res, std::string text, const std::string& type) {
+  auto p = std::make_shared<Payload>();
+  p->raw = std::move(text);
+  send_payload(req, res, std::move(p), type);
+}
+
 void add_route(httplib::Server& svr, App& app, const char* method, const char* pattern, const char* route,
                Handler h) {
   auto wrapped = [&app, route, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
@@ -160,8 +208,15 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
 
 void setup(httplib::Server& svr, App& app) {
   svr.set_payload_max_length(app.cfg.max_body);
-  svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
     t_start = std::chrono::steady_clock::now();
+    // httplib's own response compression takes seconds on a large SVG: hide
+    // Accept-Encoding from it; send_payload compresses (once, for cached graphs).
+    auto& r = const_cast<httplib::Request&>(req);  // httplib owns it, not const
+    if (r.has_header("Accept-Encoding")) {
+      r.headers.emplace(kAcceptEncoding, r.get_header_value("Accept-Encoding"));
+      r.headers.erase("Accept-Encoding");
+    }
     t_route = nullptr;
     return httplib::Server::HandlerResponse::Unhandled;
   });
