@@ -15,18 +15,18 @@ export function rng(seed) {
 /** A small game-loop profile; `slowPhysics` multiplies physics' weight (for compare). */
 export function gameProfile(slowPhysics = 1) {
   const lines = [
-    ['main;love.run;love.update;world:update;physics.step;collide', 120 * slowPhysics],
-    ['main;love.run;love.update;world:update;physics.step;integrate', 60 * slowPhysics],
-    ['main;love.run;love.update;world:update;ai.think;pathfind;heap.push', 45],
-    ['main;love.run;love.update;world:update;ai.think;pathfind', 30],
-    ['main;love.run;love.update;input.poll', 12],
-    ['main;love.run;love.draw;render.sprites;[C] love.graphics.draw', 90],
-    ['main;love.run;love.draw;render.text;string.format', 25],
-    ['main;love.run;love.draw;render.text;[C] utf8.len', 4],
-    ['main;love.run;[GC] collectgarbage', 18],
-    ['main;load;config.parse;json.decode', 9],
-    // narrow on purpose: drawn only when zoomed in
-    ['main;love.run;love.update;world:update;ai.think;pathfind;tiny_helper_function', 1],
+    ['main;love.run;love.update;world:update;physics.step;collide', 12000 * slowPhysics],
+    ['main;love.run;love.update;world:update;physics.step;integrate', 6000 * slowPhysics],
+    ['main;love.run;love.update;world:update;ai.think;pathfind;heap.push', 4500],
+    ['main;love.run;love.update;world:update;ai.think;pathfind', 3000],
+    ['main;love.run;love.update;input.poll', 1200],
+    ['main;love.run;love.draw;render.sprites;[C] love.graphics.draw', 9000],
+    ['main;love.run;love.draw;render.text;string.format', 2500],
+    ['main;love.run;love.draw;render.text;[C] utf8.len', 400],
+    ['main;love.run;[GC] collectgarbage', 1800],
+    ['main;load;config.parse;json.decode', 900],
+    // narrower than 0.1 px in the whole graph: drawn only when zoomed in
+    ['main;love.run;love.update;world:update;ai.think;pathfind;heap.push;tiny_helper_function', 4],
   ];
   return lines.map(([s, v]) => `${s} ${v}`).join('\n') + '\n';
 }

@@ -254,14 +254,63 @@ async function loadFunctions() {
   }
 }
 
+// ---- exact search share ----------------------------------------------------
+// The graph leaves out frames too narrow to draw, so its matched width is a
+// lower bound. For runs of up to EXACT_STACKS stacks a worker loads the
+// view's folded stacks and gives the exact share.
+const EXACT_STACKS = 60000;
+let matcher = null;   // {worker, key, next id, pending callbacks}
+
+function exactShare(query) {
+  if (!run || !query || !(run.stacks > 0 && run.stacks <= EXACT_STACKS) || !window.Worker) return null;
+  const key = JSON.stringify([metric(), view.from, view.until, view.focus]);
+  if (!matcher || matcher.key !== key) {
+    if (matcher) matcher.worker.terminate();
+    const worker = new Worker('/static/js/match-worker.js');
+    matcher = { worker, key, id: 0, wait: new Map() };
+    const m = matcher;
+    worker.onmessage = (e) => { const cb = m.wait.get(e.data.id); m.wait.delete(e.data.id); if (cb) cb(e.data); };
+    worker.postMessage({ id: ++m.id, url: api.foldedURL(id, { metric: metric(), from: view.from, until: view.until, focus: view.focus.join(';') }) });
+  }
+  const m = matcher;
+  return new Promise((resolve) => { const k = ++m.id; m.wait.set(k, resolve); m.worker.postMessage({ id: k, query }); });
+}
+
+function showMatched(r, exact) {
+  const out = $('#matched');
+  if (!r) { out.textContent = ''; out.title = ''; return; }
+  const frames = `${r.count.toLocaleString('en')} frame${r.count === 1 ? '' : 's'}`;
+  if (exact !== undefined) {
+    out.textContent = exact > 0 ? `Matched ${fmtPct(exact)} (${frames})` : 'no match';
+    out.title = 'Share of the view\'s total in stacks with a matching frame (exact)';
+  } else if (!r.count) {
+    out.textContent = 'no match';
+  } else {
+    out.textContent = `Matched ≥ ${fmtPct(r.pct)} (${frames})`;
+    out.title = 'Share of the drawn graph; frames too narrow to draw are not counted';
+  }
+}
+
 function doSearch() {
   const out = $('#matched');
   if (!out) return null;  // the toolbar comes with the run's details
   const t0 = performance.now();
   const r = graph.search(view.q);
-  if (!r) out.textContent = '';
-  else if (!r.count) out.textContent = 'no match';
-  else out.textContent = `Matched ${fmtPct(r.pct)} (${r.count.toLocaleString('en')} frame${r.count === 1 ? '' : 's'})`;
+  const q = view.q;
+  const exact = r ? exactShare(q) : null;
+  showMatched(r, undefined);
+  delete out.dataset.exact;
+  if (exact) {
+    out.dataset.exact = 'pending';
+    exact.then((x) => {
+      if (view.q !== q) return;
+      if (x.error) { delete out.dataset.exact; return; }
+      showMatched(r, x.pct);
+      out.dataset.exact = '1';
+    });
+  } else if (r && r.count) {
+    out.dataset.exact = '0';
+  }
   perf.lastSearchMs = performance.now() - t0;
   const m = /^\^(.*)\$$/.exec(view.q || '');
   table.setActive(m ? m[1].replace(/\\(.)/g, '$1') : null);
