@@ -267,7 +267,8 @@ bool load(const char* prog, const std::vector<std::string>& files, const Args& a
   std::size_t bytes = 0;
   for (const std::string& f : inputs) {
     struct stat st;
-    if (f != "-" && ::stat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode)) bytes += std::size_t(st.st_size);
+    int r = f == "-" ? ::fstat(0, &st) : ::stat(f.c_str(), &st);  // stdin may be a file too
+    if (r == 0 && S_ISREG(st.st_mode)) bytes += std::size_t(st.st_size);
   }
   if (bytes) tree.reserve(bytes / 32);
   for (const std::string& f : inputs) {

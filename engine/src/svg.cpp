@@ -238,7 +238,7 @@ struct Renderer {
     const std::vector<uint32_t>& rank = tree.frame_ranks();
     std::vector<Item> stack{{Tree::kRoot, 0, 0}};
     std::vector<uint32_t> kids;
-    bool sort = !tree.flamechart();
+    bool sort = !(tree.flamechart() || o.flamechart);
     while (!stack.empty()) {
       Item it = stack.back();
       stack.pop_back();

@@ -290,3 +290,21 @@ TEST_CASE("empty input: a valid SVG that says so") {
   CHECK(golden::xml_problem(out) == "");
   CHECK(out.find("No &lt;data&gt; &amp; nothing") != std::string::npos);
 }
+
+TEST_CASE("random bytes in, well-formed SVG out (lenient parse, any tree)") {
+  std::mt19937 rng(3);
+  const char alphabet[] = "ab;;  \t\r\n0123456789.-<>&\"']]>\x01\x7f\xc3\xa9\xff\xed\xa0";
+  for (int round = 0; round < 200; ++round) {
+    CAPTURE(round);
+    std::string text;
+    int len = int(rng() % 400);
+    for (int i = 0; i < len; ++i) text += alphabet[rng() % (sizeof alphabet - 1)];
+    text += "\nx;y 5\n";  // at least one good line
+    lf::SvgOptions o;
+    o.min_width = rng() % 2 ? 0 : 0.1;
+    o.inverted = rng() % 2;
+    std::string svg = svg_of(text, o);
+    CHECK(golden::xml_problem(svg) == "");
+    CHECK(count(svg, "<script") == 1);
+  }
+}

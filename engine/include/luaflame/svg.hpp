@@ -31,7 +31,8 @@ struct SvgOptions {
   bool hash = false;                  ///< --hash: colour by name hash; default false (lua palette is always stable by name)
   bool inverted = false;              ///< --inverted: icicle graph; default false
   bool reverse = false;               ///< --reverse: reverse stacks before merging (done by caller via Tree); default false
-  bool flamechart = false;            ///< --flamechart: keep input order, x is time; default false
+  bool flamechart = false;            ///< --flamechart: children in input order, not by name (x is time); default false.
+                                      ///< For a true flame chart also build the tree with Tree::set_flamechart(true).
   double total = 0;                   ///< --total: override the total used for widths/percentages; default 0 = sum
   double factor = 1;                  ///< --factor: multiply counts in titles; default 1
   bool negate = false;                ///< --negate: swap red/blue in differentials; default false
