@@ -164,6 +164,18 @@ async function main() {
     assert(names.includes('collide') && names.includes('main'), 'graph holds the uploaded frames');
   });
 
+  await T.check('choosing a .folded file names the run after it and uploads it', async () => {
+    await open(page, '/upload');
+    await page.setInputFiles('#file', { name: 'nightly.folded', mimeType: 'text/plain', buffer: Buffer.from('main;a;b 3\nmain;c 2\n') });
+    assertEq(await page.inputValue('#name'), 'nightly', 'name from the file name');
+    assert((await page.textContent('#file-name')).includes('nightly.folded'), 'file shown');
+    await page.click('#submit');
+    await page.waitForURL(/\/runs\/\d+$/, { timeout: 15000 });
+    await page.waitForSelector('#flame[data-state=ready]');
+    assert((await frameNames(page)).includes('b'), 'graph of the file');
+    ids.file = +page.url().match(/\/runs\/(\d+)/)[1];
+  });
+
   await T.check('bad upload shows the server message with the line number', async () => {
     await open(page, '/upload');
     await page.fill('#folded', 'main;ok 5\nmain;no_count_here\nmain;ok 3\n');
@@ -201,7 +213,7 @@ async function main() {
   await T.check('runs list shows runs newest first with tags, metrics and live mark', async () => {
     await open(page, '/');
     const rows = await page.$$eval('#runs tbody tr', (trs) => trs.map((t) => ({ id: +t.dataset.id, text: t.textContent })));
-    assertEq(rows.length, 3, 'three runs listed');
+    assertEq(rows.length, 4, 'four runs listed');
     assertEq(rows[0].id, ids.stream, 'newest first');
     assert(rows.some((r) => r.id === ids.game1 && r.text.includes('branch') && r.text.includes('main')), 'tags shown');
     assert(await page.isVisible(`#runs tr[data-id="${ids.stream}"] .badge.live`), 'live run marked');
@@ -381,8 +393,8 @@ async function main() {
     const worker = async () => { while (next < opt.runs) { const i = next++; await apiUpload(`batch-${i % 50}`, [`n=${i}`], body); } };
     await Promise.all(Array.from({ length: 4 }, worker));
     T.figure(`API: ${opt.runs} uploads`, Date.now() - t0);
-    T.figure(`runs list open with ${opt.runs + 3} runs (first)`, await open(page, '/'));
-    T.figure(`runs list open with ${opt.runs + 3} runs (again)`, await open(page, '/'));
+    T.figure(`runs list open with ${opt.runs + 4} runs (first)`, await open(page, '/'));
+    T.figure(`runs list open with ${opt.runs + 4} runs (again)`, await open(page, '/'));
     assertEq(await page.locator('#runs tbody tr').count(), 50, 'one page of 50');
     const t1 = Date.now();
     await page.click('#page-next');

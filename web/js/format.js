@@ -41,7 +41,8 @@ export function fmtValue(v, metric, units, withName = false) {
   if (k === 'time') return fmtTime(v);
   if (k === 'bytes') return fmtBytes(v);
   if (!withName) return fmtCount(v);
-  const name = metric === 'alloc_count' ? 'allocs' : (metric || units || '');
+  let name = metric === 'alloc_count' ? 'allocs' : (metric || units || '');
+  if (v === 1 && name.endsWith('s')) name = name.slice(0, -1);  // "1 sample"
   return `${fmtCount(v)} ${name}`;
 }
 
