@@ -8,6 +8,7 @@ import { FlameGraph, exactRegexSource } from './flame.js';
 
 const app = $('#app');
 const LIST = 200;
+const ALL_METRICS = ['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes'];
 let graph = null;
 let runs = [];
 const perf = (window.__lfPerf = { loads: [] });
@@ -17,7 +18,7 @@ function readState() {
   return {
     base: q.get('base') || '', head: q.get('head') || '',
     base_name: q.get('base_name') || '', base_tag: q.getAll('base_tag').join(' '),
-    metric: q.get('metric') || 'samples', normalize: q.get('normalize') !== '0',
+    metric: q.get('metric') || '', normalize: q.get('normalize') !== '0',
   };
 }
 
@@ -43,9 +44,18 @@ function form(st) {
   const bname = el('input#base-name', { type: 'text', placeholder: 'name, e.g. myapp', value: st.base_name });
   const btag = el('input#base-tag', { type: 'text', placeholder: 'tags, e.g. branch=main', value: st.base_tag });
   const headSel = runSelect('head', st.head);
-  const metrics = new Set(['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes']);
-  const msel = el('select#metric', [...metrics].map((m) => el('option', { value: m }, metricLabel(m))));
-  msel.value = st.metric;
+  // Offer the metrics the head run has (all of them when it is not in the list).
+  const msel = el('select#metric');
+  const fillMetrics = () => {
+    const head = runs.find((r) => String(r.id) === headSel.value);
+    const have = head ? Object.keys(head.metrics || {}) : [];
+    const list = ALL_METRICS.filter((m) => !have.length || have.includes(m));
+    const keep = msel.value || st.metric;
+    msel.replaceChildren(...list.map((m) => el('option', { value: m }, metricLabel(m))));
+    msel.value = list.includes(keep) ? keep : list[0];
+  };
+  fillMetrics();
+  headSel.addEventListener('change', fillMetrics);
   const norm = el('input#normalize', { type: 'checkbox', checked: st.normalize });
   const sync = () => { baseSel.disabled = modeName.checked; bname.disabled = btag.disabled = !modeName.checked; };
   modeRun.addEventListener('change', sync);
