@@ -42,7 +42,8 @@ export class FuncTable {
       this.foot);
   }
 
-  setData(data, metric, units) {
+  setData(data, metric, units, scope = '') {
+    this.scope = scope;
     this.data = data;
     this.metric = metric;
     this.units = units;
@@ -79,6 +80,6 @@ export class FuncTable {
     const all = (this.data.functions || []).length;
     this.foot.textContent = list.length > ROWS
       ? `Showing ${ROWS} of ${list.length.toLocaleString('en')} functions; filter to narrow down.`
-      : `${list.length.toLocaleString('en')} of ${all.toLocaleString('en')} functions · click one to highlight it`;
+      : `${list.length.toLocaleString('en')} of ${all.toLocaleString('en')} functions${this.scope ? ' under ' + this.scope : ''} · click one to highlight it`;
   }
 }

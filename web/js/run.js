@@ -243,12 +243,13 @@ async function drawGraph() {
 
 async function loadFunctions() {
   const m = metric();
-  const key = JSON.stringify([m, view.from, view.until]);
+  const key = JSON.stringify([m, view.from, view.until, view.focus]);
   if (key === fnKey) return;
   fnKey = key;
   try {
-    const data = await api.functions(id, { metric: m, from: view.from, until: view.until, limit: 5000 });
-    table.setData(data, m, unitsOf(m));
+    // The table follows the zoom: functions of the focused subtree only.
+    const data = await api.functions(id, { metric: m, from: view.from, until: view.until, focus: view.focus.join(';'), limit: 5000 });
+    table.setData(data, m, unitsOf(m), view.focus.length ? view.focus[view.focus.length - 1] : '');
   } catch (e) {
     $('#side').replaceChildren(errorBox('Could not load functions', e));
   }
