@@ -92,8 +92,3 @@ export function metricLabel(m) {
   return ({ samples: 'Samples', time: 'Time', calls: 'Calls', alloc_bytes: 'Allocated bytes',
     alloc_count: 'Allocations', live_bytes: 'Live bytes' })[m] || m;
 }
-
-/** The palette the server should use for a metric (issue 7: mem for memory). */
-export function paletteFor(metric) {
-  return /^(alloc_|live_)/.test(metric || '') ? 'mem' : '';
-}

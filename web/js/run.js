@@ -22,7 +22,6 @@ let graph = null;
 let table = null;
 let loadedKey = '';       // what the graph shows now
 let fnKey = '';           // what the table shows now
-let liveTimer = 0;
 let lastWidth = 0;
 const perf = (window.__lfPerf = { loads: [] });
 
@@ -201,15 +200,13 @@ function fullPath(chain) {
   return chain.length && chain[0] === 'all' ? chain.slice(1) : chain.slice();
 }
 
+// Tooltip line: the title's value (the server formats units), and shares.
 function describe(info, share) {
-  const m = metric();
-  const u = unitsOf(m);
   const parts = [];
   if (info.value) parts.push(info.value);
   parts.push(`${fmtPct(isFinite(info.pct) ? info.pct : share)} of ${view.focus.length ? 'run' : 'total'}`);
   if (view.focus.length) parts.push(`${fmtPct(share)} of view`);
   if (info.extra) parts.push(info.extra);
-  void u;
   return parts.join(' · ');
 }
 
@@ -345,7 +342,7 @@ async function pollLive() {
   loadedKey = '';  // a live run changes: fetch again
   fnKey = '';
   await render();
-  if (run.status === 'live') liveTimer = setTimeout(pollLive, LIVE_MS);
+  if (run.status === 'live') setTimeout(pollLive, LIVE_MS);
   else { loadedKey = ''; fnKey = ''; render(); }
 }
 
@@ -420,8 +417,7 @@ async function main() {
   }, 250)).observe($('#graph-panel'));
   await early;
   await render();
-  if (run.status === 'live') liveTimer = setTimeout(pollLive, LIVE_MS);
+  if (run.status === 'live') setTimeout(pollLive, LIVE_MS);
 }
 
 main().catch((e) => { app.append(errorBox('Something went wrong on this page', e)); console.error(e); });
-void liveTimer;
