@@ -6,13 +6,35 @@
 // table keyed by (parent, frame); consecutive stacks sharing a prefix skip
 // even that (see add()).
 #include <algorithm>
+#include <sys/mman.h>
+
 #include <cstring>
+#include <new>
 #include <numeric>
 
 #include "luaflame/tree.hpp"
 #include "walk.hpp"
 
 namespace lf {
+
+namespace {
+constexpr std::size_t kBigBytes = std::size_t(4) << 20;
+}  // namespace
+
+void* detail::big_alloc(std::size_t bytes) {
+  if (bytes < kBigBytes) return ::operator new(bytes);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+void detail::big_free(void* p, std::size_t bytes) {
+  if (bytes < kBigBytes) ::operator delete(p);
+  else ::munmap(p, bytes);
+}
 
 using detail::hash_bytes;
 using detail::hash_pair;
@@ -103,7 +125,7 @@ void Tree::index_insert(uint32_t node) {
 }
 
 void Tree::index_grow() {
-  std::vector<uint64_t> old;
+  detail::BigVector<uint64_t> old;
   old.swap(child_slots_);
   child_slots_.assign(std::max<std::size_t>(1024, old.size() * 2), 0);
   child_count_ = 0;
@@ -245,7 +267,7 @@ void Tree::add(const FoldedLine& line) {
 void Tree::finalize() {
   std::size_t n = links_.size();
   // The child index is only needed while adding; free it (child() rebuilds).
-  std::vector<uint64_t>().swap(child_slots_);
+  detail::BigVector<uint64_t>().swap(child_slots_);
   child_count_ = 0;
   index_valid_ = false;
   for (Link& l : links_) l.first_child = l.next_sibling = kNone;
@@ -258,7 +280,7 @@ void Tree::finalize() {
   }
   for (int c = 0; c < (differential_ ? 2 : 1); ++c) {
     total_[c] = self_[c];
-    std::vector<double>& t = total_[c];
+    detail::BigVector<double>& t = total_[c];
     for (std::size_t i = n; i-- > 1;) t[links_[i].parent] += t[i];
   }
 }

@@ -14,6 +14,33 @@
 
 namespace lf {
 
+namespace detail {
+/// Allocator for the tree's big columns: blocks of 4 MiB and more come from
+/// mmap with transparent huge pages requested (fewer TLB misses and page
+/// faults on millions of nodes); smaller ones from operator new.
+template <class T>
+struct BigAlloc {
+  using value_type = T;
+  BigAlloc() = default;
+  template <class U>
+  BigAlloc(const BigAlloc<U>&) {}
+  T* allocate(std::size_t n);
+  void deallocate(T* p, std::size_t n);
+  template <class U>
+  bool operator==(const BigAlloc<U>&) const { return true; }
+  template <class U>
+  bool operator!=(const BigAlloc<U>&) const { return false; }
+};
+void* big_alloc(std::size_t bytes);
+void big_free(void* p, std::size_t bytes);
+template <class T>
+T* BigAlloc<T>::allocate(std::size_t n) { return static_cast<T*>(big_alloc(n * sizeof(T))); }
+template <class T>
+void BigAlloc<T>::deallocate(T* p, std::size_t n) { big_free(p, n * sizeof(T)); }
+template <class T>
+using BigVector = std::vector<T, BigAlloc<T>>;
+}  // namespace detail
+
 class Tree {
  public:
   static constexpr uint32_t kRoot = 0;
@@ -78,11 +105,10 @@ class Tree {
   /// Depth of node i (root 0); walks to the root, so O(depth).
   uint32_t depth_of(uint32_t i) const;
   double self_at(uint32_t i, int col = 0) const {
-    const std::vector<double>& v = self_[col && differential_ ? 1 : 0];
-    return v[i];
+    return self_[col && differential_ ? 1 : 0][i];
   }
   double total_at(uint32_t i, int col = 0) const {
-    const std::vector<double>& v = total_[col && differential_ ? 1 : 0];
+    const detail::BigVector<double>& v = total_[col && differential_ ? 1 : 0];
     return i < v.size() ? v[i] : 0;
   }
   /// Rank of each frame name in byte order (computed on demand, cached).
@@ -104,10 +130,10 @@ class Tree {
   void index_rebuild();
   void grow_frame_index();
 
-  std::vector<Link> links_;
-  std::vector<uint8_t> nkids_;                 // children per node, saturating at 255
-  std::vector<double> self_[2];
-  std::vector<double> total_[2];
+  detail::BigVector<Link> links_;
+  detail::BigVector<uint8_t> nkids_;           // children per node, saturating at 255
+  detail::BigVector<double> self_[2];
+  detail::BigVector<double> total_[2];
   // Frame names: the strings callers see, plus a packed copy (one arena,
   // offsets) that interning compares against without chasing pointers.
   std::vector<std::string> frames_;
@@ -118,7 +144,7 @@ class Tree {
   // Children of nodes with many children are found through this table,
   // slot = (hash tag << 32 | node), 0 = empty; nodes with few children by
   // walking their list, and nodes with none not at all.
-  std::vector<uint64_t> child_slots_;
+  detail::BigVector<uint64_t> child_slots_;
   std::size_t child_count_ = 0;                // entries in child_slots_
   bool index_valid_ = true;                    // false after finalize() freed it
   mutable std::vector<uint32_t> ranks_;        // frame_ranks() cache
