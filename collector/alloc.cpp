@@ -1,5 +1,12 @@
-// The allocation profiler (issue 7). Placeholder until written.
+// The allocation profiler (see alloc.hpp). Sampling by bytes: the distance
+// to the next sample is exponential with mean alloc_rate, so an allocation
+// of s bytes is sampled with probability p = 1 - exp(-s/rate) and stands
+// for s/p bytes and 1/p allocations: unbiased totals (as tcmalloc and
+// LuaJIT's memprof do). alloc_rate = 0 records every allocation.
 #include "alloc.hpp"
+
+#include <cmath>
+
 #include "session.hpp"
 #include "streamer.hpp"
 
@@ -7,11 +14,165 @@ namespace lfc {
 
 Session::~Session() = default;  // here, where AllocState is complete
 
-bool Session::start_alloc(std::string& err) {
-  err = "mode 'alloc' is not available yet";
-  return false;
+namespace {
+
+constexpr int kBuffer = -1;  // a new vector or buffer (table parts, stack, code...)
+constexpr int kGrowth = -2;  // a block grown in place or moved (table resize, buffers)
+
+const char* type_frame(int type) {
+  switch (type) {
+    case LUA_TSTRING: return "[alloc] string";
+    case LUA_TTABLE: return "[alloc] table";
+    case LUA_TFUNCTION: return "[alloc] function";
+    case LUA_TUSERDATA: return "[alloc] userdata";
+    case LUA_TTHREAD: return "[alloc] thread";
+    case LUA_NUMTYPES: return "[alloc] upvalue";      // LUA_TUPVAL
+    case LUA_NUMTYPES + 1: return "[alloc] proto";   // LUA_TPROTO
+    case kGrowth: return "[alloc] resize";
+    default: return "[alloc] buffer";
+  }
 }
-void Session::take_alloc(lua_State*) {}
-void Session::stop_alloc(lua_State*) {}
+
+void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  AllocState* a = static_cast<AllocState*>(ud);
+  void* r = a->orig(a->orig_ud, ptr, osize, nsize);
+  if (!a->active) return r;
+  if (nsize == 0) {
+    if (ptr) a->on_free(ptr);
+    return r;
+  }
+  if (!r) return r;
+  if (!ptr) {
+    // A new block: for a new object Lua passes its type as osize.
+    int type = osize >= LUA_TSTRING && osize <= LUA_NUMTYPES + 1 ? static_cast<int>(osize) : kBuffer;
+    a->on_new(r, nsize, type);
+    return r;
+  }
+  if (r != ptr && !a->live.empty() && a->maybe_live(ptr)) {
+    auto it = a->live.find(ptr);
+    if (it != a->live.end()) {
+      AllocState::Live lv = it->second;
+      a->live.erase(it);
+      a->live[r] = lv;
+      a->mark_live(r);
+    }
+  }
+  if (nsize > osize) a->on_new(r, nsize - osize, kGrowth);
+  return r;
+}
+
+}  // namespace
+
+void AllocState::next_countdown() {
+  // xorshift64*, then an exponential draw with mean `rate`.
+  rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+  double u = static_cast<double>((rng * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
+  countdown = static_cast<int64_t>(-std::log(1.0 - u) * rate) + 1;
+}
+
+void AllocState::on_new(void* block, std::size_t size, int type) {
+  if (busy) return;
+  total_bytes += size;
+  ++total_count;
+  uint64_t bytes = size, count = 1;
+  if (!exact) {
+    countdown -= static_cast<int64_t>(size);
+    if (countdown > 0) return;
+    double p = 1.0 - std::exp(-static_cast<double>(size) / rate);
+    bytes = static_cast<uint64_t>(std::llround(static_cast<double>(size) / p));
+    count = static_cast<uint64_t>(std::llround(1.0 / p));
+    next_countdown();
+  }
+  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false};
+  else lost_bytes += bytes, lost_count += count;
+  session->request_alloc_sample();
+}
+
+void AllocState::on_free(void* block) {
+  for (std::size_t i = 0; i < npending; ++i)
+    if (pending[i].block == block) pending[i].freed = true;
+  if (live.empty() || !maybe_live(block)) return;
+  live.erase(block);  // blocks from before the session are simply not there
+}
+
+void Session::request_alloc_sample() {
+  alloc_pending.store(true, std::memory_order_relaxed);
+  if (in_critical) { deferred = 1; return; }
+  begin_critical();
+  arm();
+  end_critical();
+}
+
+bool Session::start_alloc(std::string&) {
+  auto a = std::make_unique<AllocState>();
+  a->session = this;
+  a->L = start_L;
+  a->orig = lua_getallocf(start_L, &a->orig_ud);
+  a->rate = opt.alloc_rate;
+  a->exact = opt.alloc_rate <= 0;
+  a->filter.assign(1u << 14, 0);
+  a->rng ^= now_ns();
+  if (!a->exact) a->next_countdown();
+  a->active = true;
+  alloc = std::move(a);
+  lua_setallocf(start_L, lf_alloc, alloc.get());
+  return true;
+}
+
+void Session::take_alloc(lua_State* L) {
+  alloc_pending.store(false, std::memory_order_relaxed);
+  AllocState* a = alloc.get();
+  if (!a || (!a->npending && !a->lost_count)) return;
+  const uint64_t t0 = now_ns();
+  walk(L, scratch);
+  const uint32_t base = path_node(scratch);
+  for (std::size_t i = 0; i < a->npending; ++i) {
+    const AllocState::Pending& p = a->pending[i];
+    uint32_t leaf = tree.child(base, frames.named(type_frame(p.type)));
+    tree.add(leaf, col_abytes, p.bytes);
+    tree.add(leaf, col_acount, p.count);
+    if (!p.freed && p.block) {
+      AllocState::Live& lv = a->live[p.block];
+      lv.bytes = p.type == kGrowth ? lv.bytes + p.bytes : p.bytes;
+      lv.node = leaf;
+      a->mark_live(p.block);
+    }
+  }
+  a->npending = 0;
+  if (a->lost_count) {
+    uint32_t lost = tree.child(0, frames.named("[alloc] unattributed"));
+    tree.add(lost, col_abytes, a->lost_bytes);
+    tree.add(lost, col_acount, a->lost_count);
+    a->lost_bytes = a->lost_count = 0;
+  }
+  hook_ns += now_ns() - t0;
+}
+
+void Session::stop_alloc(lua_State* L, bool collect) {
+  AllocState* a = alloc.get();
+  if (!a) return;
+  if (L && a->npending) { a->busy = true; take_alloc(L); }
+  if (L && collect) {
+    // Live bytes are what survives a full collection: a leak graph.
+    a->busy = true;
+    lua_gc(L, LUA_GCCOLLECT);
+    lua_gc(L, LUA_GCCOLLECT);
+  }
+  for (const auto& kv : a->live) tree.add(kv.second.node, col_live, kv.second.bytes);
+  alloc_total_bytes = a->total_bytes;
+  alloc_total_count = a->total_count;
+  a->active = false;
+  a->live = {};
+  a->filter = {};
+  void* ud = nullptr;
+  if (L && collect && lua_getallocf(L, &ud) == lf_alloc && ud == a) {
+    lua_setallocf(L, a->orig, a->orig_ud);
+    alloc.reset();
+  } else {
+    // Blocks may still come back through the wrapper (someone wrapped it
+    // again, or the state is closing): it stays, passing everything through.
+    alloc.release();
+  }
+}
 
 }  // namespace lfc

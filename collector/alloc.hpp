@@ -1,8 +1,69 @@
-// The allocation profiler's state (alloc.cpp).
+// The allocation profiler's state (alloc.cpp). The wrapper around the
+// state's allocator never walks the Lua stack, never calls Lua and never
+// allocates through the state: it counts bytes, and when a sample falls
+// (every alloc_rate bytes on average, exponential intervals), it notes the
+// allocation in a fixed buffer and arms the one-shot hook, as the sampler's
+// signal does. The hook, at the next instruction or return, attributes
+// what is pending to the current stack, with the object type as the leaf
+// frame ("[alloc] table").
 #pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+extern "C" {
+#include <lua.h>
+}
 
 namespace lfc {
 
-struct AllocState {};
+class Session;
+
+struct AllocState {
+  /// One sampled allocation waiting for the hook.
+  struct Pending {
+    void* block;
+    uint64_t bytes;  ///< estimated bytes it stands for
+    uint64_t count;  ///< estimated allocations it stands for, times 1024
+    int type;        ///< LUA_T* of a new object, -1 buffer/array, -2 growth
+    bool freed;
+  };
+  /// A sampled block still allocated: where it came from, what it weighs.
+  struct Live {
+    uint32_t node;
+    uint64_t bytes;
+  };
+  static constexpr std::size_t kPending = 4096;
+
+  Session* session = nullptr;
+  lua_State* L = nullptr;
+  lua_Alloc orig = nullptr;
+  void* orig_ud = nullptr;
+  bool active = false;    ///< false: pass everything through (after stop)
+  bool exact = false;     ///< alloc_rate 0: every allocation
+  bool busy = false;      ///< the collector itself is allocating (hook, stop)
+  double rate = 0;        ///< mean bytes between samples
+  int64_t countdown = 0;  ///< bytes until the next sample
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  Pending pending[kPending];
+  std::size_t npending = 0;
+  uint64_t lost_bytes = 0, lost_count = 0;  ///< pending buffer full
+  uint64_t total_bytes = 0, total_count = 0;  ///< exact totals, for the report
+  std::unordered_map<void*, Live> live;
+  std::vector<uint64_t> filter;  ///< bitmap of addresses that may be in `live`
+
+  void next_countdown();
+  bool maybe_live(void* p) const {
+    uint64_t h = (reinterpret_cast<uintptr_t>(p) >> 4) * 0x9e3779b97f4a7c15ull >> 44;  // 20 bits
+    return (filter[h >> 6] >> (h & 63)) & 1;
+  }
+  void mark_live(void* p) {
+    uint64_t h = (reinterpret_cast<uintptr_t>(p) >> 4) * 0x9e3779b97f4a7c15ull >> 44;
+    filter[h >> 6] |= 1ull << (h & 63);
+  }
+  void on_new(void* block, std::size_t size, int type);
+  void on_free(void* block);
+};
 
 }  // namespace lfc

@@ -90,6 +90,7 @@ void lf_hook(lua_State* L, lua_Debug* ar) {
 
 void Session::hook(lua_State* L, lua_Debug* ar) {
   ++hook_calls;
+  if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
   const int ev = ar->event;
   if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   const bool was_armed = armed && armed_L == L;
@@ -103,6 +104,7 @@ void Session::hook(lua_State* L, lua_Debug* ar) {
     disarm();
     end_critical();
   }
+  if (alloc) alloc->busy = false;
   if (fwd && fwd != lf_hook && (prev_mask & event_mask(ev)) && !(was_armed && ev == LUA_HOOKCOUNT))
     fwd(L, ar);
 }
@@ -268,11 +270,15 @@ void restore_coroutine_wrappers(lua_State* L) {
   lua_pop(L, 1);
 }
 
+bool g_closing = false;  // stop() from the lua_close finalizer: no collection there
+
 // lua_close runs this finalizer: the session ends with the state.
 int on_state_close(lua_State* L) {
   Session* s = g_session.load();
   if (s && s->main_L == L) {
+    g_closing = true;
     Summary sum = stop(L);
+    g_closing = false;
     if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty()) std::fprintf(stderr, "%s", format_summary(sum).c_str());
   }
   return 0;
@@ -381,11 +387,13 @@ Summary stop(lua_State* L) {
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
   }
-  if (s->opt.alloc) s->stop_alloc(L);
   g_after_hook = s->prev_hook;
   g_after_mask = s->prev_mask;
   g_after_count = s->prev_count;
+  // Detached before the final collection: finalizers it runs (our closer
+  // among them) must not see a session that is going away.
   g_session.store(nullptr);
+  if (s->opt.alloc) s->stop_alloc(L, !g_closing);
 
   sum.mode = s->opt.trace ? (s->opt.sample ? "both" : "trace") : (s->opt.sample ? "sample" : "");
   if (s->opt.alloc) sum.mode += sum.mode.empty() ? "alloc" : "+alloc";
@@ -407,11 +415,9 @@ Summary stop(lua_State* L) {
   sum.frames = s->names.size();
   sum.memory_bytes = s->memory_bytes();
   if (s->col_abytes >= 0) {
-    for (uint32_t i = 0; i < s->tree.size(); ++i) {
-      sum.alloc_bytes += s->tree.value(i, s->col_abytes);
-      sum.alloc_count += s->tree.value(i, s->col_acount);
-      sum.live_bytes += s->tree.value(i, s->col_live);
-    }
+    sum.alloc_bytes = s->alloc_total_bytes;
+    sum.alloc_count = s->alloc_total_count;
+    for (uint32_t i = 0; i < s->tree.size(); ++i) sum.live_bytes += s->tree.value(i, s->col_live);
   }
   std::string err;
   s->write_outputs(sum.files, err);

@@ -144,9 +144,11 @@ class Session {
 
   // ---- allocation profiler (alloc.cpp) ----
   std::unique_ptr<AllocState> alloc;
+  uint64_t alloc_total_bytes = 0, alloc_total_count = 0;  ///< exact, for the report
   bool start_alloc(std::string& err);
+  void request_alloc_sample();  ///< from the allocator: arm the hook
   void take_alloc(lua_State* L);
-  void stop_alloc(lua_State* L);
+  void stop_alloc(lua_State* L, bool collect);
 
   // ---- accounting ----
   uint64_t start_wall = 0, start_unix = 0, start_clock = 0;

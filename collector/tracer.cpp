@@ -170,7 +170,7 @@ void Session::trace_event(lua_State* L, lua_Debug* ar) {
   last_tick = t0;
   // One event in 32 also reads the clock on the way out: the mean hook
   // cost, reported and not charged. (Two reads per event would cost more.)
-  if ((++trace_events & 31) == 0) {
+  if ((++trace_events & 31) == 1) {
     hook_sampled += tclock.now() - t0;
     hook_est = hook_sampled / ++hook_sampled_n;
   }
