@@ -70,14 +70,9 @@ void AllocState::next_countdown() {
   countdown = static_cast<int64_t>(-std::log(1.0 - u) * rate) + 1;
 }
 
-void AllocState::on_new(void* block, std::size_t size, int type) {
-  if (busy) return;
-  total_bytes += size;
-  ++total_count;
+void AllocState::sampled(void* block, std::size_t size, int type) {
   uint64_t bytes = size, count = 1;
   if (!exact) {
-    countdown -= static_cast<int64_t>(size);
-    if (countdown > 0) return;
     double p = 1.0 - std::exp(-static_cast<double>(size) / rate);
     bytes = static_cast<uint64_t>(std::llround(static_cast<double>(size) / p));
     count = static_cast<uint64_t>(std::llround(1.0 / p));
@@ -88,11 +83,9 @@ void AllocState::on_new(void* block, std::size_t size, int type) {
   session->request_alloc_sample();
 }
 
-void AllocState::on_free(void* block) {
+void AllocState::unpend(void* block) {
   for (std::size_t i = 0; i < npending; ++i)
     if (pending[i].block == block) pending[i].freed = true;
-  if (live.empty() || !maybe_live(block)) return;
-  live.erase(block);  // blocks from before the session are simply not there
 }
 
 void Session::request_alloc_sample() {

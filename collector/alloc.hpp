@@ -62,8 +62,24 @@ struct AllocState {
     uint64_t h = (reinterpret_cast<uintptr_t>(p) >> 4) * 0x9e3779b97f4a7c15ull >> 44;
     filter[h >> 6] |= 1ull << (h & 63);
   }
-  void on_new(void* block, std::size_t size, int type);
-  void on_free(void* block);
+  /// Every allocation: counts, and samples when the countdown runs out.
+  void on_new(void* block, std::size_t size, int type) {
+    if (busy) return;
+    total_bytes += size;
+    ++total_count;
+    if (!exact) {
+      countdown -= static_cast<int64_t>(size);
+      if (countdown > 0) return;
+    }
+    sampled(block, size, type);
+  }
+  /// Every free: only blocks in the pending buffer or maybe in `live` cost more.
+  void on_free(void* block) {
+    if (npending) unpend(block);
+    if (!live.empty() && maybe_live(block)) live.erase(block);  // blocks from before the session are not there
+  }
+  void sampled(void* block, std::size_t size, int type);
+  void unpend(void* block);
 };
 
 }  // namespace lfc

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Collector overhead: each program unprofiled (lua5.4) and under `luaflame run`
+# in each mode, interleaved round by round, medians reported. Then callgrind
+# instruction counts for the sample mode's cost per sample.
+#   bench/collector/run.sh [BUILD_DIR] [ROUNDS]     (default build, 5)
+# Figures: process CPU (user+sys, all threads), the Lua thread's CPU (for
+# profiled runs: the sampled CPU clock the collector reports; unprofiled:
+# the process, which has one thread), wall time, max RSS, samples per ms of
+# Lua-thread CPU, the collector's own memory.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-build}
+rounds=${2:-5}
+LF=$(realpath "$build/cli/luaflame")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+run_one() {  # prog mode -> appends "cpu luacpu wall rss per_ms mem" to $work/prog.mode
+  local prog=$1 mode=$2 out
+  if [ "$mode" = none ]; then
+    out=$( { /usr/bin/time -f "TIME %U %S %e %M" lua5.4 "$here/$prog.lua" > /dev/null; } 2>&1 )
+    echo "$out" | awk '/^TIME/ {cpu=$2+$3; print cpu, cpu, $4, $5, 0, 0}' >> "$prog.$mode"
+  else
+    out=$( { /usr/bin/time -f "TIME %U %S %e %M" "$LF" run --mode "$mode" -o "$work/p.folded" "$here/$prog.lua" > /dev/null; } 2>&1 )
+    echo "$out" | awk '
+      /^TIME/ {cpu=$2+$3; wall=$4; rss=$5}
+      /over [0-9.]+ s of clock/ {match($0, /over [0-9.]+ s/); luacpu=substr($0, RSTART+5, RLENGTH-7)+0;
+                                 match($0, /\(([0-9]+) events/); ev=substr($0, RSTART+1, RLENGTH-8)+0}
+      /collector: / {match($0, /ms in [0-9]+ hooks, [0-9.]+ [KMG]iB/); m=substr($0, RSTART, RLENGTH); split(m, p, " ");
+                     mem=p[5]; if (p[6]=="MiB") mem*=1024; if (p[6]=="GiB") mem*=1048576}
+      END {if (!luacpu) luacpu=cpu; print cpu, luacpu, wall, rss, (ev ? ev/(luacpu*1000) : 0), mem}' >> "$prog.$mode"
+  fi
+}
+
+modes_of() { case $1 in alloc) echo "none alloc sample+alloc";; *) echo "none sample trace both";; esac; }
+for prog in mixed parser alloc; do
+  for r in $(seq "$rounds"); do
+    for mode in $(modes_of "$prog"); do run_one "$prog" "$mode"; done
+  done
+done
+
+printf "%-8s %-12s %9s %9s %9s %9s %8s %9s %11s\n" program mode cpu_s lua_cpu_s wall_s slowdown rss_MB per_ms collector_KiB
+for prog in mixed parser alloc; do
+  base=$(cut -d' ' -f2 "$prog.none" | median)
+  for mode in $(modes_of "$prog"); do
+    cpu=$(cut -d' ' -f1 "$prog.$mode" | median); lua=$(cut -d' ' -f2 "$prog.$mode" | median)
+    wall=$(cut -d' ' -f3 "$prog.$mode" | median); rss=$(cut -d' ' -f4 "$prog.$mode" | median)
+    per=$(cut -d' ' -f5 "$prog.$mode" | median); mem=$(cut -d' ' -f6 "$prog.$mode" | median)
+    printf "%-8s %-12s %9.3f %9.3f %9.3f %8.3fx %8.1f %9.3f %11.0f\n" "$prog" "$mode" "$cpu" "$lua" "$wall" \
+      "$(echo "$lua $base" | awk '{print $1/$2}')" "$(echo "$rss" | awk '{print $1/1024}')" "$per" "$mem"
+  done
+done
+
+# Callgrind: instructions of the Lua thread, unprofiled vs sample mode, on
+# a shorter run; the difference per sample event gives the sample cost.
+if command -v valgrind > /dev/null; then
+  ir() { valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$work/cg.%p" "$@" > /dev/null 2> "$work/vg.err";
+         local f; f=$(ls -t "$work"/cg.*-01 | head -1); grep -m1 '^summary:\|^totals:' "$f" | awk '{print $2}'; rm -f "$work"/cg.*; }
+  base_ir=$(ir lua5.4 "$here/mixed.lua" 0.25)
+  samp_ir=$(ir "$LF" run -q --mode sample -o "$work/cg.folded" "$here/mixed.lua" 0.25)
+  none_ir=$(ir "$LF" run -q --mode sample --hz 1 -o "$work/cg.folded" "$here/mixed.lua" 0.25)
+  events=$(valgrind --tool=none "$LF" run --mode sample -o "$work/cg.folded" "$here/mixed.lua" 0.25 2>&1 >/dev/null |
+           sed -n 's/.*(\([0-9]*\) events.*/\1/p')
+  echo
+  echo "callgrind (mixed.lua 0.25, Lua thread): lua5.4 $base_ir Ir; luaflame run sample@1Hz $none_ir Ir; sample@999Hz $samp_ir Ir, $events sample events under valgrind"
+  echo "$samp_ir $none_ir $events $base_ir" | awk '{per=($1-$2)/$3; printf "  instructions per sample: %.0f; at 1 kHz natively that is %.3f%% of lua5.4'"'"'s %d Ir per ms of CPU\n", per, 100*per/($4/250), $4/250}'
+fi
