@@ -45,10 +45,14 @@ needed() {
 pkgs="$(needed "$@")"
 if [ -z "$check" ]; then printf '%s\n' "$pkgs"; exit 0; fi
 
-listed="$(sed 's/#.*//' "$check" | tr -s ' \t' '\n\n' | sed '/^$/d' | sort -u)"
-extra="$(grep -E '#[[:space:]]*extra:' "$check" | sed 's/#.*//' | tr -s ' \t' '\n\n' | sed '/^$/d' | sort -u)"
-missing="$(comm -23 <(printf '%s\n' "$pkgs") <(printf '%s\n' "$listed"))"
-unneeded="$(comm -13 <(printf '%s\n' "$pkgs") <(printf '%s\n' "$listed") | comm -23 - <(printf '%s\n' "$extra"))"
+# Plain files, not <(...): a build root may have no /dev/fd.
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+printf '%s\n' "$pkgs" >"$tmp/needed"
+sed 's/#.*//' "$check" | tr -s ' \t' '\n\n' | sed '/^$/d' | sort -u >"$tmp/listed"
+grep -E '#[[:space:]]*extra:' "$check" | sed 's/#.*//' | tr -s ' \t' '\n\n' | sed '/^$/d' | sort -u >"$tmp/extra"
+missing="$(comm -23 "$tmp/needed" "$tmp/listed")"
+unneeded="$(comm -13 "$tmp/needed" "$tmp/listed" | comm -23 - "$tmp/extra")"
 status=0
 if [ -n "$missing" ]; then
   echo "runtime-deps: $check lacks packages the programs need:" $missing >&2; status=1
