@@ -122,6 +122,8 @@ const std::vector<Option>& options() {
        int_setter(&Config::max_tags, "--max-tags", 0, 1024)},
       {"--retention-interval", "LUAFLAME_RETENTION_INTERVAL", "seconds between retention passes (default 60)",
        int_setter(&Config::retention_interval, "--retention-interval", 1, 86400)},
+      {"--stale-minutes", "LUAFLAME_STALE_MINUTES", "mark live runs without new data for this long finished (default 60)",
+       int_setter(&Config::stale_minutes, "--stale-minutes", 0, 1000000)},
   };
   return opts;
 }

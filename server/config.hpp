@@ -42,8 +42,11 @@ struct Config {
   std::size_t max_depth = 1024;
   std::size_t max_stacks = 1000000;
   std::size_t max_tags = 32;
-  /// --retention-interval: seconds between retention passes. Default 60.
+  /// --retention-interval / LUAFLAME_RETENTION_INTERVAL: seconds between retention passes. Default 60.
   int retention_interval = 60;
+  /// --stale-minutes / LUAFLAME_STALE_MINUTES: a live run with no new data for this long is marked
+  /// finished (its collector died, or a Pyroscope series stopped); 0 = never. Default 60.
+  int stale_minutes = 60;
 };
 
 /// Outcome of parsing: `error` non-empty when the arguments are wrong,

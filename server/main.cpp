@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <iostream>
 #include <thread>
@@ -17,13 +18,28 @@ extern char** environ;
 
 namespace {
 
+// Marks live runs that got no data for cfg.stale_minutes as finished (a
+// collector that died, a Pyroscope series that stopped), so they are cached
+// and fall under retention.
+void finish_stale(lfs::App& app) {
+  const int64_t cutoff = lfs::now_ns() - static_cast<int64_t>(app.cfg.stale_minutes) * 60000000000LL;
+  lfs::RunFilter f;
+  f.status = "live";
+  f.limit = 1000;
+  for (const lfs::RunInfo& r : app.store->list_runs(f).runs) {
+    if (std::max(r.ended_ns, r.started_ns) >= cutoff) continue;
+    app.store->finish(r.id, "", r.ended_ns);
+    spdlog::info("run {} had no data for {} minutes: marked finished", r.id, app.cfg.stale_minutes);
+  }
+}
+
 void retention_loop(lfs::App& app, std::mutex& mu, std::condition_variable& cv, bool& stopping) {
   const lfs::Config& c = app.cfg;
-  if (c.keep_days <= 0 && c.keep_runs <= 0 && c.disk_budget == 0) return;
   std::unique_lock<std::mutex> lock(mu);
   while (!stopping) {
     lock.unlock();
     try {
+      if (c.stale_minutes > 0) finish_stale(app);
       int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
       for (int64_t id : app.store->retain(older, c.keep_runs, c.disk_budget)) {
         app.cache.forget(id);

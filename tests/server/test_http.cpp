@@ -509,3 +509,35 @@ TEST_CASE("pages, static files, healthz, metrics, clean SIGTERM") {
   CHECK(srv.stop(SIGTERM) == 0);
   CHECK(srv.log().find("store closed") != std::string::npos);
 }
+
+TEST_CASE("retention over HTTP: --keep-runs keeps the newest") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path, {"--keep-runs", "2", "--retention-interval", "1"});
+  auto c = srv.client();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(upload(c, "name=keep", kFolded));
+  json list;
+  for (int i = 0; i < 60; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    list = body_json(c.Get("/api/runs?name=keep"));
+    if (list["total"] == 2) break;
+  }
+  CHECK(list["total"] == 2);
+  REQUIRE(list["runs"].size() == 2);
+  CHECK(list["runs"][0]["id"] == ids[3]);
+  CHECK(list["runs"][1]["id"] == ids[2]);
+}
+
+TEST_CASE("a live run without new data for --stale-minutes is marked finished") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path, {"--retention-interval", "1", "--stale-minutes", "1"});
+  auto c = srv.client();
+  auto old = c.Post("/api/streams", R"({"stream":"old","name":"stale","started_ns":1000000000})", "application/json");
+  auto fresh = c.Post("/api/streams", R"({"stream":"new","name":"fresh"})", "application/json");
+  std::string stale = "/api/runs/" + std::to_string(body_json(old)["id"].get<int64_t>());
+  std::string live = "/api/runs/" + std::to_string(body_json(fresh)["id"].get<int64_t>());
+  for (int i = 0; i < 40 && body_json(c.Get(stale.c_str()))["status"] != "finished"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(body_json(c.Get(stale.c_str()))["status"] == "finished");
+  CHECK(body_json(c.Get(live.c_str()))["status"] == "live");
+}
