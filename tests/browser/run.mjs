@@ -286,6 +286,12 @@ async function main() {
     await page.keyboard.press('Escape');
     await nextLoad(page, m);
     assert(!page.url().includes('focus='), 'Esc resets the zoom');
+    await open(page, `/runs/${ids.game1}?focus=main;no_such_frame`);
+    await page.waitForSelector('#flame[data-state=empty] .empty');
+    m = await loads(page);
+    await page.click('#flame .empty button');
+    await nextLoad(page, m);
+    assertEq(await page.getAttribute('#flame', 'data-state'), 'ready', 'a zoom into nothing says so and offers the whole run');
   });
 
   await T.check('function table: sort, filter, click highlights in the graph', async () => {

@@ -84,6 +84,7 @@ function header() {
     el('div.run-meta',
       el('span', 'Started ', el('b', fmtDate(run.started_ns))),
       el('span', 'Duration ', el('b', run.status === 'live' ? 'still running' : fmtDuration(run.duration_ns))),
+      run.stacks ? el('span', 'Stacks ', el('b', run.stacks.toLocaleString('en'))) : null,
       totals));
 }
 
@@ -226,6 +227,14 @@ async function drawGraph() {
     perf.loads.push({ ...r, totalMs: performance.now() - t0, focus: view.focus.length });
     host.dataset.frames = String(r.frames);
     host.dataset.state = r.frames ? 'ready' : 'empty';
+    if (!r.frames) {
+      const narrowed = view.focus.length || view.from;
+      host.replaceChildren(el('div.empty', el('h2', 'Nothing to draw here'),
+        el('p', narrowed
+          ? 'No data under the zoomed frame or in the selected time range for this metric.'
+          : 'This run holds no data for this metric yet.'),
+        narrowed ? el('button', { type: 'button', onclick: () => setView({ focus: [], from: '', until: '' }) }, 'Show the whole run') : null));
+    }
     doSearch();
   } catch (e) {
     if (e.name === 'AbortError') return;
