@@ -164,9 +164,16 @@ async function main() {
     assert(names.includes('collide') && names.includes('main'), 'graph holds the uploaded frames');
   });
 
-  await T.check('choosing a .folded file names the run after it and uploads it', async () => {
+  await T.check('dropping a .folded file names the run after it and uploads it', async () => {
     await open(page, '/upload');
-    await page.setInputFiles('#file', { name: 'nightly.folded', mimeType: 'text/plain', buffer: Buffer.from('main;a;b 3\nmain;c 2\n') });
+    const dt = await page.evaluateHandle(() => {
+      const d = new DataTransfer();
+      d.items.add(new File(['main;a;b 3\nmain;c 2\n'], 'nightly.folded', { type: 'text/plain' }));
+      return d;
+    });
+    await page.dispatchEvent('#drop', 'dragenter', { dataTransfer: dt });
+    assert(await page.evaluate(() => document.querySelector('#drop').classList.contains('over')), 'drop zone lights up');
+    await page.dispatchEvent('#drop', 'drop', { dataTransfer: dt });
     assertEq(await page.inputValue('#name'), 'nightly', 'name from the file name');
     assert((await page.textContent('#file-name')).includes('nightly.folded'), 'file shown');
     await page.click('#submit');
