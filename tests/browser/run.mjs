@@ -384,7 +384,12 @@ async function main() {
   });
 
   await T.check('compare two runs: differential graph and biggest changes', async () => {
-    await open(page, `/compare?base=${ids.game1}&head=${ids.game2}`);
+    await open(page, '/');
+    await page.check(`#runs tr[data-id="${ids.game2}"] input[type=checkbox]`);
+    await page.check(`#runs tr[data-id="${ids.game1}"] input[type=checkbox]`);
+    await page.click('#compare-picked');
+    await page.waitForURL(/\/compare\?/);
+    assert(page.url().endsWith(`/compare?base=${ids.game1}&head=${ids.game2}`), `ticked runs compared, older as base: ${page.url()}`);
     await page.waitForSelector('#flame[data-state=ready]');
     const reg = await page.$$eval('#regressions tbody tr', (trs) => trs.map((t) => t.textContent));
     const imp = await page.$$eval('#improvements tbody tr', (trs) => trs.map((t) => t.textContent));
