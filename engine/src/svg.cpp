@@ -233,7 +233,8 @@ struct Renderer {
 
   // Depth-first pre-order with flamegraph.pl's pruning: a frame narrower
   // than --minwidth is dropped with everything above it, but still takes its
-  // place on the x axis. Children go by name unless this is a flame chart.
+  // place on the x axis. Children go in flamegraph.pl's order (see
+  // Tree::frame_ranks) unless this is a flame chart.
   void emit_all() {
     const std::vector<uint32_t>& rank = tree.frame_ranks();
     std::vector<Item> stack{{Tree::kRoot, 0, 0}};
@@ -255,8 +256,10 @@ struct Renderer {
         std::stable_sort(kids.begin(), kids.end(), [&](uint32_t a, uint32_t b) {
           return rank[tree.frame_of(a)] < rank[tree.frame_of(b)];
         });
+      // flamegraph.pl sorts the lines, and "A;B N" (B's self) sorts before
+      // "A;B;C N": a frame's self time comes first, its children after.
       std::size_t mark = stack.size();
-      double x = it.start;
+      double x = it.start + std::max(0.0, tree.self_at(it.node, col));
       for (uint32_t c : kids) {
         if (drawn(c)) stack.push_back({c, it.depth + 1, x});
         x += tree.total_at(c, col);
@@ -302,14 +305,16 @@ struct Renderer {
     if (n == Tree::kRoot) {
       p = w_lit(p, ", 100%");
     } else {
+      // flamegraph.pl: the percentage of the count as shown (rounded)
       p = w_lit(p, ", ");
-      p = w_fixed2(p, timemax > 0 ? 100 * total / timemax : 0);
+      double shown = std::fabs(total * o.factor) < 9e15 ? double(round_printf(total * o.factor, 1)) : total * o.factor;
+      p = w_fixed2(p, timemax > 0 ? 100 * shown / (timemax * o.factor) : 0);
       *p++ = '%';
       if (tree.differential()) {
         double d = o.negate ? -delta(n) : delta(n);
         p = w_lit(p, "; ");
         if (d > 0) *p++ = '+';
-        p = w_fixed2(p, timemax > 0 ? 100 * d / timemax : 0);
+        p = w_fixed2(p, timemax > 0 ? 100 * d / (timemax * o.factor) : 0);
         *p++ = '%';
       }
     }
@@ -352,7 +357,8 @@ struct Renderer {
     uint32_t f = n == Tree::kRoot ? 0 : tree.frame_of(n);
     static const std::string kAll = "all";
     const std::string& nm = n == Tree::kRoot ? kAll : name(f);
-    double total = tree.total_at(n, col);
+    // The root spans --total when that is larger, and says so (flamegraph.pl).
+    double total = n == Tree::kRoot ? timemax : tree.total_at(n, col);
     double x1 = kXPad + it.start * wpt;
     double x2 = n == Tree::kRoot ? l.width - kXPad : kXPad + (it.start + total) * wpt;
     double y1 = o.inverted ? l.ypad1 + l.ypad3 + it.depth * l.frame_h
@@ -372,7 +378,8 @@ struct Renderer {
     p = w_lit(p, "\" y=\"");
     p = w_fixed1(p, y1);
     p = w_lit(p, "\" width=\"");
-    p = w_fixed1(p, x2 - x1);
+    // flamegraph.pl: width = rounded x2 - rounded x1, so frames tile without gaps
+    p = w_fixed1(p, double(round_printf(x2, 10) - round_printf(x1, 10)) / 10);
     p = w_lit(p, "\" fill=\"");
     uint32_t rgb = tree.differential() ? diff_color(delta(n), max_delta, o.negate) : color(f);
     p = w_rgb(p, rgb);

@@ -164,6 +164,19 @@ inline void put_unit(std::string& out, double v, const std::string& unit) {
   out += names[k];
 }
 
+// v * scale rounded to an integer exactly as printf("%.Nf") rounds: on the
+// exact binary value, ties to even. (The product is exact in long double:
+// 53 + 7 bits fit its 64-bit mantissa.) So coordinates and percentages come
+// out digit for digit like flamegraph.pl's sprintf. |v * scale| < 9e18.
+inline int64_t round_printf(double v, int scale) {
+  long double t = static_cast<long double>(v) * scale;
+  long double f = std::floor(t);
+  long double d = t - f;
+  int64_t r = static_cast<int64_t>(f);
+  if (d > 0.5L || (d == 0.5L && (r & 1))) ++r;
+  return r;
+}
+
 // ---- raw writers for the per-frame path: the caller made room ----
 
 template <std::size_t N>
@@ -197,7 +210,7 @@ inline char* w_fixed1(char* p, double v) {
     put_fixed(tmp, v, 1, true);
     return w_str(p, tmp);
   }
-  int64_t r = int64_t(v * 10 + (v >= 0 ? 0.5 : -0.5));
+  int64_t r = round_printf(v, 10);
   if (r < 0) {
     *p++ = '-';
     r = -r;
@@ -218,7 +231,7 @@ inline char* w_fixed2(char* p, double v) {
     put_fixed(tmp, v, 2, false);
     return w_str(p, tmp);
   }
-  int64_t r = int64_t(v * 100 + (v >= 0 ? 0.5 : -0.5));
+  int64_t r = round_printf(v, 100);
   if (r < 0) {
     *p++ = '-';
     r = -r;
@@ -238,7 +251,7 @@ inline char* w_count(char* p, double v) {
     put_count(tmp, v);
     return w_str(p, tmp);
   }
-  int64_t r = std::llround(v);
+  int64_t r = round_printf(v, 1);
   if (r < 0) {
     *p++ = '-';
     r = -r;

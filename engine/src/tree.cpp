@@ -104,8 +104,19 @@ const std::vector<uint32_t>& Tree::frame_ranks() const {
   if (ranks_.size() != frames_.size()) {
     std::vector<uint32_t> order(frames_.size());
     std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(),
-              [this](uint32_t a, uint32_t b) { return frames_[a] < frames_[b]; });
+    // flamegraph.pl sorts whole lines, where a frame name is followed by
+    // ';' (or the count): so "f a.lua:12" comes before "f a.lua:1" ('2' <
+    // ';'). Compare names as if each ended in ';'.
+    std::sort(order.begin(), order.end(), [this](uint32_t ia, uint32_t ib) {
+      const std::string& a = frames_[ia];
+      const std::string& b = frames_[ib];
+      std::size_t n = std::min(a.size(), b.size());
+      int c = std::memcmp(a.data(), b.data(), n);
+      if (c != 0) return c < 0;
+      if (a.size() == b.size()) return false;
+      if (a.size() < b.size()) return static_cast<unsigned char>(b[n]) > ';' || b[n] == ';';
+      return static_cast<unsigned char>(a[n]) < ';';
+    });
     ranks_.assign(frames_.size(), 0);
     for (uint32_t r = 0; r < order.size(); ++r) ranks_[order[r]] = r;
   }

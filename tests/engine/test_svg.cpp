@@ -308,3 +308,34 @@ TEST_CASE("random bytes in, well-formed SVG out (lenient parse, any tree)") {
     CHECK(count(svg, "<script") == 1);
   }
 }
+
+TEST_CASE("same frames, titles and geometry as flamegraph.pl (tests/data/svg-compat)") {
+  // <case>.flamegraph-pl.txt lists "TITLE|x|y|width" of every frame in
+  // flamegraph.pl's SVG of <case>.folded with --minwidth 0 (made once with
+  // brendangregg/FlameGraph's flamegraph.pl, which is not in this repository).
+  for (const auto& in : golden::cases("svg-compat", ".folded")) {
+    CAPTURE(in.string());
+    std::string base = in.string().substr(0, in.string().size() - 7);
+    lf::SvgOptions o;
+    o.min_width = 0;
+    o.show_self = false;  // flamegraph.pl's titles have no self part
+    std::string svg = svg_of(golden::read(in), o);
+    std::vector<std::string> rows;
+    std::regex frame_re("<title>(.*?)</title><rect x=\"([0-9.]+)\" y=\"([0-9.]+)\" width=\"([0-9.]+)\"");
+    for (std::sregex_iterator it(svg.begin(), svg.end(), frame_re), end; it != end; ++it) {
+      std::string title = (*it)[1];
+      for (auto [from, to] : {std::pair<std::string, std::string>{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""},
+                              {"&#39;", "'"}, {"&amp;", "&"}}) {
+        for (std::size_t p = title.find(from); p != std::string::npos; p = title.find(from, p + to.size()))
+          title.replace(p, from.size(), to);
+      }
+      rows.push_back(title + "|" + std::string((*it)[2]) + "|" + std::string((*it)[3]) + "|" + std::string((*it)[4]));
+    }
+    std::sort(rows.begin(), rows.end());
+    std::string got;
+    for (const auto& r : rows) got += r + "\n";
+    std::string want = golden::read(base + ".flamegraph-pl.txt");
+    CHECK(rows.size() == std::size_t(std::count(want.begin(), want.end(), '\n')));
+    CHECK(got == want);
+  }
+}

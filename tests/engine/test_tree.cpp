@@ -29,23 +29,20 @@ std::string folded_of(lf::Tree& t) {
 std::string reference_folded(const std::vector<std::pair<std::string, double>>& lines) {
   std::map<std::string, double> sum;
   for (const auto& l : lines) sum[l.first] += l.second;
-  // write_folded walks the tree depth first with children sorted by name,
-  // which is the order of the frame lists, not of the joined strings.
-  std::vector<std::pair<std::vector<std::string>, double>> rows;
+  // write_folded walks the tree depth first, children sorted as if each
+  // name ended in ';': the order of the strings "f1;f2;...;fn;".
+  std::vector<std::pair<std::string, std::string>> rows;
   for (const auto& s : sum) {
     if (s.second == 0) continue;
-    std::vector<std::string> frames;
-    for (std::string_view f : lf::split_stack(s.first)) frames.emplace_back(f);
-    rows.push_back({frames, s.second});
+    std::string key;
+    for (std::string_view f : lf::split_stack(s.first)) key += std::string(f) + ";";
+    std::string line = s.first + " ";
+    lf::append_count(line, s.second);
+    rows.push_back({key, line});
   }
   std::sort(rows.begin(), rows.end());
   std::string out;
-  for (const auto& r : rows) {
-    for (std::size_t i = 0; i < r.first.size(); ++i) out += (i ? ";" : "") + r.first[i];
-    out += ' ';
-    lf::append_count(out, r.second);
-    out += '\n';
-  }
+  for (const auto& r : rows) out += r.second + "\n";
   return out;
 }
 

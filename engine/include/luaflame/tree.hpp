@@ -78,8 +78,9 @@ class Tree {
   /// (input) order. Call after the last add(); calling it again after more
   /// add()s is fine (it also undoes sort_children()).
   void finalize();
-  /// Sorts every node's children by frame name (flamegraph.pl's order).
-  /// Call after finalize().
+  /// Sorts every node's children by frame name in flamegraph.pl's order
+  /// (bytes, a name compared as if followed by ';', as in a sorted folded
+  /// file: "f a.lua:12" before "f a.lua:1"). Call after finalize().
   void sort_children();
   /// Flame chart mode (--flamechart): a stack merges only with the stack
   /// added just before it, so the x axis keeps input order. Set before the
@@ -111,7 +112,7 @@ class Tree {
     const detail::BigVector<double>& v = total_[col && differential_ ? 1 : 0];
     return i < v.size() ? v[i] : 0;
   }
-  /// Rank of each frame name in byte order (computed on demand, cached).
+  /// Rank of each frame name in sort_children()'s order (computed on demand, cached).
   const std::vector<uint32_t>& frame_ranks() const;
 
   /// Node reached from the root by `path` (frames separated by ';'), or kNone.
