@@ -122,6 +122,12 @@ const std::vector<Option>& options() {
        int_setter(&Config::max_tags, "--max-tags", 0, 1024)},
       {"--retention-interval", "LUAFLAME_RETENTION_INTERVAL", "seconds between retention passes (default 60)",
        int_setter(&Config::retention_interval, "--retention-interval", 1, 86400)},
+      {"--sync", "LUAFLAME_SYNC", "full (fsync each commit) or normal (survives kill -9, not power loss)",
+       [](Config& c, const std::string& v) -> std::string {
+         if (v != "full" && v != "normal") return "--sync wants full or normal, got '" + v + "'";
+         c.sync_full = v == "full";
+         return {};
+       }},
       {"--stale-minutes", "LUAFLAME_STALE_MINUTES", "mark live runs without new data for this long finished (default 60)",
        int_setter(&Config::stale_minutes, "--stale-minutes", 0, 1000000)},
   };

@@ -42,6 +42,9 @@ struct Config {
   std::size_t max_depth = 1024;
   std::size_t max_stacks = 1000000;
   std::size_t max_tags = 32;
+  /// --sync / LUAFLAME_SYNC: "full" (each commit fsynced: survives power loss) or "normal"
+  /// (survives a crash or kill -9 of the server, not power loss; faster writes). Default full.
+  bool sync_full = true;
   /// --retention-interval / LUAFLAME_RETENTION_INTERVAL: seconds between retention passes. Default 60.
   int retention_interval = 60;
   /// --stale-minutes / LUAFLAME_STALE_MINUTES: a live run with no new data for this long is marked

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   try {
     lfs::StoreOptions so;
     so.max_stacks = cfg.max_stacks;
+    so.sync_full = cfg.sync_full;
     store = lfs::open_sqlite_store(cfg.data_dir, so);
   } catch (const std::exception& e) {
     std::cerr << "luaflame-server: " << e.what() << "\n";

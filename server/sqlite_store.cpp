@@ -212,8 +212,9 @@ class SqliteStore : public Store {
     path_ = (std::filesystem::path(dir) / "luaflame.db").string();
     writer_ = open_db(path_);
     exec(writer_, "PRAGMA journal_mode=WAL");
-    // FULL: a COMMIT is on disk before the request is acknowledged.
-    exec(writer_, "PRAGMA synchronous=FULL");
+    // FULL: a COMMIT is on disk before the request is acknowledged. NORMAL
+    // (--sync normal): in the OS, which a kill -9 of the server cannot lose.
+    exec(writer_, opts.sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     exec(writer_, "PRAGMA foreign_keys=OFF");
     migrate();
   }

@@ -148,6 +148,10 @@ struct StoreOptions {
   std::size_t max_stacks = 1000000;
   /// Width of a time bucket in ns: values are summed per bucket. Default 1 s.
   int64_t bucket_ns = 1000000000;
+  /// SQLite synchronous=FULL: each COMMIT is fsynced, so acknowledged runs survive power loss too.
+  /// false: synchronous=NORMAL, which in WAL mode survives a crash or kill -9 of the server
+  /// but may lose the last commits on power loss. Default true.
+  bool sync_full = true;
 };
 
 /// Opens (creating and migrating) the SQLite store in `dir`/luaflame.db.

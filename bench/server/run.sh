@@ -33,18 +33,25 @@ big_id=$(upload "$big" big)
 small_id=$(upload "$small" small)
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-# measure LABEL FIELD ARGS...: FIELD 1 = req/s, 2 = MB/s.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+hz=$(getconf CLK_TCK)
+# measure LABEL FIELD ARGS...: FIELD 1 = req/s, 2 = MB/s. Also prints the
+# server's own CPU time per request (load-independent on a shared machine).
 measure() {
   local label=$1 field=$2; shift 2
-  local vals=()
+  local vals=() cpus=()
   for ((i = 0; i < runs; i++)); do
+    t0=$(cpu_ticks)
     line=$("$build/bench/server/server_load" --port "$port" --seconds "$secs" --threads "$threads" "$@")
-    echo "  $line" >>"$out/runs.txt"
+    t1=$(cpu_ticks)
+    n=$(echo "$line" | awk '{print $3}')
+    cpus+=("$(echo "($t1 - $t0) * 1000 / $hz / ($n + 0.000001)" | bc -l | xargs printf '%.2f')")
+    echo "  $line  server cpu $((t1 - t0)) ticks" >>"$out/runs.txt"
     if [ "$field" = 1 ]; then vals+=("$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="req/s") print $(i-1)}')")
     else vals+=("$(echo "$line" | awk '{for(i=1;i<=NF;i++) if($i=="MB/s") print $(i-1)}')"); fi
   done
-  printf '%-44s median %10s %s  (runs: %s)\n' "$label" "$(printf '%s\n' "${vals[@]}" | median)" \
-    "$([ "$field" = 1 ] && echo req/s || echo MB/s)" "${vals[*]}"
+  printf '%-44s median %8s %s  (runs: %s)  server CPU %s ms/request\n' "$label" "$(printf '%s\n' "${vals[@]}" | median)" \
+    "$([ "$field" = 1 ] && echo req/s || echo MB/s)" "${vals[*]}" "$(printf '%s\n' "${cpus[@]}" | median)"
 }
 : >"$out/runs.txt"
 measure "upload ${STACKS_BIG:-50000} stacks ($(($(wc -c <"$big") / 1000000)) MB)" 2 --mode upload --file "$big"
@@ -54,4 +61,4 @@ measure "svg 304 (If-None-Match), ${STACKS_BIG:-50000}-stack run" 1 --mode svg-3
 measure "svg uncached, ${STACKS_BIG:-50000}-stack run" 1 --mode svg-uncached --run "$big_id"
 measure "svg cached, ${STACKS_SMALL:-2000}-stack run" 1 --mode svg-cached --run "$small_id"
 measure "svg uncached, ${STACKS_SMALL:-2000}-stack run" 1 --mode svg-uncached --run "$small_id"
-echo "store after the benchmark: $(du -sh "$data" | cut -f1)"
+echo "store after the benchmark: $(du -sh "$data" | cut -f1); load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
