@@ -8,10 +8,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.hpp"
@@ -187,8 +192,83 @@ bool parse_args(int argc, char** argv, bool diff, Args& a) {
   return true;
 }
 
-// Reads `path` ("-" or empty: standard input) block by block, feeding
-// complete lines to the parser and every good line to the tree.
+// Input is read and parsed on a second thread while this one builds the
+// tree: a block of text travels with the lines parsed from it (views into
+// it) and comes back to be refilled once the tree has them.
+struct Block {
+  std::vector<char> text;
+  std::vector<lf::FoldedLine> lines;
+  lf::ParseResult result;
+  bool last = false;
+  int error = 0;  // errno of a failed read
+};
+
+// A small blocking queue between the reader thread and the tree builder.
+class BlockQueue {
+ public:
+  void push(std::unique_ptr<Block> b) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      q_.push_back(std::move(b));
+    }
+    cv_.notify_one();
+  }
+  std::unique_ptr<Block> pop() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return !q_.empty(); });
+    std::unique_ptr<Block> b = std::move(q_.front());
+    q_.pop_front();
+    return b;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Block>> q_;
+};
+
+// The reader thread: fills free blocks with whole lines (a partial last
+// line moves to the next block), parses them, hands them over.
+void read_blocks(int fd, lf::ParseOptions po, BlockQueue& free, BlockQueue& full) {
+  const std::size_t kBlock = 4 << 20;
+  std::string carry;
+  for (;;) {
+    std::unique_ptr<Block> b = free.pop();
+    b->lines.clear();
+    b->text.resize(std::max(kBlock, carry.size() + kBlock / 2));
+    std::memcpy(b->text.data(), carry.data(), carry.size());
+    std::size_t size = carry.size(), upto = 0;
+    carry.clear();
+    bool eof = false;
+    for (;;) {  // read until the block holds at least one whole line
+      if (size == b->text.size()) b->text.resize(b->text.size() * 2);  // a very long line
+      ssize_t got = ::read(fd, b->text.data() + size, b->text.size() - size);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) b->error = errno;
+      if (got <= 0) {
+        eof = true;
+        upto = size;
+        break;
+      }
+      std::size_t old = size;
+      size += std::size_t(got);
+      const char* nl = static_cast<const char*>(memrchr(b->text.data() + old, '\n', size - old));
+      if (nl) {
+        upto = std::size_t(nl - b->text.data()) + 1;
+        break;
+      }
+    }
+    carry.assign(b->text.data() + upto, size - upto);
+    b->result = lf::parse_folded(std::string_view(b->text.data(), upto), po,
+                                 [&](const lf::FoldedLine& l) { b->lines.push_back(l); });
+    if (upto) po.first_line = b->result.last_line + 1;
+    b->last = eof;
+    full.push(std::move(b));
+    if (eof) return;
+  }
+}
+
+// Reads `path` ("-" or empty: standard input), every good line into the tree.
 bool read_into(const char* prog, const std::string& path, const Args& a, lf::Tree& tree,
                lf::ParseResult& total) {
   int fd = 0;
@@ -199,45 +279,34 @@ bool read_into(const char* prog, const std::string& path, const Args& a, lf::Tre
       return false;
     }
   }
+  BlockQueue free, full;
+  for (int i = 0; i < 3; ++i) free.push(std::make_unique<Block>());
+  std::thread reader(read_blocks, fd, a.parse, std::ref(free), std::ref(full));
   std::string rev;
-  auto sink = [&](const lf::FoldedLine& line) {
-    if (!a.reverse) return tree.add(line);
-    lf::FoldedLine copy = line;
-    rev = lf::reverse_stack(line.stack);
-    copy.stack = rev;
-    tree.add(copy);
-  };
-  const std::size_t kBlock = 4 << 20;
-  std::vector<char> buf(kBlock);
-  std::size_t have = 0;
-  lf::ParseOptions po = a.parse;
   bool ok = true;
   for (;;) {
-    if (have == buf.size()) buf.resize(buf.size() * 2);  // a line longer than the block
-    ssize_t got = ::read(fd, buf.data() + have, buf.size() - have);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      std::fprintf(stderr, "%s: cannot read %s: %s\n", prog, path.empty() ? "stdin" : path.c_str(),
-                   std::strerror(errno));
+    std::unique_ptr<Block> b = full.pop();
+    for (const lf::FoldedLine& line : b->lines) {
+      if (!a.reverse) {
+        tree.add(line);
+        continue;
+      }
+      lf::FoldedLine copy = line;
+      rev = lf::reverse_stack(line.stack);
+      copy.stack = rev;
+      tree.add(copy);
+    }
+    lf::merge_results(total, b->result, a.parse.max_errors);
+    if (b->error) {
+      std::fprintf(stderr, "%s: cannot read %s: %s\n", prog, fd == 0 ? "stdin" : path.c_str(),
+                   std::strerror(b->error));
       ok = false;
-      break;
     }
-    have += std::size_t(got);
-    bool eof = got == 0;
-    // Parse up to the last newline (everything at end of file).
-    std::size_t upto = have;
-    if (!eof) {
-      while (upto > 0 && buf[upto - 1] != '\n') --upto;
-      if (upto == 0) continue;
-    }
-    lf::ParseResult r = lf::parse_folded(std::string_view(buf.data(), upto), po, sink);
-    if (upto) po.first_line = r.last_line + 1;
-    lf::merge_results(total, r, a.parse.max_errors);
-    std::memmove(buf.data(), buf.data() + upto, have - upto);
-    have -= upto;
-    if (eof) break;
-    if (buf.size() > kBlock && have < kBlock / 2) buf.resize(kBlock), buf.shrink_to_fit();
+    bool last = b->last;
+    free.push(std::move(b));
+    if (last) break;
   }
+  reader.join();
   if (fd > 0) ::close(fd);
   return ok;
 }
