@@ -140,15 +140,6 @@ inline uint32_t diff_color(double delta, double max, bool negate) {
 }
 
 // "#rgb" (4 bits a channel): a third of "rgb(r,g,b)" in every frame.
-inline void put_rgb(std::string& out, uint32_t c) {
-  static const char kHex[] = "0123456789abcdef";
-  out += '#';
-  for (int shift = 16; shift >= 0; shift -= 8) {
-    unsigned v = (c >> shift) & 0xFF;
-    out += kHex[(v * 15 + 127) / 255];
-  }
-}
-
 inline char* w_rgb(char* p, uint32_t c) {
   static const char kHex[] = "0123456789abcdef";
   *p++ = '#';
