@@ -146,6 +146,15 @@ browser_state)
   grep -q '<g class="parent"><title>handle srv.lua:12' "$tmp/dom.html" || fail "ancestor not kept"
   grep -q '<title>\[C\] string.sub[^<]*</title><rect [^>]*fill="rgb(230,0,230)"' "$tmp/dom.html" || fail "match not highlighted"
   ;;
+browser_interactive)
+  # Hover, click, Ctrl-F, ignore-case, Reset Zoom, Esc in headless Chromium via
+  # playwright-core (installed by scripts/install-deps.sh --test in tests/browser).
+  pw=$(dirname "$0")/../browser/node_modules/playwright-core
+  command -v chromium >/dev/null 2>&1 && command -v node >/dev/null 2>&1 && [ -d "$pw" ] ||
+    { echo "skipped: needs chromium, node and tests/browser/node_modules/playwright-core"; exit 77; }
+  "$lf" svg "$data/svg/lua.folded" >"$tmp/lua.svg" || fail "render"
+  timeout 80 node "$(dirname "$0")/svg_browser.mjs" "$tmp/lua.svg" "$pw" "$(command -v chromium)" || fail "browser checks"
+  ;;
 help)
   "$lf" svg --help >"$tmp/h1" && grep -q -- "--minwidth" "$tmp/h1" || fail "svg --help"
   "$lf" diff --help >"$tmp/h2" && grep -q -- "--normalize" "$tmp/h2" || fail "diff --help"
