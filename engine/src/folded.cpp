@@ -125,7 +125,8 @@ struct LineParser {
     if (res.errors.size() < opts.max_errors) res.errors.push_back({line_no, std::move(why)});
   }
 
-  // Checks the frames of `stack`; returns an empty string when all is well.
+  // Checks the frames of `stack` (empty, too long, too many); false with
+  // the reason in `why` when one is bad.
   bool check_frames(std::string_view stack, std::string& why) {
     std::size_t depth = 0, pos = 0, n = stack.size();
     const char* base = stack.data();
