@@ -54,17 +54,25 @@ for prog in mixed parser alloc; do
   done
 done
 
-# Callgrind: instructions of the Lua thread, unprofiled vs sample mode, on
-# a shorter run; the difference per sample event gives the sample cost.
+# Callgrind: instructions of the Lua thread (deterministic, unlike times
+# on a shared machine). `luaflame run --hz 1` is the control: the runner and
+# its coroutine wrappers without sampling.
 if command -v valgrind > /dev/null; then
   ir() { valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$work/cg.%p" "$@" > /dev/null 2> "$work/vg.err";
          local f; f=$(ls -t "$work"/cg.*-01 | head -1); grep -m1 '^summary:\|^totals:' "$f" | awk '{print $2}'; rm -f "$work"/cg.*; }
-  base_ir=$(ir lua5.4 "$here/mixed.lua" 0.25)
-  samp_ir=$(ir "$LF" run -q --mode sample -o "$work/cg.folded" "$here/mixed.lua" 0.25)
-  none_ir=$(ir "$LF" run -q --mode sample --hz 1 -o "$work/cg.folded" "$here/mixed.lua" 0.25)
-  events=$(valgrind --tool=none "$LF" run --mode sample -o "$work/cg.folded" "$here/mixed.lua" 0.25 2>&1 >/dev/null |
-           sed -n 's/.*(\([0-9]*\) events.*/\1/p')
   echo
-  echo "callgrind (mixed.lua 0.25, Lua thread): lua5.4 $base_ir Ir; luaflame run sample@1Hz $none_ir Ir; sample@999Hz $samp_ir Ir, $events sample events under valgrind"
-  echo "$samp_ir $none_ir $events $base_ir" | awk '{per=($1-$2)/$3; printf "  instructions per sample: %.0f; at 1 kHz natively that is %.3f%% of lua5.4'"'"'s %d Ir per ms of CPU\n", per, 100*per/($4/250), $4/250}'
+  for prog in mixed alloc; do
+    base_ir=$(ir lua5.4 "$here/$prog.lua" 0.25)
+    ctl_ir=$(ir "$LF" run -q --mode sample --hz 1 -o "$work/cg.folded" "$here/$prog.lua" 0.25)
+    if [ $prog = mixed ]; then
+      samp_ir=$(ir "$LF" run -q --mode sample -o "$work/cg.folded" "$here/$prog.lua" 0.25)
+      events=$(valgrind --tool=none "$LF" run --mode sample -o "$work/cg.folded" "$here/$prog.lua" 0.25 2>&1 >/dev/null |
+               sed -n 's/.*(\([0-9]*\) events.*/\1/p')
+      echo "callgrind $prog.lua 0.25, Lua thread: lua5.4 $base_ir Ir; luaflame run --hz 1 $ctl_ir Ir ($(echo "$ctl_ir $base_ir" | awk '{printf "%+.2f%%", 100*($1/$2-1)}')); --hz 999 $samp_ir Ir with $events sample events (under valgrind)"
+      echo "$samp_ir $ctl_ir $events $base_ir" | awk '{per=($1-$2)/$3; printf "  %.0f instructions per sample; 1000 samples per second of CPU cost %.2f%% of lua5.4 on this program (%.2f G Ir/s measured natively)\n", per, 100*per*1000/($4/0.28), $4/0.28/1e9}'
+    else
+      al_ir=$(ir "$LF" run -q --mode alloc -o "$work/cg.folded" "$here/$prog.lua" 0.25)
+      echo "callgrind $prog.lua 0.25, Lua thread: lua5.4 $base_ir Ir; luaflame run --hz 1 $ctl_ir Ir; --mode alloc $al_ir Ir ($(echo "$al_ir $base_ir" | awk '{printf "%+.2f%%", 100*($1/$2-1)}') over lua5.4, $(echo "$al_ir $ctl_ir" | awk '{printf "%+.2f%%", 100*($1/$2-1)}') over the control)"
+    fi
+  done
 fi
