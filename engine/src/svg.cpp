@@ -168,6 +168,8 @@ void put_header(std::string& out, const SvgOptions& o, const Layout& l, const ch
   put_num(out, kXPad);
   out += ",TY=";
   put_num(out, 3 + (l.frame_h - kFramePad) / 2);
+  out += ",FH=";
+  put_num(out, l.frame_h - kFramePad);
   out += o.inverted ? ",INV=true;" : ",INV=false;";
   out += kSvgScript;
   out += "]]></script>\n<rect x=\"0\" y=\"0\" width=\"";

@@ -6,7 +6,7 @@
 // frames' document order, which is depth-first pre-order: the frames after
 // frame k that are deeper than k are exactly k's descendants.
 //
-// The renderer prepends "var FS=..,FW=..,XP=..,TY=..,INV=..;" (numbers only).
+// The renderer prepends "var FS=..,FW=..,XP=..,TY=..,FH=..,INV=..;" (numbers only).
 #pragma once
 
 namespace lf {
@@ -25,6 +25,13 @@ function init(evt) {
 	matchedtxt = document.getElementById("matched");
 	icbtn = document.getElementById("ignorecase");
 	nametype = frames.getAttribute("data-nametype") || "";
+	// Frame height comes from the stylesheet (SVG 2 geometry property);
+	// a viewer without that support gets it as an attribute instead.
+	var first = frames.querySelector("rect");
+	if (first && first.getBBox().height === 0) {
+		var rs = frames.getElementsByTagName("rect");
+		for (var k = 0; k < rs.length; k++) rs[k].setAttribute("height", FH);
+	}
 	frames.addEventListener("click", function (e) {
 		var g = frame_of(e.target);
 		if (g) { zoom(g._i); save(); }
