@@ -351,7 +351,7 @@ int run_push(const PushOptions& o) {
 struct CompareOptions {
   ClientOptions client;
   std::string base;         // --base: a run id, or NAME[,K=V...] = the latest finished run of NAME with those tags (required)
-  std::string head;         // --head: a run id (required)
+  std::string head;         // --head: a run id, or NAME[,K=V...] = the newest run of NAME with those tags (required)
   std::string threshold;    // --threshold PCT: fail when a function's share grew by more (default none: never fails)
   std::string metric;       // --metric (default: the server's, the run's first metric)
   std::string limit;        // --limit N: frames listed (default: the server's)
@@ -360,10 +360,11 @@ struct CompareOptions {
 };
 
 const char* kCompareHelp =
-    "usage: luaflame compare --base SELECTOR --head ID [--threshold PCT] [options]\n"
+    "usage: luaflame compare --base SELECTOR --head SELECTOR [--threshold PCT] [options]\n"
     "Prints a Markdown summary of the functions whose share of the total changed most.\n"
     "  --base SELECTOR  a run id, or NAME[,K=V...]: the latest finished run of NAME with those tags\n"
-    "  --head ID        the run to judge\n"
+    "  --head SELECTOR  the run to judge: a run id, or NAME[,K=V...]: the newest run of NAME\n"
+    "                   with those tags (e.g. myapp,commit=$SHA after luaflame run streamed it)\n"
     "  --threshold PCT  fail when a function's share grew by more than PCT points (5 or 5%)\n"
     "  --metric M       samples, time, calls, ... (default: the server's choice)\n"
     "  --limit N        how many frames to list\n"
@@ -390,7 +391,6 @@ int parse_compare(int argc, char** argv, CompareOptions& o) {
   }
   if (!a.error.empty()) return usage_error("compare", a.error);
   if (o.base.empty() || o.head.empty()) return usage_error("compare", "--base and --head are both required");
-  if (!all_digits(o.head)) return usage_error("compare", "--head wants a run id, got '" + o.head + "'");
   if (!o.threshold.empty() && o.threshold.back() == '%') o.threshold.pop_back();  // "5%" reads as 5
   if (!o.threshold.empty()) {
     char* end = nullptr;
@@ -401,22 +401,7 @@ int parse_compare(int argc, char** argv, CompareOptions& o) {
   return -1;
 }
 
-// A selector as query parameters: an id, or base_name + base_tag....
-bool selector_query(const std::string& sel, Query& q, std::string& why) {
-  if (all_digits(sel)) { q.emplace_back("base", sel); return true; }
-  std::stringstream ss(sel);
-  std::string part;
-  std::getline(ss, part, ',');
-  if (part.empty()) { why = "--base '" + sel + "' has no run name"; return false; }
-  q.emplace_back("base_name", part);
-  while (std::getline(ss, part, ',')) {
-    if (!valid_tag(part, why)) { why = "--base: " + why; return false; }
-    q.emplace_back("base_tag", part);
-  }
-  return true;
-}
-
-// An id from the answer's "base"/"head" field: a number, or an object with "id".
+// A run id from field `key`: a number, a string, or an object with "id".
 std::string run_id(const Json& j, const char* key) {
   if (!j.contains(key)) return "";
   const Json& v = j[key];
@@ -424,6 +409,48 @@ std::string run_id(const Json& j, const char* key) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("id") && v["id"].is_number_integer()) return std::to_string(v["id"].get<long long>());
   return "";
+}
+
+// NAME[,K=V...] as query parameters NAME_KEY=NAME and TAG_KEY=K=V...; `opt` names the option in errors.
+bool named_selector(const std::string& sel, const char* opt, const char* name_key, const char* tag_key, Query& q,
+                    std::string& why) {
+  std::stringstream ss(sel);
+  std::string part;
+  std::getline(ss, part, ',');
+  if (part.empty()) { why = std::string(opt) + " '" + sel + "' has no run name"; return false; }
+  q.emplace_back(name_key, part);
+  while (std::getline(ss, part, ',')) {
+    if (!valid_tag(part, why)) { why = std::string(opt) + ": " + why; return false; }
+    q.emplace_back(tag_key, part);
+  }
+  return true;
+}
+
+// The base selector as /api/diff parameters: base=ID, or base_name + base_tag....
+bool base_query(const std::string& sel, Query& q, std::string& why) {
+  if (all_digits(sel)) { q.emplace_back("base", sel); return true; }
+  return named_selector(sel, "--base", "base_name", "base_tag", q, why);
+}
+
+// The head selector as a run id: as given, or the newest run that GET /api/runs
+// lists for NAME with those tags. False with a reason (exit 2) otherwise.
+bool resolve_head(Server& s, const std::string& sel, std::string& id, std::string& why) {
+  if (all_digits(sel)) { id = sel; return true; }
+  Query q;
+  if (!named_selector(sel, "--head", "name", "tag", q, why)) return false;
+  q.emplace_back("limit", "1");
+  const httplib::Result r = s.client.Get(with_query(s.url.prefix + "/api/runs", q), s.headers);
+  if (!r) { why = transport_error(r, s); return false; }
+  if (r->status != 200) { why = "--head " + sel + ": " + http_error(r->status, r->body, ""); return false; }
+  const Json j = Json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("runs") || !j["runs"].is_array()) {
+    why = "--head " + sel + ": unexpected answer from /api/runs: " + r->body.substr(0, 200);
+    return false;
+  }
+  if (j["runs"].empty()) { why = "--head " + sel + ": no run with that name and those tags"; return false; }
+  id = run_id(j["runs"][0], "id");
+  if (id.empty()) { why = "--head " + sel + ": the run listed has no id"; return false; }
+  return true;
 }
 
 // The Markdown summary plus links a CI comment wants: both runs and the differential graph.
@@ -450,17 +477,19 @@ int run_compare(const CompareOptions& o) {
   std::string why;
   if (!parse_server_url(o.client.server, url, why)) return usage_error("compare", "--server " + o.client.server + " " + why);
   Query q;
-  if (!selector_query(o.base, q, why)) return usage_error("compare", why);
-  q.emplace_back("head", o.head);
+  if (!base_query(o.base, q, why)) return usage_error("compare", why);
+  Server s(url, o.client);
+  std::string head;
+  if (!resolve_head(s, o.head, head, why)) return fail("compare", why);
+  q.emplace_back("head", head);
   if (!o.threshold.empty()) q.emplace_back("threshold", o.threshold);
   if (!o.metric.empty()) q.emplace_back("metric", o.metric);
   if (!o.limit.empty()) q.emplace_back("limit", o.limit);
 
-  Server s(url, o.client);
   const httplib::Result r = s.client.Get(with_query(url.prefix + "/api/diff", q), s.headers);
   if (!r) { std::fprintf(stderr, "luaflame compare: %s\n", transport_error(r, s).c_str()); return kExitError; }
-  if (r->status == 404 && o.allow_no_base && !all_digits(o.base) && head_exists(s, o.head)) {
-    std::printf("No base run matches `%s` yet: nothing to compare run %s against.\n", o.base.c_str(), o.head.c_str());
+  if (r->status == 404 && o.allow_no_base && !all_digits(o.base) && head_exists(s, head)) {
+    std::printf("No base run matches `%s` yet: nothing to compare run %s against.\n", o.base.c_str(), head.c_str());
     return kExitOk;
   }
   if (r->status != 200 && r->status != 412) {

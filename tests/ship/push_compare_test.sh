@@ -162,6 +162,21 @@ compare_selector_latest_main)
   expect_rc 1 "head_slow against the latest main run fails"
   ;;
 
+compare_head_selector)
+  # --head NAME,K=V: the newest run with those tags, e.g. one `luaflame run` streamed.
+  start_server "$SERVER_BIN" || exit 1
+  push "$D/base.folded" app branch=main
+  printf 'function hot() local s = 0 for i = 1, 3e6 do s = s + i %% 3 end return s end\nhot()\n' >"$SHIP_TMP/t.lua"
+  run_cmd run "$LF" run --server "$SHIP_URL" --name app --tags branch=feature,commit=f00d -q -- "$SHIP_TMP/t.lua"
+  expect_rc 0 "luaflame run streamed the head run"
+  run_cmd cmp "$LF" compare --server "$SHIP_URL" --base app,branch=main --head app,commit=f00d --threshold 5
+  expect_rc 1 "--head app,commit=f00d finds the streamed run, where hot() is all new: a regression"
+  expect_match "$OUT" "hot " "the summary names hot()"
+  run_cmd none "$LF" compare --server "$SHIP_URL" --base app,branch=main --head app,commit=beef
+  expect_rc 2 "--head that matches no run: an error"
+  expect_match "$ERR" "no run with that name and those tags" "and it says so"
+  ;;
+
 compare_missing_base)
   start_server "$SERVER_BIN" || exit 1
   push "$D/base.folded" app branch=feature; head=$ID
