@@ -111,6 +111,7 @@ export class Runner {
   }
 
   async check(name, fn) {
+    this.current = name;
     const t0 = Date.now();
     try {
       await fn();

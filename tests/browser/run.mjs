@@ -137,8 +137,8 @@ async function main() {
   });
   const page = ctx.pages()[0] || await ctx.newPage();
   const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => { if (m.type() === 'error' && !/status of 4\d\d/.test(m.text())) errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(`[${T.current}] ${e}`));
+  page.on('console', (m) => { if (m.type() === 'error' && !/status of 4\d\d/.test(m.text())) errors.push(`[${T.current}] ${m.text()} (${m.location().url})`); });
   const game1 = gameProfile(1);
   const ids = {};
 
@@ -197,6 +197,26 @@ async function main() {
     const r = await (await fetch(`${server.base}/api/runs?name=broken`)).json();
     assertEq(r.total, 0, 'nothing stored');
     await shot(page, '03-upload-error');
+  });
+
+  await T.check('a server with --token: upload asks for the token, then works', async () => {
+    const locked = await startServer(opt.server, opt.web, ['--token', 'sesame']);
+    try {
+      await page.goto(`${locked.base}/upload`);
+      await page.waitForSelector('#app[data-loaded]');
+      await page.fill('#folded', 'main;x 1\n');
+      await page.fill('#name', 'locked');
+      await page.click('#submit');
+      await page.waitForFunction(() => /Token field/.test(document.querySelector('#result').textContent));
+      await page.fill('#token', 'sesame');
+      await page.click('#submit');
+      await page.waitForURL(/\/runs\/\d+$/, { timeout: 15000 });
+      await page.waitForSelector('#app[data-loaded]');
+      await page.evaluate(() => sessionStorage.clear());
+      await page.goto('about:blank');  // nothing in flight when this server stops
+    } finally {
+      await locked.stop();
+    }
   });
 
   // More runs through the API: a second game run (physics 3x slower) and a

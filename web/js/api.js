@@ -70,7 +70,8 @@ export const api = {
   diffSvgURL: (p) => url('/api/diff.svg', p),
   // 412 means "a regression over the threshold": still a full answer.
   diff: (p, opts) => getJSON(url('/api/diff', p), opts, [412]),
-  upload: (p, body) => postBody(url('/api/runs', p), body, { 'Content-Type': 'text/plain' }),
+  upload: (p, body, token) => postBody(url('/api/runs', p), body,
+    token ? { 'Content-Type': 'text/plain', Authorization: `Bearer ${token}` } : { 'Content-Type': 'text/plain' }),
 };
 
 /** Parses "k=v, k2=v2" (commas or spaces) into ["k=v", "k2=v2"]; throws on a bad one. */

@@ -34,6 +34,8 @@ function main() {
   const units = el('select#units',
     el('option', { value: 'samples' }, 'samples'), el('option', { value: 'ns' }, 'time (nanoseconds)'),
     el('option', { value: 'calls' }, 'calls'), el('option', { value: 'bytes' }, 'bytes (allocated)'));
+  // Only for a server started with --token; kept for this browser tab.
+  const token = el('input#token', { type: 'password', placeholder: 'only if the server has --token', autocomplete: 'off', value: sessionStorage.getItem('luaflame-token') || '' });
   const submit = el('button.primary#submit', { type: 'submit' }, 'Upload');
   const result = el('div#result', { 'aria-live': 'polite' });
 
@@ -59,6 +61,7 @@ function main() {
     el('label.field', 'Name', name),
     el('label.field', 'Tags (key=value, separated by spaces or commas)', tags),
     el('label.field', 'Counts are', units),
+    el('label.field', 'Token', token),
     submit,
     result);
   form.addEventListener('submit', async (e) => {
@@ -72,13 +75,18 @@ function main() {
     submit.disabled = true;
     submit.textContent = 'Uploading…';
     try {
-      const r = await api.upload({ name: name.value.trim(), tag: tagList, units: units.value }, body);
+      const tok = token.value.trim();
+      if (tok) sessionStorage.setItem('luaflame-token', tok); else sessionStorage.removeItem('luaflame-token');
+      const r = await api.upload({ name: name.value.trim(), tag: tagList, units: units.value }, body, tok);
       result.replaceChildren(el('div.success#upload-ok', 'Uploaded. ', el('a', { href: `/runs/${r.id}` }, `Open run #${r.id} →`)));
       setTimeout(() => { location.href = `/runs/${r.id}`; }, 600);
     } catch (err) {
       const b = err.body || {};
       const where = b.line ? `Line ${b.line}${b.reason ? ': ' + b.reason : ''}` : null;
-      result.replaceChildren(errorBox('The server refused this profile', err, where ? `${where}. Nothing was stored; fix the line and upload again.` : 'Nothing was stored.'));
+      const hint = where ? `${where}. Nothing was stored; fix the line and upload again.`
+        : err.status === 401 ? 'This server asks for a token (--token): fill in the Token field.'
+          : err.status === 413 ? 'The body is over the server\'s --max-body limit.' : 'Nothing was stored.';
+      result.replaceChildren(errorBox('The server refused this profile', err, hint));
       if (b.line && !file) selectLine(ta, b.line);
     } finally {
       submit.disabled = false;
