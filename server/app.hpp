@@ -58,7 +58,7 @@ void send_json(httplib::Response& res, int status, const nlohmann::json& body);
 std::string gzip_text(const std::string& text, int level);
 /// Whether the client takes gzip (Accept-Encoding).
 bool accepts_gzip(const httplib::Request& req);
-/// Sends `body` without copying it, gzip-compressed when the client accepts it
+/// Sends `body`, gzip-compressed when the client accepts it
 /// (using body->gz when present, else compressing now at a fast level).
 /// httplib's own response compression is bypassed: it is very slow on large bodies.
 void send_payload(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> body,

@@ -141,11 +141,10 @@ void send_payload(const httplib::Request& req, httplib::Response& res, std::shar
     if (data.get() != &body->raw) res.set_header("Content-Encoding", "gzip");
   }
   res.set_header("Vary", "Accept-Encoding");
-  if (data->empty()) { res.set_content("", type); return; }
-  // A content provider with a length: httplib sends it as is (no copy, no recompression).
-  res.set_content_provider(data->size(), type, [data](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
-    return sink.write(data->data() + offset, length);
-  });
+  // A copy into res.body, not a content provider: httplib stops writing a
+  // provider's body when the server shuts down, and SIGTERM must let the
+  // responses in flight finish. (The copy costs about 1 ms per MB.)
+  res.set_content(*data, type);
 }
 
 void send_text(const httplib::Request& req, httplib::Response& res, std::string text, const std::string& type) {

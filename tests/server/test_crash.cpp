@@ -160,3 +160,39 @@ TEST_CASE("a half-received body leaves nothing") {
   REQUIRE(ok);
   CHECK(ok->status == 201);
 }
+
+TEST_CASE("SIGTERM lets a request in flight finish, then the store closes cleanly") {
+  lft::TempDir dir;
+  std::string body = body_of(1, 1);
+  {
+    lft::ServerProc srv(dir.path);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(srv.port()));
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    std::string head = "POST /api/runs?name=inflight HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n";
+    std::string first = head + body.substr(0, body.size() / 2);
+    REQUIRE(write(fd, first.data(), first.size()) == static_cast<ssize_t>(first.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::thread stopper([&] { CHECK(srv.stop(15) == 0); });  // SIGTERM while the body is half sent
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::string rest = body.substr(body.size() / 2);
+    REQUIRE(write(fd, rest.data(), rest.size()) == static_cast<ssize_t>(rest.size()));
+    std::string reply;
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+    close(fd);
+    stopper.join();
+    CAPTURE(reply);
+    CHECK(reply.rfind("HTTP/1.1 201", 0) == 0);
+    CHECK(srv.log().find("store closed") != std::string::npos);
+  }
+  lft::ServerProc again(dir.path);
+  auto c = again.client();
+  auto r = c.Get("/api/runs/1/profile.folded");
+  REQUIRE(r);
+  CHECK(sorted_lines(r->body) == sorted_lines(body));
+}
