@@ -166,7 +166,7 @@ compare_head_selector)
   # --head NAME,K=V: the newest run with those tags, e.g. one `luaflame run` streamed.
   start_server "$SERVER_BIN" || exit 1
   push "$D/base.folded" app branch=main
-  printf 'function hot() local s = 0 for i = 1, 3e6 do s = s + i %% 3 end return s end\nhot()\n' >"$SHIP_TMP/t.lua"
+  printf 'function hot() local s = 0 for i = 1, 1e7 do s = s + i %% 3 end return s end\nhot()\n' >"$SHIP_TMP/t.lua"
   run_cmd run "$LF" run --server "$SHIP_URL" --name app --tags branch=feature,commit=f00d -q -- "$SHIP_TMP/t.lua"
   expect_rc 0 "luaflame run streamed the head run"
   run_cmd cmp "$LF" compare --server "$SHIP_URL" --base app,branch=main --head app,commit=f00d --threshold 5
