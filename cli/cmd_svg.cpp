@@ -339,7 +339,7 @@ bool load(const char* prog, const std::vector<std::string>& files, const Args& a
     int r = f == "-" ? ::fstat(0, &st) : ::stat(f.c_str(), &st);  // stdin may be a file too
     if (r == 0 && S_ISREG(st.st_mode)) bytes += std::size_t(st.st_size);
   }
-  if (bytes) tree.reserve(bytes / 32);
+  if (bytes) tree.reserve(std::min<std::size_t>(bytes / 32, std::size_t(32) << 20));  // capped: virtual, not free
   for (const std::string& f : inputs) {
     lf::ParseResult r;
     if (!read_into(prog, f, a, tree, r)) ok = false;
