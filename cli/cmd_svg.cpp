@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -281,7 +282,16 @@ bool read_into(const char* prog, const std::string& path, const Args& a, lf::Tre
   }
   BlockQueue free, full;
   for (int i = 0; i < 3; ++i) free.push(std::make_unique<Block>());
-  std::thread reader(read_blocks, fd, a.parse, std::ref(free), std::ref(full));
+  std::thread reader([&] {
+    try {
+      read_blocks(fd, a.parse, free, full);
+    } catch (const std::exception&) {  // out of memory: end the input with an error
+      auto b = std::make_unique<Block>();
+      b->error = ENOMEM;
+      b->last = true;
+      full.push(std::move(b));
+    }
+  });
   std::string rev;
   bool ok = true;
   for (;;) {
@@ -397,8 +407,9 @@ int render(const char* prog, const lf::Tree& tree, const Args& a) {
 
 }  // namespace
 
-int cmd_svg(int argc, char** argv) {
-  argv[0] = const_cast<char*>("luaflame svg");
+namespace {
+
+int svg_main(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, false, a)) return 1;
   if (a.help) {
@@ -410,8 +421,7 @@ int cmd_svg(int argc, char** argv) {
   return render(argv[0], tree, a);
 }
 
-int cmd_diff(int argc, char** argv) {
-  argv[0] = const_cast<char*>("luaflame diff");
+int diff_main(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, true, a)) return 1;
   if (a.help) {
@@ -441,5 +451,22 @@ int cmd_diff(int argc, char** argv) {
   }
   return render(argv[0], diff, a);
 }
+
+// Runs a command, turning an exception (out of memory on a huge input)
+// into a message and status 1.
+int guarded(const char* name, int (*fn)(int, char**), int argc, char** argv) {
+  argv[0] = const_cast<char*>(name);
+  try {
+    return fn(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int cmd_svg(int argc, char** argv) { return guarded("luaflame svg", svg_main, argc, argv); }
+int cmd_diff(int argc, char** argv) { return guarded("luaflame diff", diff_main, argc, argv); }
 
 }  // namespace lfcli
