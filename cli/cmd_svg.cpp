@@ -294,27 +294,39 @@ bool read_into(const char* prog, const std::string& path, const Args& a, lf::Tre
   });
   std::string rev;
   bool ok = true;
-  for (;;) {
-    std::unique_ptr<Block> b = full.pop();
-    for (const lf::FoldedLine& line : b->lines) {
-      if (!a.reverse) {
-        tree.add(line);
-        continue;
+  bool last = false;
+  try {
+    while (!last) {
+      std::unique_ptr<Block> b = full.pop();
+      for (const lf::FoldedLine& line : b->lines) {
+        if (!a.reverse) {
+          tree.add(line);
+          continue;
+        }
+        lf::FoldedLine copy = line;
+        rev = lf::reverse_stack(line.stack);
+        copy.stack = rev;
+        tree.add(copy);
       }
-      lf::FoldedLine copy = line;
-      rev = lf::reverse_stack(line.stack);
-      copy.stack = rev;
-      tree.add(copy);
+      lf::merge_results(total, b->result, a.parse.max_errors);
+      if (b->error) {
+        std::fprintf(stderr, "%s: cannot read %s: %s\n", prog, fd == 0 ? "stdin" : path.c_str(),
+                     std::strerror(b->error));
+        ok = false;
+      }
+      last = b->last;
+      free.push(std::move(b));
     }
-    lf::merge_results(total, b->result, a.parse.max_errors);
-    if (b->error) {
-      std::fprintf(stderr, "%s: cannot read %s: %s\n", prog, fd == 0 ? "stdin" : path.c_str(),
-                   std::strerror(b->error));
-      ok = false;
+  } catch (...) {
+    // Let the reader finish (it waits for free blocks) before unwinding.
+    while (!last) {
+      std::unique_ptr<Block> b = full.pop();
+      last = b->last;
+      free.push(std::move(b));
     }
-    bool last = b->last;
-    free.push(std::move(b));
-    if (last) break;
+    reader.join();
+    if (fd > 0) ::close(fd);
+    throw;
   }
   reader.join();
   if (fd > 0) ::close(fd);
