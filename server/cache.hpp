@@ -7,15 +7,23 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string>
 #include <unordered_map>
 
 namespace lfs {
 
-/// A response body, with its gzip form made once for clients that accept it.
+/// A response body, with its gzip form made once, when a client first asks
+/// for it (most API clients never do; browsers always do).
 struct Payload {
   std::string raw;
-  std::string gz;  ///< "" when not compressed (small, or not asked yet)
-  std::size_t size() const { return raw.size() + gz.size(); }
+  int gzip_level = 1;  ///< zlib level for gz: 6 for cached graphs (made once), 1 otherwise
+  /// The gzip form, made on first use (thread-safe).
+  const std::string& gz() const;
+  std::size_t size() const { return raw.size(); }  ///< what the cache counts
+
+ private:
+  mutable std::once_flag once_;
+  mutable std::string gz_;
 };
 
 class SvgCache {

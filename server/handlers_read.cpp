@@ -103,7 +103,7 @@ void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
   auto svg = std::make_shared<Payload>();
   svg->raw = render_run_svg(*app.store, run, view, opts);
   if (cacheable) {
-    svg->gz = gzip_text(svg->raw, 6);  // once, for every browser that asks later
+    svg->gzip_level = 6;  // made once, at the first browser's request, then reused
     app.cache.put(run.id, key, svg);
   }
   send_svg(req, res, svg, etag);

@@ -127,18 +127,18 @@ bool accepts_gzip(const httplib::Request& req) {
   return req.get_header_value(kAcceptEncoding).find("gzip") != std::string::npos;
 }
 
+const std::string& Payload::gz() const {
+  std::call_once(once_, [this] { gz_ = gzip_text(raw, gzip_level); });
+  return gz_;
+}
+
 void send_payload(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> body,
                   const std::string& type) {
   if (res.status == -1 || res.status == 0) res.status = 200;
-  std::shared_ptr<const std::string> data(body, &body->raw);
-  if (accepts_gzip(req) && body->raw.size() > 1024) {
-    if (!body->gz.empty()) {
-      data = std::shared_ptr<const std::string>(body, &body->gz);
-    } else {
-      auto gz = std::make_shared<const std::string>(gzip_text(body->raw, 1));
-      if (!gz->empty()) data = gz;
-    }
-    if (data.get() != &body->raw) res.set_header("Content-Encoding", "gzip");
+  const std::string* data = &body->raw;
+  if (accepts_gzip(req) && body->raw.size() > 1024 && !body->gz().empty()) {
+    data = &body->gz();
+    res.set_header("Content-Encoding", "gzip");
   }
   res.set_header("Vary", "Accept-Encoding");
   // A copy into res.body, not a content provider: httplib stops writing a

@@ -9,15 +9,12 @@
 namespace lfs {
 
 std::size_t parse_folded_batch(std::string_view text, const lf::ParseOptions& opts, Batch& batch) {
-  // Merge duplicate stacks here so the store writes each once.
-  std::unordered_map<std::string_view, std::size_t> index;
+  // A stack may repeat (uncollapsed input): the store merges repeats.
   bool differential_line = false;
   std::size_t first_diff_line = 0;
   lf::ParseResult r = lf::parse_folded(text, opts, [&](const lf::FoldedLine& l) {
     if (l.differential && !differential_line) { differential_line = true; first_diff_line = l.line; }
-    auto [it, fresh] = index.emplace(l.stack, batch.stacks.size());
-    if (fresh) batch.stacks.push_back({std::string(l.stack), {l.value}});
-    else batch.stacks[it->second].second[0] += l.value;
+    batch.stacks.push_back({std::string(l.stack), {l.value}});
   });
   if (!r.ok()) {
     const lf::ParseError& e = r.errors.front();

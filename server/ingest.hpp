@@ -12,7 +12,8 @@
 
 namespace lfs {
 
-/// Parses folded text strictly into `batch` (one column). Any bad line is a
+/// Parses folded text strictly into `batch` (one column; repeated stacks stay
+/// separate entries, the store merges them). Any bad line is a
 /// 400 {"error", "line", "reason"}; a differential (two-column) body too.
 /// Returns the number of lines accepted.
 std::size_t parse_folded_batch(std::string_view text, const lf::ParseOptions& opts, Batch& batch);

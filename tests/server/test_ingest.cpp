@@ -24,14 +24,14 @@ int status_of(const std::function<void()>& fn) {
 
 }  // namespace
 
-TEST_CASE("folded body: duplicates merge, bad lines refuse all with line and reason") {
+TEST_CASE("folded body: CRLF and blank lines fine, bad lines refuse all with line and reason") {
   lfs::Batch b;
   b.metrics = {0};
   CHECK(lfs::parse_folded_batch("a;b 1\r\n\na;b 2\na;c 1.5\n", strict(), b) == 3);
-  REQUIRE(b.stacks.size() == 2);
+  REQUIRE(b.stacks.size() == 3);  // repeats are merged by the store (test_store)
   CHECK(b.stacks[0].first == "a;b");
-  CHECK(b.stacks[0].second[0] == 3);
-  CHECK(b.stacks[1].second[0] == 1.5);
+  CHECK(b.stacks[1].second[0] == 2);
+  CHECK(b.stacks[2].second[0] == 1.5);
 
   struct Case { const char* text; std::size_t line; };
   Case cases[] = {{"a;b 1\nno count here\n", 2}, {"a 1\nb -3\n", 2}, {"a;;b 1\n", 1}, {"a 1\nb 1 2\n", 2}};
@@ -91,8 +91,9 @@ TEST_CASE("lines format: each line one sample, line numbers kept") {
   lfs::Batch b;
   b.metrics = {0};
   lfs::parse_folded_batch(lfs::lines_to_folded("a;b\na;b\nc\n"), strict(), b);
-  REQUIRE(b.stacks.size() == 2);
-  CHECK(b.stacks[0].second[0] == 2);
+  REQUIRE(b.stacks.size() == 3);
+  CHECK(b.stacks[0].first == "a;b");
+  CHECK(b.stacks[2].first == "c");
 }
 
 TEST_CASE("wire chunk: decoded into stacks; bad frames and unknown versions refused") {
