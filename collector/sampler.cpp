@@ -72,7 +72,12 @@ int pick_signal() {
 }  // namespace
 
 void Session::arm() {
-  if (armed) return;
+  if (armed) {
+    // Still ours: the sample is pending. Replaced (the program called
+    // debug.sethook meanwhile): its hook stays, and we arm again.
+    if (!armed_L || lua_gethook(armed_L) == lf_hook) return;
+    armed = 0;
+  }
   lua_State* L = current.load(std::memory_order_relaxed);
   if (!L) return;
   lua_Hook h = lua_gethook(L);

@@ -379,7 +379,10 @@ Summary stop(lua_State* L) {
     s->in_critical = 0;
     if (s->opt.trace) {
       s->charge_now();
-      lua_sethook(s->start_L, s->prev_hook, s->prev_mask, s->prev_count);
+      // Put the old hook back where ours still is; a hook the program set
+      // while profiling stays (and the trace stopped there: say so).
+      if (lua_gethook(s->start_L) == lf_hook) lua_sethook(s->start_L, s->prev_hook, s->prev_mask, s->prev_count);
+      else std::fprintf(stderr, "luaflame: a hook set while tracing replaced luaflame's; the trace stopped there\n");
       if (s->main_L && s->main_L != s->start_L && lua_gethook(s->main_L) == lf_hook)
         lua_sethook(s->main_L, s->prev_hook, s->prev_mask, s->prev_count);
     }

@@ -486,3 +486,26 @@ TEST_CASE("alloc: blocks from before the session are freed safely; the allocator
   CHECK((lua_getallocf(lua.L, &ud1) == before));
   CHECK(ud1 == ud0);
 }
+
+TEST_CASE("hooks: a hook the program sets while profiling keeps working and stays after stop") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local function spin(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
+    local function f() return 1 end
+    for mode in ('sample trace'):gmatch('%S+') do
+      local calls = 0
+      local function counter() calls = calls + 1 end
+      lf.start{mode = mode}
+      debug.sethook(counter, 'c')
+      for i = 1, 500 do f() end
+      spin(10000000)
+      local s = lf.stop()
+      assert(calls >= 500, mode .. ': the program hook saw ' .. calls .. ' calls')
+      assert(debug.gethook() == counter, mode .. ': the program hook was removed at stop')
+      if mode == 'sample' then assert(s.sample_events > 20, 'sampling stopped: ' .. s.sample_events) end
+      debug.sethook()
+    end
+  )");
+  CHECK(err == "");
+}
