@@ -208,7 +208,7 @@ struct Renderer {
   std::vector<uint32_t> colors;    // 0xRRGGBB + 1 per frame (0 = not yet)
   std::string count_name;          // " COUNTNAME", escaped
   Palette pal;
-  bool exact_attr = false;         // titles round: give the script the exact value
+  bool exact_attr = false;         // titles show other than the count: give the script the exact value
   std::size_t frames_written = 0;
 
   Renderer(const Tree& t, const SvgOptions& opts, Writer& writer)
@@ -307,10 +307,11 @@ struct Renderer {
     if (n == Tree::kRoot) {
       p = w_lit(p, ", 100%");
     } else {
-      // flamegraph.pl: the percentage of the count as shown (rounded)
+      // The share of the exact value. (flamegraph.pl takes the share of the
+      // rounded count, the same for whole counts but past 100% for some
+      // fractional ones.)
       p = w_lit(p, ", ");
-      double shown = std::fabs(total * o.factor) < 9e15 ? double(round_printf(total * o.factor, 1)) : total * o.factor;
-      p = w_fixed2(p, timemax > 0 ? 100 * shown / (timemax * o.factor) : 0);
+      p = w_fixed2(p, timemax > 0 ? 100 * total / timemax : 0);
       *p++ = '%';
       if (tree.differential()) {
         double d = o.negate ? -delta(n) : delta(n);
@@ -368,7 +369,7 @@ struct Renderer {
     // Room: the name twice (title, label) plus the fixed parts and numbers.
     char* p = w.room(2 * nm.size() + count_name.size() * 2 + 400);
     p = w_lit(p, "<g");
-    if (exact_attr) {
+    if (exact_attr || total != std::floor(total)) {  // titles show whole counts
       std::string v;
       append_count(v, total);
       p = w_str(w_str(w_lit(p, " v=\""), v), "\"");
