@@ -411,7 +411,11 @@ Summary stop(lua_State* L) {
     sum.samples = s->samples;
     sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->sample_events) * 1e9 / static_cast<double>(sum.clock_ns) : 0;
   }
-  sum.hook_ns = s->hook_ns + (s->opt.trace ? s->tclock.to_ns(s->hook_est * s->trace_events) : 0);
+  if (s->opt.trace && s->hook_sampled_n)
+    sum.hook_ns = s->hook_ns + s->tclock.to_ns(static_cast<uint64_t>(
+                      static_cast<double>(s->hook_sampled) / static_cast<double>(s->hook_sampled_n) * static_cast<double>(s->trace_events)));
+  else
+    sum.hook_ns = s->hook_ns;
   sum.hook_calls = s->hook_calls;
   sum.calls = s->calls;
   sum.nodes = s->tree.size();
