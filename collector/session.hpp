@@ -76,6 +76,7 @@ struct CallCache {
   const void* ident = nullptr;
   const void* check = nullptr;
   uint32_t parent = 0, child = 0;
+  std::atomic<uint64_t>* slots = nullptr;  ///< the child's values
 };
 
 class Session {
@@ -136,7 +137,7 @@ class Session {
   uint64_t hook_sampled = 0, hook_sampled_n = 0, trace_events = 0;
   int ident_lua = 0, ident_c = 0;   ///< layout checks: 0 not yet, 1 good, -1 bad
   std::vector<CallCache> call_cache;
-  uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent);
+  uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
   void trace_event(lua_State* L, lua_Debug* ar);
   void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread (API calls)
   void reroot(Shadow& sh, uint32_t root);

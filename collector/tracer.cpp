@@ -87,7 +87,7 @@ void Session::charge_now() {
 
 // The child of `parent` for the function being called: through the call
 // cache when the layouts are known good, else lua_getinfo and the frame table.
-uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent) {
+uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots) {
   unsigned char tag = 0;
   const void* value = nullptr;
   const void* ident = nullptr;
@@ -120,14 +120,20 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent) {
   if (ident) {
     std::size_t h = (reinterpret_cast<uintptr_t>(ident) >> 4) * 0x9e3779b97f4a7c15ull ^ parent * 0xbf58476d1ce4e5b9ull;
     CallCache& c = call_cache[(h >> 20) & (call_cache.size() - 1)];
-    if (c.ident == ident && c.parent == parent && c.check == check && c.child) return c.child;
+    if (c.ident == ident && c.parent == parent && c.check == check && c.child) {
+      slots = c.slots;
+      return c.child;
+    }
     lua_getinfo(L, "S", ar);
     uint32_t node = tree.child(parent, frames.of(L, ar));
-    c = CallCache{ident, check, parent, node};
+    slots = tree.slots(node);
+    c = CallCache{ident, check, parent, node, slots};
     return node;
   }
   lua_getinfo(L, "S", ar);
-  return tree.child(parent, frames.of(L, ar));
+  uint32_t node = tree.child(parent, frames.of(L, ar));
+  slots = tree.slots(node);
+  return node;
 }
 
 void Session::trace_event(lua_State* L, lua_Debug* ar) {
@@ -160,8 +166,8 @@ void Session::trace_event(lua_State* L, lua_Debug* ar) {
     push = true;
   }
   if (push) {
-    uint32_t node = callee_node(L, ar, sh->top());
-    std::atomic<uint64_t>* v = tree.slots(node);
+    std::atomic<uint64_t>* v = nullptr;
+    uint32_t node = callee_node(L, ar, sh->top(), v);
     Tree::bump(v[col_calls], 1);
     ++calls;
     st.push_back({node, ci, v});
