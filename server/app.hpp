@@ -14,6 +14,7 @@
 #include "cache.hpp"
 #include "config.hpp"
 #include "metrics.hpp"
+#include "render.hpp"
 #include "store.hpp"
 
 namespace lfs {
@@ -23,6 +24,7 @@ struct App {
   Config cfg;
   Store* store = nullptr;
   SvgCache cache;
+  TreeCache trees{2000000};  ///< loaded trees of finished runs, at most 2M nodes in all
   Metrics metrics;
   std::atomic<uint64_t> seq_counter{0};
   explicit App(Config c, Store* s) : cfg(std::move(c)), store(s), cache(cfg.cache_bytes) {}

@@ -101,7 +101,7 @@ void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
     if (auto hit = app.cache.get(key)) return send_svg(req, res, hit, etag);
   }
   auto svg = std::make_shared<Payload>();
-  svg->raw = render_run_svg(*app.store, run, view, opts);
+  svg->raw = render_run_svg(*app.trees.get(*app.store, run, view), view, opts);
   if (cacheable) {
     svg->gzip_level = 6;  // made once, at the first browser's request, then reused
     app.cache.put(run.id, key, svg);
@@ -130,10 +130,10 @@ void get_run(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view;
   view.metric = metric_param(req, &run);
-  lf::Tree tree = load_tree(*app.store, run.id, view);
+  auto tree = app.trees.get(*app.store, run, view);
   nlohmann::json j = run_json(run);
   j["metric"] = metric_name(view.metric);
-  j["top"] = top_functions(tree, static_cast<std::size_t>(int_param(req, "top", 20, 1, 1000)));
+  j["top"] = top_functions(*tree, static_cast<std::size_t>(int_param(req, "top", 20, 1, 1000)));
   send_json(res, 200, j);
 }
 
@@ -142,14 +142,14 @@ void functions(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
   std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 1000, 1, 1000000));
-  send_text(req, res, run_functions(load_tree(*app.store, run.id, view), view.metric, limit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  send_text(req, res, run_functions(*app.trees.get(*app.store, run, view), view.metric, limit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 // GET /api/runs/{id}/profile.folded
 void folded(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
-  send_text(req, res, run_folded(*app.store, run.id, view), "text/plain; charset=utf-8");
+  send_text(req, res, run_folded(*app.trees.get(*app.store, run, view)), "text/plain; charset=utf-8");
   res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + "." +
                                             std::string(metric_name(view.metric)) + ".folded\"");
 }
@@ -158,7 +158,7 @@ void folded(App& app, const httplib::Request& req, httplib::Response& res) {
 void speedscope(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
-  send_text(req, res, run_speedscope(load_tree(*app.store, run.id, view), run, view.metric).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  send_text(req, res, run_speedscope(*app.trees.get(*app.store, run, view), run, view.metric).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
   res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + ".speedscope.json\"");
 }
 
@@ -239,8 +239,8 @@ void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
   if (!req.has_param("subtitle"))
     opts.subtitle = std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
                     "; red grew, blue shrank";
-  lf::Tree b = load_tree(*app.store, base.id, view), h = load_tree(*app.store, head.id, view);
-  send_text(req, res, render_diff_svg(b, h, normalize, opts), "image/svg+xml");
+  auto b = app.trees.get(*app.store, base, view), h = app.trees.get(*app.store, head, view);
+  send_text(req, res, render_diff_svg(*b, *h, normalize, opts), "image/svg+xml");
 }
 
 // GET /api/diff
@@ -256,8 +256,8 @@ void diff_json(App& app, const httplib::Request& req, httplib::Response& res) {
       throw HttpError(422, "threshold is percentage points from 0 to 100, got '" + v + "'");
   }
   std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 20, 1, 10000));
-  lf::Tree b = load_tree(*app.store, base.id, view), h = load_tree(*app.store, head.id, view);
-  DiffReport rep = diff_report(b, h, base, head, view.metric, threshold, limit);
+  auto b = app.trees.get(*app.store, base, view), h = app.trees.get(*app.store, head, view);
+  DiffReport rep = diff_report(*b, *h, base, head, view.metric, threshold, limit);
   send_json(res, rep.failed ? 412 : 200, rep.json);
 }
 

@@ -210,6 +210,7 @@ void remove(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   app.store->delete_run(run.id);
   app.cache.forget(run.id);
+  app.trees.forget(run.id);
   res.status = 204;
 }
 

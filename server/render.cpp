@@ -53,7 +53,7 @@ double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 
 lf::Tree load_tree(Store& store, int64_t run, const View& view) {
   lf::Tree tree;
-  if (view.flamechart) {  // the engine keeps input order for text stacks
+  if (view.flamechart) {  // the engine keeps input order for text stacks (not sorted)
     tree.set_flamechart(true);
     store.read_stacks(run, view.metric, view.from_ns, view.until_ns, [&](std::string_view stack, double v) {
       std::string s = view.reverse ? reversed_stack(stack) : std::string(stack);
@@ -89,7 +89,46 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
   };
   store.read_paths(run, view.metric, view.from_ns, view.until_ns, on_frames, on_stack);
   tree.finalize();
+  tree.sort_children();  // flamegraph.pl's order; readers never change the tree after this
   return tree;
+}
+
+std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run, const View& view) {
+  if (run.status != "finished" || view.flamechart)
+    return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
+  std::string key = std::to_string(run.id) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) +
+                    "|" + std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->key == key) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return entries_.front().tree;
+      }
+  }
+  auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tree->size() <= max_nodes_ / 2) {
+    entries_.push_front({run.id, key, tree});
+    nodes_ += tree->size();
+    while (nodes_ > max_nodes_ && !entries_.empty()) {
+      nodes_ -= entries_.back().tree->size();
+      entries_.pop_back();
+    }
+  }
+  return tree;
+}
+
+void TreeCache::forget(int64_t run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->run == run) {
+      nodes_ -= it->tree->size();
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, bool& reverse) {
@@ -141,8 +180,7 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
   return {};
 }
 
-std::string render_run_svg(Store& store, const RunInfo& run, const View& view, lf::SvgOptions opts) {
-  lf::Tree tree = load_tree(store, run.id, view);
+std::string render_run_svg(const lf::Tree& tree, const View& view, const lf::SvgOptions& opts) {
   std::string out;
   if (tree.total() <= 0) {
     lf::render_empty_svg(opts, view.focus.empty() ? "No data in this run for this metric and time range"
@@ -150,16 +188,13 @@ std::string render_run_svg(Store& store, const RunInfo& run, const View& view, l
                          out);
     return out;
   }
-  if (!opts.flamechart) tree.sort_children();
   lf::render_svg(tree, opts, out);
   return out;
 }
 
-std::string run_folded(Store& store, int64_t run, const View& view) {
-  lf::Tree tree = load_tree(store, run, view);
-  tree.sort_children();  // sorted output: stable for diffs, as stackcollapse tools write it
+std::string run_folded(const lf::Tree& tree) {
   std::string out;
-  lf::write_folded(tree, out);
+  lf::write_folded(tree, out);  // the tree's children are sorted: sorted lines
   return out;
 }
 

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <map>
 #include <string>
 
@@ -29,8 +32,25 @@ struct View {
 /// Query parameters as httplib gives them.
 using Params = std::multimap<std::string, std::string>;
 
-/// Loads a run's stacks for `view` into a finalized tree.
+/// Loads a run's stacks for `view` into a finalized tree (children sorted by
+/// name unless view.flamechart).
 lf::Tree load_tree(Store& store, int64_t run, const View& view);
+
+/// Loaded trees of finished runs, shared by the endpoints a page calls at once
+/// (details, functions, graph), bounded by their total node count.
+class TreeCache {
+ public:
+  explicit TreeCache(std::size_t max_nodes) : max_nodes_(max_nodes) {}
+  /// The tree of `run` for `view`: from the cache when the run is finished.
+  std::shared_ptr<const lf::Tree> get(Store& store, const RunInfo& run, const View& view);
+  void forget(int64_t run);
+
+ private:
+  struct Entry { int64_t run; std::string key; std::shared_ptr<const lf::Tree> tree; };
+  std::mutex mu_;
+  std::list<Entry> entries_;  // most recent first
+  std::size_t nodes_ = 0, max_nodes_;
+};
 
 /// Fills SVG options from flamegraph.pl-named query parameters (title, subtitle, width,
 /// height, fontsize, fonttype, minwidth, countname, nametype, colors, hash, inverted,
@@ -39,11 +59,11 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view);
 /// Returns "" or the message for a 422.
 std::string svg_options_from(const Params& params, int metric, lf::SvgOptions& opts, bool& reverse);
 
-/// Renders the flame graph of a run (an empty-input SVG when nothing matches).
-std::string render_run_svg(Store& store, const RunInfo& run, const View& view, lf::SvgOptions opts);
+/// Renders the flame graph of a loaded tree (an empty-input SVG when it is empty).
+std::string render_run_svg(const lf::Tree& tree, const View& view, const lf::SvgOptions& opts);
 
-/// Folded text of a run's view.
-std::string run_folded(Store& store, int64_t run, const View& view);
+/// Folded text of a loaded tree (sorted).
+std::string run_folded(const lf::Tree& tree);
 
 /// {"metric", "total", "functions": [{"name","self","total"}...]} sorted by self, at most `limit`.
 nlohmann::json run_functions(const lf::Tree& tree, int metric, std::size_t limit);

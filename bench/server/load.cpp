@@ -1,12 +1,14 @@
 // Loopback load generator for luaflame-server, bounded in time.
 //
 //   server_load --port P --mode upload --file F [--seconds S] [--threads N]
-//   server_load --port P --mode svg-cached|svg-304|svg-uncached --run ID [--seconds S] [--threads N]
+//   server_load --port P --mode svg-cached|svg-304|svg-uncached|svg-cold --run ID [--seconds S] [--threads N]
 //
 // upload:       POST F to /api/runs repeatedly; prints MB/s of folded text acknowledged (201).
 // svg-cached:   GET the same flame graph of a finished run (served from the cache).
 // svg-304:      the same with If-None-Match (revalidation, no body).
-// svg-uncached: GET the graph with a new title each time (rendered every time).
+// svg-uncached: GET the graph with a new title each time (rendered every time; the
+//               run's loaded tree is reused from the tree cache).
+// svg-cold:     GET the graph with a new from= each time (loaded from SQLite and rendered).
 // Prints one line: mode, requests, failures, seconds, requests/s, MB/s.
 #include <httplib.h>
 
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
           if (a.mode == "upload") return c.Post("/api/runs?name=bench&tag=bench=upload", body, "text/plain");
           if (a.mode == "svg-cached") return c.Get(svg.c_str());
           if (a.mode == "svg-304") return c.Get(svg.c_str(), {{"If-None-Match", etag}});
+          if (a.mode == "svg-cold") return c.Get((svg + "?from=" + std::to_string(++counter)).c_str());
           return c.Get((svg + "?title=t" + std::to_string(counter++)).c_str());
         };
         httplib::Result r = send();

@@ -59,6 +59,8 @@ measure "upload ${STACKS_SMALL:-2000} stacks ($(($(wc -c <"$small") / 1000)) KB)
 measure "svg cached, ${STACKS_BIG:-50000}-stack run" 1 --mode svg-cached --run "$big_id"
 measure "svg 304 (If-None-Match), ${STACKS_BIG:-50000}-stack run" 1 --mode svg-304 --run "$big_id"
 measure "svg uncached, ${STACKS_BIG:-50000}-stack run" 1 --mode svg-uncached --run "$big_id"
+measure "svg cold (load + render), ${STACKS_BIG:-50000}-stack run" 1 --mode svg-cold --run "$big_id"
 measure "svg cached, ${STACKS_SMALL:-2000}-stack run" 1 --mode svg-cached --run "$small_id"
 measure "svg uncached, ${STACKS_SMALL:-2000}-stack run" 1 --mode svg-uncached --run "$small_id"
+measure "svg cold (load + render), ${STACKS_SMALL:-2000}-stack run" 1 --mode svg-cold --run "$small_id"
 echo "store after the benchmark: $(du -sh "$data" | cut -f1); load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
