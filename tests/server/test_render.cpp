@@ -1,0 +1,144 @@
+// Engine glue: trees from the store with focus/reverse/time windows, the
+// tree cache, SVG options from query parameters, speedscope, diff reports.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "render.hpp"
+
+namespace {
+
+struct Fixture {
+  std::string dir;
+  std::unique_ptr<lfs::Store> store;
+  int64_t run = 0;
+  Fixture() {
+    char tmpl[] = "/tmp/luaflame-render-XXXXXX";
+    dir = mkdtemp(tmpl);
+    store = lfs::open_sqlite_store(dir, {});
+    lfs::NewRun r;
+    r.name = "app";
+    r.metrics = {0};
+    lfs::Batch b;
+    b.metrics = {0};
+    b.from_ns = b.until_ns = 5000000000;
+    b.stacks = {{"main;a;b", {10}}, {"main;a;c", {5}}, {"main;d", {3}}};
+    run = store->create_run(r, b);
+  }
+  ~Fixture() { std::filesystem::remove_all(dir); }
+  lfs::RunInfo info() { return *store->get_run(run); }
+};
+
+std::string folded(const lf::Tree& t) { return lfs::run_folded(t); }
+
+}  // namespace
+
+TEST_CASE("views: focus keeps the subtree, reverse flips stacks, windows select buckets") {
+  Fixture f;
+  lfs::View v;
+  CHECK(folded(lfs::load_tree(*f.store, f.run, v)) == "main;a;b 10\nmain;a;c 5\nmain;d 3\n");
+  v.focus = "main;a";
+  lf::Tree focused = lfs::load_tree(*f.store, f.run, v);
+  CHECK(focused.total() == 15);
+  CHECK(folded(focused) == "main;a;b 10\nmain;a;c 5\n");
+  v.focus = "main;zzz";
+  CHECK(lfs::load_tree(*f.store, f.run, v).total() == 0);
+  v.focus = "";
+  v.reverse = true;
+  CHECK(folded(lfs::load_tree(*f.store, f.run, v)) == "b;a;main 10\nc;a;main 5\nd;main 3\n");
+  v.reverse = false;
+  v.from_ns = 6000000000;
+  CHECK(lfs::load_tree(*f.store, f.run, v).total() == 0);
+  v.from_ns = 5000000000;
+  v.until_ns = 5000000001;
+  CHECK(lfs::load_tree(*f.store, f.run, v).total() == 18);
+}
+
+TEST_CASE("tree cache: finished runs shared, live runs loaded each time, forget drops") {
+  Fixture f;
+  lfs::TreeCache cache(1000);
+  lfs::RunInfo info = f.info();
+  lfs::View v;
+  auto a = cache.get(*f.store, info, v);
+  CHECK(cache.get(*f.store, info, v) == a);
+  lfs::View other = v;
+  other.metric = 1;
+  CHECK(cache.get(*f.store, info, other) != a);
+  cache.forget(f.run);
+  CHECK(cache.get(*f.store, info, v) != a);
+  info.status = "live";
+  auto l1 = cache.get(*f.store, info, v);
+  CHECK(cache.get(*f.store, info, v) != l1);
+  lfs::TreeCache tiny(4);  // too small to keep a 6-node tree
+  auto t1 = tiny.get(*f.store, f.info(), v);
+  CHECK(tiny.get(*f.store, f.info(), v) != t1);
+}
+
+TEST_CASE("svg options: flamegraph.pl names, metric defaults, 422 messages") {
+  lf::SvgOptions o;
+  bool reverse = false;
+  CHECK(lfs::svg_options_from({{"width", "800"}, {"minwidth", "1%"}, {"inverted", "1"}, {"colors", "hot"}},
+                              lfs::metric_index("samples"), o, reverse) == "");
+  CHECK(o.width == 800);
+  CHECK(o.min_width_percent);
+  CHECK(o.min_width == 1);
+  CHECK(o.inverted);
+  CHECK(o.title == "Icicle Graph");
+  CHECK(o.colors == "hot");
+  lf::SvgOptions mem;
+  CHECK(lfs::svg_options_from({}, lfs::metric_index("live_bytes"), mem, reverse) == "");
+  CHECK(mem.unit == "bytes");
+  CHECK(mem.colors == "mem");
+  lf::SvgOptions time;
+  CHECK(lfs::svg_options_from({}, lfs::metric_index("time"), time, reverse) == "");
+  CHECK(time.unit == "ns");
+  for (auto bad : std::vector<lfs::Params>{{{"width", "0"}}, {{"colors", "x"}}, {{"hash", "2"}}, {{"minwidth", "-1"}},
+                                           {{"fontsize", "abc"}}, {{"factor", "0"}}}) {
+    lf::SvgOptions b;
+    CAPTURE(bad.begin()->first);
+    CHECK(lfs::svg_options_from(bad, 0, b, reverse).find("bad value for " + bad.begin()->first) == 0);
+  }
+}
+
+TEST_CASE("speedscope: frames indexed, weights sum to the total") {
+  Fixture f;
+  lf::Tree t = lfs::load_tree(*f.store, f.run, {});
+  nlohmann::json s = lfs::run_speedscope(t, f.info(), 0);
+  CHECK(s["$schema"] == "https://www.speedscope.app/file-format-schema.json");
+  const auto& p = s["profiles"][0];
+  CHECK(p["type"] == "sampled");
+  CHECK(p["endValue"] == 18);
+  double sum = 0;
+  for (const auto& w : p["weights"]) sum += w.get<double>();
+  CHECK(sum == 18);
+  CHECK(s["shared"]["frames"].size() == 5);  // main a b c d
+  for (const auto& sample : p["samples"]) CHECK(s["shared"]["frames"][sample[0].get<std::size_t>()]["name"] == "main");
+}
+
+TEST_CASE("diff report: self shares, threshold, markdown") {
+  auto tree = [](std::vector<std::pair<std::string, double>> stacks) {
+    lf::Tree t;
+    for (auto& [s, v] : stacks) t.add(s, v);
+    t.finalize();
+    return t;
+  };
+  lf::Tree base = tree({{"main;fast", 90}, {"main;slow", 10}});
+  lf::Tree head = tree({{"main;fast", 50}, {"main;slow", 50}});
+  lfs::RunInfo b, h;
+  b.id = 1;
+  h.id = 2;
+  b.name = h.name = "app|pipe";
+  auto ok = lfs::diff_report(base, head, b, h, 0, 50, 10);
+  CHECK_FALSE(ok.failed);
+  CHECK(ok.json["regressions"][0]["name"] == "slow");
+  CHECK(ok.json["regressions"][0]["delta_pct"] == 40);
+  CHECK(ok.json["improvements"][0]["name"] == "fast");
+  CHECK(ok.json["markdown"].get<std::string>().find("app\\|pipe") != std::string::npos);  // table-safe
+  auto fail = lfs::diff_report(base, head, b, h, 0, 39.5, 10);
+  CHECK(fail.failed);
+  CHECK(fail.json["markdown"].get<std::string>().find("**FAILED**: slow") != std::string::npos);
+  auto none = lfs::diff_report(base, head, b, h, 0, -1, 10);
+  CHECK_FALSE(none.failed);
+  CHECK(none.json["threshold"].is_null());
+}
