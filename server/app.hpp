@@ -26,7 +26,6 @@ struct App {
   SvgCache cache;
   TreeCache trees{2000000};  ///< loaded trees of finished runs, at most 2M nodes in all
   Metrics metrics;
-  std::atomic<uint64_t> seq_counter{0};
   explicit App(Config c, Store* s) : cfg(std::move(c)), store(s), cache(cfg.cache_bytes) {}
 };
 

@@ -66,7 +66,7 @@ void reparse_query(httplib::Request& req) {
 }
 
 // Runs `h`, turning every exception into a JSON error.
-void guarded(App& app, const char* route, const Handler& h, const httplib::Request& in, httplib::Response& res) {
+void guarded(const char* route, const Handler& h, const httplib::Request& in, httplib::Response& res) {
   t_route = route;
   try {
     // httplib owns the request object (not const); fixing params in place
@@ -77,14 +77,14 @@ void guarded(App& app, const char* route, const Handler& h, const httplib::Reque
     nlohmann::json body = e.extra;
     body["error"] = e.what();
     send_json(res, e.status, body);
-
   } catch (const LimitError& e) {
     send_json(res, 413, {{"error", e.what()}});
   } catch (const std::exception& e) {
     spdlog::error("{} {}: {}", in.method, in.path, e.what());
     send_json(res, 500, {{"error", std::string("internal error: ") + e.what()}});
+  } catch (...) {
+    send_json(res, 500, {{"error", "internal error"}});
   }
-  (void)app;
 }
 
 bool authorized(const App& app, const httplib::Request& req) {
@@ -162,7 +162,7 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
       send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
       return;
     }
-    guarded(app, route, h, req, res);
+    guarded(route, h, req, res);
   };
   std::string mth = method;
   if (mth == "GET") svr.Get(pattern, wrapped);
@@ -201,7 +201,7 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
       return;
     }
     const_cast<httplib::Request&>(req).body = std::move(body);  // httplib owns req; the body was empty
-    guarded(app, route, h, req, res);
+    guarded(route, h, req, res);
   });
 }
 
