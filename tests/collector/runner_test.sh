@@ -79,5 +79,13 @@ grep -q '^mod.lua mod.lua:0;spin mod.lua:7 1$' "$work/mod.calls.folded" || fail 
 (cd "$work" && LUA_CPATH="$MODDIR/?.so" "$LUA" -e 'require("luaflame").start{mode="trace", output="atclose.folded"} local t = {} for i = 1, 10 do t[i] = i end')
 [ -s "$work/atclose.folded" ] || fail "session left running: atclose.folded not written at lua_close"
 
+# 8. Ctrl-C: "interrupted!" as lua5.4 reports it, status 1.
+printf 'local x = 0\nwhile true do x = x + 1 end\n' > "$work/loop.lua"
+for cmd in "$LUA" "$LF run -q --mode trace -o $work/int.folded"; do
+  (cd "$work" || exit; $cmd loop.lua 2> int.err & pid=$!; sleep 0.5; kill -INT $pid; wait $pid; echo $? > int.rc)
+  [ "$(cat "$work/int.rc")" = 1 ] && [ "$(head -1 "$work/int.err")" = "lua5.4: interrupted!" ] ||
+    fail "SIGINT ($cmd): status $(cat "$work/int.rc"), <$(head -1 "$work/int.err")>"
+done
+
 if [ $fails -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "runner and module: all checks passed"
