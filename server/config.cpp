@@ -103,8 +103,10 @@ const std::vector<Option>& options() {
        }},
       {"--web", "LUAFLAME_WEB", "folder of the web pages (default: the source tree's web/)",
        [](Config& c, const std::string& v) -> std::string { c.web_dir = v; return {}; }},
-      {"--threads", "LUAFLAME_THREADS", "request worker threads (default 8)",
+      {"--threads", "LUAFLAME_THREADS", "request worker threads (default 16)",
        int_setter(&Config::threads, "--threads", 1, 256)},
+      {"--keep-alive", "LUAFLAME_KEEP_ALIVE", "seconds an idle connection may hold a worker (default 2)",
+       int_setter(&Config::keep_alive_seconds, "--keep-alive", 0, 300)},
       {"--cache-mb", "LUAFLAME_CACHE_MB", "memory for cached SVGs in MiB (default 64)",
        [](Config& c, const std::string& v) -> std::string {
          long long n = 0;

@@ -32,8 +32,12 @@ struct Config {
   /// --web / LUAFLAME_WEB: folder of the pages (index.html, run.html, ...). Default: the
   /// source tree's web/ (compile definition LUAFLAME_WEB_DIR).
   std::string web_dir;
-  /// --threads / LUAFLAME_THREADS: request worker threads. Default 8.
-  int threads = 8;
+  /// --threads / LUAFLAME_THREADS: request worker threads. httplib gives each open connection a
+  /// worker, and a browser keeps up to 6 open: default 16.
+  int threads = 16;
+  /// --keep-alive / LUAFLAME_KEEP_ALIVE: seconds an idle kept-alive connection may hold its worker.
+  /// Default 2 (httplib's 5 s let a browser's idle connections stall the next page).
+  int keep_alive_seconds = 2;
   /// --cache-mb / LUAFLAME_CACHE_MB: memory for cached SVGs of finished runs. Default 64.
   std::size_t cache_bytes = 64u << 20;
   /// Limits on input (flags --max-frame, --max-depth, --max-stacks, --max-tags). Defaults:

@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
   lfs::App app(cfg, store.get());
   httplib::Server svr;
   svr.new_task_queue = [n = cfg.threads] { return new httplib::ThreadPool(static_cast<std::size_t>(n)); };
+  svr.set_keep_alive_timeout(cfg.keep_alive_seconds);
+  svr.set_keep_alive_max_count(100);
   lfs::setup(svr, app);
 
   if (!svr.bind_to_port(cfg.host.c_str(), cfg.port)) {
