@@ -81,30 +81,30 @@ std::size_t Session::memory_bytes() const {
 
 // ---------------------------------------------------------------- hooks
 
-void lf_hook(lua_State* L, lua_Debug* ar) {
-  Session* s = g_session.load(std::memory_order_relaxed);
-  if (s) { s->hook(L, ar); return; }
+// lf_hook itself (the hot path) is in tracer.cpp.
+void lf_hook_after_stop(lua_State* L, lua_Debug* ar) {
   lua_sethook(L, g_after_hook, g_after_mask, g_after_count);
   if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
 }
 
-void Session::hook(lua_State* L, lua_Debug* ar) {
-  ++hook_calls;
-  if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
-  const int ev = ar->event;
-  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
+// What a hook event does besides tracing: a sample or allocations pending
+// on an armed thread, and the chained hook. lf_hook calls it only when a
+// thread is armed or a hook was there before start.
+void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
   const bool was_armed = armed && armed_L == L;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   lua_Hook fwd = prev_hook;
   if (was_armed) {
+    const bool was_busy = alloc && alloc->busy;
+    if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
     if (armed_hook != lf_hook) fwd = armed_hook;
     if (owed.load(std::memory_order_relaxed)) take_sample(L);
     if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
     begin_critical();
     disarm();
     end_critical();
+    if (alloc) alloc->busy = was_busy;
   }
-  if (alloc) alloc->busy = false;
   if (fwd && fwd != lf_hook && (prev_mask & event_mask(ev)) && !(was_armed && ev == LUA_HOOKCOUNT))
     fwd(L, ar);
 }
@@ -342,7 +342,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     s->last_L = L;
     s->last_sh = &sh;
     s->tclock.init();
-    s->call_cache.resize(4096);
+    s->call_cache.resize(std::size_t{1} << CallCache::kBits);
     s->last_tick = s->tclock.now();
   }
   Session* raw = s.get();

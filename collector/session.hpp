@@ -9,6 +9,8 @@
 // runs inside `critical` sections, during which the handler defers its arm.
 #pragma once
 
+#include <x86intrin.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdint>
@@ -62,7 +64,7 @@ struct TraceClock {
   bool tsc = false;
   uint64_t mult = 0;  ///< nanoseconds per tick, times 2^32
   void init();
-  uint64_t now() const;
+  uint64_t now() const { return tsc ? __rdtsc() : now_ns(); }
   uint64_t to_ns(uint64_t ticks) const {
     return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32) : ticks;
   }
@@ -73,6 +75,12 @@ struct TraceClock {
 /// code array as a check against a reused address), the C function
 /// otherwise. Saves lua_getinfo + a string hash on every traced call.
 struct CallCache {
+  static constexpr int kBits = 12;  ///< 4096 entries, direct-mapped
+  /// The entry for (ident, parent): a multiply's top bits.
+  static std::size_t slot(const void* ident, uint32_t parent) {
+    return static_cast<std::size_t>(((reinterpret_cast<uintptr_t>(ident) ^ (parent * 0x9e3779b97f4a7c15ull)) *
+                                     0xbf58476d1ce4e5b9ull) >> (64 - kBits));
+  }
   const void* ident = nullptr;
   const void* check = nullptr;
   uint32_t parent = 0, child = 0;
@@ -100,7 +108,7 @@ class Session {
   lua_Hook prev_hook = nullptr;  ///< the start thread's hook before start (chained, restored at stop)
   int prev_mask = 0, prev_count = 0;
   int base_mask() const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | prev_mask; }
-  void hook(lua_State* L, lua_Debug* ar);
+  void hook_rest(lua_State* L, lua_Debug* ar, int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
 
   // ---- coroutine tracking (coroutine.resume / coroutine.wrap wrappers) ----
@@ -138,7 +146,10 @@ class Session {
   int ident_lua = 0, ident_c = 0;   ///< layout checks: 0 not yet, 1 good, -1 bad
   std::vector<CallCache> call_cache;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
-  void trace_event(lua_State* L, lua_Debug* ar);
+  inline void trace_event(lua_State* L, lua_Debug* ar);  ///< tracer.cpp, inlined in lf_hook
+  inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
+  void unwind(std::vector<Shadow::Entry>& st, const void* ci, int ev);  ///< rare: a tail call or frames an error skipped
+  void measure_hook(uint64_t t0);
   void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread (API calls)
   void reroot(Shadow& sh, uint32_t root);
   void charge_now();
@@ -181,7 +192,9 @@ extern bool g_report_at_exit;
 /// The session the hooks and handler see (one per process).
 extern std::atomic<Session*> g_session;
 
-/// The hook function installed on every profiled thread.
+/// The hook function installed on every profiled thread (tracer.cpp).
 void lf_hook(lua_State* L, lua_Debug* ar);
+/// lf_hook on a thread that still had it after stop: the old hook back.
+void lf_hook_after_stop(lua_State* L, lua_Debug* ar);
 
 }  // namespace lfc

@@ -1,4 +1,4 @@
-// The tracer: call and return hooks with CLOCK_MONOTONIC. Between two
+// The tracer: call and return hooks, one clock read per event (TraceClock). Between two
 // events, the time goes to the frame on top of the thread that ran (its
 // self time); a call counts once on its path. Each shadow frame remembers
 // the CallInfo it was entered with, which keeps the shadow stack right
@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "alloc.hpp"
 #include "session.hpp"
 
 namespace lfc {
@@ -76,8 +77,6 @@ void TraceClock::init() {
   mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) * 4294967296.0);
 }
 
-uint64_t TraceClock::now() const { return tsc ? __rdtsc() : now_ns(); }
-
 void Session::charge_now() {
   if (!last_sh || col_time < 0) return;
   uint64_t now = tclock.now();
@@ -88,6 +87,13 @@ void Session::charge_now() {
 // The child of `parent` for the function being called: through the call
 // cache when the layouts are known good, else lua_getinfo and the frame table.
 uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots) {
+  // What naming allocates through the state is the collector's.
+  struct Busy {
+    AllocState* a;
+    bool was;
+    explicit Busy(AllocState* s) : a(s), was(s && s->busy) { if (a) a->busy = true; }
+    ~Busy() { if (a) a->busy = was; }
+  } busy(alloc.get());
   unsigned char tag = 0;
   const void* value = nullptr;
   const void* ident = nullptr;
@@ -118,8 +124,7 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std:
     }
   }
   if (ident) {
-    std::size_t h = (reinterpret_cast<uintptr_t>(ident) >> 4) * 0x9e3779b97f4a7c15ull ^ parent * 0xbf58476d1ce4e5b9ull;
-    CallCache& c = call_cache[(h >> 20) & (call_cache.size() - 1)];
+    CallCache& c = call_cache[CallCache::slot(ident, parent)];
     if (c.ident == ident && c.parent == parent && c.check == check && c.child) {
       slots = c.slots;
       return c.child;
@@ -136,56 +141,119 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std:
   return node;
 }
 
-void Session::trace_event(lua_State* L, lua_Debug* ar) {
-  const uint64_t t0 = tclock.now();
-  if (last_sh && t0 > last_tick) {
-    // The hook's own mean cost is taken off: it is the collector's time.
-    uint64_t dt = t0 - last_tick;
-    std::atomic<uint64_t>* v = last_sh->top_slots();
-    if (!v) v = last_sh->root_slots = tree.slots(last_sh->root);
-    Tree::bump(v[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
-  }
-  Shadow* sh = (L == last_L && last_sh) ? last_sh : &shadows[L];
-  auto& st = sh->stack;
-  const void* ci = ar->i_ci;
-  const int ev = ar->event;
-  bool push = false;
+// Rare cases of an event whose CallInfo is not the expected one: a tail
+// call (its frame replaces the one with the same CallInfo), a call or a
+// return after an error unwound frames without return events.
+void Session::unwind(std::vector<Shadow::Entry>& st, const void* ci, int ev) {
   if (ev == LUA_HOOKRET) {
     long k = find_ci(st, ci);
     if (k >= 0) st.resize(static_cast<std::size_t>(k));
-  } else if (ev == LUA_HOOKCALL || ev == LUA_HOOKTAILCALL) {
-    long k = ev == LUA_HOOKTAILCALL ? find_ci(st, ci) : -1;
-    if (k >= 0) {
-      st.resize(static_cast<std::size_t>(k));
-    } else {
-      // Called from the frame entered with ci->previous; a caller the
-      // tracer never saw (the host's C entry, a coroutine's base) means root.
-      long p = find_ci(st, ci_prev(ci));
-      st.resize(static_cast<std::size_t>(p + 1));
-    }
-    push = true;
+    return;
   }
-  if (push) {
-    std::atomic<uint64_t>* v = nullptr;
-    uint32_t node = callee_node(L, ar, sh->top(), v);
-    Tree::bump(v[col_calls], 1);
-    ++calls;
-    st.push_back({node, ci, v});
+  long k = ev == LUA_HOOKTAILCALL ? find_ci(st, ci) : -1;
+  if (k >= 0) {
+    st.resize(static_cast<std::size_t>(k));
+  } else {
+    // Called from the frame entered with ci->previous; a caller the
+    // tracer never saw (the host's C entry, a coroutine's base) means root.
+    long p = find_ci(st, ci_prev(ci));
+    st.resize(static_cast<std::size_t>(p + 1));
+  }
+}
+
+// One event in 32 also reads the clock on the way out: the mean hook cost,
+// reported and not charged. (Two reads per event would cost more.) The
+// estimate taken off each interval follows the typical event (a moving
+// average with outliers clipped: first sightings that build the tree, the
+// thread being preempted); the report counts them all.
+void Session::measure_hook(uint64_t t0) {
+  const uint64_t d = tclock.now() - t0;
+  hook_sampled += d;
+  if (hook_sampled_n++ < 8) hook_est = hook_sampled / hook_sampled_n;
+  else hook_est += (static_cast<int64_t>(std::min(d, 4 * hook_est + 64)) - static_cast<int64_t>(hook_est)) / 16;
+}
+
+// A call: the child of the caller's node for the function being called,
+// straight from the call cache when the CallInfo's function is known
+// (a few loads, a multiply and a compare), else through callee_node.
+inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
+  auto& st = sh.stack;
+  const uint32_t parent = st.empty() ? sh.root : st.back().node;
+  const void* ci = ar->i_ci;
+  unsigned char tag;
+  const void* value;
+  func_of(ci, tag, value);
+  const void* ident = nullptr;
+  const void* check = nullptr;
+  if (tag == kTagLuaClosure) {
+    if (ident_lua > 0) {
+      ident = at<const void*>(value, kClosureFn);
+      check = at<const void*>(ident, kProtoCode);
+    }
+  } else if (tag == kTagLightC) {
+    if (ident_c > 0) ident = value;
+  } else if (tag == kTagCClosure) {
+    if (ident_c > 0) ident = at<const void*>(value, kClosureFn);
+  }
+  uint32_t node;
+  std::atomic<uint64_t>* v;
+  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent)] : nullptr;
+  if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
+    node = c->child;
+    v = c->slots;
+  } else {
+    node = callee_node(L, ar, parent, v);
+  }
+  Tree::bump(v[col_calls], 1);
+  ++calls;
+  st.push_back({node, ci, v});
+}
+
+inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
+  const uint64_t t0 = tclock.now();
+  Shadow* sh = last_sh;
+  if (__builtin_expect(sh != nullptr, 1)) {
+    if (t0 > last_tick) {
+      // The hook's own mean cost is taken off: it is the collector's time.
+      const uint64_t dt = t0 - last_tick;
+      std::atomic<uint64_t>* v = sh->top_slots();
+      if (!v) v = sh->root_slots = tree.slots(sh->root);
+      Tree::bump(v[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+    }
+    if (L != last_L) sh = &shadows[L];
+  } else {
+    sh = &shadows[L];
+  }
+  auto& st = sh->stack;
+  const void* ci = ar->i_ci;
+  const int ev = ar->event;
+  if (ev == LUA_HOOKRET) {
+    if (__builtin_expect(!st.empty() && st.back().ci == ci, 1)) st.pop_back();
+    else unwind(st, ci, ev);
+  } else if (ev == LUA_HOOKCALL) {
+    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
+    trace_call(L, ar, *sh);
+  } else if (ev == LUA_HOOKTAILCALL) {
+    unwind(st, ci, ev);
+    trace_call(L, ar, *sh);
   }
   last_L = L;
   last_sh = sh;
   last_tick = t0;
-  // One event in 32 also reads the clock on the way out: the mean hook
-  // cost, reported and not charged. (Two reads per event would cost more.)
-  // The estimate taken off each interval follows the typical event (a
-  // moving average with outliers clipped: first sightings that build the
-  // tree, the thread being preempted); the report counts them all.
-  if ((++trace_events & 31) == 1) {
-    const uint64_t d = tclock.now() - t0;
-    hook_sampled += d;
-    if (hook_sampled_n++ < 8) hook_est = hook_sampled / hook_sampled_n;
-    else hook_est += (static_cast<int64_t>(std::min(d, 4 * hook_est + 64)) - static_cast<int64_t>(hook_est)) / 16;
-  }
+  if (__builtin_expect((++trace_events & 31) == 1, 0)) measure_hook(t0);
+}
+
+// The hook on every profiled thread. The common trace event is the clock
+// read, a charge to the frame on top, a CallInfo compare and a push or pop;
+// the rest (an armed thread, a chained hook, after stop) is out of line.
+void lf_hook(lua_State* L, lua_Debug* ar) {
+  Session* s = g_session.load(std::memory_order_relaxed);
+  if (__builtin_expect(!s, 0)) { lf_hook_after_stop(L, ar); return; }
+  ++s->hook_calls;
+  const int ev = ar->event;
+  if (s->opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) s->trace_event(L, ar);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (s->armed || s->prev_hook) s->hook_rest(L, ar, ev);
 }
 
 void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
