@@ -1,7 +1,7 @@
-# Turns the CI jobs of docs/ship.md into shell scripts, so the test suite runs
+# Turns the CI jobs of README.md into shell scripts, so the test suite runs
 # the very commands the documentation gives (ci_docs_test.sh).
-#   awk -v job=github -f extract_ci.awk docs/ship.md   the `run:` of every step after "Install luaflame"
-#   awk -v job=gitlab -f extract_ci.awk docs/ship.md   the `script:` items
+#   awk -v job=github -f extract_ci.awk README.md   the `run:` of every step after "Install luaflame"
+#   awk -v job=gitlab -f extract_ci.awk README.md   the `script:` items
 # Only the YAML shapes those two blocks use are understood: `run: CMD`,
 # `run: |` blocks, `- CMD` items (continued on deeper-indented lines) and `- |` items.
 function indent(s) { match(s, /^ */); return RLENGTH }
