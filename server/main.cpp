@@ -3,9 +3,14 @@
 // Startup: config, store (migrated), routes; then listen. SIGTERM/SIGINT:
 // stop accepting, let in-flight requests finish, close the store cleanly.
 // A retention thread deletes old runs as configured.
+#include <netdb.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <condition_variable>
@@ -54,6 +59,31 @@ void retention_loop(lfs::App& app, std::mutex& mu, std::condition_variable& cv, 
   }
 }
 
+// Why binding host:port fails: a probe bind with the server's own socket
+// options, so the message names the real cause ("in use", "cannot assign").
+std::string bind_error(const std::string& host, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  if (int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    return "cannot listen on " + host + ":" + std::to_string(port) + ": " + gai_strerror(rc);
+  int err = 0;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) { err = errno; continue; }
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    err = bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    close(fd);
+    if (err == 0) break;
+  }
+  freeaddrinfo(res);
+  std::string where = host + ":" + std::to_string(port);
+  if (err == EADDRINUSE) return where + " is in use (another luaflame-server or program listens there)";
+  return "cannot listen on " + where + (err ? std::string(": ") + std::strerror(err) : std::string());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +103,21 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  httplib::Server svr;
+  svr.new_task_queue = [n = cfg.threads] { return new httplib::ThreadPool(static_cast<std::size_t>(n)); };
+  svr.set_keep_alive_timeout(cfg.keep_alive_seconds);
+  svr.set_keep_alive_max_count(100);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second
+  // server binds the same port and the kernel splits connections between two stores.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  // Bind before opening the store: a second server on a taken port leaves the store alone.
+  if (!svr.bind_to_port(cfg.host.c_str(), cfg.port)) {
+    std::cerr << "luaflame-server: " << bind_error(cfg.host, cfg.port) << "\n";
+    return 1;
+  }
   std::unique_ptr<lfs::Store> store;
   try {
     lfs::StoreOptions so;
@@ -84,16 +129,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   lfs::App app(cfg, store.get());
-  httplib::Server svr;
-  svr.new_task_queue = [n = cfg.threads] { return new httplib::ThreadPool(static_cast<std::size_t>(n)); };
-  svr.set_keep_alive_timeout(cfg.keep_alive_seconds);
-  svr.set_keep_alive_max_count(100);
   lfs::setup(svr, app);
-
-  if (!svr.bind_to_port(cfg.host.c_str(), cfg.port)) {
-    std::cerr << "luaflame-server: cannot listen on " << cfg.host << ":" << cfg.port << "\n";
-    return 1;
-  }
   std::thread signals([&svr, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);

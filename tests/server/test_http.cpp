@@ -1,6 +1,9 @@
 // Integration: the real luaflame-server on a free port, every endpoint and
 // every error code over HTTP.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <atomic>
@@ -540,4 +543,45 @@ TEST_CASE("a live run without new data for --stale-minutes is marked finished") 
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK(body_json(c.Get(stale.c_str()))["status"] == "finished");
   CHECK(body_json(c.Get(live.c_str()))["status"] == "live");
+}
+
+// Regression: httplib's default socket options set SO_REUSEPORT, so a second
+// server bound the same port and the kernel split connections between two stores.
+TEST_CASE("a second server on a port in use exits non-zero and says so") {
+  lft::TempDir dir, dir2;
+  lft::ServerProc first(dir.path);
+  int64_t id = [&] { auto c = first.client(); return upload(c, "name=first", kFolded); }();
+  const std::string where = "127.0.0.1:" + std::to_string(first.port());
+  const std::string err_path = dir2.path + "/second.err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::fopen(err_path.c_str(), "w");
+    if (f) { dup2(fileno(f), 1); dup2(fileno(f), 2); }
+    execl(LUAFLAME_SERVER_BIN, LUAFLAME_SERVER_BIN, "--listen", where.c_str(), "--data", dir2.path.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  REQUIRE(pid > 0);
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 300 && !exited; ++i) {  // at most 15 s
+    exited = waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!exited) { kill(pid, SIGKILL); waitpid(pid, &status, 0); }
+  std::ifstream in(err_path);
+  std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CAPTURE(err);
+  REQUIRE(exited);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(err.find(where + " is in use") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir2.path + "/luaflame.db"));  // the store was not touched
+  // The first server still answers every connection, with its own run.
+  for (int i = 0; i < 20; ++i) {
+    auto c = first.client();
+    auto r = c.Get(("/api/runs/" + std::to_string(id)).c_str());
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
 }
