@@ -343,6 +343,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     s->last_sh = &sh;
     s->tclock.init();
     s->call_cache.resize(std::size_t{1} << CallCache::kBits);
+    s->trace_fast_ok = s->tclock.tsc && !s->prev_hook;  // else every event takes Session::hook
     s->last_tick = s->tclock.now();
   }
   Session* raw = s.get();

@@ -42,7 +42,33 @@ struct Shadow {
     const void* ci;
     std::atomic<uint64_t>* slots;  ///< the node's values (Tree::slots)
   };
-  std::vector<Entry> stack;
+  /// A growable array of entries whose room() + push_fast() never
+  /// allocate, so the hook's fast path makes no call. resize() only shrinks.
+  class Stack {
+   public:
+    bool empty() const { return n_ == 0; }
+    std::size_t size() const { return n_; }
+    std::size_t capacity() const { return v_.capacity(); }
+    Entry& back() { return v_[n_ - 1]; }
+    const Entry& back() const { return v_[n_ - 1]; }
+    const Entry& operator[](std::size_t i) const { return v_[i]; }
+    Entry* begin() { return v_.data(); }
+    Entry* end() { return v_.data() + n_; }
+    bool room() const { return n_ < cap_; }
+    void push_fast(const Entry& e) { v_[n_++] = e; }
+    void push_back(const Entry& e) {
+      if (!room()) v_.resize(cap_ = cap_ ? 2 * cap_ : 32);
+      push_fast(e);
+    }
+    void pop_back() { --n_; }
+    void resize(std::size_t k) { if (k < n_) n_ = k; }
+    void clear() { n_ = 0; }
+
+   private:
+    std::vector<Entry> v_;
+    std::size_t n_ = 0, cap_ = 0;  ///< cap_: v_.size(), kept to spare a division
+  };
+  Stack stack;
   uint32_t root = 0;  ///< node the thread's frames hang under (the resumer's frame)
   std::atomic<uint64_t>* root_slots = nullptr;
   uint32_t top() const { return stack.empty() ? root : stack.back().node; }
@@ -148,7 +174,10 @@ class Session {
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
   inline void trace_event(lua_State* L, lua_Debug* ar);  ///< tracer.cpp, inlined in lf_hook
   inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
-  void unwind(std::vector<Shadow::Entry>& st, const void* ci, int ev);  ///< rare: a tail call or frames an error skipped
+  void unwind(Shadow::Stack& st, const void* ci, int ev);
+  inline bool trace_fast(lua_State* L, lua_Debug* ar);  ///< the common event, or false having done nothing
+  void hook(lua_State* L, lua_Debug* ar);                ///< every other event (lf_hook's slow path)
+  bool trace_fast_ok = false;  ///< trace mode, TSC clock, no chained hook: lf_hook may take trace_fast  ///< rare: a tail call or frames an error skipped
   void measure_hook(uint64_t t0);
   void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread (API calls)
   void reroot(Shadow& sh, uint32_t root);

@@ -59,8 +59,11 @@ bool cpu_has(const char* flag) {
   return found;
 }
 
+// One trace event in this many (+1) also measures the hook's own cost.
+constexpr uint64_t kMeasureMask = 255;
+
 // Index of the topmost entry entered with `ci`, or -1.
-long find_ci(const std::vector<Shadow::Entry>& st, const void* ci) {
+long find_ci(const Shadow::Stack& st, const void* ci) {
   for (std::size_t k = st.size(); k-- > 0;) if (st[k].ci == ci) return static_cast<long>(k);
   return -1;
 }
@@ -144,7 +147,7 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std:
 // Rare cases of an event whose CallInfo is not the expected one: a tail
 // call (its frame replaces the one with the same CallInfo), a call or a
 // return after an error unwound frames without return events.
-void Session::unwind(std::vector<Shadow::Entry>& st, const void* ci, int ev) {
+void Session::unwind(Shadow::Stack& st, const void* ci, int ev) {
   if (ev == LUA_HOOKRET) {
     long k = find_ci(st, ci);
     if (k >= 0) st.resize(static_cast<std::size_t>(k));
@@ -161,7 +164,7 @@ void Session::unwind(std::vector<Shadow::Entry>& st, const void* ci, int ev) {
   }
 }
 
-// One event in 32 also reads the clock on the way out: the mean hook cost,
+// One event in 256 also reads the clock on the way out: the mean hook cost,
 // reported and not charged. (Two reads per event would cost more.) The
 // estimate taken off each interval follows the typical event (a moving
 // average with outliers clipped: first sightings that build the tree, the
@@ -240,20 +243,84 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
   last_L = L;
   last_sh = sh;
   last_tick = t0;
-  if (__builtin_expect((++trace_events & 31) == 1, 0)) measure_hook(t0);
+  if (__builtin_expect((++trace_events & kMeasureMask) == 1, 0)) measure_hook(t0);
 }
 
-// The hook on every profiled thread. The common trace event is the clock
-// read, a charge to the frame on top, a CallInfo compare and a push or pop;
-// the rest (an armed thread, a chained hook, after stop) is out of line.
+// The common event, with no call and no allocation: a return whose
+// CallInfo is the top frame's, or a call from the top frame of a function
+// in the call cache. Anything else returns false having changed nothing.
+inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
+  if (!trace_fast_ok || armed || L != last_L || !last_sh) return false;
+  if (((trace_events + 1) & kMeasureMask) == 1) return false;  // hook_est is measured on the slow path
+  Shadow& sh = *last_sh;
+  Shadow::Stack& st = sh.stack;
+  std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
+  if (!top) return false;
+  const void* ci = ar->i_ci;
+  const int ev = ar->event;
+  const CallCache* c = nullptr;
+  if (ev == LUA_HOOKRET) {
+    if (st.empty() || st.back().ci != ci) return false;
+  } else if (ev == LUA_HOOKCALL) {
+    if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
+    unsigned char tag;
+    const void* value;
+    func_of(ci, tag, value);
+    const void* ident;
+    const void* check = nullptr;
+    if (tag == kTagLuaClosure && ident_lua > 0) {
+      ident = at<const void*>(value, kClosureFn);
+      check = at<const void*>(ident, kProtoCode);
+    } else if (tag == kTagLightC && ident_c > 0) {
+      ident = value;
+    } else if (tag == kTagCClosure && ident_c > 0) {
+      ident = at<const void*>(value, kClosureFn);
+    } else {
+      return false;
+    }
+    const uint32_t parent = st.empty() ? sh.root : st.back().node;
+    c = &call_cache[CallCache::slot(ident, parent)];
+    if (c->ident != ident || c->parent != parent || c->check != check) return false;
+  } else {
+    return false;
+  }
+  const uint64_t t0 = __rdtsc();  // trace_fast_ok: the TSC is the clock
+  if (t0 > last_tick) {
+    const uint64_t dt = t0 - last_tick;
+    Tree::bump(top[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+  }
+  last_tick = t0;
+  if (c) {
+    Tree::bump(c->slots[col_calls], 1);
+    ++calls;
+    st.push_fast({c->child, ci, c->slots});
+  } else {
+    st.pop_back();
+  }
+  ++trace_events;
+  ++hook_calls;
+  return true;
+}
+
+// The hook on every profiled thread: the common trace event inline, the
+// rest (a first sighting, an unwind, a coroutine switch, an armed thread,
+// a chained hook, after stop) in Session::hook.
 void lf_hook(lua_State* L, lua_Debug* ar) {
   Session* s = g_session.load(std::memory_order_relaxed);
-  if (__builtin_expect(!s, 0)) { lf_hook_after_stop(L, ar); return; }
-  ++s->hook_calls;
+  if (__builtin_expect(s != nullptr, 1)) {
+    if (__builtin_expect(s->trace_fast(L, ar), 1)) return;
+    s->hook(L, ar);
+    return;
+  }
+  lf_hook_after_stop(L, ar);
+}
+
+void Session::hook(lua_State* L, lua_Debug* ar) {
+  ++hook_calls;
   const int ev = ar->event;
-  if (s->opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) s->trace_event(L, ar);
+  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (s->armed || s->prev_hook) s->hook_rest(L, ar, ev);
+  if (armed || prev_hook) hook_rest(L, ar, ev);
 }
 
 void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
