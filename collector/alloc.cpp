@@ -33,15 +33,11 @@ const char* type_frame(int type) {
   }
 }
 
-void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
-  AllocState* a = static_cast<AllocState*>(ud);
+// Everything but the two common cases below: a block grown or moved, an
+// allocation that takes a sample, exact mode, the collector's own, after stop.
+__attribute__((noinline)) void* alloc_slow(AllocState* a, void* ptr, size_t osize, size_t nsize) {
   void* r = a->orig(a->orig_ud, ptr, osize, nsize);
-  if (!a->active) return r;
-  if (nsize == 0) {
-    if (ptr) a->on_free(ptr);
-    return r;
-  }
-  if (!r) return r;
+  if (!a->active || !r) return r;
   if (!ptr) {
     // A new block: for a new object Lua passes its type as osize.
     int type = osize >= LUA_TSTRING && osize <= LUA_NUMTYPES + 1 ? static_cast<int>(osize) : kBuffer;
@@ -59,6 +55,33 @@ void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
   }
   if (nsize > osize) a->on_new(r, nsize - osize, kGrowth);
   return r;
+}
+
+// A new block that takes no sample: counted after it is allocated.
+__attribute__((noinline)) void* alloc_new(AllocState* a, size_t osize, size_t nsize) {
+  void* r = a->orig(a->orig_ud, nullptr, osize, nsize);
+  if (r) a->count_new(nsize);
+  return r;
+}
+
+// A free that may concern a pending sample or a remembered block.
+__attribute__((noinline)) void* free_tracked(AllocState* a, void* ptr, size_t osize) {
+  a->on_free(ptr);
+  return a->orig(a->orig_ud, ptr, osize, 0);
+}
+
+// The wrapper around the state's allocator. It keeps no frame of its own:
+// a free goes straight to the original allocator (unless a sample pending
+// or remembered may be that block), a new block that takes no sample (the
+// countdown is larger than its size) to alloc_new, the rest to alloc_slow.
+void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  AllocState* a = static_cast<AllocState*>(ud);
+  if (nsize == 0) {
+    if (ptr && a->active && a->may_track(ptr)) return free_tracked(a, ptr, osize);
+    return a->orig(a->orig_ud, ptr, osize, nsize);
+  }
+  if (!ptr && a->fast_new && a->countdown > static_cast<int64_t>(nsize)) return alloc_new(a, osize, nsize);
+  return alloc_slow(a, ptr, osize, nsize);
 }
 
 }  // namespace
@@ -107,6 +130,7 @@ bool Session::start_alloc(std::string&) {
   a->rng ^= now_ns();
   if (!a->exact) a->next_countdown();
   a->active = true;
+  a->fast_new = !a->exact;
   alloc = std::move(a);
   lua_setallocf(start_L, lf_alloc, alloc.get());
   return true;
@@ -155,6 +179,7 @@ void Session::stop_alloc(lua_State* L, bool collect) {
   alloc_total_bytes = a->total_bytes;
   alloc_total_count = a->total_count;
   a->active = false;
+  a->fast_new = false;
   a->live = {};
   a->filter = {};
   void* ud = nullptr;

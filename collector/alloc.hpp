@@ -43,6 +43,7 @@ struct AllocState {
   bool active = false;    ///< false: pass everything through (after stop)
   bool exact = false;     ///< alloc_rate 0: every allocation
   bool busy = false;      ///< the collector itself is allocating (hook, stop)
+  bool fast_new = false;  ///< active and sampling: a new block may take lf_alloc's fast path
   double rate = 0;        ///< mean bytes between samples
   int64_t countdown = 0;  ///< bytes until the next sample
   uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -62,6 +63,14 @@ struct AllocState {
     uint64_t h = (reinterpret_cast<uintptr_t>(p) >> 4) * 0x9e3779b97f4a7c15ull >> 44;
     filter[h >> 6] |= 1ull << (h & 63);
   }
+  /// A new block that does not take a sample (countdown > size), counted
+  /// unless the collector itself allocates.
+  void count_new(std::size_t size) {
+    if (busy) return;
+    total_bytes += size;
+    ++total_count;
+    countdown -= static_cast<int64_t>(size);
+  }
   /// Every allocation: counts, and samples when the countdown runs out.
   void on_new(void* block, std::size_t size, int type) {
     if (busy) return;
@@ -73,6 +82,8 @@ struct AllocState {
     }
     sampled(block, size, type);
   }
+  /// Whether a free may concern a pending sample or a remembered block.
+  bool may_track(void* p) const { return npending || (!live.empty() && maybe_live(p)); }
   /// Every free: only blocks in the pending buffer or maybe in `live` cost more.
   void on_free(void* block) {
     if (npending) unpend(block);
