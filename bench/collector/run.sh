@@ -61,17 +61,26 @@ done
 if command -v valgrind > /dev/null; then
   cg() { valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$work/cg.%p" "$@" 2> "$work/vg.err" > /dev/null;
          ls -t "$work"/cg.*-01 | head -1; }
-  incl() { callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | grep -F "$2" | head -1 | awk '{gsub(",", "", $1); print $1+0}'; }
+  incl() { { callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | grep -F "$2" || true; } | head -1 | awk '{gsub(",", "", $1); print $1+0}'; }
   total() { grep -m1 '^summary:\|^totals:' "$1" | awk '{print $2}'; }
   echo
   f=$(cg "$LF" run --mode sample -o "$work/cg.folded" "$here/mixed.lua" 0.25)
   events=$(sed -n 's/.*(\([0-9]*\) events.*/\1/p' "$work/vg.err")
   hook=$(incl "$f" "lfc::lf_hook("); sig=$(incl "$f" "on_signal("); prog=$(total "$f"); rm -f "$work"/cg.*
   echo "callgrind mixed.lua 0.25, sample mode: $events sample events; lf_hook $hook Ir, signal handler $sig Ir inclusive; program $prog Ir"
-  echo "$hook $sig $events $prog" | awk '{per=($1+$2)/$3; printf "  %.0f instructions per sample (user space; the kernel'"'"'s signal delivery is extra)\n", per}'
+  echo "${hook:-0} ${sig:-0} ${events:-0} $prog" | awk '$3 == 0 {print "  no sample event (the sampler thread starved under valgrind: rerun on a quieter machine)"; exit} {per=($1+$2)/$3; printf "  %.0f instructions per sample (user space; the kernel'"'"'s signal delivery is extra)\n", per}'
   base_ir=$(total "$(cg lua5.4 "$here/alloc.lua" 0.25)"); rm -f "$work"/cg.*
   ctl_ir=$(total "$(cg "$LF" run -q --mode sample --hz 1 -o "$work/cg.folded" "$here/alloc.lua" 0.25)"); rm -f "$work"/cg.*
   al_ir=$(total "$(cg "$LF" run -q --mode alloc -o "$work/cg.folded" "$here/alloc.lua" 0.25)"); rm -f "$work"/cg.*
   echo "callgrind alloc.lua 0.25: lua5.4 $base_ir Ir; luaflame run --hz 1 (control) $ctl_ir Ir; --mode alloc $al_ir Ir" \
        "($(echo "$al_ir $ctl_ir" | awk '{printf "%+.2f%%", 100*($1/$2-1)}') over the control, $(echo "$al_ir $base_ir" | awk '{printf "%+.2f%%", 100*($1/$2-1)}') over lua5.4)"
+  # Trace mode: the whole run's instructions against lua5.4 and the runner
+  # alone (--hz 1), at scale 0.1 (the hook's share is what moves).
+  for p in mixed parser; do
+    b=$(total "$(cg lua5.4 "$here/$p.lua" 0.1)"); rm -f "$work"/cg.*
+    c=$(total "$(cg "$LF" run -q --mode sample --hz 1 -o "$work/cg.folded" "$here/$p.lua" 0.1)"); rm -f "$work"/cg.*
+    t=$(total "$(cg "$LF" run -q --mode trace -o "$work/cg.folded" "$here/$p.lua" 0.1)"); rm -f "$work"/cg.*
+    echo "callgrind $p.lua 0.1: lua5.4 $b Ir; --hz 1 (control) $c Ir; --mode trace $t Ir" \
+         "($(echo "$t $b" | awk '{printf "%.3fx", $1/$2}') lua5.4, $(echo "$t $c" | awk '{printf "%.3fx", $1/$2}') the control)"
+  done
 fi
