@@ -25,8 +25,15 @@ struct App {
   Store* store = nullptr;
   SvgCache cache;
   TreeCache trees{2000000};  ///< loaded trees of finished runs, at most 2M nodes in all
+  TableCache tables{16u << 20};  ///< function tables of finished runs (details, /functions), 16 MiB
   Metrics metrics;
   explicit App(Config c, Store* s) : cfg(std::move(c)), store(s), cache(cfg.cache_bytes) {}
+  /// Drops everything cached about a deleted run.
+  void forget(int64_t run) {
+    cache.forget(run);
+    trees.forget(run);
+    tables.forget(run);
+  }
 };
 
 /// A refusal with a status and a JSON body {"error": message, ...extra}.

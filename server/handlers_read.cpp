@@ -130,10 +130,10 @@ void get_run(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view;
   view.metric = metric_param(req, &run);
-  auto tree = app.trees.get(*app.store, run, view);
+  auto table = app.tables.get(app.trees, *app.store, run, view);
   nlohmann::json j = run_json(run);
   j["metric"] = metric_name(view.metric);
-  j["top"] = top_functions(*tree, static_cast<std::size_t>(int_param(req, "top", 20, 1, 1000)));
+  j["top"] = top_functions(*table, static_cast<std::size_t>(int_param(req, "top", 20, 1, 1000)));
   send_json(res, 200, j);
 }
 
@@ -142,7 +142,7 @@ void functions(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
   std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 1000, 1, 1000000));
-  send_text(req, res, run_functions(*app.trees.get(*app.store, run, view), view.metric, limit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  send_text(req, res, run_functions(*app.tables.get(app.trees, *app.store, run, view), view.metric, limit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 // GET /api/runs/{id}/profile.folded

@@ -209,8 +209,7 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
 void remove(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   app.store->delete_run(run.id);
-  app.cache.forget(run.id);
-  app.trees.forget(run.id);
+  app.forget(run.id);
   res.status = 204;
 }
 

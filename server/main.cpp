@@ -47,8 +47,7 @@ void retention_loop(lfs::App& app, std::mutex& mu, std::condition_variable& cv, 
       if (c.stale_minutes > 0) finish_stale(app);
       int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
       for (int64_t id : app.store->retain(older, c.keep_runs, c.disk_budget)) {
-        app.cache.forget(id);
-        app.trees.forget(id);
+        app.forget(id);
         spdlog::info("retention: deleted run {}", id);
       }
     } catch (const std::exception& e) {

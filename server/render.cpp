@@ -93,30 +93,40 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
   return tree;
 }
 
+std::string view_key(const RunInfo& run, const View& view) {
+  return std::to_string(run.id) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
+         std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
+}
+
+std::shared_ptr<const lf::Tree> TreeCache::find(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->key == key) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return entries_.front().tree;
+    }
+  return nullptr;
+}
+
 std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run, const View& view) {
   if (run.status != "finished" || view.flamechart)
     return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
-  std::string key = std::to_string(run.id) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) +
-                    "|" + std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
-  {
+  const std::string key = view_key(run, view);
+  if (auto hit = find(key)) return hit;
+  return flights_.run(key, [&]() -> std::shared_ptr<const lf::Tree> {
+    if (auto hit = find(key)) return hit;  // loaded by a flight that just ended
+    auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->key == key) {
-        entries_.splice(entries_.begin(), entries_, it);
-        return entries_.front().tree;
+    if (tree->size() <= max_nodes_ / 2) {
+      entries_.push_front({run.id, key, tree});
+      nodes_ += tree->size();
+      while (nodes_ > max_nodes_ && !entries_.empty()) {
+        nodes_ -= entries_.back().tree->size();
+        entries_.pop_back();
       }
-  }
-  auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (tree->size() <= max_nodes_ / 2) {
-    entries_.push_front({run.id, key, tree});
-    nodes_ += tree->size();
-    while (nodes_ > max_nodes_ && !entries_.empty()) {
-      nodes_ -= entries_.back().tree->size();
-      entries_.pop_back();
     }
-  }
-  return tree;
+    return tree;
+  });
 }
 
 void TreeCache::forget(int64_t run) {
@@ -198,26 +208,96 @@ std::string run_folded(const lf::Tree& tree) {
   return out;
 }
 
-nlohmann::json run_functions(const lf::Tree& tree, int metric, std::size_t limit) {
-  nlohmann::json fns = nlohmann::json::array();
-  std::vector<lf::FunctionStat> stats = lf::function_stats(tree);
-  for (std::size_t i = 0; i < stats.size() && i < limit; ++i)
-    fns.push_back({{"name", stats[i].name}, {"self", stats[i].self}, {"total", stats[i].total}});
-  return {{"metric", metric_name(metric)}, {"total", tree.total()}, {"functions", fns}};
+std::size_t FunctionTable::bytes() const {
+  std::size_t n = sizeof *this;
+  for (const lf::FunctionStat& f : functions) n += sizeof f + f.name.size();
+  return n;
 }
 
-nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit) {
-  std::vector<lf::FunctionStat> stats = lf::function_stats(tree);
+FunctionTable function_table(const lf::Tree& tree) {
+  FunctionTable t;
+  t.functions = lf::function_stats(tree);
+  t.total = tree.total();
+  return t;
+}
+
+std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& store, const RunInfo& run,
+                                                     const View& view) {
+  auto compute = [&] { return std::make_shared<const FunctionTable>(function_table(*trees.get(store, run, view))); };
+  if (run.status != "finished" || view.flamechart) return compute();
+  const std::string key = view_key(run, view);
+  auto find = [&]() -> std::shared_ptr<const FunctionTable> {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->key == key) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return entries_.front().table;
+      }
+    return nullptr;
+  };
+  if (auto hit = find()) return hit;
+  return flights_.run(key, [&]() -> std::shared_ptr<const FunctionTable> {
+    if (auto hit = find()) return hit;
+    auto table = compute();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (table->bytes() <= max_bytes_ / 4) {
+      entries_.push_front({run.id, key, table});
+      bytes_ += table->bytes();
+      while (bytes_ > max_bytes_ && !entries_.empty()) {
+        bytes_ -= entries_.back().table->bytes();
+        entries_.pop_back();
+      }
+    }
+    return table;
+  });
+}
+
+void TableCache::forget(int64_t run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->run == run) {
+      bytes_ -= it->table->bytes();
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+nlohmann::json run_functions(const FunctionTable& table, int metric, std::size_t limit) {
+  nlohmann::json fns = nlohmann::json::array();
+  const std::vector<lf::FunctionStat>& stats = table.functions;
+  for (std::size_t i = 0; i < stats.size() && i < limit; ++i)
+    fns.push_back({{"name", stats[i].name}, {"self", stats[i].self}, {"total", stats[i].total}});
+  return {{"metric", metric_name(metric)}, {"total", table.total}, {"functions", fns}};
+}
+
+nlohmann::json run_functions(const lf::Tree& tree, int metric, std::size_t limit) {
+  return run_functions(function_table(tree), metric, limit);
+}
+
+nlohmann::json top_functions(const FunctionTable& table, std::size_t limit) {
+  const std::vector<lf::FunctionStat>& stats = table.functions;
   auto list = [&](auto&& better) {
-    std::vector<lf::FunctionStat> s = stats;
-    std::stable_sort(s.begin(), s.end(), better);
+    // Only the first `limit` in order: partial_sort over indices, not a copy of every name.
+    std::vector<std::size_t> idx(stats.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::size_t n = std::min(limit, idx.size());
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
+                      [&](std::size_t a, std::size_t b) {
+                        return better(stats[a], stats[b]) || (!better(stats[b], stats[a]) && a < b);
+                      });
     nlohmann::json out = nlohmann::json::array();
-    for (std::size_t i = 0; i < s.size() && i < limit; ++i)
-      out.push_back({{"name", s[i].name}, {"self", s[i].self}, {"total", s[i].total}});
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back({{"name", stats[idx[i]].name}, {"self", stats[idx[i]].self}, {"total", stats[idx[i]].total}});
     return out;
   };
   return {{"self", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) { return a.self > b.self; })},
           {"total", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) { return a.total > b.total; })}};
+}
+
+nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit) {
+  return top_functions(function_table(tree), limit);
 }
 
 nlohmann::json run_speedscope(const lf::Tree& tree, const RunInfo& run, int metric) {

@@ -4,12 +4,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <map>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,8 +40,49 @@ using Params = std::multimap<std::string, std::string>;
 /// name unless view.flamechart).
 lf::Tree load_tree(Store& store, int64_t run, const View& view);
 
+/// Runs one computation per key at a time: callers that ask for a key whose
+/// computation is under way wait for it and share its result (or its exception),
+/// so a page's requests that arrive together load a large run once.
+template <class T>
+class Flights {
+ public:
+  using Ptr = std::shared_ptr<const T>;
+  Ptr run(const std::string& key, const std::function<Ptr()>& make) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (auto it = inflight_.find(key); it != inflight_.end()) {
+      std::shared_future<Ptr> f = it->second;
+      lock.unlock();
+      return f.get();
+    }
+    std::promise<Ptr> done;
+    inflight_.emplace(key, done.get_future().share());
+    lock.unlock();
+    Ptr out;
+    try {
+      out = make();
+      done.set_value(out);
+    } catch (...) {
+      done.set_exception(std::current_exception());
+      lock.lock();
+      inflight_.erase(key);
+      throw;
+    }
+    lock.lock();
+    inflight_.erase(key);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_future<Ptr>> inflight_;
+};
+
+/// Cache key of a run's view (flamechart views are never cached).
+std::string view_key(const RunInfo& run, const View& view);
+
 /// Loaded trees of finished runs, shared by the endpoints a page calls at once
-/// (details, functions, graph), bounded by their total node count.
+/// (details, functions, graph), bounded by their total node count. Concurrent
+/// requests for the same finished view load it once.
 class TreeCache {
  public:
   explicit TreeCache(std::size_t max_nodes) : max_nodes_(max_nodes) {}
@@ -46,11 +91,43 @@ class TreeCache {
   void forget(int64_t run);
 
  private:
+  std::shared_ptr<const lf::Tree> find(const std::string& key);
   struct Entry { int64_t run; std::string key; std::shared_ptr<const lf::Tree> tree; };
   std::mutex mu_;
   std::list<Entry> entries_;  // most recent first
   std::size_t nodes_ = 0, max_nodes_;
+  Flights<lf::Tree> flights_;
 };
+
+/// A view's function table: lf::function_stats (sorted by self) and the total.
+struct FunctionTable {
+  std::vector<lf::FunctionStat> functions;
+  double total = 0;
+  std::size_t bytes() const;  ///< what the cache counts
+};
+
+/// Function tables of finished runs per view, which the run details and
+/// /functions are made from: a large run's tree (often too large for the tree
+/// cache) is walked once, not at every request. Bounded in bytes; a table over
+/// a quarter of the budget is not kept.
+class TableCache {
+ public:
+  explicit TableCache(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+  /// The table of `run` for `view`, computed from trees.get() when not cached.
+  std::shared_ptr<const FunctionTable> get(TreeCache& trees, Store& store, const RunInfo& run, const View& view);
+  void forget(int64_t run);
+  std::size_t bytes() const { std::lock_guard<std::mutex> l(mu_); return bytes_; }
+
+ private:
+  struct Entry { int64_t run; std::string key; std::shared_ptr<const FunctionTable> table; };
+  mutable std::mutex mu_;
+  std::list<Entry> entries_;  // most recent first
+  std::size_t bytes_ = 0, max_bytes_;
+  Flights<FunctionTable> flights_;
+};
+
+/// The function table of a loaded tree.
+FunctionTable function_table(const lf::Tree& tree);
 
 /// Fills SVG options from flamegraph.pl-named query parameters (title, subtitle, width,
 /// height, fontsize, fonttype, minwidth, countname, nametype, colors, hash, inverted,
@@ -66,9 +143,11 @@ std::string render_run_svg(const lf::Tree& tree, const View& view, const lf::Svg
 std::string run_folded(const lf::Tree& tree);
 
 /// {"metric", "total", "functions": [{"name","self","total"}...]} sorted by self, at most `limit`.
+nlohmann::json run_functions(const FunctionTable& table, int metric, std::size_t limit);
 nlohmann::json run_functions(const lf::Tree& tree, int metric, std::size_t limit);
 
 /// Top functions by self and by total: {"self": [...], "total": [...]}.
+nlohmann::json top_functions(const FunctionTable& table, std::size_t limit);
 nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit);
 
 /// The run's view as a speedscope file (https://www.speedscope.app/file-format-schema.json).

@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "render.hpp"
 
@@ -73,6 +76,72 @@ TEST_CASE("tree cache: finished runs shared, live runs loaded each time, forget 
   lfs::TreeCache tiny(4);  // too small to keep a 6-node tree
   auto t1 = tiny.get(*f.store, f.info(), v);
   CHECK(tiny.get(*f.store, f.info(), v) != t1);
+}
+
+// Regression: GET /api/runs/{id} and /functions walked the whole run at every
+// request when its tree was too large for the tree cache (0.4 to 0.6 s each on
+// a 200,000-stack run).
+TEST_CASE("function tables of a run too large for the tree cache are computed once") {
+  Fixture f;
+  lfs::TreeCache tiny(4);  // keeps no tree of this run
+  lfs::TableCache tables(1 << 20);
+  lfs::View v;
+  auto t1 = tables.get(tiny, *f.store, f.info(), v);
+  CHECK(tables.get(tiny, *f.store, f.info(), v) == t1);  // not recomputed
+  CHECK(tables.bytes() == t1->bytes());
+  CHECK(t1->total == 18);
+  REQUIRE(t1->functions.size() == 5);
+  CHECK(t1->functions[0].name == "b");
+  CHECK(t1->functions[0].self == 10);
+  // The cached table answers what the tree would.
+  lf::Tree tree = lfs::load_tree(*f.store, f.run, v);
+  CHECK(lfs::top_functions(*t1, 3) == lfs::top_functions(tree, 3));
+  CHECK(lfs::run_functions(*t1, 0, 2) == lfs::run_functions(tree, 0, 2));
+  CHECK(lfs::top_functions(*t1, 3)["total"][0]["name"] == "main");
+  lfs::View focused = v;
+  focused.focus = "main;a";
+  CHECK(tables.get(tiny, *f.store, f.info(), focused)->total == 15);
+  tables.forget(f.run);
+  CHECK(tables.bytes() == 0);
+  CHECK(tables.get(tiny, *f.store, f.info(), v) != t1);
+  lfs::RunInfo live = f.info();
+  live.status = "live";  // may still change: never kept
+  auto l1 = tables.get(tiny, *f.store, live, v);
+  CHECK(tables.get(tiny, *f.store, live, v) != l1);
+  lfs::TableCache small(64);  // a table over a quarter of the budget is not kept
+  auto s1 = small.get(tiny, *f.store, f.info(), v);
+  CHECK(small.get(tiny, *f.store, f.info(), v) != s1);
+  CHECK(small.bytes() == 0);
+}
+
+// Regression: the page asks for the details and the function table at once,
+// and each request loaded the same large run.
+TEST_CASE("flights: callers that arrive during a computation share it") {
+  lfs::Flights<int> flights;
+  std::atomic<int> made{0};
+  std::atomic<bool> started{false}, release{false};
+  auto slow = [&] {
+    started = true;
+    ++made;
+    for (int i = 0; i < 500 && !release; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return std::make_shared<const int>(42);
+  };
+  std::shared_ptr<const int> a, b;
+  std::thread first([&] { a = flights.run("k", slow); });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread second([&] { b = flights.run("k", slow); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // second is waiting on the first's flight
+  release = true;
+  first.join();
+  second.join();
+  CHECK(made == 1);
+  REQUIRE(a);
+  CHECK(a == b);
+  // Failures reach the caller, and the key can be computed again afterwards.
+  CHECK_THROWS_AS(flights.run("k", []() -> std::shared_ptr<const int> { throw std::runtime_error("x"); }),
+                  std::runtime_error);
+  CHECK(*flights.run("k", [] { return std::make_shared<const int>(7); }) == 7);
+  CHECK(made == 1);
 }
 
 TEST_CASE("svg options: flamegraph.pl names, metric defaults, 422 messages") {
