@@ -97,6 +97,25 @@ bool authorized(const App& app, const httplib::Request& req) {
   return diff == 0;
 }
 
+// httplib 0.11 keeps a connection open whatever the response headers say, and
+// closes it only when writing the response fails. After a refusal that left
+// part of the body unread, it would read the rest of the body as the next
+// request (a stray 400). So the answer is sent by a provider that writes it
+// whole and then reports failure, and httplib closes the connection.
+void close_after_response(httplib::Response& res) {
+  auto body = std::make_shared<std::string>(std::move(res.body));
+  res.body.clear();
+  std::string type = res.get_header_value("Content-Type");
+  res.headers.erase("Content-Type");  // set_content_provider adds it again
+  res.set_header("Connection", "close");
+  if (body->empty()) *body = "\n";  // a provider needs a length > 0
+  res.set_content_provider(body->size(), type.empty() ? "text/plain" : type,
+                           [body](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+                             sink.write(body->data() + offset, length);
+                             return false;  // written: now close
+                           });
+}
+
 }  // namespace
 
 int64_t now_ns() {
@@ -177,28 +196,36 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
     const bool ok_token = authorized(app, req);
     std::string body;
     bool too_big = false;
+    std::size_t discarded = 0;
     // The limit applies after gzip decoding (httplib decodes before this
-    // receiver), so a small compressed bomb is cut off too.
+    // receiver), so a small compressed bomb is cut off too. A refused body is
+    // read on and discarded up to kDrain bytes, so that a client still sending
+    // it gets the answer rather than a reset; then the connection is closed.
+    constexpr std::size_t kDrain = 8u << 20;
     bool read_ok = reader([&](const char* data, std::size_t n) {
-      if (!ok_token) return true;  // drain, keep nothing
-      if (body.size() + n > app.cfg.max_body) { too_big = true; return false; }
+      if (!ok_token || too_big) { discarded += n; return discarded <= kDrain; }
+      if (body.size() + n > app.cfg.max_body) {
+        too_big = true;
+        discarded = body.size() + n;
+        std::string().swap(body);
+        return true;
+      }
       body.append(data, n);
       return true;
     });
     if (too_big || res.status == 413) {
-      res.set_header("Connection", "close");
       send_json(res, 413, {{"error", "request body larger than the limit of " + std::to_string(app.cfg.max_body) +
                                          " bytes (--max-body)"}});
-      return;
+      return close_after_response(res);
     }
     if (!ok_token) {
       send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+      if (!read_ok) close_after_response(res);
       return;
     }
     if (!read_ok) {
-      res.set_header("Connection", "close");
       send_json(res, 400, {{"error", "could not read the request body (truncated, or bad Content-Encoding)"}});
-      return;
+      return close_after_response(res);
     }
     const_cast<httplib::Request&>(req).body = std::move(body);  // httplib owns req; the body was empty
     guarded(route, h, req, res);
@@ -230,17 +257,21 @@ void setup(httplib::Server& svr, App& app) {
     send_json(res, 500, {{"error", "internal error: " + what}});
   });
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler already said why
+    if (!res.body.empty() || res.content_provider_) return;  // a handler already said why
     if (res.status == 404) send_json(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path}});
     else if (res.status == 413) send_json(res, 413, {{"error", "request body larger than the limit (--max-body)"}});
     else send_json(res, res.status, {{"error", "request refused (HTTP " + std::to_string(res.status) + ")"}});
+    // httplib refused the request itself (a body over the limit, a malformed
+    // request or body): what follows on the connection may be the rest of it.
+    if (res.status == 413 || res.status == 400) close_after_response(res);
   });
   svr.set_logger([&app](const httplib::Request& req, const httplib::Response& res) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     if (t_start == std::chrono::steady_clock::time_point{}) secs = 0;
     const char* route = t_route ? t_route : (res.status == 404 ? "unmatched" : "static");
     app.metrics.request(route, req.method, res.status, secs);
-    spdlog::info("{} {} {} {} {}B {:.2f}ms", req.remote_addr, req.method, req.path, res.status, res.body.size(),
+    spdlog::info("{} {} {} {} {}B {:.2f}ms", req.remote_addr, req.method, req.path, res.status,
+                 res.body.empty() ? res.content_length_ : res.body.size(),
                  secs * 1e3);
     t_start = {};
   });

@@ -2,6 +2,9 @@
 // every error code over HTTP.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -584,4 +587,95 @@ TEST_CASE("a second server on a port in use exits non-zero and says so") {
     REQUIRE(r);
     CHECK(r->status == 200);
   }
+}
+
+namespace {
+
+// Sends `request` on a new connection to 127.0.0.1:port and reads until the
+// server closes it or `seconds` pass; `closed` tells which.
+std::string raw_exchange(int port, const std::string& request, int seconds, bool& closed) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval tv{seconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  for (std::size_t off = 0; off < request.size();) {
+    ssize_t n = send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<std::size_t>(n);
+  }
+  std::string got;
+  char buf[4096];
+  closed = false;
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n == 0) { closed = true; break; }
+    if (n < 0) break;  // timeout: still open
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return got;
+}
+
+std::size_t count_of(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+// Regression: after a 413 httplib kept the connection open and read the rest
+// of the refused body as a new request (a stray 400 in the log).
+TEST_CASE("a 413 closes the connection: the rest of the body is not read as a request") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path, {"--max-body", "64K", "--token", "T"});
+  std::string line = "main;a;b 1\n";
+  std::string chunked;  // 160 KB in 1 KB chunks, over the 64 KB limit
+  for (int i = 0; i < 160; ++i) {
+    std::string part;
+    while (part.size() < 1000) part += line;
+    char head[32];
+    std::snprintf(head, sizeof head, "%zx\r\n", part.size());
+    chunked += head + part + "\r\n";
+  }
+  chunked += "0\r\n\r\n";
+  struct Case { std::string name, headers, body, status; };
+  std::string big(100 * 1024, 'x');
+  std::string lines;
+  for (int i = 0; i < 20000; ++i) lines += line;
+  std::string bomb = gzip(lines);
+  std::vector<Case> cases = {
+      {"chunked over the limit", "Transfer-Encoding: chunked\r\nAuthorization: Bearer T\r\n", chunked, "413"},
+      {"Content-Length over the limit", "Content-Length: " + std::to_string(big.size()) + "\r\nAuthorization: Bearer T\r\n",
+       big, "413"},
+      {"gzip over the limit decoded", "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(bomb.size()) +
+       "\r\nAuthorization: Bearer T\r\n", bomb, "413"},
+      {"/api/streams chunked over the limit", "Transfer-Encoding: chunked\r\nAuthorization: Bearer T\r\n", chunked, "413"},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.name);
+    std::string target = k.name.rfind("/api/streams", 0) == 0 ? "/api/streams" : "/api/runs?name=x";
+    std::string req = "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n" + k.headers +
+                      "\r\n" + k.body;
+    bool closed = false;
+    std::string got = raw_exchange(srv.port(), req, 10, closed);
+    CAPTURE(got.substr(0, 400));
+    CHECK(got.rfind("HTTP/1.1 " + k.status, 0) == 0);
+    CHECK(got.find("Connection: close") != std::string::npos);
+    CHECK(count_of(got, "HTTP/1.1 ") == 1);  // no second answer to the rest of the body
+    CHECK(closed);
+    CHECK(got.find("\"error\"") != std::string::npos);
+  }
+  // A good upload on a kept-alive connection still works, and nothing stray was logged.
+  auto c = srv.client();
+  c.set_bearer_token_auth("T");
+  upload(c, "name=ok", kFolded);
+  std::string log = srv.log();
+  CHECK(log.find(" 400 ") == std::string::npos);
+  CHECK(count_of(log, " 413 ") == cases.size());
 }
