@@ -7,7 +7,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string>
 #include <unordered_map>
 
 namespace lfs {
@@ -40,23 +39,24 @@ class SvgCache {
     return it->second->body;
   }
 
-  void put(int64_t run, const std::string& key, std::shared_ptr<const Payload> body) {
+  /// Keeps `body` for `key`, made from `run` (and `run2`, for a comparison of two runs).
+  void put(int64_t run, const std::string& key, std::shared_ptr<const Payload> body, int64_t run2 = -1) {
     std::lock_guard<std::mutex> lock(mu_);
     if (body->size() > max_bytes_ / 4) return;  // one huge graph must not flush the rest
     auto it = index_.find(key);
     if (it != index_.end()) drop(it->second);
-    order_.push_front({run, key, std::move(body)});
+    order_.push_front({run, run2, key, std::move(body)});
     index_[key] = order_.begin();
     bytes_ += order_.front().body->size();
     while (bytes_ > max_bytes_ && !order_.empty()) drop(std::prev(order_.end()));
   }
 
-  /// Forgets every entry of `run` (deleted).
+  /// Forgets every entry made from `run` (deleted).
   void forget(int64_t run) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = order_.begin(); it != order_.end();) {
       auto next = std::next(it);
-      if (it->run == run) drop(it);
+      if (it->run == run || it->run2 == run) drop(it);
       it = next;
     }
   }
@@ -68,6 +68,7 @@ class SvgCache {
  private:
   struct Entry {
     int64_t run;
+    int64_t run2;  ///< the other run of a comparison, or -1
     std::string key;
     std::shared_ptr<const Payload> body;
   };

@@ -239,8 +239,28 @@ void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
   if (!req.has_param("subtitle"))
     opts.subtitle = std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
                     "; red grew, blue shrank";
+  // Two finished runs never change: their comparison is cached like a graph,
+  // under both ids (a deleted run drops it) and its resolved base (base_name=).
+  const bool cacheable = base.status == "finished" && head.status == "finished";
+  std::string key, etag;
+  if (cacheable) {
+    key = "diff|" + std::to_string(base.id) + "|" + std::to_string(base.ended_ns) + "|" + cache_key(req);
+    etag = etag_of(key, head);
+    if (req.get_header_value("If-None-Match") == etag) {
+      res.status = 304;
+      res.set_header("ETag", etag);
+      return;
+    }
+    if (auto hit = app.cache.get(key)) return send_svg(req, res, hit, etag);
+  }
   auto b = app.trees.get(*app.store, base, view), h = app.trees.get(*app.store, head, view);
-  send_text(req, res, render_diff_svg(*b, *h, normalize, opts), "image/svg+xml");
+  auto svg = std::make_shared<Payload>();
+  svg->raw = render_diff_svg(*b, *h, normalize, opts);
+  if (cacheable) {
+    svg->gzip_level = 6;
+    app.cache.put(head.id, key, svg, base.id);
+  }
+  send_svg(req, res, svg, etag);
 }
 
 // GET /api/diff

@@ -679,3 +679,48 @@ TEST_CASE("a 413 closes the connection: the rest of the body is not read as a re
   CHECK(log.find(" 400 ") == std::string::npos);
   CHECK(count_of(log, " 413 ") == cases.size());
 }
+
+// Regression: every diff.svg of two finished runs was rendered again (the
+// graphs of single runs were cached, comparisons were not).
+TEST_CASE("diff.svg of two finished runs is cached with an ETag, and dropped with its runs") {
+  lft::TempDir dir;
+  lft::ServerProc srv(dir.path);
+  auto c = srv.client();
+  int64_t base = upload(c, "name=app", "main;work 20\nmain;slow 20\nmain;fast 60\n");
+  int64_t head = upload(c, "name=app", "main;work 20\nmain;slow 50\nmain;fast 30\n");
+  auto hits = [&] {
+    std::string m = c.Get("/metrics")->body;
+    auto p = m.find("\nluaflame_svg_cache_hits_total ");
+    REQUIRE(p != std::string::npos);
+    return std::stoll(m.substr(p + 31));
+  };
+  const std::string q = "/api/diff.svg?base=" + std::to_string(base) + "&head=" + std::to_string(head);
+  int64_t h0 = hits();
+  auto first = c.Get(q.c_str());
+  REQUIRE(first);
+  REQUIRE(first->status == 200);
+  CHECK(first->body.find("<svg") != std::string::npos);
+  std::string etag = first->get_header_value("ETag");
+  REQUIRE(!etag.empty());
+  auto again = c.Get(q.c_str());
+  CHECK(again->body == first->body);
+  CHECK(hits() == h0 + 1);
+  auto revalidated = c.Get(q.c_str(), {{"If-None-Match", etag}});
+  CHECK(revalidated->status == 304);
+  // Another option, or the base named by name, is its own entry.
+  auto wide = c.Get((q + "&width=800").c_str());
+  CHECK(wide->status == 200);
+  CHECK(wide->get_header_value("ETag") != etag);
+  auto named = c.Get(("/api/diff.svg?base_name=app&head=" + std::to_string(head)).c_str());
+  CHECK(named->status == 200);
+  CHECK(named->body.find("vs #" + std::to_string(base)) != std::string::npos);
+  // Deleting either run drops the comparison.
+  REQUIRE(c.Delete(("/api/runs/" + std::to_string(base)).c_str())->status == 204);
+  CHECK(c.Get(q.c_str())->status == 404);
+  int64_t h1 = hits();
+  int64_t base2 = upload(c, "name=app", "main;work 50\nmain;fast 50\n");
+  auto fresh = c.Get(("/api/diff.svg?base=" + std::to_string(base2) + "&head=" + std::to_string(head)).c_str());
+  REQUIRE(fresh->status == 200);
+  CHECK(fresh->body != first->body);
+  CHECK(hits() == h1);
+}

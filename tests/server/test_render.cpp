@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cache.hpp"
 #include "render.hpp"
 
 namespace {
@@ -210,4 +211,21 @@ TEST_CASE("diff report: self shares, threshold, markdown") {
   auto none = lfs::diff_report(base, head, b, h, 0, -1, 10);
   CHECK_FALSE(none.failed);
   CHECK(none.json["threshold"].is_null());
+}
+
+// Regression: comparisons are cached under both runs; deleting either must drop them.
+TEST_CASE("svg cache: a comparison is forgotten with either of its runs") {
+  lfs::SvgCache cache(1 << 20);
+  auto body = std::make_shared<lfs::Payload>();
+  body->raw = "<svg/>";
+  for (int64_t deleted : {3, 4}) {
+    CAPTURE(deleted);
+    cache.put(4, "diff|3|4", body, 3);
+    cache.put(5, "graph|5", body);
+    REQUIRE(cache.get("diff|3|4") == body);
+    cache.forget(deleted);
+    CHECK(cache.get("diff|3|4") == nullptr);
+    CHECK(cache.get("graph|5") == body);
+    CHECK(cache.bytes() == body->size());
+  }
 }
