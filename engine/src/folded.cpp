@@ -6,6 +6,7 @@
 // pass over the bytes and no regex. Unlike flamegraph.pl we also accept CRLF
 // and trailing white space after the count, and we say *why* a line is bad.
 #include "luaflame/folded.hpp"
+#include "utf8.hpp"
 #include "walk.hpp"
 
 #include <cmath>
@@ -70,28 +71,7 @@ const char* bad_count_reason(std::string_view tok) {
   return "no count";
 }
 
-// Length of the valid UTF-8 sequence at s[i], or 0 when invalid (overlong
-// forms, surrogates and code points past U+10FFFF are invalid).
-std::size_t utf8_len(const unsigned char* s, std::size_t n, std::size_t i) {
-  unsigned char c = s[i];
-  if (c < 0x80) return 1;
-  std::size_t len;
-  unsigned lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c == 0xE0) { len = 3; lo = 0xA0; }
-  else if (c >= 0xE1 && c <= 0xEC) len = 3;
-  else if (c == 0xED) { len = 3; hi = 0x9F; }
-  else if (c >= 0xEE && c <= 0xEF) len = 3;
-  else if (c == 0xF0) { len = 4; lo = 0x90; }
-  else if (c >= 0xF1 && c <= 0xF3) len = 4;
-  else if (c == 0xF4) { len = 4; hi = 0x8F; }
-  else return 0;
-  if (i + len > n) return 0;
-  if (s[i + 1] < lo || s[i + 1] > hi) return 0;
-  for (std::size_t k = 2; k < len; ++k)
-    if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
-  return len;
-}
+using detail::utf8_len;
 
 // Checks the text of a whole stack (UTF-8 and control characters) in one
 // pass; returns nullptr when fine.

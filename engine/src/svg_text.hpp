@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "utf8.hpp"
+
 namespace lf {
 namespace detail {
 
@@ -29,18 +31,8 @@ inline void sanitize(std::string_view in, std::string& out, std::size_t max_byte
       ++i;
       continue;
     }
-    std::size_t len = 0;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) { len = 3; lo = 0xA0; }
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) { len = 3; hi = 0x9F; }
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) { len = 4; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) { len = 4; hi = 0x8F; }
-    bool ok = len && i + len <= n && s[i + 1] >= lo && s[i + 1] <= hi;
-    for (std::size_t k = 2; ok && k < len; ++k) ok = s[i + k] >= 0x80 && s[i + k] <= 0xBF;
+    std::size_t len = utf8_len(s, n, i);
+    bool ok = len != 0;
     if (ok && c == 0xC2 && s[i + 1] < 0xA0) ok = false;                       // C1 controls
     if (ok && c == 0xEF && s[i + 1] == 0xBF && s[i + 2] >= 0xBE) ok = false;  // U+FFFE, U+FFFF
     if (!ok) {
