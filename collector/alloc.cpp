@@ -6,6 +6,8 @@
 #include "alloc.hpp"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 
 #include "session.hpp"
 #include "streamer.hpp"
@@ -84,7 +86,63 @@ void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
   return alloc_slow(a, ptr, osize, nsize);
 }
 
+// Lua 5.4.4's lua_State head and global_State head (lstate.h, x86-64 and
+// any LP64 ABI), mirrored to tell allocations made by the collector: its
+// singlestep sets gcstopem for the duration of a step, and a finalizer runs
+// with GCSTPGC in gcstp. Checked against what the API says at start.
+struct MirrorTValue {
+  void* value;
+  unsigned char tt;
+};
+struct MirrorThread {
+  void* next;
+  unsigned char tt, marked, status, allowhook;
+  unsigned short nci;
+  void* top;
+  const void* l_G;
+};
+struct MirrorGlobal {
+  lua_Alloc frealloc;
+  void* ud;
+  std::ptrdiff_t totalbytes, GCdebt;
+  std::size_t GCestimate, lastatomic;
+  void* strt_hash;
+  int strt_nuse, strt_size;
+  MirrorTValue l_registry, nilvalue;
+  unsigned int seed;
+  unsigned char currentwhite, gcstate, gckind, gcstopem, genminormul, genmajormul, gcstp;
+};
+static_assert(offsetof(MirrorGlobal, gcstopem) == 103 && offsetof(MirrorGlobal, gcstp) == 106, "5.4.4 LP64 layout");
+constexpr unsigned char kVThread = 8;                // LUA_VTHREAD
+constexpr unsigned char kVTableCollectable = 0x45;   // LUA_VTABLE | BIT_ISCOLLECTABLE
+constexpr unsigned char kGcStpGc = 2;                // GCSTPGC: inside a finalizer
+
+// The state's global_State if it matches 5.4.4's layout, else null. Runs
+// after lua_setallocf(L, lf_alloc, a), so frealloc/ud must be ours.
+const unsigned char* find_gstate(lua_State* L, const AllocState* a) {
+  if (LUA_VERSION_RELEASE_NUM != 50404 || lua_version(L) != 504 || sizeof(void*) != 8) return nullptr;
+  MirrorThread th;
+  std::memcpy(&th, L, sizeof th);
+  if (th.tt != kVThread || !th.l_G) return nullptr;
+  MirrorGlobal g;
+  std::memcpy(&g, th.l_G, sizeof g);
+  const bool running = lua_gc(L, LUA_GCISRUNNING) == 1;
+  const std::ptrdiff_t kib = lua_gc(L, LUA_GCCOUNT);
+  const bool ok = g.frealloc == lf_alloc && g.ud == a &&
+                  g.l_registry.tt == kVTableCollectable && g.l_registry.value == lua_topointer(L, LUA_REGISTRYINDEX) &&
+                  g.nilvalue.tt == 0 && (g.currentwhite == 8 || g.currentwhite == 16) && g.gcstate <= 8 &&
+                  g.gckind <= 1 && g.gcstopem == 0 && running == (g.gcstp == 0) &&
+                  g.strt_size > 0 && (g.strt_size & (g.strt_size - 1)) == 0 && g.strt_nuse >= 0 &&
+                  ((g.totalbytes + g.GCdebt) >> 10) == kib;
+  return ok ? static_cast<const unsigned char*>(th.l_G) : nullptr;
+}
+
 }  // namespace
+
+bool AllocState::in_gc() const {
+  if (!gstate) return false;
+  return gstate[offsetof(MirrorGlobal, gcstopem)] || (gstate[offsetof(MirrorGlobal, gcstp)] & kGcStpGc);
+}
 
 void AllocState::next_countdown() {
   // xorshift64*, then an exponential draw with mean `rate`.
@@ -101,7 +159,7 @@ void AllocState::sampled(void* block, std::size_t size, int type) {
     count = static_cast<uint64_t>(std::llround(1.0 / p));
     next_countdown();
   }
-  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false};
+  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false, in_gc()};
   else lost_bytes += bytes, lost_count += count;
   session->request_alloc_sample();
 }
@@ -133,6 +191,7 @@ bool Session::start_alloc(std::string&) {
   a->fast_new = !a->exact;
   alloc = std::move(a);
   lua_setallocf(start_L, lf_alloc, alloc.get());
+  alloc->gstate = find_gstate(start_L, alloc.get());
   return true;
 }
 
@@ -143,9 +202,11 @@ void Session::take_alloc(lua_State* L) {
   const uint64_t t0 = now_ns();
   walk(L, scratch);
   const uint32_t base = path_node(scratch);
+  uint32_t gc_base = UINT32_MAX;  // base;[GC], made when first needed
   for (std::size_t i = 0; i < a->npending; ++i) {
     const AllocState::Pending& p = a->pending[i];
-    uint32_t leaf = tree.child(base, frames.named(type_frame(p.type)));
+    if (p.gc && gc_base == UINT32_MAX) gc_base = tree.child(base, frames.named("[GC]"));
+    uint32_t leaf = tree.child(p.gc ? gc_base : base, frames.named(type_frame(p.type)));
     tree.add(leaf, col_abytes, p.bytes);
     tree.add(leaf, col_acount, p.count);
     if (!p.freed && p.block) {

@@ -28,6 +28,7 @@ struct AllocState {
     uint64_t count;  ///< estimated allocations it stands for, times 1024
     int type;        ///< LUA_T* of a new object, -1 buffer/array, -2 growth
     bool freed;
+    bool gc;         ///< made inside a GC step or a finalizer: "[GC]" above the leaf
   };
   /// A sampled block still allocated: where it came from, what it weighs.
   struct Live {
@@ -44,6 +45,9 @@ struct AllocState {
   bool exact = false;     ///< alloc_rate 0: every allocation
   bool busy = false;      ///< the collector itself is allocating (hook, stop)
   bool fast_new = false;  ///< active and sampling: a new block may take lf_alloc's fast path
+  /// Lua 5.4.4's global_State, if its layout checked out at start (else
+  /// null: no "[GC]" frames). Read only on the sampled path.
+  const unsigned char* gstate = nullptr;
   double rate = 0;        ///< mean bytes between samples
   int64_t countdown = 0;  ///< bytes until the next sample
   uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -90,6 +94,7 @@ struct AllocState {
     if (!live.empty() && maybe_live(block)) live.erase(block);  // blocks from before the session are not there
   }
   void sampled(void* block, std::size_t size, int type);
+  bool in_gc() const;
   void unpend(void* block);
 };
 

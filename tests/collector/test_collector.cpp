@@ -509,3 +509,98 @@ TEST_CASE("hooks: a hook the program sets while profiling keeps working and stay
   )");
   CHECK(err == "");
 }
+
+// Bytes of the stacks that hold a "[GC]" frame; every such frame must sit
+// right above an "[alloc] ..." leaf.
+double gc_bytes(const Folded& f, double* gc_strings) {
+  double in = 0;
+  *gc_strings = 0;
+  for (const auto& kv : f) {
+    std::string s = ";" + kv.first;
+    auto at = s.find(";[GC];");
+    if (at == std::string::npos) continue;
+    std::string rest = s.substr(at + 6);
+    CHECK(rest.rfind("[alloc] ", 0) == 0);
+    CHECK(rest.find(';') == std::string::npos);
+    in += kv.second;
+    if (rest == "[alloc] string") *gc_strings += kv.second;
+  }
+  return in;
+}
+
+TEST_CASE("alloc: allocations made inside the garbage collector sit under [GC] (exact mode)") {
+  // Each finalizer makes one 1000-byte string (a long string: 24 + 1001
+  // bytes, never interned); the collector runs them, so they are its bytes.
+  // Short-string churn makes the string table grow (user code) and shrink
+  // in checkSizes during GC steps (a shrink allocates no new bytes).
+  struct Case { const char* name; const char* before; const char* after; bool gc; };
+  const Case cases[] = {
+      {"finalizers, GC running", "collectgarbage('setpause', 100)", "collectgarbage() collectgarbage()", true},
+      {"GC stopped", "collectgarbage('stop')", "", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.name));
+    Lua lua;
+    std::string err = lua.run(std::string(R"(
+      local lf = require 'luaflame'
+      local K = 2000
+      MADE = 0
+      local mt = {__gc = function(o) MADE = MADE + 1; KEEP = string.rep('g', 1000) end}
+      local function churn()
+        for i = 1, K do setmetatable({i}, mt) end
+        for r = 1, 5 do
+          local t = {}
+          for i = 1, 20000 do t[i] = 's' .. r .. '_' .. i end
+        end
+      end
+      )") + c.before + R"(
+      lf.start{mode = 'alloc', alloc_rate = 0}
+      churn()
+      )" + c.after + R"(
+      BYTES = lf.folded('alloc_bytes')
+      RAN = MADE  -- finalizers run while profiling (stop's collections run the rest)
+      S = lf.stop()
+      collectgarbage('restart')
+    )");
+    REQUIRE(err == "");
+    Folded f = parse_folded(lua.global("BYTES"));
+    CAPTURE(lua.global("RAN"));
+    double strings = 0, in_gc = gc_bytes(f, &strings);
+    CAPTURE(in_gc);
+    if (c.gc) {
+      REQUIRE(lua.global("RAN") == "2000");
+      CHECK(strings >= 2000 * 1025.0);
+      CHECK(in_gc <= 2000 * 1025.0 * 1.1 + 65536);
+      // The rest (the objects, the short strings, the tables) is the program's.
+      CHECK(total(f) - in_gc > 5 * 20000 * 25.0);
+    } else {
+      CHECK(lua.global("RAN") == "0");
+      CHECK(in_gc == 0);
+      CHECK(total(f) > 5 * 20000 * 25.0);
+    }
+  }
+}
+
+TEST_CASE("alloc: string churn across GC cycles: the collector itself allocates no new bytes") {
+  // Regression guard for the [GC] check: steps run (the string table grows
+  // in user code and shrinks in checkSizes) but nothing grows inside a step.
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    collectgarbage('setpause', 100)
+    lf.start{mode = 'alloc', alloc_rate = 0}
+    for r = 1, 4 do
+      local t = {}
+      for i = 1, 20000 do t[i] = 'c' .. r .. '_' .. i end
+      t = nil
+      collectgarbage()
+    end
+    BYTES = lf.folded('alloc_bytes')
+    lf.stop()
+  )");
+  REQUIRE(err == "");
+  Folded f = parse_folded(lua.global("BYTES"));
+  double strings = 0;
+  CHECK(gc_bytes(f, &strings) == 0);
+  CHECK(total(f) > 4 * 20000 * 25.0);
+}
