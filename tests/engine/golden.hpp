@@ -1,5 +1,6 @@
 // Shared by the engine tests: tests as data (tests/data/<stage>/<case>.*) and
-// a small XML well-formedness check for when no XML library is at hand.
+// a small XML well-formedness check for when no XML library is at hand, and
+// the tree helpers every stage test uses.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -14,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "luaflame/tree.hpp"
 
 namespace golden {
 
@@ -171,6 +174,23 @@ inline std::string xml_problem(const std::string& s) {
   }
   if (!open.empty()) return "unclosed <" + open.back() + ">";
   return {};
+}
+
+// A finalized tree of folded text (lenient parse), as every stage test needs.
+inline lf::Tree tree_of(const std::string& folded, bool flamechart = false) {
+  lf::Tree t;
+  t.set_flamechart(flamechart);
+  lf::parse_folded(folded, lf::ParseOptions{}, [&](const lf::FoldedLine& l) { t.add(l); });
+  t.finalize();
+  return t;
+}
+
+// The tree written back as folded text, in flamegraph.pl's order.
+inline std::string folded_of(lf::Tree& t) {
+  t.sort_children();
+  std::string out;
+  lf::write_folded(t, out);
+  return out;
 }
 
 }  // namespace golden

@@ -8,19 +8,9 @@
 
 namespace {
 
-lf::Tree tree_of(const std::string& folded) {
-  lf::Tree t;
-  lf::parse_folded(folded, lf::ParseOptions{}, [&](const lf::FoldedLine& l) { t.add(l); });
-  t.finalize();
-  return t;
-}
+using golden::folded_of;
+using golden::tree_of;
 
-std::string folded_of(lf::Tree& t) {
-  t.sort_children();
-  std::string out;
-  lf::write_folded(t, out);
-  return out;
-}
 
 }  // namespace
 

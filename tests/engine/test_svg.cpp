@@ -13,13 +13,9 @@
 
 namespace {
 
-lf::Tree tree_of(const std::string& folded, bool flamechart = false) {
-  lf::Tree t;
-  t.set_flamechart(flamechart);
-  lf::parse_folded(folded, lf::ParseOptions{}, [&](const lf::FoldedLine& l) { t.add(l); });
-  t.finalize();
-  return t;
-}
+using golden::folded_of;
+using golden::tree_of;
+
 
 std::string svg_of(const std::string& folded, const lf::SvgOptions& o = {}) {
   lf::Tree t = tree_of(folded, o.flamechart);

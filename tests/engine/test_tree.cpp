@@ -10,20 +10,9 @@
 
 namespace {
 
-lf::Tree tree_of(const std::string& folded, bool flamechart = false) {
-  lf::Tree t;
-  t.set_flamechart(flamechart);
-  lf::parse_folded(folded, lf::ParseOptions{}, [&](const lf::FoldedLine& l) { t.add(l); });
-  t.finalize();
-  return t;
-}
+using golden::folded_of;
+using golden::tree_of;
 
-std::string folded_of(lf::Tree& t) {
-  t.sort_children();
-  std::string out;
-  lf::write_folded(t, out);
-  return out;
-}
 
 // What write_folded must produce, computed the slow obvious way.
 std::string reference_folded(const std::vector<std::pair<std::string, double>>& lines) {
