@@ -41,6 +41,17 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
+int connect_loopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) { close(fd); return -1; }
+  return fd;
+}
+
 ServerProc::ServerProc(const std::string& data_dir, const std::vector<std::string>& extra) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = free_port();

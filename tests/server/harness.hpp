@@ -44,4 +44,8 @@ class ServerProc {
 /// A free TCP port on 127.0.0.1 (bound and released).
 int free_port();
 
+/// A new TCP connection to 127.0.0.1:port, or -1 (for tests that write raw
+/// bytes: half bodies, over-limit bodies).
+int connect_loopback(int port);
+
 }  // namespace lft

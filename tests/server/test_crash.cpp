@@ -139,12 +139,8 @@ TEST_CASE("kill -9 during uploads: every acknowledged run is whole after restart
 TEST_CASE("a half-received body leaves nothing") {
   lft::TempDir dir;
   lft::ServerProc srv(dir.path);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(srv.port()));
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  int fd = lft::connect_loopback(srv.port());
+  REQUIRE(fd >= 0);
   std::string body = body_of(0, 0);
   std::string head = "POST /api/runs?name=half HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
                      "\r\n\r\n";
@@ -166,12 +162,8 @@ TEST_CASE("SIGTERM lets a request in flight finish, then the store closes cleanl
   std::string body = body_of(1, 1);
   {
     lft::ServerProc srv(dir.path);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(srv.port()));
-    REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    int fd = lft::connect_loopback(srv.port());
+    REQUIRE(fd >= 0);
     std::string head = "POST /api/runs?name=inflight HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n";
     std::string first = head + body.substr(0, body.size() / 2);

@@ -594,13 +594,8 @@ namespace {
 // Sends `request` on a new connection to 127.0.0.1:port and reads until the
 // server closes it or `seconds` pass; `closed` tells which.
 std::string raw_exchange(int port, const std::string& request, int seconds, bool& closed) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = lft::connect_loopback(port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   timeval tv{seconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   for (std::size_t off = 0; off < request.size();) {
