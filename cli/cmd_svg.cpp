@@ -45,6 +45,7 @@ const char* kSvgUsage =
     "  --countname TEXT  what the counts are (default samples)\n"
     "  --nametype TEXT   what the names are, in the details bar (default \"Function:\")\n"
     "  --colors PALETTE  lua (default) hot mem io red green blue aqua yellow purple orange\n"
+    "                    java js perl wakeup chain (by _[k] _[j] _[i] _[w] and names)\n"
     "  --hash            colour by name hash, similar names alike (flamegraph.pl's namehash)\n"
     "  --inverted        icicle graph (root at the top)\n"
     "  --reverse         reverse every stack before merging\n"
@@ -163,6 +164,7 @@ bool parse_args(int argc, char** argv, bool diff, Args& a) {
     else if (flag("negate")) a.svg.negate = true;
     else if (flag("strict")) {
       a.parse.strict = a.parse.check_text = true;
+      a.parse.blank_frames = false;  // refused by name: "empty frame (frame N)", "blank frame (frame N)"
       a.parse.max_frame_bytes = server_limits.max_frame_bytes;
       a.parse.max_line_bytes = server_limits.max_line_bytes;
       a.parse.max_depth = server_limits.max_depth;
@@ -176,7 +178,7 @@ bool parse_args(int argc, char** argv, bool diff, Args& a) {
   }
   if (a.help) return true;
   if (!lf::known_palette(a.svg.colors)) {
-    std::fprintf(stderr, "%s: unknown palette '%s' (lua hot mem io red green blue aqua yellow purple orange)\n",
+    std::fprintf(stderr, "%s: unknown palette '%s' (lua hot mem io red green blue aqua yellow purple orange java js perl wakeup chain)\n",
                  argv[0], a.svg.colors.c_str());
     return false;
   }

@@ -73,6 +73,13 @@ const char* bad_count_reason(std::string_view tok) {
 
 using detail::utf8_len;
 
+// Empty, or white space only (perf's unresolved symbols).
+bool is_blank(std::string_view frame) {
+  for (char c : frame)
+    if (!is_space(c)) return false;
+  return true;
+}
+
 // Checks the text of a whole stack (UTF-8 and control characters) in one
 // pass; returns nullptr when fine.
 const char* check_text(std::string_view s) {
@@ -116,7 +123,10 @@ struct LineParser {
       std::size_t end = std::size_t(stop - base);
       std::size_t len = end - pos;
       ++depth;
-      if (len == 0) { why = "empty frame (frame " + std::to_string(depth) + ")"; return false; }
+      if (!opts.blank_frames && is_blank(stack.substr(pos, len))) {
+        why = std::string(len ? "blank" : "empty") + " frame (frame " + std::to_string(depth) + ")";
+        return false;
+      }
       if (len > opts.max_frame_bytes) {
         why = "frame too long (" + std::to_string(len) + " bytes, limit " +
               std::to_string(opts.max_frame_bytes) + ")";
@@ -156,8 +166,11 @@ struct LineParser {
       stack = stack2;
     }
     if (!std::isfinite(fl.value) || !std::isfinite(fl.value2)) return fail(line_no, "non-finite count");
-    if (stack.empty()) return fail(line_no, "empty stack");
-    if (!check_frames(stack, reason)) return fail(line_no, reason);
+    // Perl's split drops trailing empty fields: flamegraph.pl draws "a;b;" as "a;b".
+    if (opts.blank_frames)
+      while (!stack.empty() && stack.back() == ';') stack.remove_suffix(1);
+    if (stack.empty() && !opts.blank_frames) return fail(line_no, "empty stack");
+    if (!stack.empty() && !check_frames(stack, reason)) return fail(line_no, reason);
     if (opts.strict && opts.check_text) {
       if (const char* why = check_text(stack)) return fail(line_no, why);
     }
@@ -174,14 +187,15 @@ struct LineParser {
   }
 
   // Splits "STACK<ws>COUNT": true when the last field is a count and white
-  // space precedes it. `stack` has its trailing white space removed.
+  // space precedes it. As flamegraph.pl's /^(.*)\s+?(COUNT)$/, only one white
+  // space character goes: the rest stays in the stack, so "write0;  3" (perf's
+  // unresolved symbol) is the frames "write0" and " ".
   static bool split_count(std::string_view s, std::string_view& stack, double& value) {
     std::size_t i = s.size();
     while (i > 0 && !is_space(s[i - 1])) --i;
     if (i == 0 || i == s.size()) return false;
     if (!parse_number(s.substr(i), value)) return false;
-    while (i > 0 && is_space(s[i - 1])) --i;
-    stack = s.substr(0, i);
+    stack = s.substr(0, i - 1);
     return true;
   }
 };

@@ -205,6 +205,7 @@ struct Renderer {
   Layout l{};
   std::vector<std::string> names;  // sanitized+escaped title name per frame ("" = not yet)
   std::vector<std::string> plain;  // sanitized name per frame (for labels)
+  std::vector<bool> named;         // names[f] and plain[f] are filled in
   std::vector<uint32_t> colors;    // 0xRRGGBB + 1 per frame (0 = not yet)
   std::string count_name;          // " COUNTNAME", escaped
   Palette pal;
@@ -274,11 +275,14 @@ struct Renderer {
     if (names.size() <= f) {
       names.resize(tree.frame_count());
       plain.resize(tree.frame_count());
+      named.resize(tree.frame_count(), false);
     }
-    if (names[f].empty()) {
-      sanitize(tree.frame_name(f), plain[f], o.max_name_bytes);
+    if (!named[f]) {
+      // Titles and labels drop stackcollapse-perf.pl's _[k] _[j] _[i] _[w]
+      // (the colour keeps them); an empty frame keeps its empty title.
+      sanitize(strip_annotation(tree.frame_name(f)), plain[f], o.max_name_bytes);
       escape(plain[f], names[f]);
-      if (names[f].empty()) names[f] = " ";  // an empty name still needs a title
+      named[f] = true;
     }
     return names[f];
   }
@@ -317,7 +321,10 @@ struct Renderer {
         double d = o.negate ? -delta(n) : delta(n);
         p = w_lit(p, "; ");
         if (d > 0) *p++ = '+';
-        p = w_fixed2(p, timemax > 0 ? 100 * d / (timemax * o.factor) : 0);
+        // A shrink too small to show prints "-0.00", as Perl's sprintf does.
+        double pct = timemax > 0 ? 100 * d / (timemax * o.factor) : 0;
+        if (d < 0 && round_printf(pct, 100) == 0) p = w_lit(p, "-");
+        p = w_fixed2(p, pct);
         *p++ = '%';
       }
     }
@@ -413,8 +420,11 @@ struct Renderer {
     exact_attr = !o.unit.empty() || o.factor != 1;
     count_name = " ";
     safe_text(o.count_name.empty() ? "samples" : o.count_name, count_name, 256);
-    if (tree.differential())
+    // flamegraph.pl's $maxdelta starts at 1: changes below one count stay pale.
+    if (tree.differential()) {
+      max_delta = 1;
       for (uint32_t i = 1; i < tree.size(); ++i) max_delta = std::max(max_delta, std::fabs(delta(i)));
+    }
     l = layout(o, depth_max());
     const char* bg1 = "#eeeeee";
     const char* bg2 = "#eeeeb0";

@@ -10,6 +10,7 @@
 //   Lua functions "NAME SOURCE:LINE", main chunks, anything else: warm (red..yellow)
 //   C functions "[C] NAME":                                      aqua..blue
 //   interpreter frames in brackets "[GC]", "[alloc] table", ...: purple/grey
+//   perf's annotated frames: _[k] orange, _[j] green, _[i] _[w] aqua
 #pragma once
 
 #include <cstdint>
@@ -19,14 +20,19 @@
 namespace lf {
 namespace detail {
 
-enum class Palette { lua, hot, mem, io, red, green, blue, aqua, yellow, purple, orange };
+enum class Palette {
+  lua, hot, mem, io, red, green, blue, aqua, yellow, purple, orange,
+  java, js, perl, wakeup, chain  // flamegraph.pl's multi palettes: a colour palette chosen per frame
+};
 
 inline bool palette_lookup(const std::string& name, Palette& p) {
   static const struct { const char* n; Palette p; } kAll[] = {
       {"lua", Palette::lua},       {"hot", Palette::hot},       {"mem", Palette::mem},
       {"io", Palette::io},         {"red", Palette::red},       {"green", Palette::green},
       {"blue", Palette::blue},     {"aqua", Palette::aqua},     {"yellow", Palette::yellow},
-      {"purple", Palette::purple}, {"orange", Palette::orange},
+      {"purple", Palette::purple}, {"orange", Palette::orange}, {"java", Palette::java},
+      {"js", Palette::js},         {"perl", Palette::perl},     {"wakeup", Palette::wakeup},
+      {"chain", Palette::chain},
   };
   for (const auto& e : kAll)
     if (name == e.n) {
@@ -73,6 +79,64 @@ inline uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
+// stackcollapse-perf.pl's annotations: _[k] kernel, _[j] JIT, _[i] inlined,
+// _[w] waker (flamegraph.pl's chain graphs). 0 when `name` has none.
+inline char annotation(std::string_view name) {
+  std::size_t n = name.size();
+  if (n < 4 || name[n - 4] != '_' || name[n - 3] != '[' || name[n - 1] != ']') return 0;
+  char c = name[n - 2];
+  return c == 'k' || c == 'j' || c == 'i' || c == 'w' ? c : 0;
+}
+
+// The name as titles and labels show it: without its annotation (flamegraph.pl
+// strips /_\[[kwij]\]$/ from both).
+inline std::string_view strip_annotation(std::string_view name) {
+  return annotation(name) ? name.substr(0, name.size() - 4) : name;
+}
+
+inline bool has(std::string_view s, std::string_view what) { return s.find(what) != s.npos; }
+
+// flamegraph.pl's java palette: /^L?(java|javax|jdk|net|org|com|io|sun)\//.
+inline bool java_package(std::string_view name) {
+  if (!name.empty() && name[0] == 'L') name.remove_prefix(1);
+  for (const char* p : {"java/", "javax/", "jdk/", "net/", "org/", "com/", "io/", "sun/"})
+    if (name.substr(0, std::char_traits<char>::length(p)) == p) return true;
+  return false;
+}
+
+// flamegraph.pl's multi palettes pick a colour palette per frame from its
+// annotation or, lacking one, from the look of the name (same tests, same order).
+inline Palette pick_palette(Palette p, std::string_view name) {
+  char a = annotation(name);
+  switch (p) {
+    case Palette::java:
+      if (a == 'j') return Palette::green;
+      if (a == 'i') return Palette::aqua;
+      if (java_package(name) || has(name, ":::")) return Palette::green;
+      if (has(name, "::")) return Palette::yellow;
+      if (a == 'k') return Palette::orange;
+      return Palette::red;
+    case Palette::perl:
+      if (has(name, "::")) return Palette::yellow;
+      if (has(name, "Perl") || has(name, ".pl")) return Palette::green;
+      if (a == 'k') return Palette::orange;
+      return Palette::red;
+    case Palette::js: {
+      if (a == 'j') return has(name, "/") ? Palette::green : Palette::aqua;
+      if (has(name, "::")) return Palette::yellow;
+      std::size_t slash = name.find('/');
+      if (slash != name.npos && name.find(".js", slash + 1) != name.npos) return Palette::green;
+      if (has(name, ":")) return Palette::aqua;
+      if (name == " ") return Palette::green;  // missing symbol
+      if (has(name, "_[k]")) return Palette::orange;
+      return Palette::red;
+    }
+    case Palette::wakeup: return Palette::aqua;
+    case Palette::chain: return has(name, "_[w]") ? Palette::aqua : Palette::blue;
+    default: return p;
+  }
+}
+
 inline uint32_t rgb(int r, int g, int b) { return uint32_t(r) << 16 | uint32_t(g) << 8 | uint32_t(b); }
 
 inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
@@ -89,6 +153,16 @@ inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
     v1 = double(h & 0xFFFF) / 65536;
     v2 = double((h >> 16) & 0xFFFF) / 65536;
     v3 = double((h >> 32) & 0xFFFF) / 65536;
+  }
+  p = pick_palette(p, name);
+  if (p == Palette::lua) {
+    // Annotated frames (perf captures) keep their kind's colour, as in java/js.
+    switch (annotation(name)) {
+      case 'k': p = Palette::orange; break;
+      case 'j': p = Palette::green; break;
+      case 'i': case 'w': p = Palette::aqua; break;
+      default: break;
+    }
   }
   switch (p) {
     case Palette::hot: return rgb(205 + int(50 * v3), int(230 * v1), int(55 * v2));
@@ -119,7 +193,7 @@ inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
     }
     case Palette::aqua: return rgb(50 + int(60 * v1), 165 + int(55 * v1), 165 + int(55 * v1));
     case Palette::orange: return rgb(190 + int(65 * v1), 90 + int(65 * v1), 0);
-    case Palette::lua: break;
+    default: break;  // lua (the multi palettes were resolved above)
   }
   if (name.size() >= 4 && name.compare(0, 4, "[C] ") == 0)  // C function: aqua..blue
     return rgb(60 + int(50 * v1), 150 + int(60 * v2), 200 + int(50 * v3));

@@ -401,7 +401,20 @@ void write_folded(const Tree& tree, std::string& out) {
   detail::walk(
       tree,
       [&](uint32_t i) {
-        if (i == Tree::kRoot) return true;
+        if (i == Tree::kRoot) {
+          // Counts of empty stacks (flamegraph.pl puts them on the root): " N".
+          double a = tree.self_at(i, 0), b = two ? tree.self_at(i, 1) : 0;
+          if (a != 0 || b != 0) {
+            out += ' ';
+            append_count(out, a);
+            if (two) {
+              out += ' ';
+              append_count(out, b);
+            }
+            out += '\n';
+          }
+          return true;
+        }
         mark.push_back(path.size());
         if (tree.parent_of(i) != Tree::kRoot) path += ';';
         path += tree.frame_name(tree.frame_of(i));

@@ -40,11 +40,14 @@ stdin_equals_file)
   cmp -s "$tmp/a.svg" "$tmp/e.svg" || fail "-o output differs"
   ;;
 ignored_lines)
-  printf 'a;b 3\nbroken\na;;c 1\nd 2\n' | "$lf" svg >"$tmp/out.svg" 2>"$tmp/err"; rc=$?
+  # "a;;c" and perf's unresolved symbol "write0;  3" are drawn, as flamegraph.pl draws them.
+  printf 'a;b 3\nbroken\na;;c 1\nd 2\nwrite0;  3\n' | "$lf" svg >"$tmp/out.svg" 2>"$tmp/err"; rc=$?
   [ $rc -eq 0 ] || fail "lenient mode: exit $rc"
-  grep -q "Ignored 2 lines with invalid format" "$tmp/err" || fail "no ignored count: $(cat "$tmp/err")"
+  grep -q "Ignored 1 line with invalid format" "$tmp/err" || fail "no ignored count: $(cat "$tmp/err")"
   grep -q "stdin:2: no count" "$tmp/err" || fail "no reason for line 2"
-  grep -q '<title>all (5 samples, 100%)</title>' "$tmp/out.svg" || fail "wrong total"
+  grep -q '<title>all (9 samples, 100%)</title>' "$tmp/out.svg" || fail "wrong total"
+  grep -q '<title> (1 samples, 11.11%)</title>' "$tmp/out.svg" || fail "empty frame not drawn"
+  grep -q '<title>  (3 samples, 33.33%)</title>' "$tmp/out.svg" || fail "blank frame not drawn"
   ;;
 strict_rejects)
   printf 'a;b 3\nbroken\na;\001 1\nd -2\n' >"$tmp/in.folded"
@@ -54,6 +57,14 @@ strict_rejects)
   grep -q "in.folded:3: control character" "$tmp/err" || fail "line 3 not reported"
   grep -q "in.folded:4: negative count" "$tmp/err" || fail "line 4 not reported"
   [ ! -s "$tmp/out.svg" ] || fail "strict mode wrote an SVG from bad input"
+  # Strict mode refuses empty and blank frames, by name.
+  printf 'a;;c 1\nwrite0;  3\na;b; 1\n 2\n' >"$tmp/blank.folded"
+  "$lf" svg --strict "$tmp/blank.folded" >"$tmp/out.svg" 2>"$tmp/err"; rc=$?
+  [ $rc -eq 3 ] || fail "strict blank: exit $rc, want 3"
+  grep -q "blank.folded:1: empty frame (frame 2)" "$tmp/err" || fail "empty frame not named: $(cat "$tmp/err")"
+  grep -q "blank.folded:2: blank frame (frame 2)" "$tmp/err" || fail "blank frame not named"
+  grep -q "blank.folded:3: empty frame (frame 3)" "$tmp/err" || fail "trailing empty frame not named"
+  grep -q "blank.folded:4: empty stack" "$tmp/err" || fail "empty stack not named"
   ;;
 options)
   f=$data/svg/simple.folded

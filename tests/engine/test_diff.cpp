@@ -51,6 +51,19 @@ TEST_CASE("normalized diff scales before to the after total (difffolded.pl -n)")
   CHECK(folded_of(d) == "a 20 40\nb 60 40\n");
 }
 
+// flamegraph.pl compat: luaflame kept fractions where difffolded.pl -n takes
+// int($count * $total2 / $total1), so small frames changed sign.
+TEST_CASE("regression: normalized counts round down per stack, as difffolded.pl -n") {
+  lf::DiffOptions o;
+  o.normalize = true;
+  // totals 3 and 7: a 1 -> int(7/3) = 2, b 2 -> int(14/3) = 4.
+  lf::Tree d = lf::diff_trees(tree_of("m;a 1\nm;b 2\n"), tree_of("m;a 2\nm;b 5\n"), o);
+  CHECK(folded_of(d) == "m;a 2 2\nm;b 4 5\n");
+  // Equal totals: nothing is scaled (difffolded.pl skips the division).
+  lf::Tree e = lf::diff_trees(tree_of("a 1.5\nb 2.5\n"), tree_of("a 2\nb 2\n"), o);
+  CHECK(folded_of(e) == "a 1.5 2\nb 2.5 2\n");
+}
+
 TEST_CASE("normalizing an empty side does not divide by zero") {
   lf::DiffOptions o;
   o.normalize = true;

@@ -240,7 +240,8 @@ TEST_CASE("palettes: lua tells Lua, C and interpreter frames apart; colours stab
     CAPTURE(p);
     CHECK(lf::known_palette(p));
   }
-  CHECK_FALSE(lf::known_palette("java"));
+  for (const char* p : {"java", "js", "perl", "wakeup", "chain"}) CHECK(lf::known_palette(p));
+  CHECK_FALSE(lf::known_palette("nope"));
 }
 
 TEST_CASE("inverted draws the root at the top and says Icicle Graph") {
@@ -334,4 +335,58 @@ TEST_CASE("same frames, titles and geometry as flamegraph.pl (tests/data/svg-com
     CHECK(rows.size() == std::size_t(std::count(want.begin(), want.end(), '\n')));
     CHECK(got == want);
   }
+}
+
+// flamegraph.pl compat (bench/compat/run.sh on FlameGraph's test/results): each
+// kind of case that differed, with input written here.
+TEST_CASE("regression: _[k] _[j] _[i] _[w] leave titles and labels, and choose the colour") {
+  std::string folded =
+      "java;Interpreter_[j] 30\njava;inlined_[i] 30\njava;sys_read_[k] 30\njava;waker_[w] 30\n"
+      "java;plain_[x] 30\n";
+  lf::SvgOptions java;
+  java.colors = "java";
+  std::string svg = svg_of(folded, java);
+  CHECK(svg.find("_[j]") == std::string::npos);
+  CHECK(svg.find("_[k]") == std::string::npos);
+  CHECK(svg.find("<title>plain_[x] (") != std::string::npos);  // not an annotation
+  std::string jit = frame(svg, "Interpreter");
+  REQUIRE(!jit.empty());
+  CHECK(jit.find(">Interpreter</text>") != std::string::npos);  // the label too
+  // flamegraph.pl's java palette: _[j] green (r = b < g), _[i] aqua (g = b > r), _[k] orange (b = 0).
+  auto chan = [](const std::string& fill, int i) { return std::stoi(fill.substr(1 + i, 1), nullptr, 16); };
+  std::string g = attr(jit, "fill"), a = attr(frame(svg, "inlined"), "fill"),
+              o = attr(frame(svg, "sys_read"), "fill");
+  CAPTURE(g);
+  CAPTURE(a);
+  CAPTURE(o);
+  CHECK((chan(g, 0) == chan(g, 2) && chan(g, 1) > chan(g, 0)));
+  CHECK((chan(a, 1) == chan(a, 2) && chan(a, 0) < chan(a, 1)));
+  CHECK((chan(o, 2) == 0 && chan(o, 0) > chan(o, 1)));
+  // The default lua palette colours them by kind too.
+  std::string lua = svg_of(folded);
+  std::string k = attr(frame(lua, "sys_read"), "fill");
+  CHECK((chan(k, 2) == 0 && chan(k, 0) > chan(k, 1)));
+  // The same name with and without its annotation is two frames, as in flamegraph.pl.
+  std::string both = svg_of("a;f_[k] 1\na;f 1\n", java);
+  CHECK(count(both, "<title>f (") == 2);
+}
+
+TEST_CASE("regression: an empty frame has an empty title, a blank one a blank title") {
+  std::string svg = svg_of("write0;  3\na;;b 1\n");
+  CHECK(svg.find("<title>  (3 samples, 75.00%)</title>") != std::string::npos);
+  CHECK(svg.find("<title> (1 samples, 25.00%)</title>") != std::string::npos);
+  CHECK(golden::xml_problem(svg) == "");
+}
+
+TEST_CASE("regression: a shrink too small to show is -0.00%, as flamegraph.pl prints it") {
+  std::string before = "m;big 100000\nm;tiny 3\n", after = "m;big 100000\nm;tiny 2\n";
+  lf::Tree d = lf::diff_trees(tree_of(before), tree_of(after), {});
+  std::string svg;
+  lf::SvgOptions all;
+  all.min_width = 0;
+  lf::render_svg(d, all, svg);
+  CHECK(frame(svg, "tiny").find("(2 samples, 0.00%; -0.00%)") != std::string::npos);
+  CHECK(frame(svg, "big").find("(100,000 samples, 100.00%; 0.00%)") != std::string::npos);
+  // flamegraph.pl's largest change starts at 1: a change of 1 is full colour.
+  CHECK(attr(frame(svg, "tiny"), "fill") == "#00f");
 }

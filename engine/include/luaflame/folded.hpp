@@ -1,7 +1,8 @@
 // luaflame engine, stage 1: parsing folded stacks.
 //
 // Input grammar (as flamegraph.pl and difffolded.pl read it):
-//   line   = stack WS count [WS count] [CR]     ; the count(s) after the last run(s) of white space
+//   line   = stack WS count [WS count] [CR]     ; one white space character before each count
+//                                               ; (more stay in the stack, as in flamegraph.pl)
 //   stack  = frame *(";" frame)
 //   count  = integer or decimal, finite, >= 0
 // Blank lines are skipped. A second count column makes the input differential
@@ -35,6 +36,13 @@ struct ParseOptions {
   /// Default: true in strict mode; lenient mode never checks (flamegraph.pl
   /// renders whatever bytes it gets, and so does the renderer, safely).
   bool check_text = true;
+  /// Accept empty and blank (white-space only) frames and draw them as
+  /// flamegraph.pl does: "a;;b", ";a", "write0; " (perf's unresolved symbol);
+  /// trailing empty fields are dropped as Perl's split drops them ("a;b;" is
+  /// "a;b") and a line with an empty stack counts at the root. false refuses
+  /// such lines by name ("empty frame (frame N)", "blank frame (frame N)",
+  /// "empty stack"): `luaflame svg --strict`. Default: true (also the server's).
+  bool blank_frames = true;
   /// Most errors kept in ParseResult::errors (the count goes on). Default: 100.
   std::size_t max_errors = 100;
   /// Line number of the first line of `text`, for callers that parse a long
