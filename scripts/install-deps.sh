@@ -11,9 +11,12 @@ build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
             ca-certificates curl)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
+pprof_pkgs=(protobuf-compiler libprotobuf-dev)  # pprof codec (engine/proto)
+pprof_test_pkgs=(golang-go)                     # go tool pprof, runtime/pprof in the tests
 
-want=("${build_pkgs[@]}")
+want=("${build_pkgs[@]}" "${pprof_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${pprof_test_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do
