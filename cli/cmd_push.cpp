@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "luaflame/pprof.hpp"
 
 namespace lfcli {
 namespace {
@@ -325,8 +326,11 @@ int run_push(const PushOptions& o) {
 
   Server s(url, o.client);
   // Large profiles compress about tenfold; small ones are not worth it.
-  s.client.set_compress(o.gzip && body.size() >= 64 * 1024);
-  const httplib::Result r = s.client.Post(with_query(url.prefix + "/api/runs", q), s.headers, body, "text/plain");
+  // A pprof file (gzipped or not) goes as it is: the server reads every sample type.
+  const bool pprof = lf::looks_like_pprof(body);
+  s.client.set_compress(o.gzip && !pprof && body.size() >= 64 * 1024);
+  const httplib::Result r = s.client.Post(with_query(url.prefix + "/api/runs", q), s.headers, body,
+                                          pprof ? "application/vnd.google.protobuf" : "text/plain");
   if (!r) { std::fprintf(stderr, "luaflame push: %s\n", transport_error(r, s).c_str()); return kExitError; }
   if (r->status != 201 && r->status != 200) {
     std::fprintf(stderr, "luaflame push: %s\n", http_error(r->status, r->body, o.file == "-" ? "<stdin>" : o.file).c_str());

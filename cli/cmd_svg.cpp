@@ -16,6 +16,8 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "commands.hpp"
 #include "luaflame/diff.hpp"
 #include "luaflame/folded.hpp"
+#include "luaflame/pprof.hpp"
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
 
@@ -347,6 +350,32 @@ void report(const char* prog, const std::string& path, const lf::ParseResult& r,
                strict ? "rejected:" : "Ignored", r.rejected, r.rejected == 1 ? "" : "s");
 }
 
+// A pprof file (gzipped or plain, e.g. from Go's runtime/pprof) is read with
+// the engine's pprof codec; its last sample type is drawn, as go tool pprof
+// draws by default (cpu/nanoseconds, inuse_space). False when `path` is not
+// a pprof file; `ok` false when it is one but unreadable.
+bool pprof_input(const char* prog, const std::string& path, lf::Tree& tree, bool& ok) {
+  if (path == "-") return false;
+  std::ifstream in(path, std::ios::binary);
+  char head[64];
+  in.read(head, sizeof head);
+  if (!lf::looks_like_pprof(std::string_view(head, std::size_t(in.gcount())))) return false;
+  in.clear();
+  in.seekg(0);
+  std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  lf::PprofProfile p;
+  std::string err;
+  if (!lf::read_pprof(body, lf::PprofLimits{}, p, err)) {
+    std::fprintf(stderr, "%s: %s: %s\n", prog, path.c_str(), err.c_str());
+    ok = false;
+    return true;
+  }
+  std::size_t k = p.sample_types.size() - 1;
+  for (const lf::PprofStack& s : p.stacks)
+    if (s.values[k] > 0) tree.add(s.stack, double(s.values[k]));
+  return true;
+}
+
 // Parses a list of inputs into one tree; false on unreadable input or, in
 // strict mode, bad lines.
 bool load(const char* prog, const std::vector<std::string>& files, const Args& a, lf::Tree& tree) {
@@ -365,6 +394,7 @@ bool load(const char* prog, const std::vector<std::string>& files, const Args& a
   }
   if (bytes) tree.reserve(std::min<std::size_t>(bytes / 32, std::size_t(32) << 20));  // capped: virtual, not free
   for (const std::string& f : inputs) {
+    if (pprof_input(prog, f, tree, ok)) continue;
     lf::ParseResult r;
     if (!read_into(prog, f, a, tree, r)) ok = false;
     report(prog, f, r, a.parse.strict);

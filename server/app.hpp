@@ -54,7 +54,15 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
                Handler h);
 /// Like add_route for POST bodies: the body is read here with the size limit
 /// (after gzip decoding) and the token check, and handed over in req.body.
-void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h);
+/// Multipart bodies are read into req.files on routes made with multipart =
+/// true, and refused with 415 on the others.
+void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h,
+                    bool multipart = false);
+/// The request carries the token (always true without --token).
+bool authorized(const App& app, const httplib::Request& req);
+/// Sends the response already in `res`, then closes the connection (for
+/// refusals that leave the body unread).
+void close_after_response(httplib::Response& res);
 
 void setup_write_routes(httplib::Server& svr, App& app);
 void setup_read_routes(httplib::Server& svr, App& app);

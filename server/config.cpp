@@ -81,6 +81,22 @@ const std::vector<Option>& options() {
        }},
       {"--token", "LUAFLAME_TOKEN", "writes need 'Authorization: Bearer TOKEN' (default none)",
        [](Config& c, const std::string& v) -> std::string { c.token = v; return {}; }},
+      {"--cors-origin", "LUAFLAME_CORS_ORIGIN",
+       "let pages on ORIGIN read runs (repeatable, or comma-separated; * = any; default none)",
+       [](Config& c, const std::string& v) -> std::string {
+         std::size_t pos = 0;
+         while (pos <= v.size()) {
+           std::size_t comma = v.find(',', pos);
+           std::string o = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+           if (o.empty() || (o != "*" && o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0) ||
+               o.back() == '/')
+             return "--cors-origin wants * or an origin such as https://www.speedscope.app, got '" + o + "'";
+           c.cors_origins.push_back(o);
+           if (comma == std::string::npos) break;
+           pos = comma + 1;
+         }
+         return {};
+       }},
       {"--max-body", "LUAFLAME_MAX_BODY", "largest request body after gzip decoding (default 64M)",
        size_setter(&Config::max_body, "--max-body")},
       {"--keep-days", "LUAFLAME_KEEP_DAYS", "delete finished runs older than DAYS (default 0 = keep)",

@@ -17,6 +17,9 @@ struct Config {
   std::string data_dir = "data";
   /// --token / LUAFLAME_TOKEN: when set, writes need "Authorization: Bearer TOKEN". Default none.
   std::string token;
+  /// --cors-origin ORIGIN (repeatable; "*" = any) / LUAFLAME_CORS_ORIGIN (comma-separated): pages on
+  /// these origins may read runs; their writes need the token. Default none (same origin only).
+  std::vector<std::string> cors_origins;
   /// --max-body / LUAFLAME_MAX_BODY: largest request body (after gzip decoding), bytes
   /// (suffixes K, M, G). Default 64 MiB.
   std::size_t max_body = 64u << 20;

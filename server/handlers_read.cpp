@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "app.hpp"
+#include "luaflame/pprof.hpp"
+#include "pprof_ingest.hpp"
 #include "render.hpp"
 
 namespace lfs {
@@ -154,6 +156,30 @@ void folded(App& app, const httplib::Request& req, httplib::Response& res) {
                                             std::string(metric_name(view.metric)) + ".folded\"");
 }
 
+// GET /api/runs/{id}/profile.pb.gz?from=&until=&focus=  (pprof: every metric a sample type)
+void pprof(App& app, const httplib::Request& req, httplib::Response& res) {
+  RunInfo run = run_from_path(app, req);
+  View view = view_from(req, run);
+  std::vector<std::shared_ptr<const lf::Tree>> trees;  // kept alive while writing
+  std::vector<lf::PprofSeries> series;
+  for (const auto& [metric, total] : run.totals) {
+    View v = view;
+    v.metric = metric;
+    trees.push_back(app.trees.get(*app.store, run, v));
+    series.push_back({metric_pprof_type(metric), trees.back().get(), 0});
+  }
+  lf::PprofWriteOptions o;
+  o.time_nanos = run.started_ns;
+  o.duration_nanos = std::max<int64_t>(0, run.ended_ns - run.started_ns);
+  if (run.hz > 0) {
+    o.period_type = {"cpu", "nanoseconds"};
+    o.period = int64_t(1e9 / run.hz);
+  }
+  res.status = 200;
+  res.set_content(lf::write_pprof(series, o), "application/octet-stream");
+  res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + ".pb.gz\"");
+}
+
 // GET /api/runs/{id}/speedscope.json
 void speedscope(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
@@ -294,6 +320,7 @@ void setup_read_routes(httplib::Server& svr, App& app) {
   route(R"(/api/runs/([^/]+)/functions)", "/api/runs/{id}/functions", functions);
   route(R"(/api/runs/([^/]+)/profile\.folded)", "/api/runs/{id}/profile.folded", folded);
   route(R"(/api/runs/([^/]+)/speedscope\.json)", "/api/runs/{id}/speedscope.json", speedscope);
+  route(R"(/api/runs/([^/]+)/profile\.pb\.gz)", "/api/runs/{id}/profile.pb.gz", pprof);
   route(R"(/api/runs/([^/]+)/timeline)", "/api/runs/{id}/timeline", timeline);
   route(R"(/api/diff\.svg)", "/api/diff.svg", diff_svg);
   route(R"(/api/diff)", "/api/diff", diff_json);

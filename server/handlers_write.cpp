@@ -7,6 +7,8 @@
 
 #include "app.hpp"
 #include "ingest.hpp"
+#include "multipart.hpp"
+#include "pprof_ingest.hpp"
 
 namespace lfs {
 namespace {
@@ -35,20 +37,52 @@ nlohmann::json parse_json_body(const std::string& body, bool optional) {
   return j;
 }
 
-// POST /api/runs?name=&tag=K=V&units=&metric=  (folded body)
+// A write body: raw, or the parts of a multipart one (Pyroscope's Go and Java
+// agents: profile, prev_profile, sample_type_config); pprof when said so
+// (format=pprof, a protobuf Content-Type) or when it looks like one.
+struct Body {
+  std::string_view text, prev, config;
+  bool pprof = false;
+};
+
+Body body_of(const httplib::Request& req) {
+  Body b;
+  std::string format = req.get_param_value("format");
+  if (req.is_multipart_form_data()) {
+    bool found = false;
+    b.text = part(req, "profile", &found);
+    if (!found) throw HttpError(400, "a multipart body needs a 'profile' part (and may have prev_profile, sample_type_config)");
+    b.prev = part(req, "prev_profile");
+    b.config = part(req, "sample_type_config");
+  } else {
+    b.text = req.body;
+  }
+  std::string type = req.get_header_value("Content-Type");
+  b.pprof = format == "pprof" || type.find("protobuf") != std::string::npos ||
+            type.find("pprof") != std::string::npos || lf::looks_like_pprof(b.text);
+  return b;
+}
+
+// POST /api/runs?name=&tag=K=V&units=&metric=  (folded body, or pprof)
 void upload(App& app, const httplib::Request& req, httplib::Response& res) {
   NewRun run;
   run.name = req.get_param_value("name");
   check_name(run.name);
   run.tags = tag_params(req, "tag", app.cfg.max_tags);
-  int metric = upload_metric(req.get_param_value("units"), req.get_param_value("metric"));
   Batch batch;
-  batch.metrics = {metric};
-  std::size_t lines = parse_folded_batch(req.body, parse_options(app), batch);
+  std::size_t lines = 0;
+  Body body = body_of(req);
+  if (body.pprof) {  // every sample type a metric
+    batch = pprof_to_batch(body.text, body.prev, body.config, parse_options(app)).batch;
+    lines = batch.stacks.size();
+  } else {
+    batch.metrics = {upload_metric(req.get_param_value("units"), req.get_param_value("metric"))};
+    lines = parse_folded_batch(body.text, parse_options(app), batch);
+  }
   if (batch.stacks.empty()) throw HttpError(400, "the body holds no stacks", {{"line", 0}, {"reason", "empty input"}});
   run.source = "upload";
   run.started_ns = run.ended_ns = now_ns();
-  run.metrics = {metric};
+  run.metrics = batch.metrics;
   batch.from_ns = batch.until_ns = run.started_ns;
   int64_t id = app.store->create_run(run, batch);
   app.metrics.ingested(req.body.size(), lines);
@@ -159,11 +193,12 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   if (!req.has_param("name")) throw HttpError(400, "name is required (APP.KIND{k=v,...})");
   PyroscopeName pn = parse_pyroscope_name(req.get_param_value("name"));
   std::string format = req.has_param("format") ? req.get_param_value("format") : "folded";
-  if (format != "folded" && format != "lines")
-    throw HttpError(422, "format '" + format + "' is not supported here (folded or lines)");
+  if (format != "folded" && format != "lines" && format != "pprof")  // e.g. the Java agent's jfr
+    throw HttpError(422, "format '" + format + "' is not supported here (folded, lines or pprof)");
+  Body body = body_of(req);
   std::string aggregation = req.has_param("aggregationType") ? req.get_param_value("aggregationType")
                                                              : req.get_param_value("aggregrationType");
-  int metric = pyroscope_metric(req.get_param_value("units"), aggregation, pn.kind);
+  int metric = body.pprof ? 0 : pyroscope_metric(req.get_param_value("units"), aggregation, pn.kind);
   double hz = 100;  // Pyroscope's default sampleRate
   if (req.has_param("sampleRate")) {
     hz = static_cast<double>(int_param(req, "sampleRate", 100, 1, 1000000));
@@ -178,9 +213,17 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   batch.metrics = {metric};
   batch.from_ns = from;
   batch.until_ns = until;
-  std::string folded = format == "lines" ? lines_to_folded(req.body) : std::string();
-  std::size_t lines = parse_folded_batch(format == "lines" ? std::string_view(folded) : std::string_view(req.body),
-                                         parse_options(app), batch);
+  std::size_t lines = 0;
+  if (body.pprof) {
+    batch.stacks.clear();
+    PprofBatch pb = pprof_to_batch(body.text, body.prev, body.config, parse_options(app));
+    batch.metrics = pb.batch.metrics;
+    batch.stacks = std::move(pb.batch.stacks);
+    lines = pb.samples;
+  } else {
+    std::string folded = format == "lines" ? lines_to_folded(body.text) : std::string();
+    lines = parse_folded_batch(format == "lines" ? std::string_view(folded) : body.text, parse_options(app), batch);
+  }
   NewRun run;
   run.name = pn.app;
   check_name(run.name);
@@ -194,7 +237,7 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   run.started_ns = from;
   run.ended_ns = until;
   run.hz = hz;
-  run.metrics = {metric};
+  run.metrics = batch.metrics;
   bool created = false;
   int64_t id = app.store->open_stream(run, created);
   if (!batch.stacks.empty()) {
@@ -217,7 +260,7 @@ void remove(App& app, const httplib::Request& req, httplib::Response& res) {
 
 void setup_write_routes(httplib::Server& svr, App& app) {
   add_body_route(svr, app, R"(/api/runs)", "/api/runs POST",
-                 [&app](const httplib::Request& q, httplib::Response& r) { upload(app, q, r); });
+                 [&app](const httplib::Request& q, httplib::Response& r) { upload(app, q, r); }, true);
   add_body_route(svr, app, R"(/api/streams)", "/api/streams",
                  [&app](const httplib::Request& q, httplib::Response& r) { open_stream(app, q, r); });
   add_body_route(svr, app, R"(/api/runs/([^/]+)/chunks)", "/api/runs/{id}/chunks",
@@ -225,7 +268,7 @@ void setup_write_routes(httplib::Server& svr, App& app) {
   add_body_route(svr, app, R"(/api/runs/([^/]+)/finish)", "/api/runs/{id}/finish",
                  [&app](const httplib::Request& q, httplib::Response& r) { finish(app, q, r); });
   add_body_route(svr, app, R"(/ingest)", "/ingest",
-                 [&app](const httplib::Request& q, httplib::Response& r) { ingest(app, q, r); });
+                 [&app](const httplib::Request& q, httplib::Response& r) { ingest(app, q, r); }, true);
   add_route(svr, app, "DELETE", R"(/api/runs/([^/]+))", "/api/runs/{id} DELETE",
             [&app](const httplib::Request& q, httplib::Response& r) { remove(app, q, r); });
 }

@@ -8,6 +8,8 @@
 #include <cstdlib>
 
 #include "app.hpp"
+#include "cors.hpp"
+#include "multipart.hpp"
 
 namespace lfs {
 namespace {
@@ -87,6 +89,8 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in, ht
   }
 }
 
+}  // namespace
+
 bool authorized(const App& app, const httplib::Request& req) {
   if (app.cfg.token.empty()) return true;
   const std::string want = "Bearer " + app.cfg.token;
@@ -115,8 +119,6 @@ void close_after_response(httplib::Response& res) {
                              return false;  // written: now close
                            });
 }
-
-}  // namespace
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -189,11 +191,37 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
   else if (mth == "POST") svr.Post(pattern, wrapped);
 }
 
-void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h) {
-  svr.Post(pattern, [&app, route, h = std::move(h)](const httplib::Request& req, httplib::Response& res,
-                                                    const httplib::ContentReader& reader) {
+void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h,
+                    bool multipart) {
+  svr.Post(pattern, [&app, route, h = std::move(h), multipart](const httplib::Request& req, httplib::Response& res,
+                                                               const httplib::ContentReader& reader) {
     t_route = route;
     const bool ok_token = authorized(app, req);
+    // httplib hands multipart bodies only to a multipart reader (the plain one
+    // throws bad_function_call): read the parts where the route takes them.
+    if (req.is_multipart_form_data()) {
+      if (!ok_token) {
+        send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+        return close_after_response(res);
+      }
+      if (!multipart) {
+        send_json(res, 415, {{"error", std::string("multipart/form-data is not taken here (") + route +
+                                           "); send the body as it is"}});
+        return close_after_response(res);
+      }
+      auto& files = const_cast<httplib::Request&>(req).files;  // httplib owns req; files were empty
+      MultipartRead r = read_multipart(reader, app.cfg.max_body, files);
+      if (r == MultipartRead::too_big) {
+        send_json(res, 413, {{"error", "request body larger than the limit of " + std::to_string(app.cfg.max_body) +
+                                           " bytes (--max-body)"}});
+        return close_after_response(res);
+      }
+      if (r == MultipartRead::bad) {
+        send_json(res, 400, {{"error", "could not read the multipart/form-data body (malformed or truncated)"}});
+        return close_after_response(res);
+      }
+      return guarded(route, h, req, res);
+    }
     std::string body;
     bool too_big = false;
     std::size_t discarded = 0;
@@ -234,8 +262,10 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
 
 void setup(httplib::Server& svr, App& app) {
   svr.set_payload_max_length(app.cfg.max_body);
-  svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+  svr.set_pre_routing_handler([&app](const httplib::Request& req, httplib::Response& res) {
     t_start = std::chrono::steady_clock::now();
+    t_route = nullptr;
+    if (cors_before(app, req, res)) return httplib::Server::HandlerResponse::Handled;
     // httplib's own response compression takes seconds on a large SVG: hide
     // Accept-Encoding from it; send_payload compresses (once, for cached graphs).
     auto& r = const_cast<httplib::Request&>(req);  // httplib owns it, not const
@@ -246,6 +276,8 @@ void setup(httplib::Server& svr, App& app) {
     t_route = nullptr;
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  svr.set_post_routing_handler(
+      [&app](const httplib::Request& req, httplib::Response& res) { cors_after(app, req, res); });
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown";
     try {
@@ -294,7 +326,7 @@ int metric_param(const httplib::Request& req, const RunInfo* run, const char* na
   if (req.has_param(name)) {
     std::string m = req.get_param_value(name);
     int idx = metric_index(m);
-    if (idx < 0) throw HttpError(422, "unknown metric '" + m + "'", {{"metrics", {"samples", "time", "calls", "alloc_bytes", "alloc_count", "live_bytes"}}});
+    if (idx < 0) throw HttpError(422, "unknown metric '" + m + "'", {{"metrics", {"samples", "time", "calls", "alloc_bytes", "alloc_count", "live_bytes", "live_count"}}});
     return idx;
   }
   if (run && !run->totals.empty()) return run->totals.begin()->first;

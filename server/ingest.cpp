@@ -82,7 +82,7 @@ lfw::Chunk decode_chunk(std::string_view body, const lf::ParseOptions& opts, Bat
 int upload_metric(const std::string& units, const std::string& metric) {
   if (!metric.empty()) {
     int idx = metric_index(metric);
-    if (idx < 0) throw HttpError(422, "unknown metric '" + metric + "' (samples time calls alloc_bytes alloc_count live_bytes)");
+    if (idx < 0) throw HttpError(422, "unknown metric '" + metric + "' (samples time calls alloc_bytes alloc_count live_bytes live_count)");
     return idx;
   }
   if (units.empty() || units == "samples") return metric_index("samples");
@@ -133,16 +133,13 @@ int pyroscope_metric(const std::string& units, const std::string& aggregation, c
   std::string u = units;
   if (u.empty()) {  // Pyroscope's default is samples; the KIND can say more
     if (kind == "alloc_space" || kind == "inuse_space") u = "bytes", average = kind == "inuse_space";
-    else if (kind == "alloc_objects") u = "objects";
+    else if (kind == "alloc_objects" || kind == "inuse_objects") u = "objects", average = kind == "inuse_objects";
     else u = "samples";
   }
   if (u == "samples") return metric_index("samples");
   if (u == "nanoseconds") return metric_index("time");
   if (u == "bytes") return metric_index(average ? "live_bytes" : "alloc_bytes");
-  if (u == "objects") {
-    if (average) throw HttpError(422, "units=objects with aggregationType=average (live object counts) has no metric here");
-    return metric_index("alloc_count");
-  }
+  if (u == "objects") return metric_index(average ? "live_count" : "alloc_count");
   throw HttpError(422, "unknown units '" + units + "' (samples objects bytes nanoseconds)");
 }
 

@@ -31,8 +31,8 @@ std::string_view metric_name(int index) {
 }
 
 std::string_view metric_units(int index) {
-  static const char* units[] = {"samples", "ns", "calls", "bytes", "count", "bytes"};
-  if (index < 0 || index >= 6) return "";
+  static const char* units[] = {"samples", "ns", "calls", "bytes", "count", "bytes", "count"};
+  if (index < 0 || index >= int(std::size(units))) return "";
   return units[index];
 }
 

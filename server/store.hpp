@@ -7,7 +7,7 @@
 // (metric, time bucket, stack), so a part of a long run can be merged
 // (from/until) and a timeline drawn. Metrics are numbered by their index in
 // lfw::kMetrics (samples=0, time=1, calls=2, alloc_bytes=3, alloc_count=4,
-// live_bytes=5).
+// live_bytes=5, live_count=6).
 #pragma once
 
 #include <cstdint>

@@ -297,7 +297,15 @@ bool split_frame_location(std::string_view frame, std::string_view& name, std::s
   name = frame;
   file = {};
   line = 0;
+  std::size_t space = frame.find(' ');
   std::size_t colon = frame.rfind(':');
+  if (space != std::string_view::npos && space > 0 && frame.find('/', space) != std::string_view::npos &&
+      (colon == std::string_view::npos || colon < space || colon + 1 == frame.size())) {
+    // "NAME PATH" (a function known by file but not by line: Go before 1.20)
+    name = frame.substr(0, space);
+    file = frame.substr(space + 1);
+    return true;
+  }
   if (colon == std::string_view::npos || colon + 1 == frame.size()) return false;
   int64_t v = 0;
   for (std::size_t i = colon + 1; i < frame.size(); ++i) {
@@ -305,7 +313,6 @@ bool split_frame_location(std::string_view frame, std::string_view& name, std::s
     if (c < '0' || c > '9' || v > (INT64_MAX - 9) / 10) return false;
     v = v * 10 + (c - '0');
   }
-  std::size_t space = frame.find(' ');
   if (space == std::string_view::npos || space == 0 || space + 1 >= colon) return false;
   name = frame.substr(0, space);
   file = frame.substr(space + 1, colon - space - 1);

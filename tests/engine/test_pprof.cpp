@@ -175,6 +175,7 @@ TEST_CASE("split_frame_location") {
                                           {"f @/a b/x.lua:7", true, "f", "@/a b/x.lua", 7},
                                           {"[C] string.rep", false, "[C] string.rep", "", 0},
                                           {"main.work", false, "main.work", "", 0},
+                                          {"main.work /src/app.go", true, "main.work", "/src/app.go", 0},
                                           {"x y:", false, "x y:", "", 0},
                                           {"a:12", false, "a:12", "", 0}}) {
     CAPTURE(c.frame);

@@ -93,8 +93,9 @@ struct PprofWriteOptions {
 /// "NAME SOURCE:LINE" frames.
 std::string write_pprof(const std::vector<PprofSeries>& series, const PprofWriteOptions& opts);
 
-/// Splits "NAME SOURCE:LINE" (the last space, then a ':' and digits at the
-/// end). False, with name = frame, when the frame has no such location.
+/// Splits "NAME SOURCE:LINE" (NAME up to the first space, a ':' and digits at
+/// the end) or "NAME PATH" (PATH holding a '/', line 0). False, with name =
+/// frame, when the frame has no such location ("[C] string.rep").
 bool split_frame_location(std::string_view frame, std::string_view& name, std::string_view& file,
                           int64_t& line);
 

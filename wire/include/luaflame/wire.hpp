@@ -20,7 +20,7 @@
 //                                                   ; or an earlier node's number; one value per
 //                                                   ; metric: the node's own (self) value delta
 //   end      = "end" SP uint LF                     ; the number of nodes, a check against truncation
-//   metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" | "live_bytes"
+//   metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" | "live_bytes" | "live_count"
 //   text     = 1*(any byte but LF, CR and ";")      ; a frame name, as it appears in folded text
 //   uint     = 1*DIGIT
 //   value    = uint                                 ; counts, nanoseconds or bytes: integers
@@ -50,7 +50,8 @@ inline constexpr std::string_view kMagic = "luaflame-wire";
 
 /// The metric names, the same in files, the wire, the server and the pages.
 inline constexpr std::string_view kMetrics[] = {"samples",     "time",        "calls",
-                                                "alloc_bytes", "alloc_count", "live_bytes"};
+                                                "alloc_bytes", "alloc_count", "live_bytes",
+                                                "live_count"};  // live_count: pprof inuse_objects
 bool is_metric(std::string_view name);
 
 /// One node of a chunk's delta tree.
