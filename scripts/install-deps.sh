@@ -36,3 +36,7 @@ fi
 if [ "${1:-}" = "--test" ] && [ ! -d tests/browser/node_modules/playwright-core ]; then
   (cd tests/browser && npm install --no-audit --no-fund --loglevel=error)
 fi
+# The real clients of the pprof tests: @pyroscope/nodejs and speedscope (tests/server/pprof).
+if [ "${1:-}" = "--test" ] && [ ! -d tests/server/pprof/node_modules/@pyroscope/nodejs ]; then
+  (cd tests/server/pprof && npm install --no-audit --no-fund --loglevel=error)
+fi

@@ -3,6 +3,7 @@
 //
 //	goprof cpu FILE    a CPU profile of a busy loop (samples/count, cpu/nanoseconds)
 //	goprof heap FILE   a heap profile (alloc_objects, alloc_space, inuse_objects, inuse_space)
+//	goprof goroutine FILE   a goroutine profile (goroutine/count: a type luaflame has no metric for)
 package main
 
 import (
@@ -42,7 +43,7 @@ func allocate(n int) {
 
 func main() {
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: goprof cpu|heap FILE")
+		fmt.Fprintln(os.Stderr, "usage: goprof cpu|heap|goroutine FILE")
 		os.Exit(2)
 	}
 	f, err := os.Create(os.Args[2])
@@ -64,6 +65,11 @@ func main() {
 		allocate(2000)
 		runtime.GC()
 		if err := pprof.WriteHeapProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	case "goroutine":
+		if err := pprof.Lookup("goroutine").WriteTo(f, 0); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
