@@ -34,7 +34,7 @@ TEST_CASE("folded body: CRLF and blank lines fine, bad lines refuse all with lin
   CHECK(b.stacks[2].second[0] == 1.5);
 
   struct Case { const char* text; std::size_t line; };
-  Case cases[] = {{"a;b 1\nno count here\n", 2}, {"a 1\nb -3\n", 2}, {"a;;b 1\n", 1}, {"a 1\nb 1 2\n", 2}};
+  Case cases[] = {{"a;b 1\nno count here\n", 2}, {"a 1\nb -3\n", 2}, {"a 1\nb 1 2\n", 2}};
   for (const Case& c : cases) {
     CAPTURE(c.text);
     lfs::Batch bad;
@@ -48,6 +48,18 @@ TEST_CASE("folded body: CRLF and blank lines fine, bad lines refuse all with lin
       CHECK(e.extra.contains("reason"));
     }
   }
+}
+
+// flamegraph.pl compat: perf captures with unresolved symbols were refused
+// (400), so `luaflame push` failed on them.
+TEST_CASE("regression: blank and empty frames are accepted, as flamegraph.pl draws them") {
+  lfs::Batch b;
+  b.metrics = {0};
+  CHECK(lfs::parse_folded_batch("write0;  3\na;;b 1\nwrite0; 2\n", strict(), b) == 3);
+  REQUIRE(b.stacks.size() == 3);
+  CHECK(b.stacks[0].first == "write0; ");
+  CHECK(b.stacks[1].first == "a;;b");
+  CHECK(b.stacks[2].first == "write0");
 }
 
 TEST_CASE("pyroscope name: app, kind and labels") {
@@ -74,7 +86,8 @@ TEST_CASE("pyroscope units and aggregation map to metrics") {
   CHECK(lfs::pyroscope_metric("objects", "", "") == lfs::metric_index("alloc_count"));
   CHECK(status_of([] { lfs::pyroscope_metric("furlongs", "", ""); }) == 422);
   CHECK(status_of([] { lfs::pyroscope_metric("samples", "median", ""); }) == 422);
-  CHECK(status_of([] { lfs::pyroscope_metric("objects", "average", ""); }) == 422);
+  CHECK(lfs::pyroscope_metric("objects", "average", "") == lfs::metric_index("live_count"));
+  CHECK(lfs::pyroscope_metric("", "", "inuse_objects") == lfs::metric_index("live_count"));
 }
 
 TEST_CASE("upload units and metric") {
