@@ -219,7 +219,7 @@ TEST_CASE("bad input: every error code, nothing stored, never a 500") {
   for (int i = 0; i < 60; ++i) many += "s" + std::to_string(i) + " 1\n";
   std::vector<Case> posts = {
       {"/api/runs?name=x", "a;b -1\n", 400},
-      {"/api/runs?name=x", "a;;b 1\n", 400},
+      {"/api/runs?name=x", "a;b 1e5\n", 400},  // ("a;;b 1" is drawn as flamegraph.pl draws it: accepted)
       {"/api/runs?name=x", std::string("a;b\x01 1\n"), 400},
       {"/api/runs?name=x", "a;\xff\xfe 1\n", 400},
       {"/api/runs?name=x", "a 1 2\n", 400},
@@ -233,7 +233,8 @@ TEST_CASE("bad input: every error code, nothing stored, never a 500") {
       {"/api/runs?name=x&units=parsecs", kFolded, 422},
       {"/api/runs?name=x&metric=speed", kFolded, 422},
       {"/api/runs?name=x", std::string(70 * 1024, 'a'), 413},
-      {"/ingest?name=app.cpu&format=pprof", kFolded, 422},
+      {"/ingest?name=app.cpu&format=pprof", kFolded, 400},  // not a pprof profile
+      {"/ingest?name=app.cpu&format=jfr", kFolded, 422},
       {"/ingest?name=app.cpu&aggregationType=median", kFolded, 422},
       {"/ingest?name=app.cpu&from=yesterday", kFolded, 422},
       {"/ingest?name=app.cpu&from=200&until=100", kFolded, 422},
