@@ -14,7 +14,9 @@ bool same_origin(const httplib::Request& req) {
   return !host.empty() && (origin == "http://" + host || origin == "https://" + host);
 }
 
-bool is_write(const std::string& method) { return method == "POST" || method == "DELETE" || method == "PUT"; }
+bool is_write(const std::string& method) {
+  return method == "POST" || method == "DELETE" || method == "PUT";
+}
 
 void allow_origin(const App& app, const httplib::Request& req, httplib::Response& res) {
   const std::string origin = req.get_header_value("Origin");
@@ -42,14 +44,16 @@ bool cors_before(const App& app, const httplib::Request& req, httplib::Response&
     if (origin_allowed(app.cfg.cors_origins, origin)) {
       allow_origin(app, req, res);
       res.set_header("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding, If-None-Match");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, Content-Type, Content-Encoding, If-None-Match");
       res.set_header("Access-Control-Max-Age", "600");
     }
     return true;
   }
   if (is_write(req.method) && (app.cfg.token.empty() || !authorized(app, req))) {
-    send_json(res, 403, {{"error", "a write from another origin (" + origin +
-                                       ") needs the server's token (--token) in 'Authorization: Bearer'"}});
+    send_json(res, 403,
+              {{"error", "a write from another origin (" + origin +
+                             ") needs the server's token (--token) in 'Authorization: Bearer'"}});
     close_after_response(res);  // the body was not read
     return true;
   }
@@ -57,8 +61,10 @@ bool cors_before(const App& app, const httplib::Request& req, httplib::Response&
 }
 
 void cors_after(const App& app, const httplib::Request& req, httplib::Response& res) {
-  if (same_origin(req) || !origin_allowed(app.cfg.cors_origins, req.get_header_value("Origin"))) return;
-  if (res.has_header("Access-Control-Allow-Origin")) return;  // a preflight, answered before routing
+  if (same_origin(req) || !origin_allowed(app.cfg.cors_origins, req.get_header_value("Origin")))
+    return;
+  if (res.has_header("Access-Control-Allow-Origin"))
+    return;  // a preflight, answered before routing
   allow_origin(app, req, res);
 }
 

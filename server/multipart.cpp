@@ -12,14 +12,20 @@ MultipartRead read_multipart(const httplib::ContentReader& reader, std::size_t m
       [&](const httplib::MultipartFormData& header) {
         // Part headers count against the limit too: many empty parts are no cheaper.
         total += header.name.size() + header.filename.size() + header.content_type.size() + 64;
-        if (total > max_bytes) { too_big = true; return false; }
+        if (total > max_bytes) {
+          too_big = true;
+          return false;
+        }
         current = &files.emplace(header.name, header)->second;
         current->content.clear();
         return true;
       },
       [&](const char* data, std::size_t n) {
         total += n;
-        if (total > max_bytes || !current) { too_big = total > max_bytes; return false; }
+        if (total > max_bytes || !current) {
+          too_big = total > max_bytes;
+          return false;
+        }
         current->content.append(data, n);
         return true;
       });

@@ -21,11 +21,16 @@ struct TypeName {
 };
 // The first entry of a metric is what write_pprof names it.
 constexpr TypeName kTypes[] = {
-    {"samples", "count", "samples"},         {"sample", "count", "samples"},
-    {"cpu", "nanoseconds", "time"},          {"wall", "nanoseconds", "time"},
-    {"calls", "count", "calls"},             {"alloc_space", "bytes", "alloc_bytes"},
-    {"alloc_objects", "count", "alloc_count"}, {"inuse_space", "bytes", "live_bytes"},
-    {"space", "bytes", "live_bytes"},        {"inuse_objects", "count", "live_count"},
+    {"samples", "count", "samples"},
+    {"sample", "count", "samples"},
+    {"cpu", "nanoseconds", "time"},
+    {"wall", "nanoseconds", "time"},
+    {"calls", "count", "calls"},
+    {"alloc_space", "bytes", "alloc_bytes"},
+    {"alloc_objects", "count", "alloc_count"},
+    {"inuse_space", "bytes", "live_bytes"},
+    {"space", "bytes", "live_bytes"},
+    {"inuse_objects", "count", "live_count"},
     {"objects", "count", "live_count"},
 };
 
@@ -44,7 +49,9 @@ lf::PprofProfile read(std::string_view body, const lf::ParseOptions& opts, const
   return p;
 }
 
-std::string type_name(const lf::PprofValueType& t) { return t.type + "/" + t.unit; }
+std::string type_name(const lf::PprofValueType& t) {
+  return t.type + "/" + t.unit;
+}
 
 // Column of each sample type: its metric, or -1 when not taken.
 struct Choice {
@@ -59,7 +66,9 @@ Choice choose(const lf::PprofProfile& p, std::string_view config) {
   if (!config.empty()) {
     cfg = nlohmann::json::parse(config, nullptr, false);
     if (cfg.is_discarded() || !cfg.is_object())
-      throw HttpError(400, "sample_type_config must be a JSON object {\"TYPE\": {\"units\": ..., \"aggregation\": ...}}");
+      throw HttpError(400,
+                      "sample_type_config must be a JSON object {\"TYPE\": {\"units\": ..., "
+                      "\"aggregation\": ...}}");
   }
   for (const lf::PprofValueType& t : p.sample_types) {
     int m = -1;
@@ -71,25 +80,33 @@ Choice choose(const lf::PprofProfile& p, std::string_view config) {
         continue;
       }
       const nlohmann::json& e = cfg[t.type];
-      if (!e.is_object()) throw HttpError(400, "sample_type_config: '" + t.type + "' must be an object");
-      auto str = [&](const char* k) { return e.contains(k) && e[k].is_string() ? e[k].get<std::string>() : ""; };
+      if (!e.is_object())
+        throw HttpError(400, "sample_type_config: '" + t.type + "' must be an object");
+      auto str = [&](const char* k) {
+        return e.contains(k) && e[k].is_string() ? e[k].get<std::string>() : "";
+      };
       std::string units = str("units");
       if (units.empty()) units = t.unit == "count" ? "" : t.unit;
       if (units == "count") units = "objects";
       m = pyroscope_metric(units, str("aggregation"), t.type);
-      cumulative = e.contains("cumulative") && e["cumulative"].is_boolean() && e["cumulative"].get<bool>();
+      cumulative =
+          e.contains("cumulative") && e["cumulative"].is_boolean() && e["cumulative"].get<bool>();
     } else {
       m = pprof_type_metric(t.type, t.unit);
       if (m < 0)
-        throw HttpError(422, "pprof sample type '" + type_name(t) +
-                                 "' has no metric here (samples, cpu, wall, alloc_space, alloc_objects, "
-                                 "inuse_space, inuse_objects, space, objects; or send a sample_type_config)",
-                        {{"sample_type", type_name(t)}});
+        throw HttpError(
+            422,
+            "pprof sample type '" + type_name(t) +
+                "' has no metric here (samples, cpu, wall, alloc_space, alloc_objects, "
+                "inuse_space, inuse_objects, space, objects; or send a sample_type_config)",
+            {{"sample_type", type_name(t)}});
       cumulative = t.type == "alloc_space" || t.type == "alloc_objects";
     }
     // Two types for one metric (Node's wall next to cpu): the first is kept.
-    if (used[std::size_t(m)]) m = -1;
-    else used[std::size_t(m)] = true;
+    if (used[std::size_t(m)])
+      m = -1;
+    else
+      used[std::size_t(m)] = true;
     c.metric.push_back(m);
     c.cumulative.push_back(cumulative);
   }
@@ -127,13 +144,15 @@ PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::
       cols.push_back(i);
       out.batch.metrics.push_back(c.metric[i]);
     }
-  if (cols.empty()) throw HttpError(422, "no sample type of the profile is taken (see sample_type_config)");
+  if (cols.empty())
+    throw HttpError(422, "no sample type of the profile is taken (see sample_type_config)");
   // The previous profile of cumulative types, by stack, to subtract.
   std::unordered_map<std::string, std::vector<int64_t>> before;
   if (!prev.empty()) {
     lf::PprofProfile q = read(prev, opts, "prev_profile");
     for (lf::PprofStack& s : q.stacks)
-      if (q.sample_types.size() == p.sample_types.size()) before.emplace(std::move(s.stack), std::move(s.values));
+      if (q.sample_types.size() == p.sample_types.size())
+        before.emplace(std::move(s.stack), std::move(s.values));
   }
   for (const lf::PprofStack& s : p.stacks) {
     std::vector<double> v;
@@ -143,8 +162,9 @@ PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::
       int64_t x = s.values[col];
       if (c.cumulative[col] && b != before.end()) x -= b->second[col];
       if (x < 0 && !c.cumulative[col])
-        throw HttpError(400, "profile: negative value " + std::to_string(x) + " (" + type_name(p.sample_types[col]) +
-                                 ") for stack '" + s.stack.substr(0, 200) + "'");
+        throw HttpError(400, "profile: negative value " + std::to_string(x) + " (" +
+                                 type_name(p.sample_types[col]) + ") for stack '" +
+                                 s.stack.substr(0, 200) + "'");
       if (x < 0) x = 0;  // a cumulative count went down (counter reset): nothing new
       any = any || x != 0;
       v.push_back(double(x));
@@ -155,10 +175,13 @@ PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::
       ++depth;
       std::string why = f.empty() ? std::string() : lf::check_frame(f, opts);
       if (!why.empty())
-        throw HttpError(400, "profile: frame " + std::to_string(depth) + " of stack '" + s.stack.substr(0, 200) +
-                                 "': " + why, {{"reason", why}});
+        throw HttpError(400,
+                        "profile: frame " + std::to_string(depth) + " of stack '" +
+                            s.stack.substr(0, 200) + "': " + why,
+                        {{"reason", why}});
     }
-    out.batch.stacks.push_back({s.stack.empty() ? std::string("[no stack]") : s.stack, std::move(v)});
+    out.batch.stacks.push_back(
+        {s.stack.empty() ? std::string("[no stack]") : s.stack, std::move(v)});
   }
   return out;
 }

@@ -22,11 +22,11 @@ lf::PprofValueType metric_pprof_type(int metric);
 
 /// What a pprof upload holds.
 struct PprofBatch {
-  Batch batch;               ///< one column per metric taken
-  std::size_t samples = 0;   ///< samples read
-  int64_t time_nanos = 0;    ///< the profile's own time (0: none)
+  Batch batch;              ///< one column per metric taken
+  std::size_t samples = 0;  ///< samples read
+  int64_t time_nanos = 0;   ///< the profile's own time (0: none)
   int64_t duration_nanos = 0;
-  int64_t period = 0;        ///< e.g. 10000000 ns for 100 Hz CPU profiles
+  int64_t period = 0;  ///< e.g. 10000000 ns for 100 Hz CPU profiles
   std::string period_unit;
 };
 

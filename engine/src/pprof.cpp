@@ -28,17 +28,23 @@ bool fail(std::string& error, std::string why) {
 }
 
 bool is_gzip(std::string_view s) {
-  return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f && static_cast<unsigned char>(s[1]) == 0x8b;
+  return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f &&
+         static_cast<unsigned char>(s[1]) == 0x8b;
 }
 
 // Counts the top-level fields and measures the strings before any parse.
 bool prescan(std::string_view data, const PprofLimits& lim, std::string& error) {
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(data.data()), int(data.size()));
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(data.data()),
+                                            int(data.size()));
   std::size_t count[16] = {};
-  static const char* const kNames[16] = {"",         "sample types", "samples",   "mappings",
-                                         "locations", "functions",   "strings",   "",
-                                         "",         "",             "",          "",
-                                         "",         "comments",     "",          ""};
+  static const char* const kNames[16] = {"",          "sample types",
+                                         "samples",   "mappings",
+                                         "locations", "functions",
+                                         "strings",   "",
+                                         "",          "",
+                                         "",          "",
+                                         "",          "comments",
+                                         "",          ""};
   for (;;) {
     uint32_t tag = in.ReadTag();
     if (tag == 0) break;
@@ -46,9 +52,15 @@ bool prescan(std::string_view data, const PprofLimits& lim, std::string& error) 
     uint64_t v;
     uint32_t len;
     switch (tag & 7) {
-      case 0: if (!in.ReadVarint64(&v)) return fail(error, "truncated varint"); break;
-      case 1: if (!in.Skip(8)) return fail(error, "truncated field"); break;
-      case 5: if (!in.Skip(4)) return fail(error, "truncated field"); break;
+      case 0:
+        if (!in.ReadVarint64(&v)) return fail(error, "truncated varint");
+        break;
+      case 1:
+        if (!in.Skip(8)) return fail(error, "truncated field");
+        break;
+      case 5:
+        if (!in.Skip(4)) return fail(error, "truncated field");
+        break;
       case 2:
         if (!in.ReadVarint32(&len)) return fail(error, "truncated length");
         if (field == 6 && len > lim.max_string_bytes)
@@ -56,13 +68,17 @@ bool prescan(std::string_view data, const PprofLimits& lim, std::string& error) 
                                  std::to_string(lim.max_string_bytes));
         if (!in.Skip(int(len))) return fail(error, "truncated (a field runs past the end)");
         break;
-      default: return fail(error, "not a profile (wire type " + std::to_string(tag & 7) + ")");
+      default:
+        return fail(error, "not a profile (wire type " + std::to_string(tag & 7) + ")");
     }
-    if (field < 16 && ++count[field] > (field == 1 ? lim.max_sample_types : lim.max_messages) && *kNames[field])
-      return fail(error, "more than " + std::to_string(field == 1 ? lim.max_sample_types : lim.max_messages) +
+    if (field < 16 && ++count[field] > (field == 1 ? lim.max_sample_types : lim.max_messages) &&
+        *kNames[field])
+      return fail(error, "more than " +
+                             std::to_string(field == 1 ? lim.max_sample_types : lim.max_messages) +
                              " " + kNames[field] + " (limit)");
   }
-  if (std::size_t(in.CurrentPosition()) != data.size()) return fail(error, "not a profile (bad field tag)");
+  if (std::size_t(in.CurrentPosition()) != data.size())
+    return fail(error, "not a profile (bad field tag)");
   return true;
 }
 
@@ -117,7 +133,8 @@ struct Reader {
         auto f = fn.find(l.line(i).function_id());
         if (f == fn.end())
           return fail(error, "location " + std::to_string(l.id()) + " names function " +
-                                 std::to_string(l.line(i).function_id()) + ", which is not in the profile");
+                                 std::to_string(l.line(i).function_id()) +
+                                 ", which is not in the profile");
         frames.push_back(&f->second);
       }
       if (frames.empty()) {  // not symbolized: the address
@@ -132,10 +149,13 @@ struct Reader {
   bool run(PprofProfile& out) {
     for (const pb::ValueType& t : p.sample_type()) {
       out.sample_types.emplace_back();
-      if (!str(t.type(), out.sample_types.back().type) || !str(t.unit(), out.sample_types.back().unit)) return false;
+      if (!str(t.type(), out.sample_types.back().type) ||
+          !str(t.unit(), out.sample_types.back().unit))
+        return false;
     }
     if (out.sample_types.empty()) return fail(error, "the profile has no sample types");
-    if (!str(p.period_type().type(), out.period_type.type) || !str(p.period_type().unit(), out.period_type.unit))
+    if (!str(p.period_type().type(), out.period_type.type) ||
+        !str(p.period_type().unit(), out.period_type.unit))
       return false;
     out.time_nanos = p.time_nanos();
     out.duration_nanos = p.duration_nanos();
@@ -150,15 +170,17 @@ struct Reader {
     for (int s = 0; s < p.sample_size(); ++s) {
       const pb::Sample& sm = p.sample(s);
       if (std::size_t(sm.value_size()) != ntypes)
-        return fail(error, "sample " + std::to_string(s) + " has " + std::to_string(sm.value_size()) +
-                               " values for " + std::to_string(ntypes) + " sample types");
+        return fail(error, "sample " + std::to_string(s) + " has " +
+                               std::to_string(sm.value_size()) + " values for " +
+                               std::to_string(ntypes) + " sample types");
       stack.clear();
       std::size_t depth = 0;
       for (int i = sm.location_id_size(); i-- > 0;) {  // leaf first in pprof
         auto l = loc.find(sm.location_id(i));
         if (l == loc.end())
           return fail(error, "sample " + std::to_string(s) + " names location " +
-                                 std::to_string(sm.location_id(i)) + ", which is not in the profile");
+                                 std::to_string(sm.location_id(i)) +
+                                 ", which is not in the profile");
         for (const std::string* f : l->second) {
           if (++depth > lim.max_depth)
             return fail(error, "sample " + std::to_string(s) + " is deeper than " +
@@ -229,7 +251,8 @@ bool gzip_into(const std::string& in, std::string& out) {
 
 }  // namespace
 
-bool gunzip_bounded(std::string_view in, std::size_t max_bytes, std::string& out, std::string& error) {
+bool gunzip_bounded(std::string_view in, std::size_t max_bytes, std::string& out,
+                    std::string& error) {
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 32) != Z_OK) return fail(error, "zlib init failed");
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
@@ -270,7 +293,8 @@ bool looks_like_pprof(std::string_view body) {
   return false;
 }
 
-bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& out, std::string& error) {
+bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& out,
+                std::string& error) {
   out = PprofProfile{};
   std::string plain;
   if (is_gzip(body)) {
@@ -282,7 +306,8 @@ bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& 
   if (body.empty()) return fail(error, "empty profile");
   if (!prescan(body, limits, error)) return false;
   pb::Profile p;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(body.data()), int(body.size()));
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(body.data()),
+                                            int(body.size()));
   in.SetRecursionLimit(limits.max_nesting);
   if (!p.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     return fail(error, "not a valid profile (protobuf decoding failed, or nested deeper than " +
@@ -293,13 +318,15 @@ bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& 
   return r.run(out);
 }
 
-bool split_frame_location(std::string_view frame, std::string_view& name, std::string_view& file, int64_t& line) {
+bool split_frame_location(std::string_view frame, std::string_view& name, std::string_view& file,
+                          int64_t& line) {
   name = frame;
   file = {};
   line = 0;
   std::size_t space = frame.find(' ');
   std::size_t colon = frame.rfind(':');
-  if (space != std::string_view::npos && space > 0 && frame.find('/', space) != std::string_view::npos &&
+  if (space != std::string_view::npos && space > 0 &&
+      frame.find('/', space) != std::string_view::npos &&
       (colon == std::string_view::npos || colon < space || colon + 1 == frame.size())) {
     // "NAME PATH" (a function known by file but not by line: Go before 1.20)
     name = frame.substr(0, space);
@@ -373,7 +400,8 @@ std::string write_pprof(const std::vector<PprofSeries>& series, const PprofWrite
   std::string raw = p.SerializeAsString();
   if (!opts.gzip) return raw;
   std::string gz;
-  if (!gzip_into(raw, gz)) return raw;  // deflate of memory cannot fail short of OOM; plain is still valid
+  if (!gzip_into(raw, gz))
+    return raw;  // deflate of memory cannot fail short of OOM; plain is still valid
   return gz;
 }
 

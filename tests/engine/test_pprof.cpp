@@ -70,7 +70,8 @@ std::string cpu_profile(int extra_value = 0, uint64_t bad_location = 0) {
     field_varint(fn, 5, id == 1 ? 3 : 0);  // main starts at line 3
     field_bytes(p, 5, fn);
   }
-  for (const char* s : {"", "samples", "count", "cpu", "nanoseconds", "main", "work", "idle", "app.go"})
+  for (const char* s :
+       {"", "samples", "count", "cpu", "nanoseconds", "main", "work", "idle", "app.go"})
     field_bytes(p, 6, s);
   return p;
 }
@@ -97,7 +98,8 @@ std::map<std::string, std::vector<int64_t>> stacks_of(const lf::PprofProfile& p)
 
 }  // namespace
 
-TEST_CASE("read_pprof: stacks root first, functions as NAME FILE:LINE, samples merged, gzip or plain") {
+TEST_CASE(
+    "read_pprof: stacks root first, functions as NAME FILE:LINE, samples merged, gzip or plain") {
   for (bool gz : {false, true}) {
     CAPTURE(gz);
     std::string body = gz ? gzip(cpu_profile()) : cpu_profile();
@@ -141,8 +143,12 @@ TEST_CASE("read_pprof refuses bad and hostile bodies by name") {
       {"too deep", good, "deeper than 1 frames (limit)", shallow},
       {"nesting", good, "nested deeper than 1", flat},
       {"value count", cpu_profile(7), "sample 0 has 3 values for 2 sample types", {}},
-      {"unknown location", cpu_profile(0, 99), "names location 99, which is not in the profile", {}},
-      {"gzip bomb", gzip(std::string(64 << 20, 'x')), "more than 1048576 bytes after gunzip (limit)", small},
+      {"unknown location",
+       cpu_profile(0, 99),
+       "names location 99, which is not in the profile",
+       {}},
+      {"gzip bomb", gzip(std::string(64 << 20, 'x')),
+       "more than 1048576 bytes after gunzip (limit)", small},
       {"bad gzip", std::string("\x1f\x8b\x08\x00garbage", 11), "bad gzip data", {}},
   };
   for (const Case& c : cases) {
@@ -171,13 +177,14 @@ TEST_CASE("split_frame_location") {
     const char* file;
     int64_t line;
   };
-  for (const Case& c : std::vector<Case>{{"step app.lua:20", true, "step", "app.lua", 20},
-                                          {"f @/a b/x.lua:7", true, "f", "@/a b/x.lua", 7},
-                                          {"[C] string.rep", false, "[C] string.rep", "", 0},
-                                          {"main.work", false, "main.work", "", 0},
-                                          {"main.work /src/app.go", true, "main.work", "/src/app.go", 0},
-                                          {"x y:", false, "x y:", "", 0},
-                                          {"a:12", false, "a:12", "", 0}}) {
+  for (const Case& c :
+       std::vector<Case>{{"step app.lua:20", true, "step", "app.lua", 20},
+                         {"f @/a b/x.lua:7", true, "f", "@/a b/x.lua", 7},
+                         {"[C] string.rep", false, "[C] string.rep", "", 0},
+                         {"main.work", false, "main.work", "", 0},
+                         {"main.work /src/app.go", true, "main.work", "/src/app.go", 0},
+                         {"x y:", false, "x y:", "", 0},
+                         {"a:12", false, "a:12", "", 0}}) {
     CAPTURE(c.frame);
     std::string_view name, file;
     int64_t line = -1;
@@ -189,10 +196,12 @@ TEST_CASE("split_frame_location") {
 }
 
 TEST_CASE("write_pprof: every series a sample type; read back gives the same stacks") {
-  lf::Tree cpu = tree_of("main app.lua:1;step app.lua:20 30\nmain app.lua:1 12\nmain app.lua:1;[C] string.rep 7\n");
+  lf::Tree cpu = tree_of(
+      "main app.lua:1;step app.lua:20 30\nmain app.lua:1 12\nmain app.lua:1;[C] string.rep 7\n");
   lf::Tree mem = tree_of("main app.lua:1;step app.lua:20 4096\nmain app.lua:1;alloc x.lua:3 100\n");
-  std::string out = lf::write_pprof({{{"samples", "count"}, &cpu, 0}, {{"alloc_space", "bytes"}, &mem, 0}},
-                                    lf::PprofWriteOptions{});
+  std::string out =
+      lf::write_pprof({{{"samples", "count"}, &cpu, 0}, {{"alloc_space", "bytes"}, &mem, 0}},
+                      lf::PprofWriteOptions{});
   lf::PprofProfile p;
   std::string err;
   REQUIRE_MESSAGE(lf::read_pprof(out, {}, p, err), err);

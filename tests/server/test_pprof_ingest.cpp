@@ -27,7 +27,8 @@ lf::ParseOptions strict() {
 std::map<std::string, std::map<std::string, double>> columns(const lfs::Batch& b) {
   std::map<std::string, std::map<std::string, double>> m;
   for (const auto& [stack, values] : b.stacks)
-    for (std::size_t c = 0; c < b.metrics.size(); ++c) m[std::string(lfs::metric_name(b.metrics[c]))][stack] = values[c];
+    for (std::size_t c = 0; c < b.metrics.size(); ++c)
+      m[std::string(lfs::metric_name(b.metrics[c]))][stack] = values[c];
   return m;
 }
 
@@ -43,17 +44,27 @@ int status_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("every known pprof sample type is a metric, and back") {
-  struct Case { const char* type; const char* unit; const char* metric; };
-  for (const Case& c : std::vector<Case>{{"samples", "count", "samples"},   {"sample", "count", "samples"},
-                                         {"cpu", "nanoseconds", "time"},     {"wall", "nanoseconds", "time"},
-                                         {"alloc_space", "bytes", "alloc_bytes"}, {"alloc_objects", "count", "alloc_count"},
-                                         {"inuse_space", "bytes", "live_bytes"},  {"inuse_objects", "count", "live_count"},
-                                         {"space", "bytes", "live_bytes"},   {"objects", "count", "live_count"},
+  struct Case {
+    const char* type;
+    const char* unit;
+    const char* metric;
+  };
+  for (const Case& c : std::vector<Case>{{"samples", "count", "samples"},
+                                         {"sample", "count", "samples"},
+                                         {"cpu", "nanoseconds", "time"},
+                                         {"wall", "nanoseconds", "time"},
+                                         {"alloc_space", "bytes", "alloc_bytes"},
+                                         {"alloc_objects", "count", "alloc_count"},
+                                         {"inuse_space", "bytes", "live_bytes"},
+                                         {"inuse_objects", "count", "live_count"},
+                                         {"space", "bytes", "live_bytes"},
+                                         {"objects", "count", "live_count"},
                                          {"calls", "count", "calls"}}) {
     CAPTURE(c.type);
     int m = lfs::pprof_type_metric(c.type, c.unit);
     CHECK(m == lfs::metric_index(c.metric));
-    CHECK(lfs::pprof_type_metric(lfs::metric_pprof_type(m).type, lfs::metric_pprof_type(m).unit) == m);
+    CHECK(lfs::pprof_type_metric(lfs::metric_pprof_type(m).type, lfs::metric_pprof_type(m).unit) ==
+          m);
   }
   CHECK(lfs::pprof_type_metric("cpu", "seconds") == -1);
   CHECK(lfs::pprof_type_metric("goroutine", "count") == -1);
@@ -62,7 +73,8 @@ TEST_CASE("every known pprof sample type is a metric, and back") {
 TEST_CASE("pprof_to_batch: one column per sample type; unknown types refused by name") {
   lf::Tree cpu = tree_of("main a.lua:1;f a.lua:5 3\nmain a.lua:1 1\n");
   lf::Tree ns = tree_of("main a.lua:1;f a.lua:5 30\nmain a.lua:1 10\n");
-  std::string body = lf::write_pprof({{{"samples", "count"}, &cpu, 0}, {{"cpu", "nanoseconds"}, &ns, 0}}, {});
+  std::string body =
+      lf::write_pprof({{{"samples", "count"}, &cpu, 0}, {{"cpu", "nanoseconds"}, &ns, 0}}, {});
   lfs::PprofBatch pb = lfs::pprof_to_batch(body, "", "", strict());
   auto m = columns(pb.batch);
   CHECK(m["samples"]["main a.lua:1;f a.lua:5"] == 3);
@@ -79,17 +91,27 @@ TEST_CASE("pprof_to_batch: one column per sample type; unknown types refused by 
   CHECK(status_of([&] { lfs::pprof_to_batch(body, "", "[1,2]", strict()); }) == 400);
 }
 
-TEST_CASE("sample_type_config picks the types and their metrics; cumulative types minus prev_profile") {
-  lf::Tree a = tree_of("main;alloc 10\n"), b = tree_of("main;alloc 4096\n"), c = tree_of("main;alloc 7\n");
-  std::string prof = lf::write_pprof({{{"alloc_objects", "count"}, &a, 0}, {{"alloc_space", "bytes"}, &b, 0},
-                                      {{"inuse_objects", "count"}, &c, 0}}, {});
-  lf::Tree a0 = tree_of("main;alloc 4\n"), b0 = tree_of("main;alloc 1000\n"), c0 = tree_of("main;alloc 1\n");
-  std::string prev = lf::write_pprof({{{"alloc_objects", "count"}, &a0, 0}, {{"alloc_space", "bytes"}, &b0, 0},
-                                      {{"inuse_objects", "count"}, &c0, 0}}, {});
-  std::string cfg = R"({"alloc_objects":{"units":"objects","cumulative":true},"inuse_objects":{"units":"objects","aggregation":"average"}})";
+TEST_CASE(
+    "sample_type_config picks the types and their metrics; cumulative types minus prev_profile") {
+  lf::Tree a = tree_of("main;alloc 10\n"), b = tree_of("main;alloc 4096\n"),
+           c = tree_of("main;alloc 7\n");
+  std::string prof = lf::write_pprof({{{"alloc_objects", "count"}, &a, 0},
+                                      {{"alloc_space", "bytes"}, &b, 0},
+                                      {{"inuse_objects", "count"}, &c, 0}},
+                                     {});
+  lf::Tree a0 = tree_of("main;alloc 4\n"), b0 = tree_of("main;alloc 1000\n"),
+           c0 = tree_of("main;alloc 1\n");
+  std::string prev = lf::write_pprof({{{"alloc_objects", "count"}, &a0, 0},
+                                      {{"alloc_space", "bytes"}, &b0, 0},
+                                      {{"inuse_objects", "count"}, &c0, 0}},
+                                     {});
+  std::string cfg =
+      R"({"alloc_objects":{"units":"objects","cumulative":true},"inuse_objects":{"units":"objects","aggregation":"average"}})";
   auto m = columns(lfs::pprof_to_batch(prof, prev, cfg, strict()).batch);
-  CHECK(m.size() == 2);  // alloc_space is not configured: left out
+  CHECK(m.size() == 2);                        // alloc_space is not configured: left out
   CHECK(m["alloc_count"]["main;alloc"] == 6);  // 10 - 4
   CHECK(m["live_count"]["main;alloc"] == 7);   // not cumulative: as sent
-  CHECK(status_of([&] { lfs::pprof_to_batch(prof, "", R"({"alloc_objects":{"units":"lock_samples"}})", strict()); }) == 422);
+  CHECK(status_of([&] {
+          lfs::pprof_to_batch(prof, "", R"({"alloc_objects":{"units":"lock_samples"}})", strict());
+        }) == 422);
 }

@@ -69,13 +69,14 @@ bool looks_like_pprof(std::string_view body);
 /// 1200000 samples, limit 1000000", "pprof: sample 3 has 1 values for 2
 /// sample types") when the body is not a valid profile within `limits`.
 /// Frame names have ';' replaced by ':' (';' separates folded frames).
-bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& out, std::string& error);
+bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& out,
+                std::string& error);
 
 /// One metric of the profile to write: a finalized tree and its column.
 struct PprofSeries {
-  PprofValueType type;        ///< e.g. {"cpu", "nanoseconds"}
+  PprofValueType type;  ///< e.g. {"cpu", "nanoseconds"}
   const Tree* tree = nullptr;
-  int col = 0;                ///< column of a differential tree (0: the only one)
+  int col = 0;  ///< column of a differential tree (0: the only one)
 };
 
 /// Options of write_pprof.
@@ -101,6 +102,7 @@ bool split_frame_location(std::string_view frame, std::string_view& name, std::s
 
 /// Decompresses gzip data, at most `max_bytes` of output. False (with
 /// `error`) on bad data or when the output would be larger.
-bool gunzip_bounded(std::string_view in, std::size_t max_bytes, std::string& out, std::string& error);
+bool gunzip_bounded(std::string_view in, std::size_t max_bytes, std::string& out,
+                    std::string& error);
 
 }  // namespace lf
