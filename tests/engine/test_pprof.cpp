@@ -214,3 +214,31 @@ TEST_CASE("write_pprof: every series a sample type; read back gives the same sta
   CHECK(m["main app.lua:1;[C] string.rep"] == std::vector<int64_t>{7, 0});
   CHECK(m["main app.lua:1;alloc x.lua:3"] == std::vector<int64_t>{0, 100});
 }
+
+TEST_CASE("hostile bytes: mutated and truncated profiles are refused or read, never obeyed or crashed on") {
+  std::string good = cpu_profile();
+  uint32_t seed = 12345;
+  auto rnd = [&] { return seed = seed * 1664525u + 1013904223u; };
+  std::size_t refused = 0, read = 0;
+  lf::PprofLimits lim;
+  lim.max_decoded_bytes = 1 << 20;
+  for (int i = 0; i < 3000; ++i) {
+    std::string body = good;
+    int edits = 1 + int(rnd() % 4);
+    for (int e = 0; e < edits; ++e) body[rnd() % body.size()] = char(rnd() >> 24);
+    if (i % 7 == 0) body.resize(rnd() % body.size());
+    if (i % 11 == 0) body = gzip(body);
+    CAPTURE(i);
+    lf::PprofProfile p;
+    std::string err;
+    if (lf::read_pprof(body, lim, p, err)) {
+      ++read;
+      for (const lf::PprofStack& s : p.stacks) CHECK(s.values.size() == p.sample_types.size());
+    } else {
+      ++refused;
+      CHECK(err.rfind("pprof: ", 0) == 0);
+    }
+  }
+  CHECK(refused > 0);
+  CHECK(read + refused == 3000);
+}

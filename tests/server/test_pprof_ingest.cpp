@@ -115,3 +115,18 @@ TEST_CASE(
           lfs::pprof_to_batch(prof, "", R"({"alloc_objects":{"units":"lock_samples"}})", strict());
         }) == 422);
 }
+
+TEST_CASE("frames of a profile are checked as strict folded input: named faults, 400") {
+  lf::Tree bad = tree_of("main;\xff\xfe 3\n");
+  std::string body = lf::write_pprof({{{"samples", "count"}, &bad, 0}}, {});
+  try {
+    lfs::pprof_to_batch(body, "", "", strict());
+    FAIL("accepted");
+  } catch (const lfs::HttpError& e) {
+    CHECK(e.status == 400);
+    CHECK(std::string(e.what()).find("invalid UTF-8") != std::string::npos);
+  }
+  lf::Tree ok = tree_of("main;write0;  3\n");  // a blank frame is fine, as in folded uploads
+  CHECK(lfs::pprof_to_batch(lf::write_pprof({{{"samples", "count"}, &ok, 0}}, {}), "", "", strict())
+            .batch.stacks.size() == 1);
+}
