@@ -10,10 +10,14 @@ cd "$(dirname "$0")/.."
 build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
             ca-certificates curl)
+# The PostgreSQL store: libpq to build it; with --test, PostgreSQL itself (the tests start
+# their own) and nginx (the load balancer of the compose profile, tested on the host).
+pg_pkgs=(libpq-dev)
+pg_test_pkgs=(postgresql nginx)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
 
-want=("${build_pkgs[@]}")
-[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+want=("${build_pkgs[@]}" "${pg_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do

@@ -79,6 +79,14 @@ const std::vector<Option>& options() {
          c.data_dir = v;
          return {};
        }},
+      {"--store", "LUAFLAME_STORE",
+       "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (shared by several servers) or sqlite:DIR"
+       " (default: SQLite in --data)",
+       [](Config& c, const std::string& v) -> std::string {
+         if (v.empty()) return "--store wants postgresql://... or sqlite:DIR";
+         c.store = v;
+         return {};
+       }},
       {"--token", "LUAFLAME_TOKEN", "writes need 'Authorization: Bearer TOKEN' (default none)",
        [](Config& c, const std::string& v) -> std::string { c.token = v; return {}; }},
       {"--max-body", "LUAFLAME_MAX_BODY", "largest request body after gzip decoding (default 64M)",

@@ -15,6 +15,9 @@ struct Config {
   int port = 8080;
   /// --data / LUAFLAME_DATA: folder holding luaflame.db. Default "data".
   std::string data_dir = "data";
+  /// --store / LUAFLAME_STORE: "postgresql://..." (a database several servers share) or
+  /// "sqlite:DIR". Default "": SQLite in data_dir.
+  std::string store;
   /// --token / LUAFLAME_TOKEN: when set, writes need "Authorization: Bearer TOKEN". Default none.
   std::string token;
   /// --max-body / LUAFLAME_MAX_BODY: largest request body (after gzip decoding), bytes

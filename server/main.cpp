@@ -44,11 +44,14 @@ void retention_loop(lfs::App& app, std::mutex& mu, std::condition_variable& cv, 
   while (!stopping) {
     lock.unlock();
     try {
-      if (c.stale_minutes > 0) finish_stale(app);
-      int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
-      for (int64_t id : app.store->retain(older, c.keep_runs, c.disk_budget)) {
-        app.forget(id);
-        spdlog::info("retention: deleted run {}", id);
+      // On a shared database one server runs retention; the others skip the pass.
+      if (app.store->leads_retention()) {
+        if (c.stale_minutes > 0) finish_stale(app);
+        int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
+        for (int64_t id : app.store->retain(older, c.keep_runs, c.disk_budget)) {
+          app.forget(id);
+          spdlog::info("retention: deleted run {}", id);
+        }
       }
     } catch (const std::exception& e) {
       spdlog::error("retention: {}", e.what());
@@ -122,7 +125,7 @@ int main(int argc, char** argv) {
     lfs::StoreOptions so;
     so.max_stacks = cfg.max_stacks;
     so.sync_full = cfg.sync_full;
-    store = lfs::open_sqlite_store(cfg.data_dir, so);
+    store = lfs::open_store(cfg.store.empty() ? "sqlite:" + cfg.data_dir : cfg.store, so);
   } catch (const std::exception& e) {
     std::cerr << "luaflame-server: " << e.what() << "\n";
     return 1;
@@ -141,8 +144,8 @@ int main(int argc, char** argv) {
   bool stopping = false;
   std::thread retention([&] { retention_loop(app, mu, cv, stopping); });
 
-  spdlog::info("luaflame-server {} listening on http://{}:{} (data {}, web {})", LUAFLAME_SERVER_VERSION, cfg.host,
-               cfg.port, cfg.data_dir, cfg.web_dir);
+  spdlog::info("luaflame-server {} listening on http://{}:{} (store {}, web {})", LUAFLAME_SERVER_VERSION, cfg.host,
+               cfg.port, lfs::describe_store(cfg.store.empty() ? cfg.data_dir : cfg.store), cfg.web_dir);
   svr.listen_after_bind();  // returns after stop(), once the workers are done
 
   { std::lock_guard<std::mutex> lock(mu); stopping = true; }

@@ -44,6 +44,9 @@ struct RunInfo {
   std::string stats_json;              ///< the collector's stats at finish ("" when none)
   std::map<int, double> totals;        ///< metric index -> total
   int64_t stack_count = 0;
+  /// Bumped by every change to the run (data, finish, trim): caches key on it, so a change
+  /// made through another server on the same database is never served stale.
+  int64_t version = 0;
 };
 
 /// What a new run is.
@@ -138,6 +141,9 @@ class Store {
   /// `keep_runs` (0 = none), and oldest first while the store is above `budget_bytes` (0 = none).
   /// Returns the ids deleted.
   virtual std::vector<int64_t> retain(int64_t older_than_ns, int64_t keep_runs, uint64_t budget_bytes) = 0;
+  /// Whether this process is the one that runs retention (true for a store of its own; on a
+  /// shared database only the holder of a lock). Asked before each retention pass.
+  virtual bool leads_retention() { return true; }
   virtual StoreStats stats() = 0;
   /// Waits for writes to end and closes the database cleanly.
   virtual void close() = 0;
@@ -157,5 +163,11 @@ struct StoreOptions {
 /// Opens (creating and migrating) the SQLite store in `dir`/luaflame.db.
 /// Throws std::runtime_error with a message on failure.
 std::unique_ptr<Store> open_sqlite_store(const std::string& dir, const StoreOptions& opts);
+
+/// Opens the store named by `spec`: "postgresql://..." or "postgres://..." (PostgreSQL, see
+/// pg_store.hpp), "sqlite:DIR", or else a folder for SQLite. Throws std::runtime_error.
+std::unique_ptr<Store> open_store(const std::string& spec, const StoreOptions& opts);
+/// `spec` fit for a log line (a password in a URL replaced by ***).
+std::string describe_store(const std::string& spec);
 
 }  // namespace lfs
