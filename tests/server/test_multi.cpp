@@ -4,10 +4,15 @@
 // runs retention, and another takes over when it dies; kill -9 of a server
 // while chunks stream loses no acknowledged chunk.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -225,4 +230,107 @@ TEST_CASE("kill -9 of a server while chunks stream to two servers: every acknowl
         true);
   auto again = folded_map(ca.Get(path_of(sid, "/profile.folded").c_str())->body);
   CHECK(again["main;c" + std::to_string(last)] == std::to_string(last + 1));
+}
+
+namespace {
+
+// nginx with docker/lb/nginx.conf, its upstreams pointed at two local servers; stopped at the end.
+class Nginx {
+ public:
+  Nginx(const std::string& conf_path, int port_a, int port_b) : port_(lft::free_port()) {
+    std::ifstream in(conf_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string conf = ss.str();
+    auto replace = [&conf](const std::string& from, const std::string& to) {
+      auto p = conf.find(from);
+      REQUIRE(p != std::string::npos);
+      conf.replace(p, from.size(), to);
+    };
+    replace("server-a:8080", "127.0.0.1:" + std::to_string(port_a));
+    replace("server-b:8080", "127.0.0.1:" + std::to_string(port_b));
+    replace("listen 8080;", "listen 127.0.0.1:" + std::to_string(port_) + ";");
+    // Files of our own instead of the system's (the workers run as nobody: open folders).
+    const std::string d = dir_.path;
+    chmod(d.c_str(), 0777);
+    replace("access_log /dev/stdout;", "access_log " + d + "/access.log;\n  client_body_temp_path " + d +
+                                           "/body;\n  proxy_temp_path " + d + "/proxy;");
+    std::ofstream(d + "/nginx.conf") << conf;
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::string g = "daemon off; pid " + d + "/nginx.pid; error_log " + d + "/error.log;";
+      execl(kNginx, kNginx, "-p", (d + "/").c_str(), "-c", (d + "/nginx.conf").c_str(), "-g", g.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      if (auto r = client().Get("/healthz"); r && r->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL("nginx did not start: " << error_log());
+  }
+  ~Nginx() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(5);
+    c.set_read_timeout(60);
+    return c;
+  }
+  std::string error_log() const {
+    std::ifstream in(dir_.path + "/error.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  static constexpr const char* kNginx = "/usr/sbin/nginx";
+
+ private:
+  lft::TempDir dir_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("nginx (docker/lb/nginx.conf) in front of two servers: any server answers, one may die") {
+  if (access(Nginx::kNginx, X_OK) != 0) {
+    if (lft::in_ci()) FAIL("nginx is not installed: CI must run this test (scripts/install-deps.sh --test)");
+    MESSAGE("skipped: nginx is not installed (scripts/install-deps.sh --test installs it)");
+    return;
+  }
+  const std::string url = lft::Postgres::shared().new_database();
+  auto a = std::make_unique<Server>(url);
+  Server b(url);
+  Nginx lb(LUAFLAME_LB_CONF, a->proc->port(), b.proc->port());
+  auto c = lb.client();
+  auto up = c.Post("/api/runs?name=lb", "main;x 4\nmain;y 6\n", "text/plain");
+  REQUIRE(up);
+  REQUIRE(up->status == 201);
+  const int64_t id = json::parse(up->body)["id"];
+  const int64_t sid = open_stream(c, "lb-1");
+  std::map<std::string, std::string> expect;
+  auto send = [&](uint64_t seq) {
+    auto r = c.Post(path_of(sid, "/chunks").c_str(), chunk(seq), "application/octet-stream");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    expect["main;c" + std::to_string(seq)] = std::to_string(seq + 1);
+    CAPTURE(seq);
+    // Round robin: this read goes to the other server than the write did.
+    CHECK(folded_map(c.Get(path_of(sid, "/profile.folded").c_str())->body) == expect);
+    CHECK(json::parse(c.Get(path_of(id).c_str())->body)["metrics"]["samples"]["total"] == 10);
+  };
+  for (uint64_t seq = 0; seq < 10; ++seq) send(seq);
+  const int via_a = count_of(a->proc->log(), "/chunks"), via_b = count_of(b.proc->log(), "/chunks");
+  MESSAGE("chunks through nginx: " << via_a << " to A, " << via_b << " to B");
+  CHECK(via_a > 0);
+  CHECK(via_b > 0);
+  CHECK(via_a + via_b == 10);
+
+  // A server dies: nginx passes requests to the other (a refused connection is retried).
+  CHECK(a->proc->stop(9) == 128 + 9);
+  for (uint64_t seq = 10; seq < 16; ++seq) send(seq);
+  CHECK(count_of(b.proc->log(), "/chunks") == via_b + 6);
 }
