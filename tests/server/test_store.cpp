@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "batch.hpp"
 #include "store.hpp"
 
 namespace {
@@ -30,19 +31,32 @@ lfs::NewRun upload_run(const std::string& name, lfs::Tags tags = {}) {
   return r;
 }
 
-lfs::Batch batch(std::vector<std::pair<std::string, double>> stacks, int64_t from_ns = 1000000000000) {
+lfs::Batch batch(std::vector<std::pair<std::string, int64_t>> stacks, int64_t from_ns = 1000000000000) {
   lfs::Batch b;
   b.metrics = {0};
   b.from_ns = b.until_ns = from_ns;
-  for (auto& [s, v] : stacks) b.stacks.push_back({s, {v}});
+  lfs::BatchBuilder bb(b);
+  for (auto& [s, v] : stacks) bb.add(bb.path(s), 0, v);
   return b;
 }
 
-std::map<std::string, double> read_all(lfs::Store& st, int64_t run, int metric = 0, int64_t from = INT64_MIN,
-                                       int64_t until = INT64_MAX) {
-  std::map<std::string, double> out;
-  st.read_stacks(run, metric, from, until, [&](std::string_view s, double v) { out[std::string(s)] += v; });
+std::map<std::string, int64_t> read_all(lfs::Store& st, int64_t run, int metric = 0, int64_t from = INT64_MIN,
+                                        int64_t until = INT64_MAX) {
+  std::map<std::string, int64_t> out;
+  lfs::StoredTree t;
+  st.read_tree(run, metric, from, until, t);
+  for (auto& [id, v] : t.values) out[lfs::path_text(t, id)] += v;
   return out;
+}
+
+lfs::RetainOptions retain_opts(int64_t older, int64_t keep, uint64_t budget) {
+  lfs::RetainOptions o;
+  o.now_ns = 1;
+  o.older_than_ns = older;
+  o.keep_runs = keep;
+  o.budget_bytes = budget;
+  o.trim = false;
+  return o;
 }
 
 }  // namespace
@@ -102,7 +116,7 @@ TEST_CASE("streams: create is idempotent, seq dedupes, finish refuses more") {
   auto part = read_all(*st, id, 0, 12'000'000'000, 13'000'000'000);
   CHECK(part["m;f"] == 2);
   CHECK(part.count("m;g") == 1);
-  auto tl = st->timeline(id, 0, 0, INT64_MAX);
+  auto tl = st->timeline(id, 0, 0, INT64_MAX, 0);
   REQUIRE(tl.size() == 2);
   CHECK(tl[0].t_ns == 10'000'000'000);
   CHECK(tl[0].value == 1);
@@ -139,7 +153,7 @@ TEST_CASE("list filters by name and tags, newest first, paged; latest_run picks 
   std::vector<int64_t> ids;
   for (int i = 0; i < 5; ++i)
     ids.push_back(st->create_run(upload_run(i % 2 ? "odd" : "even", {{"branch", i < 3 ? "main" : "dev"}}),
-                                 batch({{"s", 1.0 + i}})));
+                                 batch({{"s", 1 + i}})));
   auto all = st->list_runs({});
   CHECK(all.total == 5);
   REQUIRE(all.runs.size() == 5);
@@ -167,20 +181,20 @@ TEST_CASE("delete and retention") {
   for (int i = 0; i < 6; ++i) {
     lfs::NewRun r = upload_run("r");
     r.ended_ns = r.started_ns = 1000000000LL * (i + 1);
-    std::vector<std::pair<std::string, double>> stacks;
+    std::vector<std::pair<std::string, int64_t>> stacks;
     for (int k = 0; k < 200; ++k) stacks.push_back({"main;fn" + std::to_string(k) + std::string(200, 'x'), 1});
     ids.push_back(st->create_run(r, batch(stacks, r.started_ns)));
   }
   CHECK(st->delete_run(ids[0]));
   CHECK_FALSE(st->delete_run(ids[0]));
   CHECK(read_all(*st, ids[0]).empty());
-  auto gone = st->retain(2500000000LL, 0, 0);  // ended before 2.5 s: run 1
+  auto gone = st->retain(retain_opts(2500000000LL, 0, 0)).deleted;  // ended before 2.5 s: run 1
   CHECK(gone == std::vector<int64_t>{ids[1]});
-  gone = st->retain(0, 3, 0);  // keep newest 3
+  gone = st->retain(retain_opts(0, 3, 0)).deleted;  // keep newest 3
   CHECK(gone == std::vector<int64_t>{ids[2]});
   CHECK(st->list_runs({}).total == 3);
   int64_t used = st->stats().stored_bytes;
-  gone = st->retain(0, 0, static_cast<uint64_t>(used - 1));  // just under: drop the oldest
+  gone = st->retain(retain_opts(0, 0, static_cast<uint64_t>(used - 1))).deleted;  // just under: drop the oldest
   CHECK(gone.size() >= 1);
   CHECK(gone[0] == ids[3]);
   CHECK(st->stats().stored_bytes < used);
@@ -192,7 +206,7 @@ TEST_CASE("readers are not blocked while a writer works") {
   int64_t id = st->create_run(upload_run("r"), batch({{"a", 1}}));
   std::atomic<bool> done{false};
   std::thread writer([&] {
-    std::vector<std::pair<std::string, double>> stacks;
+    std::vector<std::pair<std::string, int64_t>> stacks;
     for (int k = 0; k < 100000; ++k) stacks.push_back({"main;f" + std::to_string(k), 1});
     st->create_run(upload_run("big"), batch(stacks));
     done = true;
