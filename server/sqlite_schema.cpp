@@ -186,9 +186,6 @@ bool migrate_schema(sqlite3* db, const std::string& path, const std::function<vo
   if (version > latest)
     throw std::runtime_error("store: " + path + " has schema version " + std::to_string(version) +
                              ", newer than this server's " + std::to_string(latest));
-  // Incremental vacuum gives space back after retention; it must be chosen before the
-  // first table (an older store gets it with one VACUUM after migrating).
-  if (version == 0) exec(db, "PRAGMA auto_vacuum=INCREMENTAL");
   const bool converted = version > 0 && version < latest;
   for (int i = version; i < latest; ++i) {
     sql::Txn txn(db);

@@ -91,6 +91,10 @@ class SqliteStore : public Store {
     std::filesystem::create_directories(dir);
     path_ = (std::filesystem::path(dir) / "luaflame.db").string();
     writer_ = open_db(path_);
+    // Incremental vacuum gives space back after retention; it must be chosen before the
+    // file's header is written (journal_mode=WAL writes it). An older store gets it with one
+    // VACUUM after migrating.
+    if (sql::pragma(writer_, "PRAGMA page_count") == 0) exec(writer_, "PRAGMA auto_vacuum=INCREMENTAL");
     exec(writer_, "PRAGMA journal_mode=WAL");
     // FULL: a COMMIT is on disk before the request is acknowledged. NORMAL
     // (--sync normal): in the OS, which a kill -9 of the server cannot lose.
