@@ -119,10 +119,13 @@ void list_runs(App& app, const httplib::Request& req, httplib::Response& res) {
     throw HttpError(422, "status is live or finished, got '" + f.status + "'");
   f.limit = int_param(req, "limit", 50, 1, 1000);
   f.offset = int_param(req, "offset", 0, 0, std::numeric_limits<int32_t>::max());
+  f.before_id = int_param(req, "cursor", 0, 0, std::numeric_limits<int64_t>::max());
   RunList list = app.store->list_runs(f);
   nlohmann::json runs = nlohmann::json::array();
   for (const RunInfo& r : list.runs) runs.push_back(run_json(r));
-  send_json(res, 200, {{"runs", runs}, {"total", list.total}, {"limit", f.limit}, {"offset", f.offset}});
+  nlohmann::json next = list.next_cursor ? nlohmann::json(list.next_cursor) : nlohmann::json(nullptr);
+  send_json(res, 200, {{"runs", runs}, {"total", list.total}, {"total_exact", list.total_exact},
+                       {"next_cursor", next}, {"limit", f.limit}, {"offset", f.offset}});
 }
 
 // GET /api/runs/{id}
@@ -177,8 +180,9 @@ void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
   int64_t origin = from - from % 1000000000LL;
   std::size_t n = static_cast<std::size_t>((until - origin + step - 1) / step);
   if (n > 100000) throw HttpError(422, "step too small: more than 100000 intervals");
-  std::vector<double> values(std::max<std::size_t>(n, 1), 0.0);
-  for (const TimePoint& p : app.store->timeline(run.id, metric, origin, until)) {
+  std::vector<int64_t> values(std::max<std::size_t>(n, 1), 0);
+  for (const TimePoint& p : app.store->timeline(run.id, metric, origin, until, step)) {
+    if (p.t_ns < origin) continue;
     std::size_t i = static_cast<std::size_t>((p.t_ns - origin) / step);
     if (i < values.size()) values[i] += p.value;
   }

@@ -45,7 +45,7 @@ void upload(App& app, const httplib::Request& req, httplib::Response& res) {
   Batch batch;
   batch.metrics = {metric};
   std::size_t lines = parse_folded_batch(req.body, parse_options(app), batch);
-  if (batch.stacks.empty()) throw HttpError(400, "the body holds no stacks", {{"line", 0}, {"reason", "empty input"}});
+  if (batch.nodes.empty()) throw HttpError(400, "the body holds no stacks", {{"line", 0}, {"reason", "empty input"}});
   run.source = "upload";
   run.started_ns = run.ended_ns = now_ns();
   run.metrics = {metric};
@@ -109,7 +109,7 @@ void append_chunk(App& app, const httplib::Request& req, httplib::Response& res)
   AppendStatus st = app.store->append(run.id, static_cast<int64_t>(chunk.seq), batch);
   if (st == AppendStatus::not_found) throw HttpError(404, "no run " + std::to_string(run.id));
   if (st == AppendStatus::finished) throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
-  if (st == AppendStatus::ok) app.metrics.ingested(req.body.size(), batch.stacks.size());
+  if (st == AppendStatus::ok) app.metrics.ingested(req.body.size(), batch.nodes.size());
   send_json(res, 200, {{"seq", chunk.seq}, {"duplicate", st == AppendStatus::duplicate}});
 }
 
@@ -197,7 +197,7 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   run.metrics = {metric};
   bool created = false;
   int64_t id = app.store->open_stream(run, created);
-  if (!batch.stacks.empty()) {
+  if (!batch.nodes.empty()) {
     AppendStatus st = app.store->append(id, -1, batch);
     if (st == AppendStatus::finished) throw HttpError(409, "the run of this series for that day is finished");
   }

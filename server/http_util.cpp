@@ -79,6 +79,8 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in, ht
     send_json(res, e.status, body);
   } catch (const LimitError& e) {
     send_json(res, 413, {{"error", e.what()}});
+  } catch (const ValueError& e) {  // a sum over 64 bits: refused, nothing stored
+    send_json(res, 400, {{"error", e.what()}, {"reason", "value too large"}});
   } catch (const std::exception& e) {
     spdlog::error("{} {}: {}", in.method, in.path, e.what());
     send_json(res, 500, {{"error", std::string("internal error: ") + e.what()}});

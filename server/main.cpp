@@ -48,7 +48,14 @@ void retention_loop(lfs::App& app, std::mutex& mu, std::condition_variable& cv, 
       if (app.store->leads_retention()) {
         if (c.stale_minutes > 0) finish_stale(app);
         int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
-        for (int64_t id : app.store->retain(older, c.keep_runs, c.disk_budget)) {
+        lfs::RetainOptions ro;
+        ro.now_ns = lfs::now_ns();
+        ro.older_than_ns = older;
+        ro.keep_runs = c.keep_runs;
+        ro.budget_bytes = c.disk_budget;
+        lfs::RetainResult rr = app.store->retain(ro);
+        for (int64_t id : rr.trimmed) app.forget(id);
+        for (int64_t id : rr.deleted) {
           app.forget(id);
           spdlog::info("retention: deleted run {}", id);
         }

@@ -1,134 +1,128 @@
 // PgStore: the Store on PostgreSQL, shared by several luaflame-server processes.
 //
-// Nothing that matters lives in a server: every write is one transaction and
-// is acknowledged after COMMIT, so any server reads it at once. Writes to one
-// run are serialised across servers by its row lock (SELECT ... FOR UPDATE),
-// under which frame and stack ids are given out as the run's next ordinals.
-// Each server keeps, per live run, the frames and stacks it has seen (so an
-// append does not re-read the run's dictionary); under the row lock it first
-// reads what other servers added since (ids >= the count it knows), so the
-// copy is never stale. Each change bumps runs.version, which the caches of
-// every server put in their keys: a change made through one server is never
-// served stale by another. Retention runs only in the server that holds a
-// session advisory lock (released when that server dies; another takes over).
+// The model is SqliteStore's (store.hpp, batch.hpp): a run's dictionary of frames and nodes in
+// appended blobs, values as one blob per (run, metric, resolution, bucket), the merged tree
+// under width 0. Nothing that matters lives in a server: every write is one transaction,
+// acknowledged after COMMIT, so any server reads it at once. Writes to one run are serialised
+// across servers by its row lock (SELECT ... FOR UPDATE): under it, buckets are read, merged
+// and rewritten. Each server keeps the dictionaries of the live runs it writes to, tagged with
+// the run's revision; under the row lock a copy whose revision is not the run's (another
+// server wrote, or retention trimmed) is reloaded, so it is never stale. Every change bumps
+// runs.revision, which every server's caches put in their keys. Retention runs only in the
+// server holding a session advisory lock, released when that server dies.
 #include "pg_store.hpp"
 
+#include <algorithm>
 #include <chrono>
-#include <deque>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
-#include "luaflame/folded.hpp"
+#include "batch.hpp"
 #include "pg_client.hpp"
 
 namespace lfs {
 namespace {
 
-// Advisory lock keys (pg_advisory_lock's bigint space is per database).
+// Advisory lock keys (pg_advisory_lock's bigint space, per database).
 constexpr int64_t kSchemaLock = 0x6c7566'0001;     // creating or migrating the schema
 constexpr int64_t kRetentionLock = 0x6c7566'0002;  // held by the server that runs retention
+constexpr int64_t kWhole = 0;                      // the width under which the merged tree is kept
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kCountCap = 10000;  // a listing's total is counted up to here (then a lower bound)
+// Rough bytes a row takes beside its blob (tuple header, item pointer, index entry), for the
+// disk budget: PostgreSQL reuses deleted space after VACUUM, so the database's size cannot
+// tell what a deletion freed; runs.bytes can.
+constexpr int64_t kRowBytes = 64;
 
-// Schema version 1. Frame and stack ids are ordinals within their run.
 const char* const kSchemaV1 = R"(
   CREATE TABLE runs(
     id bigserial PRIMARY KEY, name text NOT NULL, source text NOT NULL, status text NOT NULL,
     stream text UNIQUE, started_ns bigint NOT NULL, ended_ns bigint NOT NULL,
     created_ns bigint NOT NULL, hz double precision NOT NULL DEFAULT 0, stats text,
-    stack_count bigint NOT NULL DEFAULT 0, frame_count bigint NOT NULL DEFAULT 0,
-    bytes bigint NOT NULL DEFAULT 0, version bigint NOT NULL DEFAULT 0);
+    stack_count bigint NOT NULL DEFAULT 0, revision bigint NOT NULL DEFAULT 0,
+    bytes bigint NOT NULL DEFAULT 0);
   CREATE INDEX runs_name ON runs(name, id);
   CREATE INDEX runs_status ON runs(status, id);
+  CREATE INDEX runs_ended ON runs(status, ended_ns);
   CREATE TABLE tags(run bigint NOT NULL, key text NOT NULL, value text NOT NULL,
     PRIMARY KEY(run, key));
   CREATE INDEX tags_kv ON tags(key, value, run);
-  CREATE TABLE metrics(run bigint NOT NULL, metric integer NOT NULL,
-    total double precision NOT NULL DEFAULT 0, PRIMARY KEY(run, metric));
-  CREATE TABLE frames(run bigint NOT NULL, id integer NOT NULL, name text NOT NULL,
-    PRIMARY KEY(run, id));
-  CREATE TABLE stacks(run bigint NOT NULL, id integer NOT NULL, path bytea NOT NULL,
-    PRIMARY KEY(run, id));
-  CREATE TABLE samples(run bigint NOT NULL, metric smallint NOT NULL, bucket bigint NOT NULL,
-    stack integer NOT NULL, value double precision NOT NULL,
-    PRIMARY KEY(run, metric, bucket, stack));
+  CREATE TABLE metrics(run bigint NOT NULL, metric integer NOT NULL, total bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY(run, metric));
+  CREATE TABLE dict(run bigint NOT NULL, kind smallint NOT NULL, first integer NOT NULL,
+    data bytea NOT NULL, PRIMARY KEY(run, kind, first));
+  CREATE TABLE buckets(run bigint NOT NULL, metric smallint NOT NULL, width bigint NOT NULL,
+    bucket bigint NOT NULL, total bigint NOT NULL, data bytea NOT NULL,
+    PRIMARY KEY(run, metric, width, bucket));
+  CREATE INDEX buckets_age ON buckets(width, bucket);
   CREATE TABLE chunks(run bigint NOT NULL, seq bigint NOT NULL, PRIMARY KEY(run, seq));)";
 
 const char* const kRunColumns =
-    "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, version FROM runs";
-
-// Rough bytes a stored row takes (tuple header, item pointer, index entry), for
-// the disk budget: PostgreSQL gives deleted space back only after VACUUM, so
-// the database size cannot tell what a deletion freed.
-constexpr int64_t kRowBytes = 48;
-
-void put_varint(std::string& out, uint32_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-
-bool decode_path(std::string_view blob, std::vector<uint32_t>& ids) {
-  ids.clear();
-  uint32_t v = 0;
-  int shift = 0;
-  for (unsigned char c : blob) {
-    if (shift > 28) return false;
-    v |= static_cast<uint32_t>(c & 0x7f) << shift;
-    if (c & 0x80) { shift += 7; continue; }
-    ids.push_back(v);
-    v = 0;
-    shift = 0;
-  }
-  return shift == 0;
-}
+    "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision FROM runs";
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-// A run's frames and stacks as this server knows them: the first `frames.size()`
-// frame ids and `stack_count` stack ids.
-struct RunDict {
-  std::deque<std::string> names;
-  std::unordered_map<std::string_view, int32_t> frames;
-  std::unordered_map<std::string, int32_t> stacks;  // path blob -> id
-  int64_t stack_count = 0;
-  int32_t frame(std::string_view name) const {
-    auto it = frames.find(name);
-    return it == frames.end() ? -1 : it->second;
-  }
-  void add_frame(std::string_view name, int32_t id) {
-    names.emplace_back(name);
-    frames.emplace(names.back(), id);
-  }
-};
+std::vector<std::string_view> views(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
 
-// The rows one batch adds to a run.
-struct Rows {
-  std::vector<int32_t> frame_ids;
-  std::vector<std::string> frame_names;
-  std::vector<int32_t> stack_ids;
-  std::vector<std::string> stack_paths;
-  std::vector<int32_t> metric, stack;  // samples, merged per (metric, stack)
-  std::vector<double> value;
-  std::vector<int32_t> total_metric;
-  std::vector<double> total;
-  int64_t bytes = 0;
-};
-
-std::vector<std::string_view> views(const std::vector<std::string>& v) {
-  return {v.begin(), v.end()};
+// Column `c` of `b` as (run node id, value) pairs, sorted, repeats merged; returns their sum.
+int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>& node_of, Values& vals) {
+  const std::size_t cols = b.metrics.size();
+  vals.clear();
+  for (std::size_t i = 0; i < b.nodes.size(); ++i) {
+    const int64_t v = b.values[i * cols + c];
+    if (v < 0) throw ValueError("a negative value");
+    if (v != 0) vals.emplace_back(node_of[i], v);
+  }
+  std::sort(vals.begin(), vals.end());
+  std::size_t k = 0;
+  int64_t sum = 0;
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    sum = checked_add(sum, vals[i].second, "the batch's total");
+    if (k > 0 && vals[k - 1].first == vals[i].first)
+      vals[k - 1].second = checked_add(vals[k - 1].second, vals[i].second, "a stack's value");
+    else
+      vals[k++] = vals[i];
+  }
+  vals.resize(k);
+  return sum;
 }
+
+// Reads a run's dictionary on `c`.
+void load_dict(pg::Conn& c, int64_t run, std::vector<std::string>& frames, std::vector<Batch::Node>& nodes) {
+  auto q = c.query("load_dict", "SELECT kind::int8, data FROM dict WHERE run=$1 ORDER BY kind, first",
+                   pg::Params().add(run), /*binary=*/true);
+  for (int i = 0; i < q.rows(); ++i) {
+    if (q.bin_i64(i, 0) == 0) decode_frames(q.bytes(i, 1), frames);
+    else if (!decode_nodes(q.bytes(i, 1), nodes))
+      throw std::runtime_error("store: run " + std::to_string(run) + ": bad node blob");
+  }
+  for (const Batch::Node& n : nodes)
+    if (n.frame >= frames.size()) throw std::runtime_error("store: run " + std::to_string(run) + ": node names no frame");
+}
+
+// A live run's dictionary as this server last wrote it, valid while the run has `revision`.
+struct CachedTree {
+  int64_t revision = -1;
+  RunTree tree;
+};
 
 class PgStore : public Store {
  public:
   PgStore(const std::string& url, const StoreOptions& opts)
       // --sync normal: COMMIT returns before PostgreSQL's WAL is flushed; a crash of a
       // luaflame-server still loses nothing, a crash of PostgreSQL may lose the last commits.
-      : opts_(opts), pool_(url, 32, opts.sync_full ? "" : "SET synchronous_commit=off") {
+      // Custom plans always: a generic plan made while a table was still small (a new database)
+      // stays cached and scans what later grew to millions of rows; planning costs ~0.1 ms.
+      : opts_(opts),
+        pool_(url, 32,
+              std::string("SET plan_cache_mode=force_custom_plan") +
+                  (opts.sync_full ? "" : "; SET synchronous_commit=off")) {
+    if (opts_.resolutions.empty()) throw std::runtime_error("store: no resolutions");
     pg::Pool::Lease c(pool_);
     migrate(*c);
   }
@@ -138,49 +132,55 @@ class PgStore : public Store {
     pg::Pool::Lease c(pool_);
     pg::Txn txn(*c);
     int64_t id = insert_run(*c, run);
-    RunDict dict;
-    write_batch(*c, id, data, dict);
+    RunTree tree;  // an upload's tree is not kept: the run never changes
+    add_batch(*c, id, data, tree);
     txn.commit();
     return id;
   }
 
   int64_t open_stream(const NewRun& run, bool& created) override {
     pg::Pool::Lease c(pool_);
-    pg::Txn txn(*c);
-    // The unique stream key makes a concurrent create on another server wait, then see this one.
-    auto r = c->query("stream_find", "SELECT id FROM runs WHERE stream=$1", pg::Params().add(run.stream));
-    if (r.rows()) {
-      created = false;
-      return r.i64(0, 0);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto r = c->query("stream_find", "SELECT id FROM runs WHERE stream=$1", pg::Params().add(run.stream));
+      if (r.rows()) {
+        created = false;
+        return r.i64(0, 0);
+      }
+      pg::Txn txn(*c);
+      // ON CONFLICT: a create of the same stream on another server at the same moment
+      // makes this one wait, then insert nothing; the loop then finds that run.
+      int64_t id = insert_run(*c, run);
+      txn.commit();
+      if (id > 0) {
+        created = true;
+        return id;
+      }
     }
-    int64_t id = insert_run(*c, run);
-    txn.commit();
-    created = id > 0;
-    if (!created) return open_stream(run, created);  // lost the race: the other server's run
-    return id;
+    throw std::runtime_error("store: stream " + run.stream + " neither found nor created");
   }
 
   AppendStatus append(int64_t run, int64_t seq, const Batch& data) override {
     pg::Pool::Lease c(pool_);
     pg::Txn txn(*c);
-    auto r = c->query("append_lock",
-                      "SELECT status, stack_count, frame_count FROM runs WHERE id=$1 FOR UPDATE",
+    auto r = c->query("append_lock", "SELECT status, revision FROM runs WHERE id=$1 FOR UPDATE",
                       pg::Params().add(run));
     if (!r.rows()) return AppendStatus::not_found;
     if (r.text(0, 0) != "live") return AppendStatus::finished;
+    const int64_t revision = r.i64(0, 1);
     if (seq >= 0) {
       auto ins = c->query("chunk_seen", "INSERT INTO chunks(run, seq) VALUES($1, $2) ON CONFLICT DO NOTHING",
                           pg::Params().add(run).add(seq));
       if (ins.affected() == 0) return AppendStatus::duplicate;
     }
-    std::shared_ptr<RunDict> dict = dict_for(*c, run, r.i64(0, 2), r.i64(0, 1));
+    std::shared_ptr<CachedTree> cached = tree_of(*c, run, revision);
     try {
-      write_batch(*c, run, data, *dict);
+      add_batch(*c, run, data, cached->tree);
       txn.commit();
     } catch (...) {
-      forget_dict(run);  // it may hold ids of the rolled-back rows
+      forget_tree(run);  // half-mapped: reloaded next time
       throw;
     }
+    cached->revision = revision + 1;  // what add_batch made it
     return AppendStatus::ok;
   }
 
@@ -191,9 +191,9 @@ class PgStore : public Store {
     p.add(ended_ns).add(run);
     auto r = c->query("finish",
                       "UPDATE runs SET status='finished', stats=COALESCE($1, stats),"
-                      " ended_ns=GREATEST(ended_ns, $2), version=version+1 WHERE id=$3",
+                      " ended_ns=GREATEST(ended_ns, $2), revision=revision+1 WHERE id=$3",
                       p);
-    forget_dict(run);
+    forget_tree(run);
     return r.affected() > 0;
   }
 
@@ -215,18 +215,29 @@ class PgStore : public Store {
     if (!f.name.empty()) { where += " AND name=" + arg(); p.add(f.name); }
     if (!f.status.empty()) { where += " AND status=" + arg(); p.add(f.status); }
     for (const auto& [k, v] : f.tags) {
-      where += " AND id IN (SELECT run FROM tags WHERE key=" + arg();
+      where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=" + arg();
       where += " AND value=" + arg() + ")";
       p.add(k).add(v);
     }
     RunList out;
     pg::Txn txn(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // count and page agree
-    out.total = c->query_once("SELECT COUNT(*) FROM runs" + where, p).i64(0, 0);
-    std::string sql = std::string(kRunColumns) + where + " ORDER BY id DESC LIMIT " + arg();
-    sql += " OFFSET " + arg();
-    p.add(f.limit).add(f.offset);
-    auto r = c->query_once(sql, p);
+    // Counted up to a cap: a page never pays for a million matches.
+    out.total = c->query_once("SELECT COUNT(*) FROM (SELECT 1 FROM runs" + where + " LIMIT " +
+                                  std::to_string(kCountCap + 1) + ") m",
+                              p)
+                    .i64(0, 0);
+    if (out.total > kCountCap) out.total_exact = false;
+    std::string page = where;
+    if (f.before_id > 0) { page += " AND id<" + arg(); p.add(f.before_id); }
+    page += " ORDER BY id DESC LIMIT " + arg();
+    page += " OFFSET " + arg();
+    p.add(f.limit + 1).add(f.offset);
+    auto r = c->query_once(kRunColumns + page, p);
     for (int i = 0; i < r.rows(); ++i) out.runs.push_back(read_run(r, i));
+    if (static_cast<int64_t>(out.runs.size()) > f.limit) {
+      out.runs.pop_back();
+      out.next_cursor = out.runs.back().id;
+    }
     fill_runs(*c, out.runs);
     txn.commit();
     return out;
@@ -239,7 +250,7 @@ class PgStore : public Store {
     p.add(name).add(exclude);
     int n = 2;
     for (const auto& [k, v] : tags) {
-      sql += " AND id IN (SELECT run FROM tags WHERE key=$" + std::to_string(++n);
+      sql += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=$" + std::to_string(++n);
       sql += " AND value=$" + std::to_string(++n) + ")";
       p.add(k).add(v);
     }
@@ -248,62 +259,64 @@ class PgStore : public Store {
     return std::nullopt;
   }
 
-  void read_stacks(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
-                   const std::function<void(std::string_view, double)>& fn) override {
-    const std::vector<std::string>* names = nullptr;
-    std::string text;
-    read_paths(
-        run, metric, from_ns, until_ns, [&](const std::vector<std::string>& n) { names = &n; },
-        [&](const uint32_t* ids, std::size_t n, double v) {
-          text.clear();
-          for (std::size_t i = 0; i < n; ++i) {
-            if (i) text += ';';
-            text += (*names)[ids[i]];
-          }
-          fn(text, v);
-        });
-  }
-
-  void read_paths(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
-                  const std::function<void(const std::vector<std::string>&)>& frames,
-                  const std::function<void(const uint32_t*, std::size_t, double)>& fn) override {
+  void read_tree(int64_t run, int metric, int64_t from_ns, int64_t until_ns, StoredTree& out) override {
     pg::Pool::Lease c(pool_);
-    pg::Txn txn(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // one snapshot for both
-    std::vector<std::string> names;
-    {
-      auto f = c->query("read_frames", "SELECT id, name FROM frames WHERE run=$1 ORDER BY id",
-                        pg::Params().add(run));
-      names.resize(static_cast<std::size_t>(f.rows()));
-      for (int i = 0; i < f.rows(); ++i) {
-        auto id = static_cast<std::size_t>(f.i64(i, 0));
-        if (id >= names.size()) names.resize(id + 1);
-        names[id] = f.text(i, 1);
+    pg::Txn snapshot(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // dictionary and values agree
+    out = StoredTree{};
+    load_dict(*c, run, out.frames, out.nodes);
+    std::vector<int64_t> width, lo, hi;
+    if (from_ns == kMin && until_ns == kMax) {
+      width = {kWhole};
+      lo = {kMin};
+      hi = {kMax};
+    } else {
+      for (const Piece& piece : cover(from_ns, until_ns, opts_.resolutions, horizons(*c, run, metric))) {
+        width.push_back(opts_.resolutions[static_cast<std::size_t>(piece.level)].width_ns);
+        lo.push_back(piece.lo);
+        hi.push_back(piece.hi);
       }
     }
-    frames(names);
-    auto q = c->query("read_paths",
-                      "SELECT s.path, v.total FROM (SELECT stack, SUM(value) AS total FROM samples"
-                      " WHERE run=$1 AND metric=$2 AND bucket>=$3 AND bucket<$4 GROUP BY stack) v"
-                      " JOIN stacks s ON s.run=$1 AND s.id=v.stack ORDER BY v.stack",
-                      pg::Params().add(run).add(metric).add(from_ns).add(until_ns), /*binary=*/true);
-    txn.commit();
-    std::vector<uint32_t> ids;
-    for (int i = 0; i < q.rows(); ++i) {
-      if (!decode_path(q.bytes(i, 0), ids)) continue;
-      bool ok = !ids.empty();
-      for (uint32_t id : ids) ok = ok && id < names.size();
-      if (ok) fn(ids.data(), ids.size(), q.bin_dbl(i, 1));
-    }
+    // One index range scan per piece (a join of the pieces with the table would let stale
+    // statistics pick a scan of all the run's buckets).
+    std::vector<pg::Result> parts;
+    for (std::size_t k = 0; k < width.size(); ++k)
+      parts.push_back(c->query("read_piece",
+                               "SELECT data FROM buckets WHERE run=$1 AND metric=$2 AND width=$3 AND bucket>=$4"
+                               " AND bucket<$5",
+                               pg::Params().add(run).add(metric).add(width[k]).add(lo[k]).add(hi[k]),
+                               /*binary=*/true));
+    snapshot.commit();
+    std::vector<int64_t> dense(out.nodes.size(), 0);
+    for (const pg::Result& q : parts)
+      for (int i = 0; i < q.rows(); ++i)
+        if (!add_blob(q.bytes(i, 0), dense)) throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+    for (std::size_t i = 0; i < dense.size(); ++i)
+      if (dense[i] != 0) out.values.emplace_back(static_cast<uint32_t>(i), dense[i]);
   }
 
-  std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns) override {
+  std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns, int64_t step_ns) override {
     pg::Pool::Lease c(pool_);
-    auto q = c->query("timeline",
-                      "SELECT bucket, SUM(value) FROM samples WHERE run=$1 AND metric=$2 AND bucket>=$3"
-                      " AND bucket<$4 GROUP BY bucket ORDER BY bucket",
-                      pg::Params().add(run).add(metric).add(from_ns).add(until_ns), /*binary=*/true);
+    pg::Txn snapshot(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    const std::vector<int64_t> horizon = horizons(*c, run, metric);
+    std::size_t level = 0;
+    for (std::size_t l = 0; l < opts_.resolutions.size(); ++l)
+      if (opts_.resolutions[l].width_ns <= step_ns) level = l;
     std::vector<TimePoint> out;
-    for (int i = 0; i < q.rows(); ++i) out.push_back({q.bin_i64(i, 0), q.bin_dbl(i, 1)});
+    // From the chosen level where it still holds data; before its horizon, coarser levels.
+    int64_t until = until_ns;
+    for (std::size_t l = level; l < opts_.resolutions.size() && from_ns < until; ++l) {
+      const int64_t w = opts_.resolutions[l].width_ns;
+      const int64_t lo = std::max(from_ns, horizon[l] == kMax ? until : horizon[l]);
+      auto q = c->query("timeline",
+                        "SELECT bucket, total FROM buckets WHERE run=$1 AND metric=$2 AND width=$3 AND bucket>=$4"
+                        " AND bucket<$5 ORDER BY bucket DESC",
+                        pg::Params().add(run).add(metric).add(w).add(lo).add(until), /*binary=*/true);
+      for (int i = 0; i < q.rows(); ++i) out.push_back({q.bin_i64(i, 0), w, q.bin_i64(i, 1)});
+      if (horizon[l] != kMax) until = std::min(until, horizon[l]);
+      until = bucket_of(until, opts_.resolutions[std::min(l + 1, opts_.resolutions.size() - 1)].width_ns);
+    }
+    std::reverse(out.begin(), out.end());
+    snapshot.commit();
     return out;
   }
 
@@ -312,15 +325,15 @@ class PgStore : public Store {
     pg::Txn txn(*c);
     bool found = delete_in(*c, id);
     txn.commit();
-    forget_dict(id);
+    forget_tree(id);
     return found;
   }
 
   bool leads_retention() override {
     std::lock_guard<std::mutex> lock(leader_mu_);
     if (leader_ && leader_->ok()) return true;
-    // A session lock: held as long as this connection lives, so a server that
-    // dies gives retention to the next server that asks.
+    // A session lock: held as long as this connection lives, so a server that dies gives
+    // retention to the next server that asks.
     leader_.reset();
     try {
       auto c = pool_.connect();
@@ -332,37 +345,7 @@ class PgStore : public Store {
     return leader_ != nullptr;
   }
 
-  std::vector<int64_t> retain(int64_t older_than_ns, int64_t keep_runs, uint64_t budget) override {
-    std::vector<int64_t> deleted;
-    if (!leads_retention()) return deleted;
-    pg::Pool::Lease c(pool_);
-    std::vector<int64_t> doomed;
-    if (older_than_ns > 0) {
-      auto r = c->query("retain_old", "SELECT id FROM runs WHERE status='finished' AND ended_ns<$1",
-                        pg::Params().add(older_than_ns));
-      for (int i = 0; i < r.rows(); ++i) doomed.push_back(r.i64(i, 0));
-    }
-    if (keep_runs > 0) {
-      auto r = c->query("retain_keep",
-                        "SELECT id FROM runs WHERE status='finished' AND id <"
-                        " (SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT $1) k)",
-                        pg::Params().add(keep_runs));
-      for (int i = 0; i < r.rows(); ++i) doomed.push_back(r.i64(i, 0));
-    }
-    for (int64_t id : doomed) {
-      pg::Txn txn(*c);
-      if (delete_in(*c, id)) deleted.push_back(id);
-      txn.commit();
-    }
-    while (budget > 0 && static_cast<uint64_t>(stored_bytes(*c)) > budget) {
-      auto r = c->query("retain_oldest", "SELECT id FROM runs WHERE status='finished' ORDER BY id LIMIT 1");
-      if (!r.rows()) break;
-      pg::Txn txn(*c);
-      if (delete_in(*c, r.i64(0, 0))) deleted.push_back(r.i64(0, 0));
-      txn.commit();
-    }
-    return deleted;
-  }
+  RetainResult retain(const RetainOptions& o) override;
 
   StoreStats stats() override {
     pg::Pool::Lease c(pool_);
@@ -381,6 +364,8 @@ class PgStore : public Store {
     pool_.close();
     std::lock_guard<std::mutex> lock(leader_mu_);
     leader_.reset();
+    std::lock_guard<std::mutex> lock2(trees_mu_);
+    trees_.clear();
   }
 
  private:
@@ -419,143 +404,72 @@ class PgStore : public Store {
             pg::Params().add(id).array(views(keys), false).array(views(values), false));
     std::vector<int32_t> metrics(run.metrics.begin(), run.metrics.end());
     c.query("insert_metrics",
-            "INSERT INTO metrics(run, metric) SELECT DISTINCT $1, m FROM unnest($2::int4[]) m"
-            " ON CONFLICT DO NOTHING",
+            "INSERT INTO metrics(run, metric) SELECT DISTINCT $1, m FROM unnest($2::int4[]) m ON CONFLICT DO NOTHING",
             pg::Params().add(id).array(metrics));
     return id;
   }
 
-  // The dictionary of a live run, brought up to date with what other servers added.
-  // Called under the run's row lock.
-  std::shared_ptr<RunDict> dict_for(pg::Conn& c, int64_t run, int64_t frame_count, int64_t stack_count) {
-    std::shared_ptr<RunDict> d;
+  // First bucket start each resolution still holds for (run, metric); kMax when none.
+  std::vector<int64_t> horizons(pg::Conn& c, int64_t run, int metric) const {
+    std::vector<int64_t> widths;
+    for (const Resolution& res : opts_.resolutions) widths.push_back(res.width_ns);
+    auto q = c.query("horizons",
+                     "SELECT (SELECT MIN(bucket) FROM buckets WHERE run=$1 AND metric=$2 AND width=w)"
+                     " FROM unnest($3::int8[]) WITH ORDINALITY AS x(w, o) ORDER BY o",
+                     pg::Params().add(run).add(metric).array(widths));
+    std::vector<int64_t> out;
+    for (int i = 0; i < q.rows(); ++i) out.push_back(q.null(i, 0) ? kMax : q.i64(i, 0));
+    return out;
+  }
+
+  // The dictionary of a live run for a write, under its row lock: this server's copy when
+  // the run is still at the revision it left it, else loaded from the database.
+  std::shared_ptr<CachedTree> tree_of(pg::Conn& c, int64_t run, int64_t revision) {
     {
-      std::lock_guard<std::mutex> lock(dict_mu_);
-      auto& slot = dicts_[run];
-      if (!slot || static_cast<int64_t>(slot->names.size()) > frame_count || slot->stack_count > stack_count)
-        slot = std::make_shared<RunDict>();
-      d = slot;
-      if (dicts_.size() > 256) {  // bounded: drop another run's copy (reloaded when needed)
-        for (auto it = dicts_.begin(); it != dicts_.end(); ++it)
-          if (it->first != run) { dicts_.erase(it); break; }
-      }
+      std::lock_guard<std::mutex> lock(trees_mu_);
+      auto it = trees_.find(run);
+      if (it != trees_.end() && it->second->revision == revision) return it->second;
     }
-    if (static_cast<int64_t>(d->names.size()) < frame_count) {
-      auto f = c.query("sync_frames", "SELECT id, name FROM frames WHERE run=$1 AND id>=$2 ORDER BY id",
-                       pg::Params().add(run).add(static_cast<int64_t>(d->names.size())));
-      for (int i = 0; i < f.rows(); ++i) d->add_frame(f.text(i, 1), static_cast<int32_t>(f.i64(i, 0)));
-    }
-    if (d->stack_count < stack_count) {
-      auto s = c.query("sync_stacks", "SELECT id::int8, path FROM stacks WHERE run=$1 AND id>=$2 ORDER BY id",
-                       pg::Params().add(run).add(d->stack_count), /*binary=*/true);
-      for (int i = 0; i < s.rows(); ++i)
-        d->stacks.emplace(std::string(s.bytes(i, 1)), static_cast<int32_t>(s.bin_i64(i, 0)));
-      d->stack_count = stack_count;
-    }
-    return d;
+    auto cached = std::make_shared<CachedTree>();
+    RunTree& tree = cached->tree;
+    std::vector<std::string> frames;
+    std::vector<Batch::Node> nodes;
+    load_dict(c, run, frames, nodes);
+    for (std::string& f : frames) tree.add_frame(std::move(f));
+    for (const Batch::Node& n : nodes) tree.add_node(n.parent, n.frame);
+    // Stacks: nodes with a value in the run's merged tree.
+    auto q = c.query("tree_valued", "SELECT data FROM buckets WHERE run=$1 AND width=0", pg::Params().add(run),
+                     /*binary=*/true);
+    std::vector<int64_t> any(tree.nodes.size(), 0);
+    for (int i = 0; i < q.rows(); ++i) add_blob(q.bytes(i, 0), any);
+    for (std::size_t i = 0; i < any.size(); ++i) tree.valued[i] = any[i] != 0;
+    auto s = c.query("tree_stacks", "SELECT stack_count FROM runs WHERE id=$1", pg::Params().add(run));
+    tree.stack_count = s.rows() ? s.i64(0, 0) : 0;
+    cached->revision = revision;
+    std::lock_guard<std::mutex> lock(trees_mu_);
+    std::size_t nodes_cached = 0;
+    for (const auto& [id, t] : trees_) nodes_cached += t->tree.nodes.size();
+    if (nodes_cached > (8u << 20)) trees_.clear();  // bounded: the others reload when needed
+    trees_[run] = cached;
+    return cached;
   }
 
-  void forget_dict(int64_t run) {
-    std::lock_guard<std::mutex> lock(dict_mu_);
-    dicts_.erase(run);
+  void forget_tree(int64_t run) {
+    std::lock_guard<std::mutex> lock(trees_mu_);
+    trees_.erase(run);
   }
 
-  // Interns the batch's frames and stacks in `dict` (new ones into `rows`) and
-  // merges its values per (metric, stack).
-  Rows rows_of(const Batch& data, RunDict& dict) {
-    Rows rows;
-    std::unordered_map<uint64_t, std::size_t> cell;  // metric<<32 | stack -> index in rows
-    std::vector<double> totals(data.metrics.size(), 0.0);
-    std::string blob;
-    for (const auto& [text, values] : data.stacks) {
-      blob.clear();
-      for (std::string_view f : lf::split_stack(text)) {
-        int32_t id = dict.frame(f);
-        if (id < 0) {
-          id = static_cast<int32_t>(dict.names.size());
-          dict.add_frame(f, id);
-          rows.frame_ids.push_back(id);
-          rows.frame_names.emplace_back(f);
-          rows.bytes += kRowBytes + static_cast<int64_t>(f.size());
-        }
-        put_varint(blob, static_cast<uint32_t>(id));
-      }
-      auto [it, added] = dict.stacks.emplace(blob, static_cast<int32_t>(dict.stack_count));
-      if (added) {
-        if (static_cast<std::size_t>(++dict.stack_count) > opts_.max_stacks)
-          throw LimitError("a run holds at most " + std::to_string(opts_.max_stacks) + " distinct stacks");
-        rows.stack_ids.push_back(it->second);
-        rows.stack_paths.push_back(blob);
-        rows.bytes += kRowBytes + static_cast<int64_t>(blob.size());
-      }
-      for (std::size_t c = 0; c < data.metrics.size() && c < values.size(); ++c) {
-        if (values[c] == 0) continue;
-        const uint64_t key = (static_cast<uint64_t>(data.metrics[c]) << 32) | static_cast<uint32_t>(it->second);
-        auto [slot, fresh] = cell.emplace(key, rows.value.size());
-        if (fresh) {
-          rows.metric.push_back(data.metrics[c]);
-          rows.stack.push_back(it->second);
-          rows.value.push_back(0);
-        }
-        rows.value[slot->second] += values[c];
-        totals[c] += values[c];
-      }
-    }
-    for (std::size_t c = 0; c < data.metrics.size(); ++c) {
-      rows.total_metric.push_back(data.metrics[c]);
-      rows.total.push_back(totals[c]);
-    }
-    rows.bytes += kRowBytes * static_cast<int64_t>(rows.value.size());
-    return rows;
-  }
-
-  // Writes a batch into `run` inside the caller's transaction.
-  void write_batch(pg::Conn& c, int64_t run, const Batch& data, RunDict& dict) {
-    Rows rows = rows_of(data, dict);
-    const int64_t bucket = data.from_ns - data.from_ns % opts_.bucket_ns;
-    if (!rows.frame_ids.empty())
-      c.query("add_frames", "INSERT INTO frames(run, id, name) SELECT $1, * FROM unnest($2::int4[], $3::text[])",
-              pg::Params().add(run).array(rows.frame_ids).array(views(rows.frame_names), false));
-    if (!rows.stack_ids.empty())
-      c.query("add_stacks", "INSERT INTO stacks(run, id, path) SELECT $1, * FROM unnest($2::int4[], $3::bytea[])",
-              pg::Params().add(run).array(rows.stack_ids).array(views(rows.stack_paths), true));
-    if (!rows.value.empty())
-      c.query("add_samples",
-              "INSERT INTO samples(run, metric, bucket, stack, value)"
-              " SELECT $1, m, $2, s, v FROM unnest($3::int4[], $4::int4[], $5::float8[]) AS t(m, s, v)"
-              " ON CONFLICT(run, metric, bucket, stack) DO UPDATE SET value=samples.value+excluded.value",
-              pg::Params().add(run).add(bucket).array(rows.metric).array(rows.stack).array(rows.value));
-    c.query("add_totals",
-            "INSERT INTO metrics(run, metric, total) SELECT $1, m, SUM(t) FROM"
-            " unnest($2::int4[], $3::float8[]) AS x(m, t) GROUP BY m"
-            " ON CONFLICT(run, metric) DO UPDATE SET total=metrics.total+excluded.total",
-            pg::Params().add(run).array(rows.total_metric).array(rows.total));
-    c.query("add_run",
-            "UPDATE runs SET stack_count=$2, frame_count=$3, ended_ns=GREATEST(ended_ns, $4),"
-            " started_ns=CASE WHEN $5>0 AND $5<started_ns THEN $5 ELSE started_ns END,"
-            " bytes=bytes+$6, version=version+1 WHERE id=$1",
-            pg::Params()
-                .add(run)
-                .add(dict.stack_count)
-                .add(static_cast<int64_t>(dict.names.size()))
-                .add(data.until_ns)
-                .add(data.from_ns)
-                .add(rows.bytes));
-  }
+  void add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree);
+  int64_t trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>& runs);
 
   bool delete_in(pg::Conn& c, int64_t id) {
-    static const char* const tables[][2] = {{"del_samples", "DELETE FROM samples WHERE run=$1"},
-                                            {"del_stacks", "DELETE FROM stacks WHERE run=$1"},
-                                            {"del_frames", "DELETE FROM frames WHERE run=$1"},
+    static const char* const tables[][2] = {{"del_buckets", "DELETE FROM buckets WHERE run=$1"},
+                                            {"del_dict", "DELETE FROM dict WHERE run=$1"},
                                             {"del_tags", "DELETE FROM tags WHERE run=$1"},
                                             {"del_metrics", "DELETE FROM metrics WHERE run=$1"},
                                             {"del_chunks", "DELETE FROM chunks WHERE run=$1"}};
     for (const auto& t : tables) c.query(t[0], t[1], pg::Params().add(id));
     return c.query("del_run", "DELETE FROM runs WHERE id=$1", pg::Params().add(id)).affected() > 0;
-  }
-
-  int64_t stored_bytes(pg::Conn& c) {
-    return c.query("stored_bytes", "SELECT COALESCE(SUM(bytes), 0) FROM runs").i64(0, 0);
   }
 
   static RunInfo read_run(const pg::Result& r, int i) {
@@ -569,32 +483,241 @@ class PgStore : public Store {
     info.hz = r.dbl(i, 6);
     if (!r.null(i, 7)) info.stats_json = r.text(i, 7);
     info.stack_count = r.i64(i, 8);
-    info.version = r.i64(i, 9);
+    info.revision = r.i64(i, 9);
     return info;
   }
 
-  // Tags and totals of `runs`, two queries for the whole page.
+  // Tags and totals of `runs`: two queries for a whole page.
   static void fill_runs(pg::Conn& c, std::vector<RunInfo>& runs) {
     if (runs.empty()) return;
     std::vector<int64_t> ids;
     std::unordered_map<int64_t, RunInfo*> by_id;
     for (RunInfo& r : runs) { ids.push_back(r.id); by_id[r.id] = &r; }
-    auto t = c.query("fill_tags", "SELECT run, key, value FROM tags WHERE run=ANY($1::int8[])",
-                     pg::Params().array(ids));
+    auto t = c.query("fill_tags", "SELECT run, key, value FROM tags WHERE run=ANY($1::int8[])", pg::Params().array(ids));
     for (int i = 0; i < t.rows(); ++i) by_id[t.i64(i, 0)]->tags.emplace(t.text(i, 1), t.text(i, 2));
     auto m = c.query("fill_totals", "SELECT run, metric, total FROM metrics WHERE run=ANY($1::int8[])",
                      pg::Params().array(ids));
-    for (int i = 0; i < m.rows(); ++i)
-      by_id[m.i64(i, 0)]->totals[static_cast<int>(m.i64(i, 1))] = m.dbl(i, 2);
+    for (int i = 0; i < m.rows(); ++i) by_id[m.i64(i, 0)]->totals[static_cast<int>(m.i64(i, 1))] = m.i64(i, 2);
   }
 
   StoreOptions opts_;
   pg::Pool pool_;
-  std::mutex dict_mu_;
-  std::unordered_map<int64_t, std::shared_ptr<RunDict>> dicts_;
+  std::mutex trees_mu_;
+  std::unordered_map<int64_t, std::shared_ptr<CachedTree>> trees_;
   std::mutex leader_mu_;
   std::unique_ptr<pg::Conn> leader_;
 };
+
+// Adds `b` to `run` inside the open transaction (under the run's row lock for a live run):
+// the dictionary blobs the run lacked, then per metric its values merged into one bucket per
+// resolution and into the merged tree, each bucket read, merged and rewritten in one query.
+// Every sum is checked before anything is written.
+void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree) {
+  const std::size_t cols = b.metrics.size();
+  if (b.values.size() != b.nodes.size() * cols) throw std::runtime_error("store: batch values do not match its nodes");
+  for (const Batch::Node& n : b.nodes)
+    if (n.frame >= b.frames.size()) throw std::runtime_error("store: batch node names no frame");
+  const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
+  std::vector<uint32_t> node_of;
+  tree.map(b, opts_.max_stacks, node_of);
+  int64_t bytes = 0;
+  std::vector<int32_t> kinds, firsts;
+  std::vector<std::string> blobs;
+  if (tree.frames.size() > f0) {
+    kinds.push_back(0);
+    firsts.push_back(static_cast<int32_t>(f0));
+    blobs.emplace_back();
+    encode_frames(tree.frames, f0, blobs.back());
+  }
+  if (tree.nodes.size() > n0) {
+    kinds.push_back(1);
+    firsts.push_back(static_cast<int32_t>(n0));
+    blobs.emplace_back();
+    encode_nodes(tree.nodes, n0, blobs.back());
+  }
+  if (!blobs.empty()) {
+    for (const std::string& s : blobs) bytes += kRowBytes + static_cast<int64_t>(s.size());
+    c.query("add_dict",
+            "INSERT INTO dict(run, kind, first, data) SELECT $1, * FROM unnest($2::int4[], $3::int4[], $4::bytea[])",
+            pg::Params().add(run).array(kinds).array(firsts).array(views(blobs), true));
+  }
+  // The buckets one metric's values go to: one per resolution, and the merged tree.
+  std::vector<int64_t> widths, starts;
+  for (const Resolution& res : opts_.resolutions) {
+    widths.push_back(res.width_ns);
+    starts.push_back(bucket_of(b.from_ns, res.width_ns));
+  }
+  widths.push_back(kWhole);
+  starts.push_back(0);
+  Values vals, cur;
+  for (std::size_t col = 0; col < cols; ++col) {
+    const int64_t sum = column_values(b, col, node_of, vals);
+    if (vals.empty()) continue;
+    const int metric = b.metrics[col];
+    auto t = c.query("metric_total", "SELECT total FROM metrics WHERE run=$1 AND metric=$2",
+                     pg::Params().add(run).add(metric));
+    const int64_t total = checked_add(t.rows() ? t.i64(0, 0) : 0, sum, "the run's total");
+    c.query("set_total",
+            "INSERT INTO metrics(run, metric, total) VALUES($1, $2, $3)"
+            " ON CONFLICT(run, metric) DO UPDATE SET total=excluded.total",
+            pg::Params().add(run).add(metric).add(total));
+    // All four key columns in the index condition (the cross product of widths and starts,
+    // at most 7 x 7 probes): one plan whatever the table's statistics say; exact pairs below.
+    auto q = c.query("merge_read",
+                     "SELECT width, bucket, total, data FROM buckets WHERE run=$1 AND metric=$2"
+                     " AND width=ANY($3::int8[]) AND bucket=ANY($4::int8[])",
+                     pg::Params().add(run).add(metric).array(widths).array(starts), /*binary=*/true);
+    std::vector<int64_t> totals(widths.size(), 0);
+    std::vector<std::string_view> datas(widths.size());
+    std::vector<bool> found(widths.size(), false);
+    for (int i = 0; i < q.rows(); ++i)
+      for (std::size_t k = 0; k < widths.size(); ++k)
+        if (widths[k] == q.bin_i64(i, 0) && starts[k] == q.bin_i64(i, 1)) {
+          totals[k] = q.bin_i64(i, 2);
+          datas[k] = q.bytes(i, 3);
+          found[k] = true;
+        }
+    std::vector<int64_t> new_totals;
+    std::vector<std::string> new_datas;
+    for (std::size_t k = 0; k < widths.size(); ++k) {
+      cur.clear();
+      if (found[k] && !merge_blob(datas[k], cur)) throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+      merge_values(cur, vals, 1);
+      new_totals.push_back(checked_add(totals[k], sum, "a bucket's total"));
+      new_datas.emplace_back();
+      encode_values(cur, new_datas.back());
+      bytes += static_cast<int64_t>(new_datas.back().size()) - static_cast<int64_t>(datas[k].size()) +
+               (found[k] ? 0 : kRowBytes);
+    }
+    c.query("merge_write",
+            "INSERT INTO buckets(run, metric, width, bucket, total, data)"
+            " SELECT $1, $2, * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[])"
+            " ON CONFLICT(run, metric, width, bucket) DO UPDATE SET total=excluded.total, data=excluded.data",
+            pg::Params().add(run).add(metric).array(widths).array(starts).array(new_totals).array(views(new_datas), true));
+  }
+  c.query("add_run",
+          "UPDATE runs SET stack_count=$2, revision=revision+1, ended_ns=GREATEST(ended_ns, $3),"
+          " started_ns=CASE WHEN $4>0 AND $4<started_ns THEN $4 ELSE started_ns END, bytes=bytes+$5 WHERE id=$1",
+          pg::Params().add(run).add(tree.stack_count).add(b.until_ns).add(b.from_ns).add(bytes));
+}
+
+// Per-resolution retention of streamed and ingested runs (uploads follow the whole-run rules),
+// as SqliteStore::trim: dropping the coarsest resolution's buckets also takes their values out
+// of the merged tree and the totals. Each resolution in one transaction; the runs touched
+// are locked first (in id order), so a concurrent append on another server waits.
+int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>& touched) {
+  int64_t trimmed = 0;
+  for (std::size_t l = 0; l < opts_.resolutions.size(); ++l) {
+    const Resolution& res = opts_.resolutions[l];
+    if (res.keep_ns <= 0) continue;
+    const bool coarsest = l + 1 == opts_.resolutions.size();
+    const int64_t cutoff = o.now_ns - res.keep_ns - res.width_ns;  // buckets that ended before now - keep
+    pg::Txn txn(c);
+    auto runs = c.query("trim_runs",
+                        "SELECT id FROM runs WHERE source<>'upload' AND id IN"
+                        " (SELECT DISTINCT run FROM buckets WHERE width=$1 AND bucket<$2) ORDER BY id FOR UPDATE",
+                        pg::Params().add(res.width_ns).add(cutoff));
+    if (!runs.rows()) continue;
+    std::vector<int64_t> ids;
+    for (int i = 0; i < runs.rows(); ++i) ids.push_back(runs.i64(i, 0));
+    if (coarsest) {
+      auto q = c.query("trim_old",
+                       "SELECT run, metric::int8, total, data FROM buckets WHERE width=$1 AND bucket<$2"
+                       " AND run=ANY($3::int8[]) ORDER BY run, metric",
+                       pg::Params().add(res.width_ns).add(cutoff).array(ids), /*binary=*/true);
+      struct Sub { int64_t run; int metric; int64_t sum; Values v; };
+      std::vector<Sub> subs;
+      for (int i = 0; i < q.rows(); ++i) {
+        const int64_t run = q.bin_i64(i, 0);
+        const int metric = static_cast<int>(q.bin_i64(i, 1));
+        if (subs.empty() || subs.back().run != run || subs.back().metric != metric) subs.push_back({run, metric, 0, {}});
+        subs.back().sum += q.bin_i64(i, 2);
+        if (!merge_blob(q.bytes(i, 3), subs.back().v)) throw std::runtime_error("store: bad bucket");
+      }
+      for (const Sub& s : subs) {
+        auto w = c.query("trim_whole", "SELECT total, data FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
+                         pg::Params().add(s.run).add(s.metric), /*binary=*/true);
+        Values cur;
+        if (w.rows() && !merge_blob(w.bytes(0, 1), cur)) throw std::runtime_error("store: bad bucket");
+        merge_values(cur, s.v, -1);
+        std::string blob;
+        encode_values(cur, blob);
+        if (cur.empty())
+          c.query("trim_whole_del", "DELETE FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
+                  pg::Params().add(s.run).add(s.metric));
+        else
+          c.query("trim_whole_set", "UPDATE buckets SET total=total-$3, data=$4 WHERE run=$1 AND metric=$2 AND width=0",
+                  pg::Params().add(s.run).add(s.metric).add(s.sum).bytea(blob));
+        c.query("trim_total", "UPDATE metrics SET total=total-$3 WHERE run=$1 AND metric=$2",
+                pg::Params().add(s.run).add(s.metric).add(s.sum));
+      }
+    }
+    auto d = c.query("trim_delete",
+                     "WITH gone AS (DELETE FROM buckets WHERE width=$1 AND bucket<$2 AND run=ANY($3::int8[])"
+                     " RETURNING run, length(data) AS n)"
+                     " UPDATE runs r SET revision=revision+1, bytes=bytes-g.b FROM"
+                     " (SELECT run, SUM(n + $4)::int8 AS b, COUNT(*) AS k FROM gone GROUP BY run) g"
+                     " WHERE r.id=g.run RETURNING r.id, g.k",
+                     pg::Params().add(res.width_ns).add(cutoff).array(ids).add(kRowBytes));
+    txn.commit();
+    for (int i = 0; i < d.rows(); ++i) {
+      touched.push_back(d.i64(i, 0));
+      trimmed += d.i64(i, 1);
+    }
+    for (int64_t id : ids) forget_tree(id);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  return trimmed;
+}
+
+RetainResult PgStore::retain(const RetainOptions& o) {
+  RetainResult out;
+  if (!leads_retention()) return out;
+  pg::Pool::Lease c(pool_);
+  auto stored = [&] { return c->query("retain_stored", "SELECT COALESCE(SUM(bytes), 0) FROM runs").i64(0, 0); };
+  const int64_t before = stored();
+  std::vector<int64_t> doomed;
+  if (o.older_than_ns > 0) {
+    auto r = c->query("retain_old", "SELECT id FROM runs WHERE status='finished' AND ended_ns<$1",
+                      pg::Params().add(o.older_than_ns));
+    for (int i = 0; i < r.rows(); ++i) doomed.push_back(r.i64(i, 0));
+  }
+  if (o.keep_runs > 0) {
+    auto r = c->query("retain_keep",
+                      "SELECT id FROM runs WHERE status='finished' AND id <"
+                      " (SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT $1) k)",
+                      pg::Params().add(o.keep_runs));
+    for (int i = 0; i < r.rows(); ++i) doomed.push_back(r.i64(i, 0));
+  }
+  std::sort(doomed.begin(), doomed.end());
+  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
+  for (int64_t id : doomed) {  // one short transaction per run
+    pg::Txn txn(*c);
+    if (delete_in(*c, id)) out.deleted.push_back(id);
+    txn.commit();
+    forget_tree(id);
+  }
+  if (o.trim) out.buckets_trimmed = trim(*c, o, out.trimmed);
+  while (o.budget_bytes > 0) {
+    auto r = c->query("retain_budget",
+                      "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM runs),"
+                      " (SELECT id FROM runs WHERE status='finished' ORDER BY id LIMIT 1)");
+    if (static_cast<uint64_t>(r.i64(0, 0)) <= o.budget_bytes || r.null(0, 1)) break;
+    pg::Txn txn(*c);
+    const int64_t id = r.i64(0, 1);
+    if (delete_in(*c, id)) out.deleted.push_back(id);
+    txn.commit();
+  }
+  // VACUUM now rather than at autovacuum's next visit: the dead rows' space becomes reusable
+  // by new rows (PostgreSQL gives pages back to the file system only from a table's end), so
+  // bytes_freed is what the store no longer holds, not a smaller file.
+  if (out.buckets_trimmed > 0 || !doomed.empty() || !out.deleted.empty()) {
+    c->exec("VACUUM buckets, dict");
+    out.bytes_freed = std::max<int64_t>(0, before - stored());
+  }
+  return out;
+}
 
 }  // namespace
 

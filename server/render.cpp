@@ -27,18 +27,6 @@ bool parse_number(const std::string& v, double lo, double hi, double& out) {
   return true;
 }
 
-// Reverses the frames of "a;b;c" into "c;b;a".
-std::string reversed_stack(std::string_view stack) {
-  std::vector<std::string_view> frames = lf::split_stack(stack);
-  std::string out;
-  out.reserve(stack.size());
-  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-    if (!out.empty()) out += ';';
-    out.append(*it);
-  }
-  return out;
-}
-
 bool under_focus(std::string_view stack, std::string_view focus) {
   if (focus.empty()) return true;
   if (stack.size() < focus.size() || stack.compare(0, focus.size(), focus) != 0) return false;
@@ -52,42 +40,66 @@ double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 }  // namespace
 
 lf::Tree load_tree(Store& store, int64_t run, const View& view) {
+  StoredTree st;
+  store.read_tree(run, view.metric, view.from_ns, view.until_ns, st);
   lf::Tree tree;
+  auto path_of = [&](uint32_t id, std::vector<uint32_t>& path) {  // frame ids, root first
+    path.clear();
+    for (int64_t n = id; n >= 0; n = st.nodes[static_cast<std::size_t>(n)].parent)
+      path.push_back(st.nodes[static_cast<std::size_t>(n)].frame);
+    std::reverse(path.begin(), path.end());
+  };
+  std::vector<uint32_t> path;
   if (view.flamechart) {  // the engine keeps input order for text stacks (not sorted)
     tree.set_flamechart(true);
-    store.read_stacks(run, view.metric, view.from_ns, view.until_ns, [&](std::string_view stack, double v) {
-      std::string s = view.reverse ? reversed_stack(stack) : std::string(stack);
-      if (under_focus(s, view.focus)) tree.add(s, v);
-    });
+    std::string s;
+    for (const auto& [id, v] : st.values) {
+      path_of(id, path);
+      if (view.reverse) std::reverse(path.begin(), path.end());
+      s.clear();
+      for (uint32_t f : path) { if (!s.empty()) s += ';'; s += st.frames[f]; }
+      if (under_focus(s, view.focus)) tree.add(s, static_cast<double>(v));
+    }
     tree.finalize();
     return tree;
   }
-  // Frames arrive as the run's ids: intern each name once, then walk ids.
-  std::vector<uint32_t> tree_frame, focus, path;
-  bool focus_found = true;
-  auto on_frames = [&](const std::vector<std::string>& names) {
-    tree_frame.resize(names.size());
-    std::unordered_map<std::string_view, uint32_t> by_name;
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      tree_frame[i] = tree.intern(names[i]);
-      if (!view.focus.empty()) by_name.emplace(names[i], static_cast<uint32_t>(i));
+  std::vector<uint32_t> tree_frame(st.frames.size());
+  for (std::size_t i = 0; i < st.frames.size(); ++i) tree_frame[i] = tree.intern(st.frames[i]);
+  if (!view.reverse && view.focus.empty()) {
+    // Walk the stored tree itself: only the nodes on a path to a value become tree nodes.
+    std::vector<uint8_t> needed(st.nodes.size(), 0);
+    for (const auto& [id, v] : st.values)
+      for (int64_t n = id; n >= 0 && !needed[static_cast<std::size_t>(n)]; n = st.nodes[static_cast<std::size_t>(n)].parent)
+        needed[static_cast<std::size_t>(n)] = 1;
+    std::vector<uint32_t> tnode(st.nodes.size(), lf::Tree::kRoot);
+    for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+      if (!needed[i]) continue;
+      const Batch::Node& n = st.nodes[i];
+      tnode[i] = tree.child(n.parent < 0 ? lf::Tree::kRoot : tnode[static_cast<std::size_t>(n.parent)], tree_frame[n.frame]);
     }
-    if (view.focus.empty()) return;
-    for (std::string_view f : lf::split_stack(view.focus)) {
-      auto it = by_name.find(f);
-      if (it == by_name.end()) { focus_found = false; return; }
-      focus.push_back(it->second);
+    for (const auto& [id, v] : st.values) tree.add_self(tnode[id], static_cast<double>(v));
+  } else {
+    std::vector<uint32_t> focus;
+    bool focus_found = true;
+    if (!view.focus.empty()) {
+      std::unordered_map<std::string_view, uint32_t> by_name;
+      for (std::size_t i = 0; i < st.frames.size(); ++i) by_name.emplace(st.frames[i], static_cast<uint32_t>(i));
+      for (std::string_view f : lf::split_stack(view.focus)) {
+        auto it = by_name.find(f);
+        if (it == by_name.end()) { focus_found = false; break; }
+        focus.push_back(it->second);
+      }
     }
-  };
-  auto on_stack = [&](const uint32_t* ids, std::size_t n, double v) {
-    path.assign(ids, ids + n);
-    if (view.reverse) std::reverse(path.begin(), path.end());
-    if (!focus_found || path.size() < focus.size() || !std::equal(focus.begin(), focus.end(), path.begin())) return;
-    uint32_t node = lf::Tree::kRoot;
-    for (uint32_t id : path) node = tree.child(node, tree_frame[id]);
-    tree.add_self(node, v);
-  };
-  store.read_paths(run, view.metric, view.from_ns, view.until_ns, on_frames, on_stack);
+    for (const auto& [id, v] : st.values) {
+      if (!focus_found) break;
+      path_of(id, path);
+      if (view.reverse) std::reverse(path.begin(), path.end());
+      if (path.size() < focus.size() || !std::equal(focus.begin(), focus.end(), path.begin())) continue;
+      uint32_t node = lf::Tree::kRoot;
+      for (uint32_t f : path) node = tree.child(node, tree_frame[f]);
+      tree.add_self(node, static_cast<double>(v));
+    }
+  }
   tree.finalize();
   tree.sort_children();  // flamegraph.pl's order; readers never change the tree after this
   return tree;

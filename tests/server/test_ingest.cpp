@@ -2,6 +2,8 @@
 // units, the "lines" format, wire chunks.
 #include <doctest/doctest.h>
 
+#include <map>
+
 #include "app.hpp"
 #include "ingest.hpp"
 
@@ -22,19 +24,41 @@ int status_of(const std::function<void()>& fn) {
   return 0;
 }
 
+// The batch's stacks as folded text -> values (per column), from its tree.
+std::map<std::string, std::vector<int64_t>> stacks_of(const lfs::Batch& b) {
+  std::map<std::string, std::vector<int64_t>> out;
+  std::vector<std::string> path(b.nodes.size());
+  for (std::size_t i = 0; i < b.nodes.size(); ++i) {
+    const auto& n = b.nodes[i];
+    path[i] = (n.parent < 0 ? "" : path[static_cast<std::size_t>(n.parent)] + ";") + b.frames[n.frame];
+    std::vector<int64_t> v;
+    bool any = false;
+    for (std::size_t c = 0; c < b.metrics.size(); ++c) { v.push_back(b.value(i, c)); any = any || v.back(); }
+    if (!any) continue;
+    auto& slot = out[path[i]];
+    if (slot.empty()) slot.assign(v.size(), 0);
+    for (std::size_t c = 0; c < v.size(); ++c) slot[c] += v[c];
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("folded body: CRLF and blank lines fine, bad lines refuse all with line and reason") {
   lfs::Batch b;
   b.metrics = {0};
-  CHECK(lfs::parse_folded_batch("a;b 1\r\n\na;b 2\na;c 1.5\n", strict(), b) == 3);
-  REQUIRE(b.stacks.size() == 3);  // repeats are merged by the store (test_store)
-  CHECK(b.stacks[0].first == "a;b");
-  CHECK(b.stacks[1].second[0] == 2);
-  CHECK(b.stacks[2].second[0] == 1.5);
+  CHECK(lfs::parse_folded_batch("a;b 1\r\n\na;b 2\na;c 15\nd 2.0\n", strict(), b) == 4);
+  auto stacks = stacks_of(b);
+  REQUIRE(stacks.size() == 3);  // a repeated stack is one node
+  CHECK(stacks["a;b"] == std::vector<int64_t>{3});
+  CHECK(stacks["a;c"] == std::vector<int64_t>{15});
+  CHECK(stacks["d"] == std::vector<int64_t>{2});  // a whole count written as 2.0
+  CHECK(b.frames.size() == 4);  // a, b, c, d: each name once
 
   struct Case { const char* text; std::size_t line; };
-  Case cases[] = {{"a;b 1\nno count here\n", 2}, {"a 1\nb -3\n", 2}, {"a;;b 1\n", 1}, {"a 1\nb 1 2\n", 2}};
+  Case cases[] = {{"a;b 1\nno count here\n", 2}, {"a 1\nb -3\n", 2}, {"a;;b 1\n", 1}, {"a 1\nb 1 2\n", 2},
+                  {"a 1\nb 1.5\n", 2}, {"a 9223372036854775808\n", 1},
+                  {"a 9223372036854775807\na 1\n", 2}};
   for (const Case& c : cases) {
     CAPTURE(c.text);
     lfs::Batch bad;
@@ -91,12 +115,13 @@ TEST_CASE("lines format: each line one sample, line numbers kept") {
   lfs::Batch b;
   b.metrics = {0};
   lfs::parse_folded_batch(lfs::lines_to_folded("a;b\na;b\nc\n"), strict(), b);
-  REQUIRE(b.stacks.size() == 3);
-  CHECK(b.stacks[0].first == "a;b");
-  CHECK(b.stacks[2].first == "c");
+  auto stacks = stacks_of(b);
+  REQUIRE(stacks.size() == 2);
+  CHECK(stacks["a;b"] == std::vector<int64_t>{2});
+  CHECK(stacks["c"] == std::vector<int64_t>{1});
 }
 
-TEST_CASE("wire chunk: decoded into stacks; bad frames and unknown versions refused") {
+TEST_CASE("wire chunk: decoded into a tree; bad frames and unknown versions refused") {
   lfw::Chunk c;
   c.seq = 4;
   c.metrics = {"samples", "time"};
@@ -108,9 +133,10 @@ TEST_CASE("wire chunk: decoded into stacks; bad frames and unknown versions refu
   auto back = lfs::decode_chunk(text, strict(), b);
   CHECK(back.seq == 4);
   CHECK(b.metrics == std::vector<int>{0, 1});
-  REQUIRE(b.stacks.size() == 1);
-  CHECK(b.stacks[0].first == "main;f");
-  CHECK(b.stacks[0].second == std::vector<double>{3, 300});
+  auto stacks = stacks_of(b);
+  REQUIRE(stacks.size() == 1);
+  CHECK(stacks["main;f"] == std::vector<int64_t>{3, 300});
+  CHECK(b.nodes.size() == 2);
 
   lfs::Batch b2;
   CHECK(status_of([&] { lfs::decode_chunk("luaflame-wire 2\n", strict(), b2); }) == 400);

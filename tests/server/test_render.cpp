@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "batch.hpp"
 #include "cache.hpp"
 #include "render.hpp"
 
@@ -27,7 +28,10 @@ struct Fixture {
     lfs::Batch b;
     b.metrics = {0};
     b.from_ns = b.until_ns = 5000000000;
-    b.stacks = {{"main;a;b", {10}}, {"main;a;c", {5}}, {"main;d", {3}}};
+    lfs::BatchBuilder bb(b);
+    bb.add(bb.path("main;a;b"), 0, 10);
+    bb.add(bb.path("main;a;c"), 0, 5);
+    bb.add(bb.path("main;d"), 0, 3);
     run = store->create_run(r, b);
   }
   ~Fixture() { std::filesystem::remove_all(dir); }

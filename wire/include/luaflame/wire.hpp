@@ -38,7 +38,9 @@
 //   POST /api/runs/{id}/finish   optional JSON {"stats": {..}} -> 200; later chunks -> 409.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,9 +50,23 @@ namespace lfw {
 inline constexpr int kVersion = 1;
 inline constexpr std::string_view kMagic = "luaflame-wire";
 
-/// The metric names, the same in files, the wire, the server and the pages.
-inline constexpr std::string_view kMetrics[] = {"samples",     "time",        "calls",
-                                                "alloc_bytes", "alloc_count", "live_bytes"};
+/// A metric: its name (the same in files, the wire, the server and the pages) and the
+/// units of its values (all integers).
+struct Metric {
+  std::string_view name;
+  std::string_view units;
+};
+/// Every metric, in wire order: the one source of truth for names and units.
+inline constexpr Metric kMetricList[] = {{"samples", "samples"},   {"time", "ns"},
+                                         {"calls", "calls"},       {"alloc_bytes", "bytes"},
+                                         {"alloc_count", "count"}, {"live_bytes", "bytes"}};
+inline constexpr std::size_t kMetricCount = std::size(kMetricList);
+/// The metric names alone, in the same order (derived from kMetricList).
+inline constexpr std::array<std::string_view, kMetricCount> kMetrics = [] {
+  std::array<std::string_view, kMetricCount> names{};
+  for (std::size_t i = 0; i < kMetricCount; ++i) names[i] = kMetricList[i].name;
+  return names;
+}();
 bool is_metric(std::string_view name);
 
 /// One node of a chunk's delta tree.

@@ -1,0 +1,114 @@
+// Thin RAII over SQLite's C API for the store: statements whose every call is
+// checked, transactions that roll back unless committed.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace lfs::sql {
+
+[[noreturn]] inline void fail(sqlite3* db, const std::string& what) {
+  throw std::runtime_error("store: " + what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
+}
+
+/// A prepared statement with positional binds. A bind or step that SQLite refuses throws.
+/// step() to the end (or run()) leaves it reset; a statement stopped early is reset by
+/// reset() or its destructor, so no read stays open across a COMMIT (an open read keeps
+/// the WAL from being checkpointed).
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK) fail(db, sql);
+  }
+  Stmt(sqlite3* db, const std::string& sql) : Stmt(db, sql.c_str()) {}
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, int64_t v) { return check(sqlite3_bind_int64(st_, i, v), i); }
+  Stmt& bind(int i, int v) { return check(sqlite3_bind_int64(st_, i, v), i); }
+  Stmt& bind(int i, double v) { return check(sqlite3_bind_double(st_, i, v), i); }
+  Stmt& bind(int i, std::string_view v) {
+    return check(sqlite3_bind_text64(st_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8), i);
+  }
+  Stmt& blob(int i, std::string_view v) {
+    // A zero-length blob is bound as "" (not NULL): data columns are NOT NULL.
+    return check(sqlite3_bind_blob64(st_, i, v.empty() ? "" : v.data(), v.size(), SQLITE_TRANSIENT), i);
+  }
+  Stmt& null(int i) { return check(sqlite3_bind_null(st_, i), i); }
+  /// True while there is a row; at the end the statement is reset for reuse.
+  bool step() {
+    int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    sqlite3_reset(st_);
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, "step");
+  }
+  void run() {
+    while (step()) {}
+    sqlite3_clear_bindings(st_);
+  }
+  void reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
+  int64_t i64(int c) const { return sqlite3_column_int64(st_, c); }
+  double dbl(int c) const { return sqlite3_column_double(st_, c); }
+  std::string_view text(int c) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(st_, c));
+    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
+  }
+  std::string_view blob(int c) const {
+    auto p = static_cast<const char*>(sqlite3_column_blob(st_, c));
+    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
+  }
+  bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+  bool is_int(int c) const { return sqlite3_column_type(st_, c) == SQLITE_INTEGER; }
+
+ private:
+  Stmt& check(int rc, int i) {
+    if (rc != SQLITE_OK) fail(db_, "bind " + std::to_string(i) + " of " + sqlite3_sql(st_));
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+inline void exec(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    throw std::runtime_error(std::string("store: ") + msg);
+  }
+}
+
+inline int64_t pragma(sqlite3* db, const char* sql) {
+  Stmt q(db, sql);
+  int64_t v = q.step() ? q.i64(0) : 0;
+  q.reset();
+  return v;
+}
+
+/// Commits on commit(), rolls back otherwise (an exception, a refused request).
+class Txn {
+ public:
+  explicit Txn(sqlite3* db, const char* begin = "BEGIN IMMEDIATE") : db_(db) { exec(db_, begin); }
+  ~Txn() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    exec(db_, "COMMIT");
+    done_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+}  // namespace lfs::sql
