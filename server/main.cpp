@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
     lfs::StoreOptions so;
     so.max_stacks = cfg.max_stacks;
     so.sync_full = cfg.sync_full;
+    if (!cfg.resolutions.empty()) lfs::parse_resolutions(cfg.resolutions, so.resolutions);
     store = lfs::open_sqlite_store(cfg.data_dir, so);
   } catch (const std::exception& e) {
     std::cerr << "luaflame-server: " << e.what() << "\n";
