@@ -2,6 +2,7 @@
 #include "batch.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace lfs {
 
@@ -263,6 +264,9 @@ void cover_at(int64_t lo, int64_t hi, int level, const std::vector<Resolution>& 
     out.push_back({0, lo, hi});
     return;
   }
+  // A resolution the run has no buckets in (an upload keeps the finest only): finer ones serve.
+  if (horizon[static_cast<std::size_t>(level)] == std::numeric_limits<int64_t>::max())
+    return cover_at(lo, hi, level - 1, res, horizon, out);
   const int64_t w = res[static_cast<std::size_t>(level)].width_ns;
   const int64_t finer = horizon[static_cast<std::size_t>(level) - 1];
   int64_t a = ceil_to(lo, w), b = bucket_of(hi, w);

@@ -1,6 +1,7 @@
 // Parsing of flags and LUAFLAME_* variables into Config. One table drives
 // both, so a flag and its variable can never disagree.
 #include "config.hpp"
+#include "store.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -130,6 +131,15 @@ const std::vector<Option>& options() {
        int_setter(&Config::max_stacks, "--max-stacks", 1, 1LL << 32)},
       {"--max-tags", "LUAFLAME_MAX_TAGS", "tags per run (default 32)",
        int_setter(&Config::max_tags, "--max-tags", 0, 1024)},
+      {"--resolutions", "LUAFLAME_RESOLUTIONS",
+       "time buckets of streams and their retention, WIDTH:KEEP,... (default 1s:1d,10s:1d,1m:7d,10m:7d,1h:30d,1d:30d)",
+       [](Config& c, const std::string& v) -> std::string {
+         std::vector<Resolution> r;
+         std::string err = parse_resolutions(v, r);
+         if (!err.empty()) return "--resolutions: " + err;
+         c.resolutions = v;
+         return {};
+       }},
       {"--retention-interval", "LUAFLAME_RETENTION_INTERVAL", "seconds between retention passes (default 60)",
        int_setter(&Config::retention_interval, "--retention-interval", 1, 86400)},
       {"--sync", "LUAFLAME_SYNC", "full (fsync each commit) or normal (survives kill -9, not power loss)",

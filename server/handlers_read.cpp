@@ -59,6 +59,7 @@ std::string etag_of(const std::string& key, const RunInfo& run) {
   auto mix = [&h](std::string_view s) { for (unsigned char c : s) h = (h ^ c) * 1099511628211ull; };
   mix(key);
   mix(std::to_string(run.ended_ns));
+  mix(std::to_string(run.revision));
   mix(LUAFLAME_SERVER_VERSION);
   char buf[24];
   std::snprintf(buf, sizeof buf, "\"%016llx\"", static_cast<unsigned long long>(h));
@@ -88,10 +89,11 @@ void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
     if (opts.inverted) opts.title += ", icicle";
   }
   if (!req.has_param("subtitle") && !view.focus.empty()) opts.subtitle = "focus: " + view.focus;
-  const bool cacheable = run.status == "finished";
+  // A live run's graph is valid until its next chunk: cached per revision too.
+  const bool cacheable = !view.flamechart || run.status == "finished";
   std::string key, etag;
   if (cacheable) {
-    key = cache_key(req);
+    key = cache_key(req) + "@" + std::to_string(run.revision);
     etag = etag_of(key, run);
     if (req.get_header_value("If-None-Match") == etag) {
       res.status = 304;

@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
     lfs::StoreOptions so;
     so.max_stacks = cfg.max_stacks;
     so.sync_full = cfg.sync_full;
+    if (!cfg.resolutions.empty()) lfs::parse_resolutions(cfg.resolutions, so.resolutions);
     store = lfs::open_store(cfg.store.empty() ? "sqlite:" + cfg.data_dir : cfg.store, so);
   } catch (const std::exception& e) {
     std::cerr << "luaflame-server: " << e.what() << "\n";

@@ -133,7 +133,7 @@ class PgStore : public Store {
     pg::Txn txn(*c);
     int64_t id = insert_run(*c, run);
     RunTree tree;  // an upload's tree is not kept: the run never changes
-    add_batch(*c, id, data, tree);
+    add_batch(*c, id, data, tree, /*all_resolutions=*/false);
     txn.commit();
     return id;
   }
@@ -174,7 +174,7 @@ class PgStore : public Store {
     }
     std::shared_ptr<CachedTree> cached = tree_of(*c, run, revision);
     try {
-      add_batch(*c, run, data, cached->tree);
+      add_batch(*c, run, data, cached->tree, true);
       txn.commit();
     } catch (...) {
       forget_tree(run);  // half-mapped: reloaded next time
@@ -301,6 +301,7 @@ class PgStore : public Store {
     std::size_t level = 0;
     for (std::size_t l = 0; l < opts_.resolutions.size(); ++l)
       if (opts_.resolutions[l].width_ns <= step_ns) level = l;
+    while (level > 0 && horizon[level] == kMax) --level;  // an upload keeps its finest bucket only
     std::vector<TimePoint> out;
     // From the chosen level where it still holds data; before its horizon, coarser levels.
     int64_t until = until_ns;
@@ -459,7 +460,7 @@ class PgStore : public Store {
     trees_.erase(run);
   }
 
-  void add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree);
+  void add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree, bool all_resolutions);
   int64_t trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>& runs);
 
   bool delete_in(pg::Conn& c, int64_t id) {
@@ -510,9 +511,10 @@ class PgStore : public Store {
 
 // Adds `b` to `run` inside the open transaction (under the run's row lock for a live run):
 // the dictionary blobs the run lacked, then per metric its values merged into one bucket per
-// resolution and into the merged tree, each bucket read, merged and rewritten in one query.
+// resolution (the finest only unless all_resolutions) and into the merged tree, the buckets
+// read in one query and rewritten in another.
 // Every sum is checked before anything is written.
-void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree) {
+void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree, bool all_resolutions) {
   const std::size_t cols = b.metrics.size();
   if (b.values.size() != b.nodes.size() * cols) throw std::runtime_error("store: batch values do not match its nodes");
   for (const Batch::Node& n : b.nodes)
@@ -543,9 +545,12 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree)
   }
   // The buckets one metric's values go to: one per resolution, and the merged tree.
   std::vector<int64_t> widths, starts;
+  // An upload is one window that never grows: its finest bucket serves every range (cover()
+  // skips resolutions a run has no buckets in).
   for (const Resolution& res : opts_.resolutions) {
     widths.push_back(res.width_ns);
     starts.push_back(bucket_of(b.from_ns, res.width_ns));
+    if (!all_resolutions) break;
   }
   widths.push_back(kWhole);
   starts.push_back(0);

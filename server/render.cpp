@@ -106,7 +106,7 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
 }
 
 std::string view_key(const RunInfo& run, const View& view) {
-  return std::to_string(run.id) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
+  return std::to_string(run.id) + "@" + std::to_string(run.revision) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
          std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
 }
 
@@ -121,8 +121,7 @@ std::shared_ptr<const lf::Tree> TreeCache::find(const std::string& key) {
 }
 
 std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run, const View& view) {
-  if (run.status != "finished" || view.flamechart)
-    return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
+  if (view.flamechart) return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
   const std::string key = view_key(run, view);
   if (auto hit = find(key)) return hit;
   return flights_.run(key, [&]() -> std::shared_ptr<const lf::Tree> {
@@ -130,7 +129,15 @@ std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run,
     auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
     std::lock_guard<std::mutex> lock(mu_);
     if (tree->size() <= max_nodes_ / 2) {
-      entries_.push_front({run.id, key, tree});
+      for (auto it = entries_.begin(); it != entries_.end();) {  // a live run's older revisions
+        if (it->run == run.id && it->revision != run.revision) {
+          nodes_ -= it->tree->size();
+          it = entries_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      entries_.push_front({run.id, run.revision, key, tree});
       nodes_ += tree->size();
       while (nodes_ > max_nodes_ && !entries_.empty()) {
         nodes_ -= entries_.back().tree->size();
@@ -236,7 +243,7 @@ FunctionTable function_table(const lf::Tree& tree) {
 std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& store, const RunInfo& run,
                                                      const View& view) {
   auto compute = [&] { return std::make_shared<const FunctionTable>(function_table(*trees.get(store, run, view))); };
-  if (run.status != "finished" || view.flamechart) return compute();
+  if (view.flamechart) return compute();
   const std::string key = view_key(run, view);
   auto find = [&]() -> std::shared_ptr<const FunctionTable> {
     std::lock_guard<std::mutex> lock(mu_);
@@ -253,7 +260,15 @@ std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& st
     auto table = compute();
     std::lock_guard<std::mutex> lock(mu_);
     if (table->bytes() <= max_bytes_ / 4) {
-      entries_.push_front({run.id, key, table});
+      for (auto it = entries_.begin(); it != entries_.end();) {  // a live run's older revisions
+        if (it->run == run.id && it->revision != run.revision) {
+          bytes_ -= it->table->bytes();
+          it = entries_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      entries_.push_front({run.id, run.revision, key, table});
       bytes_ += table->bytes();
       while (bytes_ > max_bytes_ && !entries_.empty()) {
         bytes_ -= entries_.back().table->bytes();

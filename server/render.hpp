@@ -77,12 +77,13 @@ class Flights {
   std::unordered_map<std::string, std::shared_future<Ptr>> inflight_;
 };
 
-/// Cache key of a run's view (flamechart views are never cached).
+/// Cache key of a run's view at its revision (flamechart views are never cached).
 std::string view_key(const RunInfo& run, const View& view);
 
-/// Loaded trees of finished runs, shared by the endpoints a page calls at once
-/// (details, functions, graph), bounded by their total node count. Concurrent
-/// requests for the same finished view load it once.
+/// Loaded trees of runs per view and revision (a live run's tree is valid until its next
+/// chunk; older revisions are dropped when a newer one is kept), shared by the endpoints a
+/// page calls at once (details, functions, graph), bounded by their total node count.
+/// Concurrent requests for the same view load it once.
 class TreeCache {
  public:
   explicit TreeCache(std::size_t max_nodes) : max_nodes_(max_nodes) {}
@@ -92,7 +93,7 @@ class TreeCache {
 
  private:
   std::shared_ptr<const lf::Tree> find(const std::string& key);
-  struct Entry { int64_t run; std::string key; std::shared_ptr<const lf::Tree> tree; };
+  struct Entry { int64_t run; int64_t revision; std::string key; std::shared_ptr<const lf::Tree> tree; };
   std::mutex mu_;
   std::list<Entry> entries_;  // most recent first
   std::size_t nodes_ = 0, max_nodes_;
@@ -106,7 +107,7 @@ struct FunctionTable {
   std::size_t bytes() const;  ///< what the cache counts
 };
 
-/// Function tables of finished runs per view, which the run details and
+/// Function tables of runs per view and revision, which the run details and
 /// /functions are made from: a large run's tree (often too large for the tree
 /// cache) is walked once, not at every request. Bounded in bytes; a table over
 /// a quarter of the budget is not kept.
@@ -119,7 +120,7 @@ class TableCache {
   std::size_t bytes() const { std::lock_guard<std::mutex> l(mu_); return bytes_; }
 
  private:
-  struct Entry { int64_t run; std::string key; std::shared_ptr<const FunctionTable> table; };
+  struct Entry { int64_t run; int64_t revision; std::string key; std::shared_ptr<const FunctionTable> table; };
   mutable std::mutex mu_;
   std::list<Entry> entries_;  // most recent first
   std::size_t bytes_ = 0, max_bytes_;

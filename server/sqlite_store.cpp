@@ -102,9 +102,10 @@ class SqliteStore : public Store {
     exec(writer_, "PRAGMA foreign_keys=OFF");
     // After a checkpoint resets the WAL, truncate it back to 64 MiB (a big write grows it).
     exec(writer_, "PRAGMA journal_size_limit=67108864");
+    wc_.reset(writer_);
     bool converted = migrate_schema(writer_, path_, [this](int64_t run, const Batch& b) {
       RunTree& tree = tree_of(run);
-      add_batch(run, b, tree);
+      add_batch(run, b, tree, true);
     });
     trees_.clear();
     if (converted) {
@@ -120,7 +121,7 @@ class SqliteStore : public Store {
     Txn txn(writer_);
     int64_t id = insert_run(run);
     RunTree tree;  // an upload's tree is not kept: the run never changes
-    add_batch(id, data, tree);
+    add_batch(id, data, tree, /*all_resolutions=*/false);
     txn.commit();
     return id;
   }
@@ -130,7 +131,7 @@ class SqliteStore : public Store {
     check_open();
     Txn txn(writer_);
     {
-      Stmt q(writer_, "SELECT id FROM runs WHERE stream=?");
+      Stmt q(wc_, "SELECT id FROM runs WHERE stream=?");
       q.bind(1, run.stream);
       if (q.step()) {
         created = false;
@@ -150,18 +151,18 @@ class SqliteStore : public Store {
     {
       // Reset before COMMIT (by the end of this scope): a read left open on the writer
       // made every automatic checkpoint fail, and the WAL grew without bound.
-      Stmt q(writer_, "SELECT status FROM runs WHERE id=?");
+      Stmt q(wc_, "SELECT status FROM runs WHERE id=?");
       q.bind(1, run);
       if (!q.step()) return AppendStatus::not_found;
       if (q.text(0) != "live") return AppendStatus::finished;
     }
     if (seq >= 0) {
-      Stmt ins(writer_, "INSERT OR IGNORE INTO chunks(run, seq) VALUES(?, ?)");
+      Stmt ins(wc_, "INSERT OR IGNORE INTO chunks(run, seq) VALUES(?, ?)");
       ins.bind(1, run).bind(2, seq).run();
       if (sqlite3_changes(writer_) == 0) return AppendStatus::duplicate;
     }
     try {
-      add_batch(run, data, tree_of(run));
+      add_batch(run, data, tree_of(run), true);
       txn.commit();
     } catch (...) {
       trees_.erase(run);  // half-mapped: reloaded from the database next time
@@ -284,6 +285,7 @@ class SqliteStore : public Store {
     std::size_t level = 0;
     for (std::size_t l = 0; l < opts_.resolutions.size(); ++l)
       if (opts_.resolutions[l].width_ns <= step_ns) level = l;
+    while (level > 0 && horizon[level] == kMax) --level;  // an upload keeps its finest bucket only
     std::vector<TimePoint> out;
     // From the chosen level where it still holds data; before its horizon, coarser levels.
     int64_t until = until_ns;
@@ -339,6 +341,7 @@ class SqliteStore : public Store {
     for (sqlite3* db : pool_) sqlite3_close(db);
     pool_.clear();
     trees_.clear();
+    wc_.clear();
     sqlite3_exec(writer_, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
     sqlite3_close(writer_);
     writer_ = nullptr;
@@ -425,7 +428,7 @@ class SqliteStore : public Store {
   }
 
   int64_t insert_run(const NewRun& run) {
-    Stmt q(writer_,
+    Stmt q(wc_,
            "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz)"
            " VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
     q.bind(1, run.name).bind(2, run.source).bind(3, std::string_view(run.finished ? "finished" : "live"));
@@ -433,14 +436,14 @@ class SqliteStore : public Store {
     q.bind(5, run.started_ns).bind(6, std::max(run.ended_ns, run.started_ns)).bind(7, now_ns()).bind(8, run.hz);
     q.run();
     int64_t id = sqlite3_last_insert_rowid(writer_);
-    Stmt tag(writer_, "INSERT INTO tags(run, key, value) VALUES(?, ?, ?)");
+    Stmt tag(wc_, "INSERT INTO tags(run, key, value) VALUES(?, ?, ?)");
     for (const auto& [k, v] : run.tags) tag.bind(1, id).bind(2, k).bind(3, v).run();
-    Stmt m(writer_, "INSERT OR IGNORE INTO metrics(run, metric, total) VALUES(?, ?, 0)");
+    Stmt m(wc_, "INSERT OR IGNORE INTO metrics(run, metric, total) VALUES(?, ?, 0)");
     for (int metric : run.metrics) m.bind(1, id).bind(2, metric).run();
     return id;
   }
 
-  void add_batch(int64_t run, const Batch& b, RunTree& tree);
+  void add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions);
   void merge_bucket(int64_t run, int metric, int64_t width, int64_t bucket, const Values& add, int64_t sum, int sign);
   int64_t trim(const RetainOptions& o);
 
@@ -487,13 +490,15 @@ class SqliteStore : public Store {
   std::mutex pool_mu_;
   std::vector<sqlite3*> pool_;
   std::unordered_map<int64_t, RunTree> trees_;  // writer only (under write_mu_)
+  sql::StmtCache wc_;                            // the writer's statements (under write_mu_)
 };
 
 // Adds `b` to `run` inside the open transaction: the dictionary rows the run lacked, then
-// per metric the values merged into one bucket per resolution and into the merged tree.
+// per metric the values merged into one bucket per resolution (the finest only unless
+// all_resolutions) and into the merged tree.
 // Every sum is checked before anything is written: all values are >= 0, so a run total
 // that fits bounds every bucket and node sum under it.
-void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree) {
+void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions) {
   const std::size_t cols = b.metrics.size();
   if (b.values.size() != b.nodes.size() * cols) throw std::runtime_error("store: batch values do not match its nodes");
   for (const Batch::Node& n : b.nodes)
@@ -502,7 +507,7 @@ void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree) {
   std::vector<uint32_t> node_of;
   tree.map(b, opts_.max_stacks, node_of);
   std::string blob;
-  Stmt dict(writer_, "INSERT INTO dict(run, kind, first, data) VALUES(?, ?, ?, ?)");
+  Stmt dict(wc_, "INSERT INTO dict(run, kind, first, data) VALUES(?, ?, ?, ?)");
   if (tree.frames.size() > f0) {
     encode_frames(tree.frames, f0, blob);
     dict.bind(1, run).bind(2, 0).bind(3, static_cast<int64_t>(f0)).blob(4, blob).run();
@@ -535,19 +540,23 @@ void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree) {
     vals.resize(k);
     const int metric = b.metrics[c];
     {
-      Stmt t(writer_, "SELECT total FROM metrics WHERE run=? AND metric=?");
+      Stmt t(wc_, "SELECT total FROM metrics WHERE run=? AND metric=?");
       t.bind(1, run).bind(2, metric);
       const int64_t total = t.step() ? t.i64(0) : 0;
       t.reset();
-      Stmt u(writer_, "INSERT INTO metrics(run, metric, total) VALUES(?, ?, ?)"
+      Stmt u(wc_, "INSERT INTO metrics(run, metric, total) VALUES(?, ?, ?)"
                       " ON CONFLICT(run, metric) DO UPDATE SET total=excluded.total");
       u.bind(1, run).bind(2, metric).bind(3, checked_add(total, sum, "the run's total")).run();
     }
-    for (const Resolution& res : opts_.resolutions)
+    // An upload is one window that never grows: its finest bucket serves every range (cover()
+    // skips resolutions a run has no buckets in).
+    for (const Resolution& res : opts_.resolutions) {
       merge_bucket(run, metric, res.width_ns, bucket_of(b.from_ns, res.width_ns), vals, sum, 1);
+      if (!all_resolutions) break;
+    }
     merge_bucket(run, metric, kWhole, 0, vals, sum, 1);
   }
-  Stmt upd(writer_,
+  Stmt upd(wc_,
            "UPDATE runs SET stack_count=?, revision=revision+1, ended_ns=MAX(ended_ns, ?),"
            " started_ns=CASE WHEN ?>0 AND ?<started_ns THEN ? ELSE started_ns END WHERE id=?");
   upd.bind(1, tree.stack_count).bind(2, b.until_ns).bind(3, b.from_ns).bind(4, b.from_ns)
@@ -560,7 +569,7 @@ void SqliteStore::merge_bucket(int64_t run, int metric, int64_t width, int64_t b
   Values cur;
   int64_t total = 0;
   {
-    Stmt q(writer_, "SELECT total, data FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
+    Stmt q(wc_, "SELECT total, data FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
     q.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket);
     if (q.step()) {
       total = q.i64(0);
@@ -571,13 +580,13 @@ void SqliteStore::merge_bucket(int64_t run, int metric, int64_t width, int64_t b
   merge_values(cur, add, sign);
   total = sign > 0 ? checked_add(total, sum, "a bucket's total") : total - sum;
   if (cur.empty()) {
-    Stmt d(writer_, "DELETE FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
+    Stmt d(wc_, "DELETE FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
     d.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket).run();
     return;
   }
   std::string blob;
   encode_values(cur, blob);
-  Stmt w(writer_, "INSERT INTO buckets(run, metric, width, bucket, total, data) VALUES(?, ?, ?, ?, ?, ?)"
+  Stmt w(wc_, "INSERT INTO buckets(run, metric, width, bucket, total, data) VALUES(?, ?, ?, ?, ?, ?)"
                   " ON CONFLICT(run, metric, width, bucket) DO UPDATE SET total=excluded.total, data=excluded.data");
   w.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket).bind(5, total).blob(6, blob).run();
 }

@@ -8,12 +8,44 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace lfs::sql {
 
 [[noreturn]] inline void fail(sqlite3* db, const std::string& what) {
   throw std::runtime_error("store: " + what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
 }
+
+/// Prepared statements of one connection kept by their SQL (the writer's hot statements are
+/// prepared once, not per request). Not thread-safe: the writer uses it under its mutex.
+class StmtCache {
+ public:
+  explicit StmtCache(sqlite3* db = nullptr) : db_(db) {}
+  ~StmtCache() { clear(); }
+  StmtCache(const StmtCache&) = delete;
+  StmtCache& operator=(const StmtCache&) = delete;
+  void reset(sqlite3* db) {
+    clear();
+    db_ = db;
+  }
+  sqlite3* db() const { return db_; }
+  sqlite3_stmt* get(const std::string& sql) {
+    auto it = stmts_.find(sql);
+    if (it != stmts_.end()) return it->second;
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) != SQLITE_OK) fail(db_, sql);
+    stmts_.emplace(sql, st);
+    return st;
+  }
+  void clear() {
+    for (auto& [sql, st] : stmts_) sqlite3_finalize(st);
+    stmts_.clear();
+  }
+
+ private:
+  sqlite3* db_;
+  std::unordered_map<std::string, sqlite3_stmt*> stmts_;
+};
 
 /// A prepared statement with positional binds. A bind or step that SQLite refuses throws.
 /// step() to the end (or run()) leaves it reset; a statement stopped early is reset by
@@ -25,7 +57,16 @@ class Stmt {
     if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK) fail(db, sql);
   }
   Stmt(sqlite3* db, const std::string& sql) : Stmt(db, sql.c_str()) {}
-  ~Stmt() { sqlite3_finalize(st_); }
+  /// A statement from `cache`: reset (not finalized) when this object ends.
+  Stmt(StmtCache& cache, const std::string& sql) : db_(cache.db()), st_(cache.get(sql)), owned_(false) {}
+  ~Stmt() {
+    if (owned_) {
+      sqlite3_finalize(st_);
+    } else {
+      sqlite3_reset(st_);
+      sqlite3_clear_bindings(st_);
+    }
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
 
@@ -76,6 +117,7 @@ class Stmt {
   }
   sqlite3* db_;
   sqlite3_stmt* st_ = nullptr;
+  bool owned_ = true;
 };
 
 inline void exec(sqlite3* db, const char* sql) {

@@ -345,7 +345,8 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   CHECK(live["hz"] == 999);
   auto svg = c.Get((base + "/flamegraph.svg").c_str());
   CHECK(svg->status == 200);
-  CHECK(svg->get_header_value("ETag").empty());  // live: not cached
+  const std::string live_etag = svg->get_header_value("ETag");
+  CHECK(!live_etag.empty());  // live: cached per revision
   CHECK(body_json(c.Get("/api/runs?status=live"))["total"] == 1);
 
   auto window = c.Get((base + "/profile.folded?from=105&until=110").c_str());
@@ -361,6 +362,7 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   CHECK(fin->status == 200);
   json done = body_json(c.Get(base.c_str()));
   CHECK(done["status"] == "finished");
+  CHECK(c.Get((base + "/flamegraph.svg").c_str())->get_header_value("ETag") != live_etag);  // finish: a new revision
   CHECK(done["stats"]["samples_delivered"] == 22);
   auto late = c.Post((base + "/chunks").c_str(), chunk(2, 111 * s, 112 * s, {{{"main"}, 1}}), "text/plain");
   CHECK(late->status == 409);

@@ -2,6 +2,10 @@
 // units, the "lines" format, wire chunks.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "app.hpp"
@@ -150,4 +154,108 @@ TEST_CASE("wire chunk: decoded into a tree; bad frames and unknown versions refu
   shallow.max_depth = 1;
   lfs::Batch b4;
   CHECK(status_of([&] { lfs::decode_chunk(text, shallow, b4); }) == 400);
+}
+
+namespace {
+
+// Peak resident memory of this process since the last reset_peak(), in bytes.
+int64_t peak_rss() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+int64_t current_rss() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+// Linux: writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
+bool reset_peak() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+struct TempStore {
+  std::string dir;
+  std::unique_ptr<lfs::Store> store;
+  TempStore() {
+    char tmpl[] = "/tmp/luaflame-ingest-XXXXXX";
+    dir = mkdtemp(tmpl);
+    lfs::StoreOptions o;
+    o.sync_full = false;
+    store = lfs::open_sqlite_store(dir, o);
+  }
+  ~TempStore() {
+    store.reset();
+    std::filesystem::remove_all(dir);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("regression: an 11 KB chunk of a 1,024-deep chain of 1 KB frames costs under 10 MB (was 1 GB)") {
+  lfw::Chunk c;
+  c.metrics = {"samples"};
+  c.frames = {std::string(1000, 'f') + " chain.lua:1"};
+  for (int i = 0; i < 1024; ++i) c.nodes.push_back({i - 1, 0, {i == 1023 ? 1u : 0u}});
+  std::string body;
+  lfw::encode(c, body);
+  CHECK(body.size() < 12 * 1024);
+  TempStore ts;
+  lfs::NewRun r;
+  r.name = "chain";
+  r.stream = "chain";
+  r.finished = false;
+  bool created = false;
+  int64_t id = ts.store->open_stream(r, created);
+  REQUIRE(reset_peak());
+  const int64_t before = current_rss();
+  for (uint64_t seq = 0; seq < 20; ++seq) {
+    lfs::Batch b;
+    lf::ParseOptions o = strict();
+    o.max_frame_bytes = 4096;
+    lfs::decode_chunk(body, o, b);
+    b.from_ns = b.until_ns = 1700000000000000000LL + static_cast<int64_t>(seq) * 10000000000LL;
+    REQUIRE(ts.store->append(id, static_cast<int64_t>(seq), b) == lfs::AppendStatus::ok);
+  }
+  const int64_t extra = peak_rss() - before;
+  MESSAGE("20 chain chunks (" << body.size() << " bytes each): peak " << extra / 1024 << " KiB over the start");
+  CHECK(extra < 10 << 20);
+  lfs::StoredTree t;
+  ts.store->read_tree(id, 0, INT64_MIN, INT64_MAX, t);
+  REQUIRE(t.values.size() == 1);
+  CHECK(t.values[0].second == 20);
+  CHECK(t.nodes.size() == 1024);
+  CHECK(t.frames.size() == 1);
+}
+
+TEST_CASE("regression: a folded upload of 10 million tiny lines stays within 3x its size (was 1.24 GB for 60 MB)") {
+  std::string body;
+  body.reserve(60u << 20);
+  for (int i = 0; i < 10000000; ++i) {
+    body += "a;";
+    body += static_cast<char>('a' + i % 26);
+    body += " 1\n";
+  }
+  REQUIRE(reset_peak());
+  const int64_t before = current_rss();  // the body is already resident
+  TempStore ts;
+  lfs::Batch b;
+  b.metrics = {0};
+  CHECK(lfs::parse_folded_batch(body, strict(), b) == 10000000);
+  lfs::NewRun r;
+  r.name = "tiny";
+  r.metrics = {0};
+  int64_t id = ts.store->create_run(r, b);
+  const int64_t extra = peak_rss() - before;
+  MESSAGE("10M lines, " << body.size() / 1000000 << " MB: peak " << extra / 1024 << " KiB over the body");
+  CHECK(extra + static_cast<int64_t>(body.size()) < 3 * static_cast<int64_t>(body.size()));
+  CHECK(ts.store->get_run(id)->totals.at(0) == 10000000);
+  CHECK(ts.store->get_run(id)->stack_count == 26);
 }

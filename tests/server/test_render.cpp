@@ -63,7 +63,7 @@ TEST_CASE("views: focus keeps the subtree, reverse flips stacks, windows select 
   CHECK(lfs::load_tree(*f.store, f.run, v).total() == 18);
 }
 
-TEST_CASE("tree cache: finished runs shared, live runs loaded each time, forget drops") {
+TEST_CASE("tree cache: views shared per revision (a live run's next chunk loads again), forget drops") {
   Fixture f;
   lfs::TreeCache cache(1000);
   lfs::RunInfo info = f.info();
@@ -77,7 +77,11 @@ TEST_CASE("tree cache: finished runs shared, live runs loaded each time, forget 
   CHECK(cache.get(*f.store, info, v) != a);
   info.status = "live";
   auto l1 = cache.get(*f.store, info, v);
-  CHECK(cache.get(*f.store, info, v) != l1);
+  CHECK(cache.get(*f.store, info, v) == l1);  // same revision: the same data
+  info.revision += 1;                         // a chunk arrived
+  auto l2 = cache.get(*f.store, info, v);
+  CHECK(l2 != l1);
+  CHECK(cache.get(*f.store, info, v) == l2);
   lfs::TreeCache tiny(4);  // too small to keep a 6-node tree
   auto t1 = tiny.get(*f.store, f.info(), v);
   CHECK(tiny.get(*f.store, f.info(), v) != t1);
@@ -110,9 +114,13 @@ TEST_CASE("function tables of a run too large for the tree cache are computed on
   CHECK(tables.bytes() == 0);
   CHECK(tables.get(tiny, *f.store, f.info(), v) != t1);
   lfs::RunInfo live = f.info();
-  live.status = "live";  // may still change: never kept
+  live.status = "live";  // kept per revision
   auto l1 = tables.get(tiny, *f.store, live, v);
+  CHECK(tables.get(tiny, *f.store, live, v) == l1);
+  const std::size_t one_revision = tables.bytes();
+  live.revision += 1;
   CHECK(tables.get(tiny, *f.store, live, v) != l1);
+  CHECK(tables.bytes() == one_revision);  // the older revision was dropped
   lfs::TableCache small(64);  // a table over a quarter of the budget is not kept
   auto s1 = small.get(tiny, *f.store, f.info(), v);
   CHECK(small.get(tiny, *f.store, f.info(), v) != s1);

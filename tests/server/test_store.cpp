@@ -442,3 +442,16 @@ TEST_CASE("listing pages by cursor; totals from counters or counted up to a cap"
   CHECK(static_cast<int>(l.runs.size()) == want);
   CHECK(l.next_cursor == 0);
 }
+
+TEST_CASE("an upload keeps its finest bucket only, and every range and timeline still finds it") {
+  TempDir dir;
+  auto st = lfs::open_sqlite_store(dir.path, {});
+  const int64_t t = 1700000123 * kS;
+  int64_t id = st->create_run(upload_run("u"), batch({{"main;a", 5}, {"main;b", 7}}, t));
+  CHECK(read_all(*st, id, 0, t - 86400 * kS, t + 86400 * kS) == std::map<std::string, int64_t>{{"main;a", 5}, {"main;b", 7}});
+  CHECK(read_all(*st, id, 0, t + kS, t + 86400 * kS).empty());
+  auto tl = st->timeline(id, 0, t - 3600 * kS, t + 3600 * kS, 600 * kS);
+  REQUIRE(tl.size() == 1);
+  CHECK(tl[0].value == 12);
+  CHECK(tl[0].t_ns == t);
+}
