@@ -157,11 +157,13 @@ int upload_metric(const std::string& units, const std::string& metric) {
     if (idx < 0) throw HttpError(422, "unknown metric '" + metric + "' (samples time calls alloc_bytes alloc_count live_bytes)");
     return idx;
   }
-  if (units.empty() || units == "samples") return metric_index("samples");
-  if (units == "ns" || units == "nanoseconds" || units == "time") return metric_index("time");
-  if (units == "calls") return metric_index("calls");
-  if (units == "bytes") return metric_index("alloc_bytes");
-  if (units == "count" || units == "objects") return metric_index("alloc_count");
+  // The first metric in lfw::kMetricList with these units (bytes -> alloc_bytes), after the
+  // spellings other tools use.
+  std::string u = units.empty() ? "samples" : units;
+  if (u == "nanoseconds" || u == "time") u = "ns";
+  if (u == "objects") u = "count";
+  for (std::size_t i = 0; i < lfw::kMetricCount; ++i)
+    if (lfw::kMetricList[i].units == u) return static_cast<int>(i);
   throw HttpError(422, "unknown units '" + units + "' (samples ns calls bytes count)");
 }
 

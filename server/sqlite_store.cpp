@@ -445,7 +445,7 @@ class SqliteStore : public Store {
 
   void add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions);
   void merge_bucket(int64_t run, int metric, int64_t width, int64_t bucket, const Values& add, int64_t sum, int sign);
-  int64_t trim(const RetainOptions& o);
+  int64_t trim(const RetainOptions& o, std::vector<int64_t>& changed);
 
   bool delete_locked(int64_t id) {
     static const char* const tables[] = {"buckets", "dict", "tags", "metrics", "chunks"};
@@ -594,7 +594,7 @@ void SqliteStore::merge_bucket(int64_t run, int metric, int64_t width, int64_t b
 // Per-resolution retention of streamed and ingested runs (uploads are one bucket and follow
 // the whole-run rules). Dropping the coarsest resolution's buckets also takes their values out
 // of the merged tree and the run's totals, so the whole-run view is what is retained.
-int64_t SqliteStore::trim(const RetainOptions& o) {
+int64_t SqliteStore::trim(const RetainOptions& o, std::vector<int64_t>& changed) {
   int64_t trimmed = 0;
   for (std::size_t l = 0; l < opts_.resolutions.size(); ++l) {
     const Resolution& res = opts_.resolutions[l];
@@ -620,13 +620,22 @@ int64_t SqliteStore::trim(const RetainOptions& o) {
         u.bind(1, s.sum).bind(2, s.run).bind(3, s.metric).run();
       }
     }
-    Stmt d(writer_, "DELETE FROM buckets WHERE width=? AND bucket<? AND run IN"
-                    " (SELECT id FROM runs WHERE source<>'upload')");
-    d.bind(1, res.width_ns).bind(2, cutoff).run();
-    int64_t n = sqlite3_changes(writer_);
-    if (n > 0) exec(writer_, "UPDATE runs SET revision=revision+1 WHERE source<>'upload' AND status='live'");
+    std::vector<int64_t> runs;
+    {
+      Stmt q(writer_, "SELECT DISTINCT b.run FROM buckets b JOIN runs r ON r.id=b.run"
+                      " WHERE b.width=? AND b.bucket<? AND r.source<>'upload'");
+      q.bind(1, res.width_ns).bind(2, cutoff);
+      while (q.step()) runs.push_back(q.i64(0));
+    }
+    Stmt d(writer_, "DELETE FROM buckets WHERE width=? AND bucket<? AND run=?");
+    Stmt rev(writer_, "UPDATE runs SET revision=revision+1 WHERE id=?");
+    for (int64_t run : runs) {
+      d.bind(1, res.width_ns).bind(2, cutoff).bind(3, run).run();
+      trimmed += sqlite3_changes(writer_);
+      rev.bind(1, run).run();  // cached views of it are stale
+      changed.push_back(run);
+    }
     txn.commit();
-    trimmed += n;
   }
   return trimmed;
 }
@@ -655,7 +664,11 @@ RetainResult SqliteStore::retain(const RetainOptions& o) {
     if (delete_locked(id)) out.deleted.push_back(id);
     txn.commit();
   }
-  if (o.trim) out.buckets_trimmed = trim(o);
+  if (o.trim) {
+    out.buckets_trimmed = trim(o, out.trimmed);
+    std::sort(out.trimmed.begin(), out.trimmed.end());
+    out.trimmed.erase(std::unique(out.trimmed.begin(), out.trimmed.end()), out.trimmed.end());
+  }
   while (o.budget_bytes > 0 && static_cast<uint64_t>(used_bytes(writer_)) > o.budget_bytes) {
     int64_t id = 0;
     {

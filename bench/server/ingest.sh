@@ -1,5 +1,5 @@
 #!/bin/sh
-# Ingest cost on the real server (issue 11): server CPU (utime+stime from /proc/PID/stat) and
+# Ingest cost on the real server (issue 11): server CPU (CPU of all its threads from /proc/PID/task/*/schedstat) and
 # peak memory over the request (VmHWM, reset through /proc/PID/clear_refs, minus VmRSS before)
 # for: an 11 KB chunk holding a 1,024-deep chain of 1 KB frames, a chunk of 175,000 nodes,
 # and a folded upload of 10 million tiny lines (60 MB). REPS requests each (default 3).
@@ -46,15 +46,15 @@ EOF
 
 id=$(curl -sf -X POST -d '{"stream":"ingest-bench","name":"bench","metrics":["samples"]}' "$S/api/streams" |
   python3 -c 'import sys, json; print(json.load(sys.stdin)["id"])')
-ticks=$(getconf CLK_TCK)
-cpu() { awk '{print $14 + $15}' /proc/$pid/stat; }
+# CPU time of every thread of the server in ns (schedstat: finer than the 10 ms of /proc/PID/stat).
+cpu() { cat /proc/$pid/task/*/schedstat | awk '{s += $1} END {printf "%d", s}'; }
 kb() { awk -v k="$1:" '$1 == k {print $2}' /proc/$pid/status; }
 measure() {  # LABEL FILE URL
   echo 5 > /proc/$pid/clear_refs
   rss=$(kb VmRSS); c0=$(cpu)
   code=$(curl -s -o "$tmp/out" -w '%{http_code}' --data-binary "@$2" "$S$3")
   c1=$(cpu); hwm=$(kb VmHWM)
-  echo "$1: HTTP $code, server CPU $(( (c1 - c0) * 1000 / ticks )) ms, peak +$(( (hwm - rss) / 1024 )) MB over $(( rss / 1024 )) MB ($(wc -c < "$2") byte body)"
+  echo "$1: HTTP $code, server CPU $(( (c1 - c0) / 1000000 )) ms, peak +$(( (hwm - rss) / 1024 )) MB over $(( rss / 1024 )) MB ($(wc -c < "$2") byte body)"
 }
 n=0; while [ $n -lt "$reps" ]; do measure "chain chunk" "$tmp/chain$n.wire" "/api/runs/$id/chunks"; n=$((n+1)); done
 n=0; while [ $n -lt "$reps" ]; do measure "175,000-node chunk" "$tmp/big$((10+n)).wire" "/api/runs/$id/chunks"; n=$((n+1)); done

@@ -31,7 +31,10 @@
 namespace {
 
 constexpr int64_t kS = 1000000000LL;
-constexpr int64_t kT0 = 1767225600LL * kS;  // 2026-01-01, a day boundary
+// Simulated time starts at a day boundary 31 days ago, so a real server opened on the store
+// afterwards (bench/server/reads.sh) finds the data inside its retention, not 30 days old.
+const int64_t kT0 = (std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count() / 86400 - 31) * 86400 * kS;
 
 double cpu_ms() {
   timespec ts{};

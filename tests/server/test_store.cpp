@@ -375,6 +375,7 @@ TEST_CASE("per-resolution retention trims live runs, keeps totals consistent, gi
   const int64_t end = t0 + 2 * 86400 * kS;
   CHECK(st->get_run(id)->totals.at(0) == 2 * 1440 * 200);
   auto before = st->stats();
+  const int64_t revision = st->get_run(id)->revision;
   lfs::RetainOptions ro;
   ro.now_ns = end;
   lfs::RetainResult rr = st->retain(ro);
@@ -382,9 +383,11 @@ TEST_CASE("per-resolution retention trims live runs, keeps totals consistent, gi
   MESSAGE("trimmed " << rr.buckets_trimmed << " buckets, freed " << rr.bytes_freed << " bytes; file "
                      << before.file_bytes << " -> " << after.file_bytes);
   CHECK(rr.deleted.empty());
+  CHECK(rr.trimmed == std::vector<int64_t>{id});
   CHECK(rr.buckets_trimmed > 0);
   CHECK(rr.bytes_freed > 0);
   CHECK(after.stored_bytes < before.stored_bytes);
+  CHECK(st->get_run(id)->revision > revision);  // cached views of the run are stale
   if (!kPg) CHECK(std::filesystem::file_size(dir.path + "/luaflame.db") < static_cast<uintmax_t>(before.file_bytes));
   // The coarsest resolution keeps a day (+ its bucket): the run now holds its last 25 hours at most.
   const int64_t total = st->get_run(id)->totals.at(0);
@@ -445,7 +448,7 @@ TEST_CASE("listing pages by cursor; totals from counters or counted up to a cap"
 
 TEST_CASE("an upload keeps its finest bucket only, and every range and timeline still finds it") {
   TempDir dir;
-  auto st = lfs::open_sqlite_store(dir.path, {});
+  auto st = open_test_store(dir, {});
   const int64_t t = 1700000123 * kS;
   int64_t id = st->create_run(upload_run("u"), batch({{"main;a", 5}, {"main;b", 7}}, t));
   CHECK(read_all(*st, id, 0, t - 86400 * kS, t + 86400 * kS) == std::map<std::string, int64_t>{{"main;a", 5}, {"main;b", 7}});
