@@ -47,6 +47,7 @@ const char* const kSchemaV1 =
 const char* const kSchemaV3 = R"(
        ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
        CREATE INDEX runs_status ON runs(status, id);
+       CREATE INDEX runs_name_status ON runs(name, status, id);
        CREATE INDEX runs_ended ON runs(status, ended_ns);
        CREATE TABLE dict(run INTEGER NOT NULL, kind INTEGER NOT NULL, first INTEGER NOT NULL,
          data BLOB NOT NULL, PRIMARY KEY(run, kind, first));

@@ -197,47 +197,7 @@ class SqliteStore : public Store {
     return info;
   }
 
-  RunList list_runs(const RunFilter& f) override {
-    Reader r(*this);
-    std::string where = " WHERE 1=1";
-    if (!f.name.empty()) where += " AND name=?";
-    if (!f.status.empty()) where += " AND status=?";
-    for (std::size_t i = 0; i < f.tags.size(); ++i)
-      where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=? AND value=?)";
-    auto bind_filter = [&](Stmt& q) {
-      int i = 1;
-      if (!f.name.empty()) q.bind(i++, f.name);
-      if (!f.status.empty()) q.bind(i++, f.status);
-      for (const auto& [k, v] : f.tags) { q.bind(i++, k); q.bind(i++, v); }
-      return i;
-    };
-    RunList out;
-    if (f.name.empty() && f.tags.empty()) {  // counters kept by triggers: exact and O(1)
-      Stmt c(r.db, f.status.empty() ? "SELECT COALESCE(SUM(n), 0) FROM run_counts"
-                                    : "SELECT COALESCE(SUM(n), 0) FROM run_counts WHERE status=?");
-      if (!f.status.empty()) c.bind(1, f.status);
-      if (c.step()) out.total = c.i64(0);
-      c.reset();
-    } else {  // counted up to a cap: a page never pays for a million matches
-      Stmt c(r.db, "SELECT COUNT(*) FROM (SELECT 1 FROM runs" + where + " LIMIT " + std::to_string(kCountCap + 1) + ")");
-      bind_filter(c);
-      if (c.step()) out.total = c.i64(0);
-      c.reset();
-      if (out.total > kCountCap) out.total_exact = false;
-    }
-    std::string page = where + (f.before_id > 0 ? " AND id<?" : "") + " ORDER BY id DESC LIMIT ? OFFSET ?";
-    Stmt q(r.db, std::string(kRunColumns) + page);
-    int i = bind_filter(q);
-    if (f.before_id > 0) q.bind(i++, f.before_id);
-    q.bind(i, f.limit + 1).bind(i + 1, f.offset);
-    while (q.step()) out.runs.push_back(read_run(q));
-    if (static_cast<int64_t>(out.runs.size()) > f.limit) {
-      out.runs.pop_back();
-      out.next_cursor = out.runs.back().id;
-    }
-    for (RunInfo& info : out.runs) fill_run(r.db, info);
-    return out;
-  }
+  RunList list_runs(const RunFilter& f) override;
 
   std::optional<int64_t> latest_run(const std::string& name, const Tags& tags, int64_t exclude) override {
     Reader r(*this);
@@ -348,6 +308,8 @@ class SqliteStore : public Store {
   }
 
  private:
+  static constexpr const char* kColumns =
+      "SELECT runs.id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision";
   static constexpr const char* kRunColumns =
       "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision FROM runs";
 
@@ -371,6 +333,10 @@ class SqliteStore : public Store {
     }
     sqlite3* db = open_db(path_);
     exec(db, "PRAGMA query_only=1");
+    // Reads map the file (no copy per page) and keep 16 MiB of parsed pages per connection:
+    // a filtered listing at a million runs looks up thousands of rows.
+    exec(db, "PRAGMA mmap_size=1073741824");
+    exec(db, "PRAGMA cache_size=-16384");
     return db;
   }
 
@@ -492,6 +458,93 @@ class SqliteStore : public Store {
   std::unordered_map<int64_t, RunTree> trees_;  // writer only (under write_mu_)
   sql::StmtCache wc_;                            // the writer's statements (under write_mu_)
 };
+
+// A listing walks one index newest first and checks the other conditions per run: the index
+// of the condition with the fewest candidates (each counted up to the cap through its own
+// index), so no filter scans the table. SQLite's planner, without statistics, preferred the
+// rowid order for ORDER BY id DESC and scanned every run when few matched (127 ms to 1.4 s
+// at 1 million runs); the plan is therefore forced (INDEXED BY, CROSS JOIN).
+RunList SqliteStore::list_runs(const RunFilter& f) {
+  Reader r(*this);
+  auto capped = [&](const std::string& sql, const std::vector<std::string>& args) {
+    Stmt c(r.db, "SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(kCountCap + 1) + ")");
+    for (std::size_t i = 0; i < args.size(); ++i) c.bind(static_cast<int>(i + 1), std::string_view(args[i]));
+    int64_t n = c.step() ? c.i64(0) : 0;
+    c.reset();
+    return n;
+  };
+  // Candidates per condition: -1 = the whole table.
+  int64_t best = kMax;
+  int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
+  if (!f.name.empty()) {
+    int64_t n = capped("SELECT 1 FROM runs INDEXED BY runs_name WHERE name=?", {f.name});
+    if (n < best) { best = n; driver = 0; }
+  }
+  if (!f.status.empty()) {
+    Stmt c(r.db, "SELECT n FROM run_counts WHERE status=?");
+    c.bind(1, f.status);
+    int64_t n = c.step() ? c.i64(0) : 0;
+    c.reset();
+    if (n < best) { best = n; driver = 1; }
+  }
+  int ti = 0;
+  for (const auto& [k, v] : f.tags) {
+    int64_t n = capped("SELECT 1 FROM tags INDEXED BY tags_kv WHERE key=? AND value=?", {k, v});
+    if (n < best) { best = n; driver = 2 + ti; }
+    ++ti;
+  }
+  std::string from, order = " ORDER BY runs.id DESC";
+  std::string where = " WHERE 1=1";
+  std::vector<std::string> args;
+  if (driver >= 2) {
+    auto it = std::next(f.tags.begin(), driver - 2);
+    from = " FROM tags AS d INDEXED BY tags_kv CROSS JOIN runs ON runs.id=d.run";
+    where += " AND d.key=? AND d.value=?";
+    args = {it->first, it->second};
+    order = " ORDER BY d.run DESC";
+  } else {
+    from = driver == 0 ? " FROM runs INDEXED BY runs_name" : driver == 1 ? " FROM runs INDEXED BY runs_status" : " FROM runs";
+    if (driver >= 0 && !f.name.empty() && !f.status.empty()) from = " FROM runs INDEXED BY runs_name_status";
+  }
+  if (!f.name.empty()) { where += " AND name=?"; args.push_back(f.name); }
+  if (!f.status.empty()) { where += " AND status=?"; args.push_back(f.status); }
+  ti = 0;
+  for (const auto& [k, v] : f.tags) {
+    if (driver != 2 + ti) {
+      where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=? AND value=?)";
+      args.push_back(k);
+      args.push_back(v);
+    }
+    ++ti;
+  }
+  RunList out;
+  std::string page = from + where + (f.before_id > 0 ? " AND runs.id<?" : "") + order + " LIMIT ? OFFSET ?";
+  Stmt q(r.db, std::string(kColumns) + page);
+  int i = 1;
+  for (const std::string& a : args) q.bind(i++, std::string_view(a));
+  if (f.before_id > 0) q.bind(i++, f.before_id);
+  q.bind(i, f.limit + 1).bind(i + 1, f.offset);
+  while (q.step()) out.runs.push_back(read_run(q));
+  const bool last_page = static_cast<int64_t>(out.runs.size()) <= f.limit;
+  if (!last_page) {
+    out.runs.pop_back();
+    out.next_cursor = out.runs.back().id;
+  }
+  if (f.name.empty() && f.tags.empty()) {  // counters kept by triggers: exact and O(1)
+    Stmt c(r.db, f.status.empty() ? "SELECT COALESCE(SUM(n), 0) FROM run_counts"
+                                  : "SELECT COALESCE(SUM(n), 0) FROM run_counts WHERE status=?");
+    if (!f.status.empty()) c.bind(1, f.status);
+    if (c.step()) out.total = c.i64(0);
+    c.reset();
+  } else if (last_page && f.before_id == 0) {  // the whole answer is on this page: no count
+    out.total = f.offset + static_cast<int64_t>(out.runs.size());
+  } else {  // counted up to a cap: a page never pays for a million matches
+    out.total = capped("SELECT 1" + from + where, args);
+    if (out.total > kCountCap) out.total_exact = false;
+  }
+  for (RunInfo& info : out.runs) fill_run(r.db, info);
+  return out;
+}
 
 // Adds `b` to `run` inside the open transaction: the dictionary rows the run lacked, then
 // per metric the values merged into one bucket per resolution (the finest only unless
