@@ -17,32 +17,16 @@
 #include <unordered_map>
 
 #include "batch.hpp"
-#include "luaflame/wire.hpp"
 #include "sqlite_schema.hpp"
 #include "sqlite_util.hpp"
 #include "store.hpp"
 
 namespace lfs {
 
-int metric_index(std::string_view name) {
-  for (std::size_t i = 0; i < lfw::kMetricCount; ++i)
-    if (lfw::kMetricList[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-
-std::string_view metric_name(int index) {
-  if (index < 0 || index >= static_cast<int>(lfw::kMetricCount)) return "?";
-  return lfw::kMetricList[index].name;
-}
-
-std::string_view metric_units(int index) {
-  if (index < 0 || index >= static_cast<int>(lfw::kMetricCount)) return "";
-  return lfw::kMetricList[index].units;
-}
-
 namespace {
 
 using sql::exec;
+using sql::open_db;
 using sql::Stmt;
 using sql::Txn;
 
@@ -58,19 +42,6 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-sqlite3* open_db(const std::string& path) {
-  sqlite3* db = nullptr;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    throw std::runtime_error("store: cannot open " + path + ": " + msg);
-  }
-  sqlite3_busy_timeout(db, 10000);
-  sqlite3_extended_result_codes(db, 1);
-  return db;
 }
 
 // Reads a run's dictionary (frames and nodes, appended in blobs) on `db`.

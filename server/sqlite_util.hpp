@@ -143,6 +143,20 @@ inline int64_t pragma(sqlite3* db, const char* sql) {
   return v;
 }
 
+/// Opens (creating) the database at `path`, with a busy timeout and extended result codes.
+inline sqlite3* open_db(const std::string& path) {
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    throw std::runtime_error("store: cannot open " + path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_extended_result_codes(db, 1);
+  return db;
+}
+
 /// Commits on commit(), rolls back otherwise (an exception, a refused request).
 class Txn {
  public:

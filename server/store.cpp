@@ -1,9 +1,27 @@
 // Store helpers shared by every implementation: resolutions and opening by URL.
 #include <charconv>
 
+#include "luaflame/wire.hpp"
 #include "store.hpp"
 
 namespace lfs {
+
+int metric_index(std::string_view name) {
+  for (std::size_t i = 0; i < lfw::kMetricCount; ++i)
+    if (lfw::kMetricList[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::string_view metric_name(int index) {
+  if (index < 0 || index >= static_cast<int>(lfw::kMetricCount)) return "?";
+  return lfw::kMetricList[index].name;
+}
+
+std::string_view metric_units(int index) {
+  if (index < 0 || index >= static_cast<int>(lfw::kMetricCount)) return "";
+  return lfw::kMetricList[index].units;
+}
+
 
 namespace {
 constexpr int64_t kSec = 1000000000LL;
