@@ -24,12 +24,14 @@ uint32_t BatchBuilder::frame(std::string_view name) {
 
 int32_t BatchBuilder::child(int32_t parent, uint32_t frame) {
   const uint64_t h = hash_node(parent, frame);
-  uint32_t id = nodes_.find(h, [&](uint32_t i) { return b_.nodes[i].parent == parent && b_.nodes[i].frame == frame; });
+  uint32_t id = nodes_.find(
+      h, [&](uint32_t i) { return b_.nodes[i].parent == parent && b_.nodes[i].frame == frame; });
   if (id != IdTable::kEmpty) return static_cast<int32_t>(id);
   id = static_cast<uint32_t>(b_.nodes.size());
   b_.nodes.push_back({parent, frame});
   b_.values.resize(b_.values.size() + b_.metrics.size(), 0);
-  nodes_.insert(h, id, [&](uint32_t i) { return hash_node(b_.nodes[i].parent, b_.nodes[i].frame); });
+  nodes_.insert(h, id,
+                [&](uint32_t i) { return hash_node(b_.nodes[i].parent, b_.nodes[i].frame); });
   return static_cast<int32_t>(id);
 }
 
@@ -91,13 +93,16 @@ void RunTree::map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>&
   node_of.resize(b.nodes.size());
   for (std::size_t i = 0; i < b.nodes.size(); ++i) {
     const Batch::Node& n = b.nodes[i];
-    const int32_t parent = n.parent < 0 ? -1 : static_cast<int32_t>(node_of[static_cast<std::size_t>(n.parent)]);
+    const int32_t parent =
+        n.parent < 0 ? -1 : static_cast<int32_t>(node_of[static_cast<std::size_t>(n.parent)]);
     const uint32_t frame = frame_of[n.frame];
-    uint32_t id = node_ids_.find(hash_node(parent, frame),
-                                 [&](uint32_t k) { return nodes[k].parent == parent && nodes[k].frame == frame; });
+    uint32_t id = node_ids_.find(hash_node(parent, frame), [&](uint32_t k) {
+      return nodes[k].parent == parent && nodes[k].frame == frame;
+    });
     if (id == IdTable::kEmpty) {
       if (nodes.size() >= 8 * max_stacks)
-        throw LimitError("a run holds at most " + std::to_string(8 * max_stacks) + " call-tree nodes");
+        throw LimitError("a run holds at most " + std::to_string(8 * max_stacks) +
+                         " call-tree nodes");
       id = static_cast<uint32_t>(nodes.size());
       add_node(parent, frame);
     }
@@ -107,14 +112,16 @@ void RunTree::map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>&
       if (b.values[i * cols + c] != 0) {
         valued[id] = 1;
         if (static_cast<std::size_t>(++stack_count) > max_stacks)
-          throw LimitError("a run holds at most " + std::to_string(max_stacks) + " distinct stacks");
+          throw LimitError("a run holds at most " + std::to_string(max_stacks) +
+                           " distinct stacks");
         break;
       }
   }
 }
 
 std::size_t RunTree::bytes() const {
-  std::size_t n = nodes.capacity() * sizeof(Batch::Node) + valued.capacity() + frame_ids_.bytes() + node_ids_.bytes();
+  std::size_t n = nodes.capacity() * sizeof(Batch::Node) + valued.capacity() + frame_ids_.bytes() +
+                  node_ids_.bytes();
   for (const std::string& f : frames) n += sizeof f + f.capacity();
   return n;
 }
@@ -142,8 +149,12 @@ bool get_varint(const unsigned char*& p, const unsigned char* end, uint64_t& v) 
 }
 
 // Zigzag: values are >= 0 in buckets, but a subtraction's result is checked, not trusted.
-uint64_t zig(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-int64_t zag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+uint64_t zig(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t zag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
 
 template <class Fn>
 bool each_pair(std::string_view blob, Fn&& fn) {
@@ -174,7 +185,8 @@ void decode_frames(std::string_view blob, std::vector<std::string>& out) {
   std::size_t pos = 0;
   while (true) {
     std::size_t nl = blob.find('\n', pos);
-    out.emplace_back(blob.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos));
+    out.emplace_back(
+        blob.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos));
     if (nl == std::string_view::npos) return;
     pos = nl + 1;
   }
@@ -212,7 +224,9 @@ void merge_values(Values& into, const Values& add, int sign) {
   Values out;
   out.reserve(into.size() + add.size());
   std::size_t i = 0, j = 0;
-  auto push = [&](uint32_t id, int64_t v) { if (v != 0) out.emplace_back(id, v); };
+  auto push = [&](uint32_t id, int64_t v) {
+    if (v != 0) out.emplace_back(id, v);
+  };
   while (i < into.size() || j < add.size()) {
     if (j == add.size() || (i < into.size() && into[i].first < add[j].first)) {
       push(into[i].first, into[i].second);
@@ -223,7 +237,8 @@ void merge_values(Values& into, const Values& add, int sign) {
       ++j;
     } else {
       int64_t v = 0;
-      if (sign > 0) v = checked_add(into[i].second, add[j].second, "a node's value");
+      if (sign > 0)
+        v = checked_add(into[i].second, add[j].second, "a node's value");
       else if (__builtin_sub_overflow(into[i].second, add[j].second, &v) || v < 0)
         throw ValueError("retention: a total would turn negative");
       push(into[i].first, v);
@@ -244,7 +259,10 @@ bool merge_blob(std::string_view blob, Values& into, int sign) {
 bool add_blob(std::string_view blob, std::vector<int64_t>& dense) {
   bool ok = true;
   bool parsed = each_pair(blob, [&](uint32_t id, int64_t v) {
-    if (id >= dense.size()) { ok = false; return; }
+    if (id >= dense.size()) {
+      ok = false;
+      return;
+    }
     dense[id] = checked_add(dense[id], v, "a node's value");
   });
   return parsed && ok;
@@ -270,7 +288,7 @@ void cover_at(int64_t lo, int64_t hi, int level, const std::vector<Resolution>& 
   const int64_t w = res[static_cast<std::size_t>(level)].width_ns;
   const int64_t finer = horizon[static_cast<std::size_t>(level) - 1];
   int64_t a = ceil_to(lo, w), b = bucket_of(hi, w);
-  if (lo < a && lo < finer) a = bucket_of(lo, w);   // the finer buckets of this edge are gone
+  if (lo < a && lo < finer) a = bucket_of(lo, w);  // the finer buckets of this edge are gone
   if (b < hi && b < finer) b = ceil_to(hi, w);
   if (a >= b) return cover_at(lo, hi, level - 1, res, horizon, out);
   out.push_back({level, a, b});

@@ -47,6 +47,7 @@ const char* const kSchemaV1 =
 const char* const kSchemaV3 = R"(
        ALTER TABLE runs ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
        CREATE INDEX runs_status ON runs(status, id);
+       CREATE INDEX runs_name_status ON runs(name, status, id);
        CREATE INDEX runs_ended ON runs(status, ended_ns);
        CREATE TABLE dict(run INTEGER NOT NULL, kind INTEGER NOT NULL, first INTEGER NOT NULL,
          data BLOB NOT NULL, PRIMARY KEY(run, kind, first));
@@ -83,7 +84,10 @@ bool decode_path(std::string_view blob, std::vector<uint32_t>& ids) {
   for (unsigned char c : blob) {
     if (shift > 28) return false;
     v |= static_cast<uint32_t>(c & 0x7f) << shift;
-    if (c & 0x80) { shift += 7; continue; }
+    if (c & 0x80) {
+      shift += 7;
+      continue;
+    }
     ids.push_back(v);
     v = 0;
     shift = 0;
@@ -105,7 +109,10 @@ void migrate_v2(sqlite3* db) {
     std::unordered_map<std::string, uint32_t> dict;
     std::string blob;
     while (old.step()) {
-      if (old.i64(1) != run) { run = old.i64(1); dict.clear(); }
+      if (old.i64(1) != run) {
+        run = old.i64(1);
+        dict.clear();
+      }
       blob.clear();
       for (std::string_view f : lf::split_stack(old.text(2))) {
         auto [it, added] = dict.emplace(std::string(f), static_cast<uint32_t>(dict.size()));
@@ -151,8 +158,9 @@ void migrate_v3(sqlite3* db, const std::function<void(int64_t, const Batch&)>& a
     // One batch per bucket, every metric a column.
     std::map<int64_t, Batch> by_bucket;
     std::map<int64_t, BatchBuilder> builders;
-    Stmt q(db, "SELECT v.bucket, v.metric, s.path, v.value FROM samples v JOIN stacks s ON s.id=v.stack"
-               " WHERE v.run=? ORDER BY v.bucket");
+    Stmt q(db,
+           "SELECT v.bucket, v.metric, s.path, v.value FROM samples v JOIN stacks s ON s.id=v.stack"
+           " WHERE v.run=? ORDER BY v.bucket");
     q.bind(1, run);
     std::vector<uint32_t> ids;
     while (q.step()) {
@@ -163,15 +171,22 @@ void migrate_v3(sqlite3* db, const std::function<void(int64_t, const Batch&)>& a
       const double v = std::llround(q.dbl(3));
       if (!(v > 0) || v > 9.2e18) continue;
       Batch& b = by_bucket[bucket];
-      if (b.metrics.empty()) { b.metrics = metrics; b.from_ns = b.until_ns = bucket; }
+      if (b.metrics.empty()) {
+        b.metrics = metrics;
+        b.from_ns = b.until_ns = bucket;
+      }
       BatchBuilder& bb = builders.try_emplace(bucket, b).first->second;
       int32_t node = -1;
       bool ok = true;
       for (uint32_t id : ids) {
-        if (id >= names.size()) { ok = false; break; }
+        if (id >= names.size()) {
+          ok = false;
+          break;
+        }
         node = bb.child(node, bb.frame(names[id]));
       }
-      if (ok) bb.add(node, static_cast<std::size_t>(col - metrics.begin()), static_cast<int64_t>(v));
+      if (ok)
+        bb.add(node, static_cast<std::size_t>(col - metrics.begin()), static_cast<int64_t>(v));
     }
     for (auto& [bucket, b] : by_bucket) add(run, b);
   }
@@ -180,7 +195,8 @@ void migrate_v3(sqlite3* db, const std::function<void(int64_t, const Batch&)>& a
 
 }  // namespace
 
-bool migrate_schema(sqlite3* db, const std::string& path, const std::function<void(int64_t, const Batch&)>& add) {
+bool migrate_schema(sqlite3* db, const std::string& path,
+                    const std::function<void(int64_t, const Batch&)>& add) {
   int version = static_cast<int>(sql::pragma(db, "PRAGMA user_version"));
   const int latest = 3;
   if (version > latest)

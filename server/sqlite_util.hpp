@@ -33,7 +33,9 @@ class StmtCache {
     auto it = stmts_.find(sql);
     if (it != stmts_.end()) return it->second;
     sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) != SQLITE_OK) fail(db_, sql);
+    if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) !=
+        SQLITE_OK)
+      fail(db_, sql);
     stmts_.emplace(sql, st);
     return st;
   }
@@ -58,7 +60,8 @@ class Stmt {
   }
   Stmt(sqlite3* db, const std::string& sql) : Stmt(db, sql.c_str()) {}
   /// A statement from `cache`: reset (not finalized) when this object ends.
-  Stmt(StmtCache& cache, const std::string& sql) : db_(cache.db()), st_(cache.get(sql)), owned_(false) {}
+  Stmt(StmtCache& cache, const std::string& sql)
+      : db_(cache.db()), st_(cache.get(sql)), owned_(false) {}
   ~Stmt() {
     if (owned_) {
       sqlite3_finalize(st_);
@@ -78,7 +81,8 @@ class Stmt {
   }
   Stmt& blob(int i, std::string_view v) {
     // A zero-length blob is bound as "" (not NULL): data columns are NOT NULL.
-    return check(sqlite3_bind_blob64(st_, i, v.empty() ? "" : v.data(), v.size(), SQLITE_TRANSIENT), i);
+    return check(sqlite3_bind_blob64(st_, i, v.empty() ? "" : v.data(), v.size(), SQLITE_TRANSIENT),
+                 i);
   }
   Stmt& null(int i) { return check(sqlite3_bind_null(st_, i), i); }
   /// True while there is a row; at the end the statement is reset for reuse.
@@ -90,7 +94,8 @@ class Stmt {
     fail(db_, "step");
   }
   void run() {
-    while (step()) {}
+    while (step()) {
+    }
     sqlite3_clear_bindings(st_);
   }
   void reset() {
@@ -101,11 +106,13 @@ class Stmt {
   double dbl(int c) const { return sqlite3_column_double(st_, c); }
   std::string_view text(int c) const {
     auto p = reinterpret_cast<const char*>(sqlite3_column_text(st_, c));
-    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
+    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c)))
+             : std::string_view();
   }
   std::string_view blob(int c) const {
     auto p = static_cast<const char*>(sqlite3_column_blob(st_, c));
-    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
+    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c)))
+             : std::string_view();
   }
   bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
   bool is_int(int c) const { return sqlite3_column_type(st_, c) == SQLITE_INTEGER; }
@@ -134,6 +141,20 @@ inline int64_t pragma(sqlite3* db, const char* sql) {
   int64_t v = q.step() ? q.i64(0) : 0;
   q.reset();
   return v;
+}
+
+/// Opens (creating) the database at `path`, with a busy timeout and extended result codes.
+inline sqlite3* open_db(const std::string& path) {
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    throw std::runtime_error("store: cannot open " + path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_extended_result_codes(db, 1);
+  return db;
 }
 
 /// Commits on commit(), rolls back otherwise (an exception, a refused request).

@@ -62,9 +62,9 @@ struct RunInfo {
   int64_t started_ns = 0;
   int64_t ended_ns = 0;
   double hz = 0;
-  std::string stats_json;          ///< the collector's stats at finish ("" when none)
-  std::map<int, int64_t> totals;   ///< metric index -> total (retained data)
-  int64_t stack_count = 0;         ///< distinct stacks (nodes that ever had a value)
+  std::string stats_json;         ///< the collector's stats at finish ("" when none)
+  std::map<int, int64_t> totals;  ///< metric index -> total (retained data)
+  int64_t stack_count = 0;        ///< distinct stacks (nodes that ever had a value)
   /// Grows at every change of the run's data (append, finish, retention trim): a cache of a
   /// view keyed by (id, revision) is valid across requests and across servers.
   int64_t revision = 0;
@@ -75,12 +75,12 @@ struct NewRun {
   std::string name;
   Tags tags;
   std::string source = "upload";
-  std::string stream;         ///< stream key (uuid, or "ingest:..."); "" for uploads
-  bool finished = true;       ///< uploads are finished at once
+  std::string stream;    ///< stream key (uuid, or "ingest:..."); "" for uploads
+  bool finished = true;  ///< uploads are finished at once
   int64_t started_ns = 0;
   int64_t ended_ns = 0;
   double hz = 0;
-  std::vector<int> metrics;   ///< metric indexes the run has
+  std::vector<int> metrics;  ///< metric indexes the run has
 };
 
 /// A call tree with values, for one time window: what uploads, chunks and pprof profiles
@@ -91,15 +91,17 @@ struct Batch {
     int32_t parent = -1;  ///< an earlier node's index, or -1 (a root frame)
     uint32_t frame = 0;   ///< index into frames
   };
-  std::vector<int> metrics;          ///< column -> metric index
-  int64_t from_ns = 0;               ///< window start (the bucket is derived from it)
-  int64_t until_ns = 0;              ///< window end; extends the run's ended_ns
-  std::vector<std::string> frames;   ///< frame names (this batch's own numbering)
-  std::vector<Node> nodes;           ///< parent before child; a (parent, frame) pair may repeat
+  std::vector<int> metrics;         ///< column -> metric index
+  int64_t from_ns = 0;              ///< window start (the bucket is derived from it)
+  int64_t until_ns = 0;             ///< window end; extends the run's ended_ns
+  std::vector<std::string> frames;  ///< frame names (this batch's own numbering)
+  std::vector<Node> nodes;          ///< parent before child; a (parent, frame) pair may repeat
   /// Self values, >= 0: node i, column c at [i * metrics.size() + c].
   std::vector<int64_t> values;
 
-  int64_t value(std::size_t node, std::size_t col) const { return values[node * metrics.size() + col]; }
+  int64_t value(std::size_t node, std::size_t col) const {
+    return values[node * metrics.size() + col];
+  }
 };
 
 /// A run's tree as read for a view: the run's frames and nodes by id (parent before child),
@@ -123,9 +125,9 @@ struct RunFilter {
 
 struct RunList {
   std::vector<RunInfo> runs;
-  int64_t total = 0;          ///< runs matching the filter (see total_exact)
-  bool total_exact = true;    ///< false: total is a lower bound (counting stopped early)
-  int64_t next_cursor = 0;    ///< before_id of the next page; 0 when this is the last
+  int64_t total = 0;        ///< runs matching the filter (see total_exact)
+  bool total_exact = true;  ///< false: total is a lower bound (counting stopped early)
+  int64_t next_cursor = 0;  ///< before_id of the next page; 0 when this is the last
 };
 
 /// One timeline point: a bucket's start, width and value.
@@ -151,11 +153,11 @@ struct Resolution {
 
 /// What one retention pass does.
 struct RetainOptions {
-  int64_t now_ns = 0;          ///< the clock (tests pass their own)
-  int64_t older_than_ns = 0;   ///< delete finished runs that ended before this; 0 = none
-  int64_t keep_runs = 0;       ///< keep only the newest N runs (finished ones deleted); 0 = all
-  uint64_t budget_bytes = 0;   ///< delete the oldest finished runs while above; 0 = none
-  bool trim = true;            ///< drop buckets past each resolution's keep_ns (live runs too)
+  int64_t now_ns = 0;         ///< the clock (tests pass their own)
+  int64_t older_than_ns = 0;  ///< delete finished runs that ended before this; 0 = none
+  int64_t keep_runs = 0;      ///< keep only the newest N runs (finished ones deleted); 0 = all
+  uint64_t budget_bytes = 0;  ///< delete the oldest finished runs while above; 0 = none
+  bool trim = true;           ///< drop buckets past each resolution's keep_ns (live runs too)
 };
 
 struct RetainResult {
@@ -186,18 +188,20 @@ class Store {
   virtual std::optional<RunInfo> get_run(int64_t id) = 0;
   virtual RunList list_runs(const RunFilter& filter) = 0;
   /// Latest finished run named `name` carrying all `tags`, other than `exclude`.
-  virtual std::optional<int64_t> latest_run(const std::string& name, const Tags& tags, int64_t exclude) = 0;
+  virtual std::optional<int64_t> latest_run(const std::string& name, const Tags& tags,
+                                            int64_t exclude) = 0;
   /// The tree of `metric` with values summed over the buckets starting in [from_ns, until_ns),
   /// from one snapshot. from = INT64_MIN and until = INT64_MAX: the whole run (its maintained
   /// merged tree). A range is covered by the coarsest buckets that fit inside it, finer ones at
   /// its edges; where finer buckets were already dropped by retention, the coarser bucket
   /// holding the edge is read whole.
-  virtual void read_tree(int64_t run, int metric, int64_t from_ns, int64_t until_ns, StoredTree& out) = 0;
+  virtual void read_tree(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
+                         StoredTree& out) = 0;
   /// Values of `metric` per bucket (only non-empty buckets), in time order, from the coarsest
   /// resolution whose width is at most step_ns (the finest when none is), coarser where finer
   /// buckets were dropped.
-  virtual std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
-                                          int64_t step_ns) = 0;
+  virtual std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns,
+                                          int64_t until_ns, int64_t step_ns) = 0;
   virtual bool delete_run(int64_t id) = 0;
 
   /// Retention (see RetainOptions).

@@ -10,7 +10,9 @@ cpu_ns() { cat /proc/$1/task/*/schedstat | awk '{s += $1} END {printf "%d", s}';
 r=0
 while [ $r -lt "$rounds" ]; do
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # Retention off (the benchmark's simulated days may lie past the default 30 days).
   "$build/server/luaflame-server" --listen 127.0.0.1:$port --data "$data" --log-level warn --stale-minutes 0 \
+    --resolutions 1s:0,10s:0,1m:0,10m:0,1h:0,1d:0 \
     --retention-interval 86400 &
   pid=$!
   S=http://127.0.0.1:$port

@@ -34,7 +34,11 @@ constexpr int64_t kS = 1000000000LL;
 // Simulated time starts at a day boundary 31 days ago, so a real server opened on the store
 // afterwards (bench/server/reads.sh) finds the data inside its retention, not 30 days old.
 const int64_t kT0 = (std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count() / 86400 - 31) * 86400 * kS;
+                         std::chrono::system_clock::now().time_since_epoch())
+                             .count() /
+                         86400 -
+                     31) *
+                    86400 * kS;
 
 double wall_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -68,8 +72,8 @@ std::vector<std::string> stack_pool(int service, int n) {
   std::mt19937_64 rng(static_cast<uint64_t>(service) * 7919 + 1);
   std::vector<std::string> frames;
   for (int i = 0; i < 400; ++i)
-    frames.push_back("fn" + std::to_string(i) + " svc" + std::to_string(service % 7) + "/mod" + std::to_string(i % 37) +
-                     ".lua:" + std::to_string(10 + i * 7 % 900));
+    frames.push_back("fn" + std::to_string(i) + " svc" + std::to_string(service % 7) + "/mod" +
+                     std::to_string(i % 37) + ".lua:" + std::to_string(10 + i * 7 % 900));
   std::vector<std::string> out;
   std::vector<std::string> prev = {"main svc/main.lua:1"};
   while (static_cast<int>(out.size()) < n) {
@@ -79,13 +83,17 @@ std::vector<std::string> stack_pool(int service, int n) {
     std::size_t depth = 4 + rng() % 17;
     while (prev.size() < depth) prev.push_back(frames[rng() % frames.size()]);
     std::string s;
-    for (auto& f : prev) { if (!s.empty()) s += ';'; s += f; }
+    for (auto& f : prev) {
+      if (!s.empty()) s += ';';
+      s += f;
+    }
     out.push_back(s);
   }
   return out;
 }
 
-lfs::Batch chunk_of(const std::vector<std::string>& pool, int stacks, std::mt19937_64& rng, int64_t from) {
+lfs::Batch chunk_of(const std::vector<std::string>& pool, int stacks, std::mt19937_64& rng,
+                    int64_t from) {
   lfs::Batch b;
   b.metrics = {0, 1};
   b.from_ns = from;
@@ -125,7 +133,8 @@ ReadTimes time_reads(lfs::Store& st, int64_t run, int64_t from, int64_t until, i
     std::string details = lfs::top_functions(table, 20).dump();
     d.push_back(cpu_ms() - c);
     c = cpu_ms();
-    std::string fns = lfs::run_functions(lfs::function_table(lfs::load_tree(st, run, v)), 0, 1000).dump();
+    std::string fns =
+        lfs::run_functions(lfs::function_table(lfs::load_tree(st, run, v)), 0, 1000).dump();
     f.push_back(cpu_ms() - c);
     c = cpu_ms();
     const int64_t step = std::max<int64_t>(kS, (until - from) / 100 / kS * kS);
@@ -150,9 +159,10 @@ ReadTimes time_reads(lfs::Store& st, int64_t run, int64_t from, int64_t until, i
 }
 
 void print_reads(const char* label, const ReadTimes& r) {
-  std::printf("%s: server CPU ms (median of 5): graph %.1f, details %.1f, functions %.1f, timeline %.1f, "
-              "10%% range graph %.1f  (tree %zu nodes, SVG %zu KB)\n",
-              label, r.graph, r.details, r.functions, r.timeline, r.range, r.nodes, r.svg_bytes / 1024);
+  std::printf(
+      "%s: server CPU ms (median of 5): graph %.1f, details %.1f, functions %.1f, timeline %.1f, "
+      "10%% range graph %.1f  (tree %zu nodes, SVG %zu KB)\n",
+      label, r.graph, r.details, r.functions, r.timeline, r.range, r.nodes, r.svg_bytes / 1024);
 }
 
 int64_t arg(int argc, char** argv, const char* name, int64_t def) {
@@ -161,7 +171,9 @@ int64_t arg(int argc, char** argv, const char* name, int64_t def) {
   return def;
 }
 
-std::string dir_of(const std::string& url) { return url.rfind("sqlite:", 0) == 0 ? url.substr(7) : url; }
+std::string dir_of(const std::string& url) {
+  return url.rfind("sqlite:", 0) == 0 ? url.substr(7) : url;
+}
 
 int64_t disk_bytes(const std::string& url) {
   if (url.find("://") != std::string::npos) return -1;
@@ -201,11 +213,17 @@ int long_run(lfs::Store& st, int argc, char** argv) {
     wall.push_back(wall_ms() - w);
   }
   double total_s = (wall_ms() - t_start) / 1000;
-  std::printf("long run: %d chunks of %d stacks in %.1f s; append server CPU ms: median %.2f, p99 %.2f, max %.2f; "
-              "wall median %.2f, p99 %.2f\n",
-              chunks, stacks, total_s, median(cpu), pct(cpu, 0.99), pct(cpu, 1.0), median(wall), pct(wall, 0.99));
-  std::vector<double> last(cpu.end() - std::min<std::ptrdiff_t>(1000, static_cast<std::ptrdiff_t>(cpu.size())), cpu.end());
-  std::printf("  last 1000 chunks: append CPU median %.2f ms, p99 %.2f ms\n", median(last), pct(last, 0.99));
+  std::printf(
+      "long run: %d chunks of %d stacks in %.1f s; append server CPU ms: median %.2f, p99 %.2f, "
+      "max %.2f; "
+      "wall median %.2f, p99 %.2f\n",
+      chunks, stacks, total_s, median(cpu), pct(cpu, 0.99), pct(cpu, 1.0), median(wall),
+      pct(wall, 0.99));
+  std::vector<double> last(
+      cpu.end() - std::min<std::ptrdiff_t>(1000, static_cast<std::ptrdiff_t>(cpu.size())),
+      cpu.end());
+  std::printf("  last 1000 chunks: append CPU median %.2f ms, p99 %.2f ms\n", median(last),
+              pct(last, 0.99));
   print_reads("  reads after all chunks", time_reads(st, id, kT0, kT0 + chunks * 10 * kS, 5));
   std::printf("  disk: %.1f MB\n", static_cast<double>(disk_bytes(argv[2])) / 1e6);
   return 0;
@@ -267,7 +285,8 @@ int fleet(lfs::Store& st, int argc, char** argv) {
     if (day == 1 || day == days || day == 7) {
       const int64_t until = kT0 + day * 86400 * kS;
       const int64_t from = std::max(kT0, until - 30 * 86400 * kS);
-      print_reads(("  svc0 after day " + std::to_string(day)).c_str(), time_reads(st, ids[0], from, until, 5));
+      print_reads(("  svc0 after day " + std::to_string(day)).c_str(),
+                  time_reads(st, ids[0], from, until, 5));
       std::vector<double> lt;
       for (int i = 0; i < 5; ++i) {
         double c = cpu_ms();
@@ -295,7 +314,8 @@ int list(lfs::Store& st, int argc, char** argv) {
   for (int64_t i = have.total; i < runs; ++i) {
     lfs::NewRun r;
     r.name = "app" + std::to_string(i % 100);
-    r.tags = {{"branch", i % 10 == 0 ? "main" : "dev" + std::to_string(i % 1000)}, {"host", "h" + std::to_string(i % 37)}};
+    r.tags = {{"branch", i % 10 == 0 ? "main" : "dev" + std::to_string(i % 1000)},
+              {"host", "h" + std::to_string(i % 37)}};
     r.metrics = {0};
     r.started_ns = r.ended_ns = kT0 + i * kS;
     b.from_ns = b.until_ns = r.started_ns;
@@ -309,20 +329,68 @@ int list(lfs::Store& st, int argc, char** argv) {
       st.create_run(r, b);
     }
   }
-  std::printf("list: %lld runs (created in %.0f s)\n", static_cast<long long>(runs), (wall_ms() - w) / 1000);
-  struct Q { const char* what; lfs::RunFilter f; };
+  std::printf("list: %lld runs (created in %.0f s)\n", static_cast<long long>(runs),
+              (wall_ms() - w) / 1000);
+  struct Q {
+    const char* what;
+    lfs::RunFilter f;
+  };
   std::vector<Q> qs;
   qs.push_back({"no filter", {}});
-  { lfs::RunFilter f; f.status = "live"; qs.push_back({"status=live", f}); }
-  { lfs::RunFilter f; f.status = "finished"; qs.push_back({"status=finished", f}); }
-  { lfs::RunFilter f; f.name = "app42"; qs.push_back({"name", f}); }
-  { lfs::RunFilter f; f.tags = {{"branch", "main"}}; qs.push_back({"tag (10%)", f}); }
-  { lfs::RunFilter f; f.tags = {{"branch", "dev777"}}; qs.push_back({"tag (0.1%)", f}); }
-  { lfs::RunFilter f; f.name = "app7"; f.tags = {{"branch", "dev777"}}; qs.push_back({"name+tag (0.1%)", f}); }
-  { lfs::RunFilter f; f.name = "app3"; f.status = "live"; qs.push_back({"name+status=live", f}); }
-  { lfs::RunFilter f; f.name = "app3"; f.tags = {{"host", "h5"}}; qs.push_back({"name+tag (1/3700)", f}); }
-  { lfs::RunFilter f; f.before_id = runs / 2; qs.push_back({"cursor at the middle", f}); }
-  { lfs::RunFilter f; f.name = "app3"; f.tags = {{"branch", "main"}}; qs.push_back({"name+tag, no match", f}); }
+  {
+    lfs::RunFilter f;
+    f.status = "live";
+    qs.push_back({"status=live", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.status = "finished";
+    qs.push_back({"status=finished", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.name = "app42";
+    qs.push_back({"name", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.tags = {{"branch", "main"}};
+    qs.push_back({"tag (10%)", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.tags = {{"branch", "dev777"}};
+    qs.push_back({"tag (0.1%)", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.name = "app7";
+    f.tags = {{"branch", "dev777"}};
+    qs.push_back({"name+tag (0.1%)", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.name = "app3";
+    f.status = "live";
+    qs.push_back({"name+status=live", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.name = "app3";
+    f.tags = {{"host", "h5"}};
+    qs.push_back({"name+tag (1/3700)", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.before_id = runs / 2;
+    qs.push_back({"cursor at the middle", f});
+  }
+  {
+    lfs::RunFilter f;
+    f.name = "app3";
+    f.tags = {{"branch", "main"}};
+    qs.push_back({"name+tag, no match", f});
+  }
   for (auto& q : qs) {
     std::vector<double> t;
     lfs::RunList l;
@@ -341,7 +409,8 @@ int list(lfs::Store& st, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 4 || std::strcmp(argv[1], "--store") != 0) {
-    std::fprintf(stderr, "usage: store_bench --store URL long|fleet|list [options] (see the source)\n");
+    std::fprintf(stderr,
+                 "usage: store_bench --store URL long|fleet|list [options] (see the source)\n");
     return 2;
   }
   lfs::StoreOptions o;
@@ -349,8 +418,10 @@ int main(int argc, char** argv) {
   g_wall_clock = std::string(argv[2]).find("://") != std::string::npos;
   auto st = lfs::open_store(argv[2], o);
   std::string what = argv[3];
-  int rc = what == "long" ? long_run(*st, argc, argv) : what == "fleet" ? fleet(*st, argc, argv)
-                                                     : what == "list" ? list(*st, argc, argv) : 2;
+  int rc = what == "long"    ? long_run(*st, argc, argv)
+           : what == "fleet" ? fleet(*st, argc, argv)
+           : what == "list"  ? list(*st, argc, argv)
+                             : 2;
   st->close();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
