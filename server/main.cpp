@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "app.hpp"
+#include "front.hpp"
 
 extern char** environ;
 
@@ -102,10 +103,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  httplib::Server svr;
-  svr.new_task_queue = [n = cfg.threads] { return new httplib::ThreadPool(static_cast<std::size_t>(n)); };
-  svr.set_keep_alive_timeout(cfg.keep_alive_seconds);
-  svr.set_keep_alive_max_count(100);
+  // Connections live in the front loop until a whole request head has come
+  // (front.hpp): idle and slow clients hold no worker.
+  lfs::FrontServer svr(lfs::FrontOptions::from(cfg));
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second
   // server binds the same port and the kernel splits connections between two stores.
   svr.set_socket_options([](socket_t sock) {
