@@ -7,6 +7,7 @@ set -eu
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-${FUZZ_SECONDS:-60}}
 BUILD=${FUZZ_BUILD:-build-fuzz}
+[ -n "${FUZZ_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --fuzz
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ missing (scripts/install-deps.sh installs clang, libfuzzer-14-dev)"; exit 1; }
 TARGETS="fuzz_folded fuzz_wire fuzz_json_request fuzz_gzip_body fuzz_query"
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"

@@ -11,9 +11,11 @@ build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
             ca-certificates curl)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
+fuzz_pkgs=(clang libfuzzer-14-dev)  # .ci/fuzz.sh (scripts/install-deps.sh --fuzz)
 
 want=("${build_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+[ "${1:-}" = "--fuzz" ] && want+=("${fuzz_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do

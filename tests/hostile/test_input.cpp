@@ -285,3 +285,20 @@ TEST_CASE("two Content-Length headers, or one with Transfer-Encoding, are refuse
   CHECK((a < b && b < c));
   lfh::check_healthz_prompt(s);
 }
+
+TEST_CASE("profile.folded?reverse=1 reverses each stack, as documented") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path);
+  int64_t id = upload(s);
+  auto c = s.client();
+  const std::string path = "/api/runs/" + std::to_string(id) + "/profile.folded";
+  auto plain = c.Get(path.c_str());
+  auto rev = c.Get((path + "?reverse=1").c_str());
+  REQUIRE(plain);
+  REQUIRE(rev);
+  CHECK(plain->body == "main;a;b 10\nmain;a;c 5\nmain;d 3\n");
+  CHECK(rev->body == "b;a;main 10\nc;a;main 5\nd;main 3\n");
+  check_error(lfh::exchange(s.port(), "GET " + path + "?reverse=yes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+              422, "bad value for reverse");
+  lfh::check_healthz_prompt(s);
+}
