@@ -166,6 +166,9 @@ bool decode(std::string_view text, Chunk& c, std::string& error) {
       else {
         if (v != c.nodes.size()) return fail(error, r.lineno, "end count does not match nodes");
         if (!have_seq) return fail(error, r.lineno, "no seq header");
+        // Required by the grammar; a chunk without it decoded, and did not
+        // encode back (found by fuzz/fuzz_wire).
+        if (!have_metrics) return fail(error, r.lineno, "no metrics header");
         if (r.pos < text.size()) return fail(error, r.lineno + 1, "data after end");
         return true;
       }
