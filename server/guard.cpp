@@ -1,6 +1,9 @@
 // Checks on what a client controls (see guard.hpp).
 #include "guard.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -124,12 +127,12 @@ bool same_secret(const std::string& got, const std::string& want) {
   return diff == 0;
 }
 
-std::string lower(std::string s) {
+}  // namespace
+
+std::string ascii_lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
-
-}  // namespace
 
 std::string url_decode(std::string_view s) {
   std::string out;
@@ -197,11 +200,11 @@ bool carries_token(const std::string& authorization, const std::string& token) {
 
 bool cross_site_simple_write(const httplib::Request& req, const std::string& own_origin) {
   const std::string origin = req.get_header_value("Origin");
-  const std::string site = lower(req.get_header_value("Sec-Fetch-Site"));
+  const std::string site = ascii_lower(req.get_header_value("Sec-Fetch-Site"));
   bool cross = (!origin.empty() && origin != own_origin) || site == "cross-site" || site == "same-site";
   if (!cross) return false;
   if (req.has_header("X-Luaflame")) return false;  // a custom header needs a preflight
-  std::string type = lower(req.get_header_value("Content-Type"));
+  std::string type = ascii_lower(req.get_header_value("Content-Type"));
   type = type.substr(0, type.find(';'));
   while (!type.empty() && type.back() == ' ') type.pop_back();
   return type.empty() || type == "text/plain" || type == "application/x-www-form-urlencoded" ||

@@ -58,6 +58,9 @@ std::string url_decode(std::string_view s);
 /// The query of `target` split at '&', each part at its first '=' (so tag=K=V keeps its '=').
 std::multimap<std::string, std::string> parse_query(std::string_view target);
 
+/// `s` with ASCII letters in lower case (header values: gzip, chunked, ...).
+std::string ascii_lower(std::string s);
+
 /// `s` for one log line: bytes below 0x20, 0x7f and '\' as \xNN, cut at `max` bytes.
 std::string log_safe(std::string_view s, std::size_t max = 1024);
 

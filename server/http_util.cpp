@@ -64,8 +64,7 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in, ht
   } catch (const std::exception& e) {
     if (is_disk_full(e.what())) {
       spdlog::error("{} {}: disk full: {}", in.method, log_safe(in.path), e.what());
-      auto& app = *t_app;
-      if (app.on_disk_full) app.on_disk_full();
+      if (t_app && t_app->on_disk_full) t_app->on_disk_full();
       send_json(res, 507, {{"error", std::string("insufficient storage: the disk holding the store is full (") +
                                          e.what() + "); delete runs or free space, then retry"}});
       return;
@@ -109,11 +108,6 @@ void close_after_response(httplib::Response& res) {
                            });
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // Checks made on the head alone, before any body byte is read or decoded.
 // Returns true (and fills `res`) when the request is refused.
 bool refuse_early(const App& app, httplib::Request& req, httplib::Response& res) {
@@ -131,12 +125,12 @@ bool refuse_early(const App& app, httplib::Request& req, httplib::Response& res)
   const bool chunked = req.has_header("Transfer-Encoding");
   if (chunked && req.has_header("Content-Length"))
     return refuse(400, "both Content-Length and Transfer-Encoding");
-  if (chunked && lower(req.get_header_value("Transfer-Encoding")) != "chunked")
+  if (chunked && ascii_lower(req.get_header_value("Transfer-Encoding")) != "chunked")
     return refuse(400, "Transfer-Encoding '" + log_safe(req.get_header_value("Transfer-Encoding"), 64) +
                            "' is not supported (chunked or none)");
   if (req.has_header("Content-Encoding")) {
     if (req.get_header_value_count("Content-Encoding") > 1) return refuse(415, "more than one Content-Encoding header");
-    std::string enc = lower(req.get_header_value("Content-Encoding"));
+    std::string enc = ascii_lower(req.get_header_value("Content-Encoding"));
     if (enc == "gzip" || enc == "x-gzip") t_gzip = true;
     else if (enc != "identity")
       return refuse(415, "Content-Encoding '" + log_safe(enc, 64) + "' is not supported (gzip or none)");
