@@ -188,6 +188,9 @@ struct FrontServer::Impl {
   std::map<std::string, std::size_t> per_client;
   std::deque<Conn*> queue;  // busy connections whose head is complete, waiting for a worker
   std::size_t serving = 0;  // busy connections being served by a worker
+  // Workers serving each client address: at most a quarter of them each, so
+  // one client trickling request bodies cannot hold every worker.
+  std::map<std::string, std::size_t> serving_by_client;
   bool started = false, stopping = false;
   std::thread loop_thread;
   std::vector<std::thread> workers;
@@ -352,19 +355,37 @@ struct FrontServer::Impl {
     }
   }
 
+  std::size_t client_cap() const { return std::max<std::size_t>(1, opt.workers / 4); }
+
+  // Under mu: the first queued connection whose client is under its share.
+  std::deque<Conn*>::iterator next_eligible() {
+    return std::find_if(queue.begin(), queue.end(), [&](Conn* c) {
+      auto it = serving_by_client.find(c->peer);
+      return it == serving_by_client.end() || it->second < client_cap();
+    });
+  }
+
   void work() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      work_cv.wait(lock, [&] { return !queue.empty() || stopping; });
-      if (queue.empty()) return;
-      Conn* c = queue.front();
-      queue.pop_front();
+      work_cv.wait(lock, [&] { return stopping || next_eligible() != queue.end(); });
+      auto it = next_eligible();
+      if (it == queue.end()) {
+        if (stopping && queue.empty()) return;
+        if (stopping) { work_cv.wait_for(lock, std::chrono::milliseconds(50)); continue; }
+        continue;
+      }
+      Conn* c = *it;
+      queue.erase(it);
       ++serving;
+      ++serving_by_client[c->peer];
       const bool last = stopping;
       lock.unlock();
       bool keep = serve(*c, last);
       lock.lock();
       --serving;
+      if (--serving_by_client[c->peer] == 0) serving_by_client.erase(c->peer);
+      work_cv.notify_all();  // a connection held back by its client's share may go now
       if (!keep || stopping) {
         erase(c);
       } else {
