@@ -132,6 +132,8 @@ const std::vector<Option>& options() {
        int_setter(&Config::max_connections, "--max-connections", 1, 900)},
       {"--max-client-connections", "LUAFLAME_MAX_CLIENT_CONNECTIONS", "open connections per client address (default 64)",
        int_setter(&Config::max_client_connections, "--max-client-connections", 1, 900)},
+      {"--max-client-workers", "LUAFLAME_MAX_CLIENT_WORKERS", "workers per client address (default 0 = threads/4)",
+       int_setter(&Config::max_client_workers, "--max-client-workers", 0, 256)},
       {"--disk-reserve", "LUAFLAME_DISK_RESERVE", "space kept free for deletes when the disk fills (default 16M)",
        size_setter(&Config::disk_reserve, "--disk-reserve")},
       {"--max-body", "LUAFLAME_MAX_BODY", "largest request body after gzip decoding (default 64M)",

@@ -75,6 +75,10 @@ struct Config {
   /// --max-client-connections / LUAFLAME_MAX_CLIENT_CONNECTIONS: open connections per client
   /// address. 64.
   std::size_t max_client_connections = 64;
+  /// --max-client-workers / LUAFLAME_MAX_CLIENT_WORKERS: workers serving one client address at a
+  /// time; 0 = a quarter of --threads (at least 1). Raise it behind a proxy, where every client
+  /// has the proxy's address. Default 0.
+  std::size_t max_client_workers = 0;
   /// --disk-reserve / LUAFLAME_DISK_RESERVE: bytes kept preallocated next to the store and
   /// released when the disk fills, so deletes and retention can still run. 16 MiB; 0 = none.
   uint64_t disk_reserve = 16u << 20;

@@ -46,6 +46,7 @@ FrontOptions FrontOptions::from(const Config& c) {
   o.max_headers = c.max_headers;
   o.max_connections = c.max_connections;
   o.max_client_connections = c.max_client_connections;
+  o.max_client_workers = c.max_client_workers;
   return o;
 }
 
@@ -188,8 +189,8 @@ struct FrontServer::Impl {
   std::map<std::string, std::size_t> per_client;
   std::deque<Conn*> queue;  // busy connections whose head is complete, waiting for a worker
   std::size_t serving = 0;  // busy connections being served by a worker
-  // Workers serving each client address: at most a quarter of them each, so
-  // one client trickling request bodies cannot hold every worker.
+  // Workers serving each client address: at most client_cap() (a quarter of
+  // them by default), so one client trickling bodies cannot hold every worker.
   std::map<std::string, std::size_t> serving_by_client;
   bool started = false, stopping = false;
   std::thread loop_thread;
@@ -355,7 +356,9 @@ struct FrontServer::Impl {
     }
   }
 
-  std::size_t client_cap() const { return std::max<std::size_t>(1, opt.workers / 4); }
+  std::size_t client_cap() const {
+    return opt.max_client_workers ? opt.max_client_workers : std::max<std::size_t>(1, opt.workers / 4);
+  }
 
   // Under mu: the first queued connection whose client is under its share.
   std::deque<Conn*>::iterator next_eligible() {

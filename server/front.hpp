@@ -31,6 +31,7 @@ struct FrontOptions {
   std::size_t max_headers = 100;          ///< --max-headers
   std::size_t max_connections = 512;      ///< --max-connections
   std::size_t max_client_connections = 64;  ///< --max-client-connections
+  std::size_t max_client_workers = 0;     ///< --max-client-workers; 0 = workers / 4
   static FrontOptions from(const Config& c);
 };
 
