@@ -15,9 +15,11 @@ build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
 pg_pkgs=(libpq-dev)
 pg_test_pkgs=(postgresql nginx)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
+fuzz_pkgs=(clang libfuzzer-14-dev)  # .ci/fuzz.sh (scripts/install-deps.sh --fuzz)
 
 want=("${build_pkgs[@]}" "${pg_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
+[ "${1:-}" = "--fuzz" ] && want+=("${fuzz_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <functional>
+#include <regex>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -27,6 +29,12 @@ struct App {
   TreeCache trees{2000000};  ///< loaded trees of finished runs, at most 2M nodes in all
   TableCache tables{16u << 20};  ///< function tables of finished runs (details, /functions), 16 MiB
   Metrics metrics;
+  /// Paths of the routes that take a body (add_body_route): a body sent
+  /// anywhere else is refused before a byte of it is read or decoded.
+  std::vector<std::regex> body_routes;
+  /// Called when a write failed because the disk is full (main releases the
+  /// disk reserve so that deletes and retention can run).
+  std::function<void()> on_disk_full;
   explicit App(Config c, Store* s) : cfg(std::move(c)), store(s), cache(cfg.cache_bytes) {}
   /// Drops everything cached about a deleted run.
   void forget(int64_t run) {

@@ -154,6 +154,12 @@ void functions(App& app, const httplib::Request& req, httplib::Response& res) {
 void folded(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
+  if (req.has_param("reverse")) {  // documented in api.md; was ignored (issue 12)
+    const std::string r = req.get_param_value("reverse");
+    if (r != "0" && r != "1" && r != "true" && r != "false")
+      throw HttpError(422, "bad value for reverse: '" + r + "' (0 or 1)");
+    view.reverse = r == "1" || r == "true";
+  }
   send_text(req, res, run_folded(*app.trees.get(*app.store, run, view)), "text/plain; charset=utf-8");
   res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + "." +
                                             std::string(metric_name(view.metric)) + ".folded\"");

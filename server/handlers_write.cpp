@@ -6,10 +6,14 @@
 #include <ctime>
 
 #include "app.hpp"
+#include "guard.hpp"
 #include "ingest.hpp"
 
 namespace lfs {
 namespace {
+
+// The latest time accepted anywhere: 2261-12-31, well inside int64 ns.
+constexpr int64_t kMaxTimeNs = 9200000000000000000LL;
 
 lf::ParseOptions parse_options(const App& app) {
   lf::ParseOptions o;
@@ -28,11 +32,16 @@ nlohmann::json run_links(const httplib::Request& req, int64_t id) {
           {"folded", base + "/api/runs/" + sid + "/profile.folded"}};
 }
 
-nlohmann::json parse_json_body(const std::string& body, bool optional) {
-  if (body.empty() && optional) return nlohmann::json::object();
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw HttpError(400, "the body must be a JSON object");
-  return j;
+nlohmann::json parse_json_body(const App& app, const std::string& body, bool optional) {
+  return parse_json_request(body, app.cfg.max_json_bytes, app.cfg.max_json_depth, optional);
+}
+
+// A JSON whole number that fits int64 (a float or a larger number is refused:
+// a cast of 1e300 to int64 is undefined).
+int64_t json_int64(const nlohmann::json& v, const char* name) {
+  if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    return v.get<int64_t>();
+  throw HttpError(400, std::string(name) + " must be a whole number from 0 to 2^63-1");
 }
 
 // POST /api/runs?name=&tag=K=V&units=&metric=  (folded body)
@@ -57,7 +66,7 @@ void upload(App& app, const httplib::Request& req, httplib::Response& res) {
 
 // POST /api/streams  JSON {"stream", "name", "tags", "metrics", "started_ns", "hz"}
 void open_stream(App& app, const httplib::Request& req, httplib::Response& res) {
-  nlohmann::json j = parse_json_body(req.body, false);
+  nlohmann::json j = parse_json_body(app, req.body, false);
   NewRun run;
   try {
     run.stream = j.value("stream", "");
@@ -76,8 +85,14 @@ void open_stream(App& app, const httplib::Request& req, httplib::Response& res) 
       run.metrics.push_back(idx);
     }
     const char* start_key = j.contains("started_ns") ? "started_ns" : "started";
-    run.started_ns = j.contains(start_key) ? j[start_key].get<int64_t>() : now_ns();
-    run.hz = j.value("hz", 0.0);
+    run.started_ns = j.contains(start_key) ? json_int64(j[start_key], start_key) : now_ns();
+    if (j.contains("hz")) {
+      // Samples per second: positive and at most 1 MHz (a -5 or 1e300 was stored).
+      const auto& hz = j["hz"];
+      if (!hz.is_number() || !(hz.get<double>() > 0) || hz.get<double>() > 1e6)
+        throw HttpError(400, "hz must be a number of samples per second above 0 and at most 1000000");
+      run.hz = hz.get<double>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw HttpError(400, std::string("bad stream JSON: ") + e.what());
   }
@@ -85,7 +100,8 @@ void open_stream(App& app, const httplib::Request& req, httplib::Response& res) 
   check_name(run.name);
   if (run.tags.size() > app.cfg.max_tags)
     throw HttpError(400, "too many tags (at most " + std::to_string(app.cfg.max_tags) + " per run, --max-tags)");
-  if (run.started_ns < 0) throw HttpError(400, "started_ns must be Unix time in ns");
+  if (run.started_ns < 0 || run.started_ns > kMaxTimeNs)
+    throw HttpError(400, "started_ns must be Unix time in ns, from 1970 to 2261");
   run.source = "stream";
   run.finished = false;
   run.ended_ns = run.started_ns;
@@ -102,6 +118,8 @@ void append_chunk(App& app, const httplib::Request& req, httplib::Response& res)
   if (run.status != "live") throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
   Batch batch;
   lfw::Chunk chunk = decode_chunk(req.body, parse_options(app), batch);
+  if (chunk.from_ns > uint64_t(kMaxTimeNs) || chunk.until_ns > uint64_t(kMaxTimeNs))
+    throw HttpError(400, "bad chunk: from/until after the year 2261");
   int64_t now = now_ns();
   batch.from_ns = chunk.from_ns ? static_cast<int64_t>(chunk.from_ns) : now;
   batch.until_ns = chunk.until_ns ? static_cast<int64_t>(chunk.until_ns) : now;
@@ -116,7 +134,7 @@ void append_chunk(App& app, const httplib::Request& req, httplib::Response& res)
 // POST /api/runs/{id}/finish  optional JSON {"stats": {...}}
 void finish(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
-  nlohmann::json j = parse_json_body(req.body, true);
+  nlohmann::json j = parse_json_body(app, req.body, true);
   std::string stats;
   if (j.contains("stats")) stats = j["stats"].dump();
   if (stats.size() > 65536) throw HttpError(413, "stats larger than 64 KiB");
@@ -148,10 +166,15 @@ int64_t pyroscope_time(const httplib::Request& req, const char* name, int64_t de
   long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || n < 0)
     throw HttpError(422, std::string(name) + " must be Unix time in seconds, got '" + v + "'");
-  if (n < 100000000000LL) return n * 1000000000LL;        // seconds
-  if (n < 100000000000000LL) return n * 1000000LL;        // milliseconds
-  if (n < 100000000000000000LL) return n * 1000LL;        // microseconds
-  return n;                                               // nanoseconds
+  int64_t scale = 1;                                      // nanoseconds
+  if (n < 100000000000LL) scale = 1000000000LL;           // seconds
+  else if (n < 100000000000000LL) scale = 1000000LL;      // milliseconds
+  else if (n < 100000000000000000LL) scale = 1000LL;      // microseconds
+  // Seconds from 9,223,372,037 overflowed int64 ns (a run "started" in 1702).
+  long long ns = 0;
+  if (__builtin_mul_overflow(n, scale, &ns) || ns > kMaxTimeNs)
+    throw HttpError(422, std::string(name) + " is after the year 2261: '" + v + "'");
+  return ns;
 }
 
 // POST /ingest?name=APP.KIND{k=v}&from=&until=&format=&sampleRate=&spyName=&units=&aggregationType=

@@ -6,7 +6,9 @@
 #include <netdb.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,10 +16,12 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <mutex>
 #include <iostream>
 #include <thread>
 
 #include "app.hpp"
+#include "front.hpp"
 
 extern char** environ;
 
@@ -38,11 +42,53 @@ void finish_stale(lfs::App& app) {
   }
 }
 
-void retention_loop(lfs::App& app, std::mutex& mu, std::condition_variable& cv, bool& stopping) {
+// The disk reserve: a preallocated file (real blocks, fallocate) next to the
+// store. When a write finds the disk full it is deleted, so that DELETE and
+// retention (SQLite needs some space for its journal to delete) can still run;
+// SQLite reuses the pages freed by deletes, so uploads succeed again without a
+// restart. It is made again by the retention thread once the filesystem has
+// room for it (plus 1 MiB). Threads: release() from any worker, refill() from
+// the retention thread; `mu` orders them.
+class DiskReserve {
+ public:
+  DiskReserve(std::string path, uint64_t size) : path_(std::move(path)), size_(size) {}
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!held_) return;
+    ::unlink(path_.c_str());
+    held_ = false;
+    spdlog::warn("disk full: released the {} byte reserve {} so deletes can run", size_, path_);
+  }
+  void refill() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ || size_ == 0) return;
+    struct statvfs fs{};
+    if (statvfs(path_.c_str(), &fs) != 0 && statvfs(dir().c_str(), &fs) != 0) return;
+    if (uint64_t(fs.f_bavail) * fs.f_frsize < size_ + (1u << 20)) return;
+    int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    int rc = posix_fallocate(fd, 0, static_cast<off_t>(size_));
+    ::close(fd);
+    if (rc != 0) { ::unlink(path_.c_str()); return; }
+    held_ = true;
+    spdlog::info("disk reserve of {} bytes in place ({})", size_, path_);
+  }
+
+ private:
+  std::string dir() const { return path_.substr(0, path_.rfind('/')); }
+  std::mutex mu_;
+  std::string path_;
+  uint64_t size_;
+  bool held_ = false;
+};
+
+void retention_loop(lfs::App& app, DiskReserve& reserve, std::mutex& mu, std::condition_variable& cv,
+                    bool& stopping) {
   const lfs::Config& c = app.cfg;
   std::unique_lock<std::mutex> lock(mu);
   while (!stopping) {
     lock.unlock();
+    reserve.refill();
     try {
       // On a shared database one server runs retention; the others skip the pass.
       if (app.store->leads_retention()) {
@@ -112,10 +158,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  httplib::Server svr;
-  svr.new_task_queue = [n = cfg.threads] { return new httplib::ThreadPool(static_cast<std::size_t>(n)); };
-  svr.set_keep_alive_timeout(cfg.keep_alive_seconds);
-  svr.set_keep_alive_max_count(100);
+  // Connections live in the front loop until a whole request head has come
+  // (front.hpp): idle and slow clients hold no worker.
+  lfs::FrontServer svr(lfs::FrontOptions::from(cfg));
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second
   // server binds the same port and the kernel splits connections between two stores.
   svr.set_socket_options([](socket_t sock) {
@@ -150,7 +195,13 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
-  std::thread retention([&] { retention_loop(app, mu, cv, stopping); });
+  DiskReserve reserve(cfg.data_dir + "/reserve.bin", cfg.disk_reserve);
+  reserve.refill();
+  app.on_disk_full = [&reserve, &cv] {
+    reserve.release();
+    cv.notify_all();  // a retention pass now (--disk-budget, --keep-*)
+  };
+  std::thread retention([&] { retention_loop(app, reserve, mu, cv, stopping); });
 
   spdlog::info("luaflame-server {} listening on http://{}:{} (store {}, web {})", LUAFLAME_SERVER_VERSION, cfg.host,
                cfg.port, lfs::describe_store(cfg.store.empty() ? cfg.data_dir : cfg.store), cfg.web_dir);

@@ -166,7 +166,11 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
   if (units == "ns") o.unit = "ns";
   if (units == "bytes") { o.unit = "bytes"; o.colors = "mem"; }
   bool title_set = false;
-  for (const auto& [key, v] : p) {
+  for (const auto& kv : p) {
+    // Named references, not a structured binding: clang 14 (the fuzz build)
+    // cannot capture a structured binding in the lambdas below.
+    const std::string& key = kv.first;
+    const std::string& v = kv.second;
     double d = 0;
     bool b = false;
     auto bad = [&](const std::string& want) { return "bad value for " + key + ": '" + v + "' (" + want + ")"; };

@@ -13,7 +13,8 @@
 //   header   = "seq" SP uint LF                     ; 0, 1, 2 ... per run; a retry repeats its seq
 //            | "from" SP uint LF                    ; window start, Unix time in ns
 //            | "until" SP uint LF                   ; window end, Unix time in ns
-//            | "metrics" 1*(SP metric) LF           ; the value columns of every node, in order
+//            | "metrics" 1*(SP metric) LF           ; the value columns of every node, in order;
+//                                                   ; once per chunk, each metric once
 //   frame    = "f" SP text LF                       ; frames are numbered 0, 1, 2 ... in order
 //   node     = "n" SP parent SP frameidx *(SP value) LF
 //                                                   ; nodes numbered 0, 1, 2 ...; parent = "-" (root)
@@ -22,7 +23,7 @@
 //   end      = "end" SP uint LF                     ; the number of nodes, a check against truncation
 //   metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" | "live_bytes"
 //   text     = 1*(any byte but LF, CR and ";")      ; a frame name, as it appears in folded text
-//   uint     = 1*DIGIT
+//   uint     = 1*DIGIT                              ; at most 2^63-1 (9223372036854775807)
 //   value    = uint                                 ; counts, nanoseconds or bytes: integers
 //
 // "seq", "metrics" and "end" are required; "from" and "until" may be omitted
