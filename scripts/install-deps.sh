@@ -3,6 +3,7 @@
 #   scripts/install-deps.sh          build and runtime dependencies
 #   scripts/install-deps.sh --test   also what the test suite needs (chromium,
 #                                    docker-compose, valgrind, playwright-core)
+#   scripts/install-deps.sh --lint   also clang-tidy and clang-format (.ci/lint.sh)
 # Idempotent: safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +12,12 @@ build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
             ca-certificates curl)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
+cli_pkgs=(libcli11-dev)                  # argument parsing of every `luaflame` subcommand
+lint_pkgs=(clang-tidy clang-format)      # .ci/lint.sh (scripts/install-deps.sh --lint)
 
-want=("${build_pkgs[@]}")
+want=("${build_pkgs[@]}" "${cli_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+[ "${1:-}" = "--lint" ] && want+=("${lint_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do

@@ -198,7 +198,7 @@ RunInfo newest_run(App& app, const httplib::Request& req) {
   f.tags = tag_params(req, "head_tag", 64);
   f.limit = 1;
   RunList list = app.store->list_runs(f);
-  if (list.runs.empty()) throw HttpError(404, "no run named '" + f.name + "' with those tags (head)");
+  if (list.runs.empty()) throw HttpError(404, "head_name=" + f.name + ": no run with that name and those tags");
   return list.runs.front();
 }
 

@@ -79,13 +79,51 @@ options)
   "$lf" svg --unit ns "$f" >/dev/null || fail "--unit ns"
   ;;
 bad_usage)
-  "$lf" svg --colors nope "$data/svg/simple.folded" >/dev/null 2>&1 && fail "unknown palette accepted"
-  "$lf" svg --width abc "$data/svg/simple.folded" >/dev/null 2>&1 && fail "bad number accepted"
-  "$lf" svg --frobnicate "$data/svg/simple.folded" >/dev/null 2>&1 && fail "unknown option accepted"
-  "$lf" svg "$tmp/missing.folded" >/dev/null 2>"$tmp/err" && fail "missing file accepted"
+  # bad usage exits 2 in every subcommand (was 1 in svg and diff)
+  f=$data/svg/simple.folded
+  while IFS='|' read -r what args; do
+    eval "set -- $args"
+    "$lf" "$@" >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 2 ] || fail "$what: exit $rc, want 2"
+    grep -q -- "--help describes" "$tmp/err" || fail "$what: no pointer to --help: $(cat "$tmp/err")"
+  done <<EOF2
+unknown palette|svg --colors nope "$f"
+bad number|svg --width abc "$f"
+zero width|svg --width 0 "$f"
+unknown option|svg --frobnicate "$f"
+missing value|svg "$f" --title
+bad unit|svg --unit parsecs "$f"
+bad minwidth|svg --minwidth 5x "$f"
+diff with one file|diff "$f"
+diff bad threshold|diff --threshold 101 "$f" "$f"
+diff report without threshold|diff --report r.md "$f" "$f"
+run unknown option|run --frobnicate "$f"
+run no script|run --hz 5
+push no file|push --name x
+compare no base|compare --head 1
+compare bad threshold|compare --base 1 --head 2 --threshold lots
+unknown command|frobnicate
+EOF2
+  "$lf" svg "$tmp/missing.folded" >/dev/null 2>"$tmp/err"; rc=$?
+  [ $rc -eq 2 ] || fail "missing file: exit $rc, want 2"
   grep -q "cannot read" "$tmp/err" || fail "no message for a missing file"
-  "$lf" diff "$data/svg/simple.folded" >/dev/null 2>&1 && fail "diff with one file accepted"
-  true
+  ;;
+diff_threshold)
+  # the gate runs locally: shares compared by the engine, a Markdown report, exit 1 past it
+  b=$data/diff/simple.before.folded a=$data/diff/simple.after.folded
+  "$lf" diff --threshold 100 "$b" "$a" >"$tmp/d.svg" 2>"$tmp/md"; rc=$?
+  [ $rc -eq 0 ] || fail "--threshold 100: exit $rc"
+  cmp -s "$tmp/d.svg" "$data/diff/simple.svg" || fail "--threshold changed the SVG"
+  grep -q '^### Profile comparison: .*simple.after.folded vs .*simple.before.folded' "$tmp/md" || fail "no report: $(cat "$tmp/md")"
+  grep -q '^Passed: no function grew by more than 100.00 points$' "$tmp/md" || fail "no verdict: $(cat "$tmp/md")"
+  printf 'main;fast 90\nmain;slow 10\n' >"$tmp/base.folded"; printf 'main;fast 50\nmain;slow 50\n' >"$tmp/head.folded"
+  "$lf" diff --threshold 5% --report "$tmp/r.md" -o "$tmp/x.svg" "$tmp/base.folded" "$tmp/head.folded"; rc=$?
+  [ $rc -eq 1 ] || fail "a 40-point regression past 5%: exit $rc, want 1"
+  grep -q '^| slow | 10.00 | 50.00 | +40.00 |$' "$tmp/r.md" || fail "report rows: $(cat "$tmp/r.md")"
+  grep -q '^\*\*FAILED\*\*: slow grew by more than 5.00 points$' "$tmp/r.md" || fail "no FAILED line"
+  grep -q '<svg' "$tmp/x.svg" || fail "-o SVG not written with the gate"
+  "$lf" diff --threshold 40 --folded "$tmp/base.folded" "$tmp/head.folded" >/dev/null 2>&1; rc=$?
+  [ $rc -eq 0 ] || fail "exactly 40 points is not past --threshold 40: exit $rc"
   ;;
 xml_wellformed)
   for f in "$data"/svg/*.folded; do
@@ -158,6 +196,12 @@ browser_interactive)
 help)
   "$lf" svg --help >"$tmp/h1" && grep -q -- "--minwidth" "$tmp/h1" || fail "svg --help"
   "$lf" diff --help >"$tmp/h2" && grep -q -- "--normalize" "$tmp/h2" || fail "diff --help"
+  grep -q -- "--threshold" "$tmp/h2" || fail "diff --help has no --threshold"
+  for sub in run push compare; do
+    "$lf" $sub --help >"$tmp/h3" 2>&1 || fail "$sub --help: exit $?"
+    grep -q "Exit status" "$tmp/h3" || fail "$sub --help says nothing of exit status"
+  done
+  "$lf" --help | grep -q compare || fail "luaflame --help lists no commands"
   ;;
 *) fail "unknown case" ;;
 esac
