@@ -58,6 +58,33 @@ inline void check(const fs::path& expected, const std::string& actual) {
   }
 }
 
+// Every SVG embeds the same script (engine/src/svg_script.hpp) after a line of
+// per-graph parameters ("var FS=...;"). Golden SVGs store the parameters but
+// not the script: it is stored once, as tests/data/svg/script.js, and checked
+// once (test_svg.cpp). cli_test.sh's strip_script does the same in awk.
+constexpr const char* kScriptMark = "/* the script: tests/data/svg/script.js */\n";
+
+// `svg` with the script's body replaced by kScriptMark; the body goes to
+// `script` when given. An SVG without a script comes back unchanged.
+inline std::string strip_script(const std::string& svg, std::string* script = nullptr) {
+  const std::size_t open = svg.find("<script type=\"text/ecmascript\"><![CDATA[\n");
+  if (open == std::string::npos) return svg;
+  const std::size_t params = svg.find("\nvar FS=", open);
+  const std::size_t eol = params == std::string::npos ? params : svg.find('\n', params + 1);
+  const std::size_t close = eol == std::string::npos ? eol : svg.find("\n]]></script>", eol - 1);
+  if (close == std::string::npos) return svg;
+  if (script) *script = svg.substr(eol + 1, close + 1 - (eol + 1));
+  return svg.substr(0, eol + 1) + kScriptMark + svg.substr(close + 1);
+}
+
+// check() for an SVG: compared (and regenerated) without its script.
+inline void check_svg(const fs::path& expected, const std::string& svg) {
+  const std::string stripped = strip_script(svg);
+  if (svg.find("<script") != std::string::npos)
+    CHECK_MESSAGE(stripped.find(kScriptMark) != std::string::npos, "the script is not where strip_script looks");
+  check(expected, stripped);
+}
+
 // Input files of a stage with the given suffix, sorted (deterministic order).
 inline std::vector<fs::path> cases(const char* stage, const std::string& suffix) {
   std::vector<fs::path> out;

@@ -28,7 +28,7 @@ TEST_CASE("data: tests/data/diff/<case>.before.folded + .after.folded") {
     golden::check(base + ".normalized.txt", folded_of(n));
     std::string svg;
     lf::render_svg(d, lf::SvgOptions{}, svg);
-    golden::check(base + ".svg", svg);
+    golden::check_svg(base + ".svg", svg);
   }
 }
 

@@ -86,8 +86,24 @@ TEST_CASE("data: tests/data/svg/*.folded -> .svg, byte for byte, well-formed") {
     if (golden::fs::exists(base + ".opts")) o = options_from(golden::read(base + ".opts"));
     std::string svg = svg_of(golden::read(in), o);
     CHECK(golden::xml_problem(svg) == "");
-    golden::check(base + ".svg", svg);
+    golden::check_svg(base + ".svg", svg);
   }
+}
+
+TEST_CASE("the embedded script, once: tests/data/svg/script.js, the same in every graph") {
+  std::string first;
+  for (const auto& in : golden::cases("svg", ".folded")) {
+    CAPTURE(in.string());
+    std::string base = in.string().substr(0, in.string().size() - 7);
+    lf::SvgOptions o;
+    if (golden::fs::exists(base + ".opts")) o = options_from(golden::read(base + ".opts"));
+    std::string script;
+    golden::strip_script(svg_of(golden::read(in), o), &script);
+    REQUIRE(script.find("function init(evt)") != std::string::npos);
+    if (first.empty()) first = script;
+    CHECK(script == first);  // options live in the parameter line, never in the script
+  }
+  golden::check(golden::data_dir("svg") / "script.js", first);
 }
 
 TEST_CASE("titles are flamegraph.pl's: NAME (COUNT COUNTNAME, PCT%)") {
