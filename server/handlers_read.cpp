@@ -6,6 +6,7 @@
 
 #include "app.hpp"
 #include "luaflame/diff.hpp"
+#include "luaflame/hash.hpp"
 #include "render.hpp"
 
 namespace lfs {
@@ -56,11 +57,9 @@ std::string cache_key(const httplib::Request& req) {
 }
 
 std::string etag_of(const std::string& key, const RunInfo& run) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::string_view s) { for (unsigned char c : s) h = (h ^ c) * 1099511628211ull; };
-  mix(key);
-  mix(std::to_string(run.ended_ns));
-  mix(LUAFLAME_SERVER_VERSION);
+  uint64_t h = lf::fnv1a(key);
+  h = lf::fnv1a(std::to_string(run.ended_ns), h);
+  h = lf::fnv1a(LUAFLAME_SERVER_VERSION, h);
   char buf[24];
   std::snprintf(buf, sizeof buf, "\"%016llx\"", static_cast<unsigned long long>(h));
   return buf;

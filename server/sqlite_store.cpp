@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "luaflame/folded.hpp"
+#include "luaflame/hash.hpp"
 #include "luaflame/wire.hpp"
 #include "store.hpp"
 
@@ -111,11 +112,7 @@ int64_t now_ns() {
 }
 
 // FNV-1a: the stacks table is looked up by (run, hash), then by text.
-int64_t hash_text(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return static_cast<int64_t>(h);
-}
+int64_t hash_text(std::string_view s) { return static_cast<int64_t>(lf::fnv1a(s)); }
 
 [[noreturn]] void fail(sqlite3* db, const std::string& what) {
   throw std::runtime_error("store: " + what + ": " + (db ? sqlite3_errmsg(db) : "no database"));

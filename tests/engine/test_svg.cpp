@@ -10,6 +10,7 @@
 
 #include "golden.hpp"
 #include "luaflame/diff.hpp"
+#include "luaflame/hash.hpp"
 
 namespace {
 
@@ -350,4 +351,11 @@ TEST_CASE("same frames, titles and geometry as flamegraph.pl (tests/data/svg-com
     CHECK(rows.size() == std::size_t(std::count(want.begin(), want.end(), '\n')));
     CHECK(got == want);
   }
+}
+
+TEST_CASE("fnv1a: fixed values (colours and the server's stored stack hashes depend on them)") {
+  // Regression: three copies of this hash existed; the one left must give what they gave.
+  CHECK(lf::fnv1a("") == 1469598103934665603ull);
+  CHECK(lf::fnv1a("a") == ((1469598103934665603ull ^ 'a') * 1099511628211ull));
+  CHECK(lf::fnv1a("main;work") == lf::fnv1a("work", lf::fnv1a("main;")));  // pieces hash as one string
 }
