@@ -82,48 +82,20 @@ std::string view_key(const RunInfo& run, const View& view) {
          std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
 }
 
-std::shared_ptr<const lf::Tree> TreeCache::find(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end(); ++it)
-    if (it->key == key) {
-      entries_.splice(entries_.begin(), entries_, it);
-      return entries_.front().tree;
-    }
-  return nullptr;
-}
-
 std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run, const View& view) {
   if (run.status != "finished" || view.flamechart)
     return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
   const std::string key = view_key(run, view);
-  if (auto hit = find(key)) return hit;
+  if (auto hit = lru_.get(key)) return hit;
   return flights_.run(key, [&]() -> std::shared_ptr<const lf::Tree> {
-    if (auto hit = find(key)) return hit;  // loaded by a flight that just ended
+    if (auto hit = lru_.get(key)) return hit;  // loaded by a flight that just ended
     auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (tree->size() <= max_nodes_ / 2) {
-      entries_.push_front({run.id, key, tree});
-      nodes_ += tree->size();
-      while (nodes_ > max_nodes_ && !entries_.empty()) {
-        nodes_ -= entries_.back().tree->size();
-        entries_.pop_back();
-      }
-    }
+    lru_.put(run.id, key, tree);
     return tree;
   });
 }
 
-void TreeCache::forget(int64_t run) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->run == run) {
-      nodes_ -= it->tree->size();
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
+void TreeCache::forget(int64_t run) { lru_.forget(run); }
 
 std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, bool& reverse) {
   std::string_view units = metric_units(metric);
@@ -210,43 +182,16 @@ std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& st
   auto compute = [&] { return std::make_shared<const FunctionTable>(function_table(*trees.get(store, run, view))); };
   if (run.status != "finished" || view.flamechart) return compute();
   const std::string key = view_key(run, view);
-  auto find = [&]() -> std::shared_ptr<const FunctionTable> {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->key == key) {
-        entries_.splice(entries_.begin(), entries_, it);
-        return entries_.front().table;
-      }
-    return nullptr;
-  };
-  if (auto hit = find()) return hit;
+  if (auto hit = lru_.get(key)) return hit;
   return flights_.run(key, [&]() -> std::shared_ptr<const FunctionTable> {
-    if (auto hit = find()) return hit;
+    if (auto hit = lru_.get(key)) return hit;
     auto table = compute();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (table->bytes() <= max_bytes_ / 4) {
-      entries_.push_front({run.id, key, table});
-      bytes_ += table->bytes();
-      while (bytes_ > max_bytes_ && !entries_.empty()) {
-        bytes_ -= entries_.back().table->bytes();
-        entries_.pop_back();
-      }
-    }
+    lru_.put(run.id, key, table);
     return table;
   });
 }
 
-void TableCache::forget(int64_t run) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->run == run) {
-      bytes_ -= it->table->bytes();
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
+void TableCache::forget(int64_t run) { lru_.forget(run); }
 
 nlohmann::json run_functions(const FunctionTable& table, int metric, std::size_t limit) {
   nlohmann::json fns = nlohmann::json::array();

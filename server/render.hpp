@@ -19,6 +19,7 @@
 
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
+#include "cache.hpp"
 #include "store.hpp"
 
 namespace lfs {
@@ -85,17 +86,14 @@ std::string view_key(const RunInfo& run, const View& view);
 /// requests for the same finished view load it once.
 class TreeCache {
  public:
-  explicit TreeCache(std::size_t max_nodes) : max_nodes_(max_nodes) {}
+  explicit TreeCache(std::size_t max_nodes) : lru_(max_nodes, 2) {}
   /// The tree of `run` for `view`: from the cache when the run is finished.
   std::shared_ptr<const lf::Tree> get(Store& store, const RunInfo& run, const View& view);
   void forget(int64_t run);
 
  private:
-  std::shared_ptr<const lf::Tree> find(const std::string& key);
-  struct Entry { int64_t run; std::string key; std::shared_ptr<const lf::Tree> tree; };
-  std::mutex mu_;
-  std::list<Entry> entries_;  // most recent first
-  std::size_t nodes_ = 0, max_nodes_;
+  static std::size_t nodes(const lf::Tree& t) { return t.size(); }
+  RunLru<lf::Tree, nodes> lru_;  // a tree over half the budget is not kept
   Flights<lf::Tree> flights_;
 };
 
@@ -112,17 +110,15 @@ struct FunctionTable {
 /// a quarter of the budget is not kept.
 class TableCache {
  public:
-  explicit TableCache(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit TableCache(std::size_t max_bytes) : lru_(max_bytes, 4) {}
   /// The table of `run` for `view`, computed from trees.get() when not cached.
   std::shared_ptr<const FunctionTable> get(TreeCache& trees, Store& store, const RunInfo& run, const View& view);
   void forget(int64_t run);
-  std::size_t bytes() const { std::lock_guard<std::mutex> l(mu_); return bytes_; }
+  std::size_t bytes() const { return lru_.cost(); }
 
  private:
-  struct Entry { int64_t run; std::string key; std::shared_ptr<const FunctionTable> table; };
-  mutable std::mutex mu_;
-  std::list<Entry> entries_;  // most recent first
-  std::size_t bytes_ = 0, max_bytes_;
+  static std::size_t table_bytes(const FunctionTable& t) { return t.bytes(); }
+  RunLru<FunctionTable, table_bytes> lru_;
   Flights<FunctionTable> flights_;
 };
 
