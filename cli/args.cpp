@@ -23,8 +23,8 @@ int parse_args(CLI::App& app, int argc, char** argv) {
 }
 
 int usage_error(const CLI::App& app, const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n(%s --help describes the options)\n", app.get_name().c_str(), message.c_str(),
-               app.get_name().c_str());
+  std::fprintf(stderr, "%s: %s\n(%s --help describes the options)\n", app.get_name().c_str(),
+               message.c_str(), app.get_name().c_str());
   return kExitUsage;
 }
 

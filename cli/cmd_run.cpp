@@ -24,8 +24,9 @@ const char* option_help(const std::string& name) {
       {"mode", "sample (default), trace, both, alloc; joined with '+' (sample+alloc)"},
       {"hz", "samples per second (default 999)"},
       {"clock", "cpu (default: the Lua thread's CPU time) or wall"},
-      {"output", "folded output (default luaflame.folded unless --server); other metrics go to "
-                 "FILE-without-.folded.METRIC.folded"},
+      {"output",
+       "folded output (default luaflame.folded unless --server); other metrics go to "
+       "FILE-without-.folded.METRIC.folded"},
       {"server", "stream to luaflame-server (http://127.0.0.1:8080)"},
       {"token", "bearer token for the server"},
       {"name", "run name (default: the script's name)"},
@@ -39,7 +40,9 @@ const char* option_help(const std::string& name) {
   return it == kHelp.end() ? "a collector option (docs/collector.md)" : it->second;
 }
 
-bool is_flag(const std::string& name) { return name == "lines" || name == "quiet"; }
+bool is_flag(const std::string& name) {
+  return name == "lines" || name == "quiet";
+}
 
 // The command line: every collector option as --NAME VALUE (also --NAME=VALUE,
 // and --flush-interval for --flush_interval), then the script and its
@@ -59,18 +62,22 @@ void add_run_options(CLI::App& app, RunArgs& r) {
     if (dashed != name) spec += ",--" + dashed;
     if (name == "output") spec += ",-o";
     if (name == "quiet") spec += ",-q";
-    if (is_flag(name)) app.add_flag(spec, r.flags[name], option_help(name));
-    else app.add_option(spec, r.values[name], option_help(name));
+    if (is_flag(name))
+      app.add_flag(spec, r.flags[name], option_help(name));
+    else
+      app.add_option(spec, r.values[name], option_help(name));
   }
-  app.add_option("--tag", r.tag, "add a run tag K=V (repeatable)")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.footer("Runs the script exactly as 'lua5.4 script.lua args...' would, under the profiler.\n"
-             "Options are also LUAFLAME_<NAME> environment variables and luaflame.start{} fields.\n"
-             "Exit status: the script's; 2 on bad usage.\n");
+  app.add_option("--tag", r.tag, "add a run tag K=V (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.footer(
+      "Runs the script exactly as 'lua5.4 script.lua args...' would, under the profiler.\n"
+      "Options are also LUAFLAME_<NAME> environment variables and luaflame.start{} fields.\n"
+      "Exit status: the script's; 2 on bad usage.\n");
 }
 
 // Applies what the command line gave, over the environment's options.
-bool apply_args(const CLI::App& app, RunArgs& r, lfc::Options& o, bool& output_given, bool& name_given,
-                std::string& err) {
+bool apply_args(const CLI::App& app, RunArgs& r, lfc::Options& o, bool& output_given,
+                bool& name_given, std::string& err) {
   for (const char* const* n = lfc::kOptionNames; *n; ++n) {
     const std::string name = *n;
     if (!app.count("--" + name)) continue;
@@ -90,8 +97,9 @@ bool apply_args(const CLI::App& app, RunArgs& r, lfc::Options& o, bool& output_g
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  CLI::App app("Runs a Lua script under the profiler: luaflame run [options] [--] script.lua [args...]",
-               "luaflame run");
+  CLI::App app(
+      "Runs a Lua script under the profiler: luaflame run [options] [--] script.lua [args...]",
+      "luaflame run");
   house_style(app);
   RunArgs r;
   add_run_options(app, r);
@@ -108,7 +116,8 @@ int cmd_run(int argc, char** argv) {
   bool output_given = !o.output.empty(), name_given = std::getenv("LUAFLAME_NAME") != nullptr;
   if (!apply_args(app, r, o, output_given, name_given, err)) return fail(app, err, kExitUsage);
   const int i = argc - static_cast<int>(rest.size());  // the script's index in argv
-  if (i < 1 || rest.front() != argv[i]) return fail(app, "cannot find the script in the command line", kExitUsage);
+  if (i < 1 || rest.front() != argv[i])
+    return fail(app, "cannot find the script in the command line", kExitUsage);
   if (!output_given && o.server.empty()) o.output = "luaflame.folded";
   if (!name_given) {
     std::string s = argv[i];

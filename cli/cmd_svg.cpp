@@ -35,7 +35,8 @@ namespace {
 const char* kSvgFooter =
     "Options have flamegraph.pl's names, also as -opt VALUE and --opt=VALUE.\n"
     "Exit status: 0; 2 on bad usage, unreadable input, or when no stack counts were found\n"
-    "(an SVG saying so is still written, as flamegraph.pl does); 3 when --strict found bad lines.\n";
+    "(an SVG saying so is still written, as flamegraph.pl does); 3 when --strict found bad "
+    "lines.\n";
 
 const char* kDiffFooter =
     "Widths from AFTER, red where a frame's self count grew, blue where it shrank.\n"
@@ -61,40 +62,54 @@ struct Args {
 // The options of `luaflame svg`, and of `luaflame diff` with `diff`.
 void add_options(CLI::App& app, bool diff, Args& a) {
   lf::SvgOptions& o = a.svg;
-  app.add_option("FILE", a.files, diff ? "BEFORE and AFTER folded files" : "folded files (default: standard input)");
-  app.add_option("--title", o.title, "title (default \"Flame Graph\", \"Icicle Graph\" with --inverted)");
+  app.add_option("FILE", a.files,
+                 diff ? "BEFORE and AFTER folded files" : "folded files (default: standard input)");
+  app.add_option("--title", o.title,
+                 "title (default \"Flame Graph\", \"Icicle Graph\" with --inverted)");
   app.add_option("--subtitle", o.subtitle, "second title line (default none)");
   app.add_option("--width", o.width, "image width in pixels (default 1200)");
   app.add_option("--height", o.frame_height, "frame height in pixels (default 16)");
   app.add_option("--fontsize", o.font_size, "font size (default 12)");
   app.add_option("--fonttype", o.font_type, "font family (default Verdana)");
   app.add_option("--fontwidth", o.font_width, "average glyph width / font size (default 0.59)");
-  app.add_option("--minwidth", a.min_width, "omit frames narrower than NUM pixels, or NUM% of the total (default 0.1)");
+  app.add_option("--minwidth", a.min_width,
+                 "omit frames narrower than NUM pixels, or NUM% of the total (default 0.1)");
   app.add_option("--countname", o.count_name, "what the counts are (default samples)");
-  app.add_option("--nametype", o.name_type, "what the names are, in the details bar (default \"Function:\")");
-  app.add_option("--colors", o.colors, "lua (default) hot mem io red green blue aqua yellow purple orange");
-  app.add_flag("--hash", o.hash, "colour by name hash, similar names alike (flamegraph.pl's namehash)");
+  app.add_option("--nametype", o.name_type,
+                 "what the names are, in the details bar (default \"Function:\")");
+  app.add_option("--colors", o.colors,
+                 "lua (default) hot mem io red green blue aqua yellow purple orange");
+  app.add_flag("--hash", o.hash,
+               "colour by name hash, similar names alike (flamegraph.pl's namehash)");
   app.add_flag("--inverted", o.inverted, "icicle graph (root at the top)");
   app.add_flag("--reverse", a.reverse, "reverse every stack before merging");
-  app.add_flag("--flamechart", o.flamechart, "keep input order (x is time), merge only consecutive stacks");
-  app.add_option("--total", o.total, "total for widths and percentages (default: the sum of the counts)");
+  app.add_flag("--flamechart", o.flamechart,
+               "keep input order (x is time), merge only consecutive stacks");
+  app.add_option("--total", o.total,
+                 "total for widths and percentages (default: the sum of the counts)");
   app.add_option("--factor", o.factor, "multiply the counts shown in titles (default 1)");
   app.add_flag("--negate", o.negate, "swap red and blue in differential graphs");
   app.add_option("--notes", o.notes, "notes, kept in a comment in the SVG");
-  app.add_option("--unit", o.unit, "counts are ns (titles show us/ms/s) or bytes (KiB/MiB); default none")
+  app.add_option("--unit", o.unit,
+                 "counts are ns (titles show us/ms/s) or bytes (KiB/MiB); default none")
       ->check(CLI::IsMember({"ns", "bytes"}));
-  app.add_flag("--strict", a.strict,
-               "reject the input when any line is bad (default: skip bad lines); also checks UTF-8 and "
-               "control characters and applies the server's limits (4096-byte frames, 1 MiB lines, "
-               "1024 frames)");
+  app.add_flag(
+      "--strict", a.strict,
+      "reject the input when any line is bad (default: skip bad lines); also checks UTF-8 and "
+      "control characters and applies the server's limits (4096-byte frames, 1 MiB lines, "
+      "1024 frames)");
   app.add_option("-o,--output", a.output, "write to FILE instead of standard output");
   if (!diff) return;
-  app.add_flag("-n,--normalize", a.normalize, "scale BEFORE to the total of AFTER first (difffolded.pl -n)");
-  app.add_flag("--folded", a.folded, "print the two-column folded stacks (STACK BEFORE AFTER) instead");
-  app.add_option("--threshold", a.threshold,
-                 "fail (exit 1) when a function's self share of the total grew by more than PCT points "
-                 "(5 or 5%)");
-  app.add_option("--report", a.report, "with --threshold: write the Markdown report to FILE (- for stdout; "
+  app.add_flag("-n,--normalize", a.normalize,
+               "scale BEFORE to the total of AFTER first (difffolded.pl -n)");
+  app.add_flag("--folded", a.folded,
+               "print the two-column folded stacks (STACK BEFORE AFTER) instead");
+  app.add_option(
+      "--threshold", a.threshold,
+      "fail (exit 1) when a function's self share of the total grew by more than PCT points "
+      "(5 or 5%)");
+  app.add_option("--report", a.report,
+                 "with --threshold: write the Markdown report to FILE (- for stdout; "
                  "default stderr)");
 }
 
@@ -105,7 +120,8 @@ std::vector<std::string> long_dashes(int argc, char** argv) {
   for (std::size_t i = 1; i < out.size(); ++i) {
     std::string& s = out[i];
     if (s == "--") break;
-    if (s.size() > 2 && s[0] == '-' && std::isalpha(static_cast<unsigned char>(s[1]))) s.insert(0, "-");
+    if (s.size() > 2 && s[0] == '-' && std::isalpha(static_cast<unsigned char>(s[1])))
+      s.insert(0, "-");
   }
   return out;
 }
@@ -118,10 +134,12 @@ bool finish_args(const CLI::App& app, Args& a, int& status) {
   char* end = nullptr;
   a.svg.min_width = std::strtod(mw.c_str(), &end);
   if (mw.empty() || *end || !(a.svg.min_width >= 0)) {
-    status = usage_error(app, "--minwidth wants pixels or a percentage >= 0, got '" + a.min_width + "'");
+    status =
+        usage_error(app, "--minwidth wants pixels or a percentage >= 0, got '" + a.min_width + "'");
     return false;
   }
-  if (a.svg.width <= 0 || a.svg.frame_height <= 0 || !(a.svg.font_size > 0) || !(a.svg.total >= 0)) {
+  if (a.svg.width <= 0 || a.svg.frame_height <= 0 || !(a.svg.font_size > 0) ||
+      !(a.svg.total >= 0)) {
     status = usage_error(app, "width, height and fontsize must be positive, total not negative");
     return false;
   }
@@ -292,7 +310,8 @@ void report(const char* prog, const std::string& path, const lf::ParseResult& r,
   const char* where = path.empty() || path == "-" ? "stdin" : path.c_str();
   std::size_t show = strict ? r.errors.size() : std::min<std::size_t>(r.errors.size(), 3);
   for (std::size_t i = 0; i < show; ++i)
-    std::fprintf(stderr, "%s: %s:%zu: %s\n", prog, where, r.errors[i].line, r.errors[i].reason.c_str());
+    std::fprintf(stderr, "%s: %s:%zu: %s\n", prog, where, r.errors[i].line,
+                 r.errors[i].reason.c_str());
   std::fprintf(stderr, "%s: %s: %s %zu line%s with invalid format\n", prog, where,
                strict ? "rejected:" : "Ignored", r.rejected, r.rejected == 1 ? "" : "s");
 }
@@ -313,7 +332,9 @@ bool load(const char* prog, const std::vector<std::string>& files, const Args& a
     int r = f == "-" ? ::fstat(0, &st) : ::stat(f.c_str(), &st);  // stdin may be a file too
     if (r == 0 && S_ISREG(st.st_mode)) bytes += std::size_t(st.st_size);
   }
-  if (bytes) tree.reserve(std::min<std::size_t>(bytes / 32, std::size_t(32) << 20));  // capped: virtual, not free
+  if (bytes)
+    tree.reserve(
+        std::min<std::size_t>(bytes / 32, std::size_t(32) << 20));  // capped: virtual, not free
   for (const std::string& f : inputs) {
     lf::ParseResult r;
     if (!read_into(prog, f, a, tree, r)) ok = false;
@@ -329,7 +350,8 @@ struct Output {
   bool open(const char* prog, const std::string& path) {
     if (path.empty() || path == "-") return true;
     f = std::fopen(path.c_str(), "wb");
-    if (!f) std::fprintf(stderr, "%s: cannot write %s: %s\n", prog, path.c_str(), std::strerror(errno));
+    if (!f)
+      std::fprintf(stderr, "%s: cannot write %s: %s\n", prog, path.c_str(), std::strerror(errno));
     return f != nullptr;
   }
   bool failed = false;
@@ -339,8 +361,10 @@ struct Output {
     while (!s.empty() && !failed) {
       ssize_t n = ::write(fd, s.data(), s.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) failed = true;
-      else s.remove_prefix(std::size_t(n));
+      if (n <= 0)
+        failed = true;
+      else
+        s.remove_prefix(std::size_t(n));
     }
   }
   bool close(const char* prog) {
@@ -352,7 +376,8 @@ struct Output {
 };
 
 constexpr int kExitRegression = 1;
-constexpr int kExitError = 2;  // unreadable input, no stack counts (flamegraph.pl's 2), a write error
+constexpr int kExitError =
+    2;  // unreadable input, no stack counts (flamegraph.pl's 2), a write error
 constexpr int kExitStrict = 3;
 
 // Renders `tree`, or the "no data" image with kExitError when it holds nothing.
@@ -380,6 +405,7 @@ int parse(CLI::App& app, bool diff, int argc, char** argv, Args& a) {
   add_options(app, diff, a);
   std::vector<std::string> args = long_dashes(argc, argv);
   std::vector<char*> ptrs;
+  ptrs.reserve(args.size());
   for (std::string& s : args) ptrs.push_back(s.data());
   int status = parse_args(app, argc, ptrs.data());
   if (status >= 0) return status;
@@ -387,7 +413,8 @@ int parse(CLI::App& app, bool diff, int argc, char** argv, Args& a) {
 }
 
 int svg_main(int argc, char** argv) {
-  CLI::App app("Renders folded stacks (files, or standard input) as an SVG flame graph.", "luaflame svg");
+  CLI::App app("Renders folded stacks (files, or standard input) as an SVG flame graph.",
+               "luaflame svg");
   Args a;
   const int rc = parse(app, false, argc, argv, a);
   if (rc >= 0) return rc;
@@ -398,11 +425,14 @@ int svg_main(int argc, char** argv) {
 
 // The threshold gate: the engine's comparison of self shares, its Markdown
 // report to stderr or --report. kExitRegression past the threshold.
-int gate(const char* prog, const lf::Tree& before, const lf::Tree& after, double threshold, const Args& a) {
+int gate(const char* prog, const lf::Tree& before, const lf::Tree& after, double threshold,
+         const Args& a) {
   const lf::Comparison c = lf::compare_shares(before, after, threshold);
-  const std::string md = lf::comparison_markdown(
-      c, "Profile comparison: " + lf::markdown_escape(a.files[1]) + " vs " + lf::markdown_escape(a.files[0]) +
-             " (self share of total)", 10);
+  const std::string md =
+      lf::comparison_markdown(c,
+                              "Profile comparison: " + lf::markdown_escape(a.files[1]) + " vs " +
+                                  lf::markdown_escape(a.files[0]) + " (self share of total)",
+                              10);
   if (a.report.empty()) {
     std::fputs(md.c_str(), stderr);
   } else {
@@ -415,16 +445,19 @@ int gate(const char* prog, const lf::Tree& before, const lf::Tree& after, double
 }
 
 int diff_main(int argc, char** argv) {
-  CLI::App app("Renders a differential flame graph of two folded files (difffolded.pl + flamegraph.pl).",
-               "luaflame diff");
+  CLI::App app(
+      "Renders a differential flame graph of two folded files (difffolded.pl + flamegraph.pl).",
+      "luaflame diff");
   Args a;
   const int rc = parse(app, true, argc, argv, a);
   if (rc >= 0) return rc;
   if (a.files.size() != 2) return usage_error(app, "need two folded files, BEFORE and AFTER");
   double threshold = -1;
   if (!a.threshold.empty() && !lf::parse_threshold(a.threshold, threshold))
-    return usage_error(app, "--threshold wants a percentage from 0 to 100, got '" + a.threshold + "'");
-  if (!a.report.empty() && a.threshold.empty()) return usage_error(app, "--report needs --threshold");
+    return usage_error(app,
+                       "--threshold wants a percentage from 0 to 100, got '" + a.threshold + "'");
+  if (!a.report.empty() && a.threshold.empty())
+    return usage_error(app, "--report needs --threshold");
   lf::Tree before, after;
   Args one = a;
   one.svg.flamechart = false;
@@ -463,7 +496,11 @@ int guarded(const char* name, int (*fn)(int, char**), int argc, char** argv) {
 
 }  // namespace
 
-int cmd_svg(int argc, char** argv) { return guarded("luaflame svg", svg_main, argc, argv); }
-int cmd_diff(int argc, char** argv) { return guarded("luaflame diff", diff_main, argc, argv); }
+int cmd_svg(int argc, char** argv) {
+  return guarded("luaflame svg", svg_main, argc, argv);
+}
+int cmd_diff(int argc, char** argv) {
+  return guarded("luaflame diff", diff_main, argc, argv);
+}
 
 }  // namespace lfcli

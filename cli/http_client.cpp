@@ -34,12 +34,18 @@ std::string url_encode(const std::string& s) {
 // Why a request got no answer at all: the server is down, the name does not resolve...
 std::string transport_error(httplib::Error e) {
   switch (e) {
-    case httplib::Error::Connection: return "connection refused or host unreachable";
-    case httplib::Error::Read: return "no answer (timed out or connection closed while reading)";
-    case httplib::Error::Write: return "connection closed while sending";
-    case httplib::Error::SSLConnection: return "TLS handshake failed";
-    case httplib::Error::SSLServerVerification: return "TLS certificate not trusted";
-    default: return httplib::to_string(e);
+    case httplib::Error::Connection:
+      return "connection refused or host unreachable";
+    case httplib::Error::Read:
+      return "no answer (timed out or connection closed while reading)";
+    case httplib::Error::Write:
+      return "connection closed while sending";
+    case httplib::Error::SSLConnection:
+      return "TLS handshake failed";
+    case httplib::Error::SSLServerVerification:
+      return "TLS certificate not trusted";
+    default:
+      return httplib::to_string(e);
   }
 }
 
@@ -114,7 +120,8 @@ bool HttpClient::open(const ClientOptions& o, std::string& why) {
 }
 
 Reply HttpClient::get(const std::string& path, const Query& query) {
-  return impl_->answer(impl_->client.Get(with_query(prefix_ + path, query), impl_->headers), base());
+  return impl_->answer(impl_->client.Get(with_query(prefix_ + path, query), impl_->headers),
+                       base());
 }
 
 Reply HttpClient::post(const std::string& path, const Query& query, const std::string& body,
@@ -150,8 +157,9 @@ std::string http_error(const Reply& r, const std::string& file) {
     msg += ": " + (e.is_string() ? e.get<std::string>() : e.dump());
     if (j.contains("line") && j["line"].is_number_integer()) {
       const bool reason = j.contains("reason") && j["reason"].is_string();
-      msg = (file.empty() ? std::string("line ") : file + ":") + std::to_string(j["line"].get<long long>()) +
-            ": " + (reason ? j["reason"].get<std::string>() : "bad line") + " (" + msg + ")";
+      msg = (file.empty() ? std::string("line ") : file + ":") +
+            std::to_string(j["line"].get<long long>()) + ": " +
+            (reason ? j["reason"].get<std::string>() : "bad line") + " (" + msg + ")";
     }
   } else if (!r.body.empty()) {
     msg += ": " + r.body.substr(0, 300);

@@ -24,7 +24,7 @@ ClientOptions default_client_options();
 
 /// What a request got: an HTTP answer, or why there was none.
 struct Reply {
-  int status = 0;     ///< 0: no answer (see `error`)
+  int status = 0;  ///< 0: no answer (see `error`)
   std::string body;
   std::string error;  ///< "cannot reach URL: why" when status is 0
 };
@@ -39,8 +39,8 @@ class HttpClient {
 
   Reply get(const std::string& path, const Query& query);
   /// POSTs `body`; gzip-compresses it when `gzip`.
-  Reply post(const std::string& path, const Query& query, const std::string& body, const std::string& type,
-             bool gzip);
+  Reply post(const std::string& path, const Query& query, const std::string& body,
+             const std::string& type, bool gzip);
 
   /// An absolute link for a path the server answered with (absolute or not).
   std::string link(const std::string& path) const;
