@@ -47,9 +47,11 @@ step_tidy() {
   local out; out=$(mktemp -d)
   # One clang-tidy per file; a file's findings go to its own log, printed after.
   # -std: GCC 12 compiles C++17 by default, so CMake writes no -std flag, and
-  # clang 14's default (C++14) would not know std::string_view.
+  # clang 14's default (C++14) would not know std::string_view. gnu++20, as
+  # clang 14 rejects in C++17 what GCC 12 takes there (lambdas capturing
+  # structured bindings: server/render.cpp:109, tests/server/test_http.cpp:290).
   printf '%s\n' "${units[@]}" | timeout 900 xargs -P "$jobs" -I{} sh -c \
-    'f="$1"; log="$2/$(echo "$f" | tr / _).log"; clang-tidy -p "$3" --quiet --extra-arg=-std=gnu++17 "$f" >"$log" 2>&1 || echo "$f" >>"$2/failed"' \
+    'f="$1"; log="$2/$(echo "$f" | tr / _).log"; clang-tidy -p "$3" --quiet --extra-arg=-std=gnu++20 "$f" >"$log" 2>&1 || echo "$f" >>"$2/failed"' \
     _ {} "$out" "$build"
   local rc=0
   if [ -s "$out/failed" ]; then

@@ -14,7 +14,6 @@
 
 namespace {
 
-using golden::folded_of;
 using golden::tree_of;
 
 
