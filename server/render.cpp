@@ -103,7 +103,9 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
   if (units == "ns") o.unit = "ns";
   if (units == "bytes") { o.unit = "bytes"; o.colors = "mem"; }
   bool title_set = false;
-  for (const auto& [key, v] : p) {
+  for (const auto& kv : p) {
+    const std::string& key = kv.first;  // not a structured binding: clang-tidy 14 cannot
+    const std::string& v = kv.second;   // parse lambdas capturing one (.ci/lint.sh)
     double d = 0;
     bool b = false;
     auto bad = [&](const std::string& want) { return "bad value for " + key + ": '" + v + "' (" + want + ")"; };
