@@ -3,6 +3,7 @@
 #   scripts/install-deps.sh          build and runtime dependencies
 #   scripts/install-deps.sh --test   also what the test suite needs (chromium,
 #                                    docker-compose, valgrind, playwright-core)
+#   scripts/install-deps.sh --lint   also clang-tidy and clang-format (.ci/lint.sh)
 # Idempotent: safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,10 +17,13 @@ pg_pkgs=(libpq-dev)
 pg_test_pkgs=(postgresql nginx)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
 fuzz_pkgs=(clang libfuzzer-14-dev)  # .ci/fuzz.sh (scripts/install-deps.sh --fuzz)
+cli_pkgs=(libcli11-dev)                  # argument parsing of every `luaflame` subcommand
+lint_pkgs=(clang-tidy clang-format)      # .ci/lint.sh (scripts/install-deps.sh --lint)
 
-want=("${build_pkgs[@]}" "${pg_pkgs[@]}")
+want=("${build_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
 [ "${1:-}" = "--fuzz" ] && want+=("${fuzz_pkgs[@]}")
+[ "${1:-}" = "--lint" ] && want+=("${lint_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do

@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "app.hpp"
+#include "luaflame/diff.hpp"
+#include "luaflame/hash.hpp"
 #include "render.hpp"
 
 namespace lfs {
@@ -55,12 +57,10 @@ std::string cache_key(const httplib::Request& req) {
 }
 
 std::string etag_of(const std::string& key, const RunInfo& run) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::string_view s) { for (unsigned char c : s) h = (h ^ c) * 1099511628211ull; };
-  mix(key);
-  mix(std::to_string(run.ended_ns));
-  mix(std::to_string(run.revision));
-  mix(LUAFLAME_SERVER_VERSION);
+  uint64_t h = lf::fnv1a(key);
+  h = lf::fnv1a(std::to_string(run.ended_ns), h);
+  h = lf::fnv1a(std::to_string(run.revision), h);
+  h = lf::fnv1a(LUAFLAME_SERVER_VERSION, h);
   char buf[24];
   std::snprintf(buf, sizeof buf, "\"%016llx\"", static_cast<unsigned long long>(h));
   return buf;
@@ -199,7 +199,22 @@ void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
                        {"values", values}});
 }
 
-// Base and head of a comparison: base=ID, or base_name=NAME&base_tag=K=V (latest finished).
+// head_name=NAME&head_tag=K=V: the newest run of NAME with those tags, any status
+// (what GET /api/runs?name=&tag=&limit=1 lists first), so a CI job needs one request.
+RunInfo newest_run(App& app, const httplib::Request& req) {
+  if (req.has_param("head")) throw HttpError(422, "head=ID and head_name=NAME exclude each other");
+  RunFilter f;
+  f.name = req.get_param_value("head_name");
+  if (f.name.empty()) throw HttpError(422, "head_name must not be empty");
+  f.tags = tag_params(req, "head_tag", 64);
+  f.limit = 1;
+  RunList list = app.store->list_runs(f);
+  if (list.runs.empty()) throw HttpError(404, "head_name=" + f.name + ": no run with that name and those tags");
+  return list.runs.front();
+}
+
+// Base and head of a comparison: base=ID, or base_name=NAME&base_tag=K=V
+// (latest finished); head=ID, or head_name=NAME&head_tag=K=V (newest).
 std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
   auto by_id = [&](const char* name) {
     std::string v = req.get_param_value(name);
@@ -210,8 +225,9 @@ std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
     if (!r) throw HttpError(404, std::string("no run ") + v + " (" + name + ")");
     return *r;
   };
-  if (!req.has_param("head")) throw HttpError(422, "head=ID is required");
-  RunInfo head = by_id("head");
+  if (!req.has_param("head") && !req.has_param("head_name"))
+    throw HttpError(422, "head=ID or head_name=NAME (with head_tag=K=V) is required");
+  RunInfo head = req.has_param("head_name") ? newest_run(app, req) : by_id("head");
   if (req.has_param("base")) return {by_id("base"), head};
   if (!req.has_param("base_name")) throw HttpError(422, "base=ID or base_name=NAME (with base_tag=K=V) is required");
   Tags tags = tag_params(req, "base_tag", 64);
@@ -282,9 +298,7 @@ void diff_json(App& app, const httplib::Request& req, httplib::Response& res) {
   double threshold = -1;
   if (req.has_param("threshold")) {
     std::string v = req.get_param_value("threshold");
-    char* end = nullptr;
-    threshold = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !(threshold >= 0) || threshold > 100)
+    if (!lf::parse_threshold(v, threshold))
       throw HttpError(422, "threshold is percentage points from 0 to 100, got '" + v + "'");
   }
   std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 20, 1, 10000));

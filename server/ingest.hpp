@@ -1,6 +1,7 @@
 // Turning request bodies into store batches: strict folded parsing, wire
-// chunks, and Pyroscope's /ingest parameters. Pure functions; errors are
-// HttpErrors with the status the API promises.
+// chunks, and Pyroscope's /ingest parameters. No store or network access
+// (the .cpp uses app.hpp for HttpError only); errors are HttpErrors with the
+// status the API promises.
 #pragma once
 
 #include <string>

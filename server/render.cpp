@@ -33,10 +33,6 @@ bool under_focus(std::string_view stack, std::string_view focus) {
   return stack.size() == focus.size() || stack[focus.size()] == ';';
 }
 
-double pct(double v, double total) { return total > 0 ? 100.0 * v / total : 0.0; }
-
-double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
 }  // namespace
 
 lf::Tree load_tree(Store& store, int64_t run, const View& view) {
@@ -110,22 +106,12 @@ std::string view_key(const RunInfo& run, const View& view) {
          std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
 }
 
-std::shared_ptr<const lf::Tree> TreeCache::find(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end(); ++it)
-    if (it->key == key) {
-      entries_.splice(entries_.begin(), entries_, it);
-      return entries_.front().tree;
-    }
-  return nullptr;
-}
-
 std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run, const View& view) {
   if (view.flamechart) return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
   const std::string key = view_key(run, view);
-  if (auto hit = find(key)) return hit;
+  if (auto hit = lru_.get(key)) return hit;
   return flights_.run(key, [&]() -> std::shared_ptr<const lf::Tree> {
-    if (auto hit = find(key)) return hit;  // loaded by a flight that just ended
+    if (auto hit = lru_.get(key)) return hit;  // loaded by a flight that just ended
     auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
     std::lock_guard<std::mutex> lock(mu_);
     if (tree->size() <= max_nodes_ / 2) {
@@ -148,17 +134,7 @@ std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run,
   });
 }
 
-void TreeCache::forget(int64_t run) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->run == run) {
-      nodes_ -= it->tree->size();
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
+void TreeCache::forget(int64_t run) { lru_.forget(run); }
 
 std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, bool& reverse) {
   std::string_view units = metric_units(metric);
@@ -249,18 +225,9 @@ std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& st
   auto compute = [&] { return std::make_shared<const FunctionTable>(function_table(*trees.get(store, run, view))); };
   if (view.flamechart) return compute();
   const std::string key = view_key(run, view);
-  auto find = [&]() -> std::shared_ptr<const FunctionTable> {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->key == key) {
-        entries_.splice(entries_.begin(), entries_, it);
-        return entries_.front().table;
-      }
-    return nullptr;
-  };
-  if (auto hit = find()) return hit;
+  if (auto hit = lru_.get(key)) return hit;
   return flights_.run(key, [&]() -> std::shared_ptr<const FunctionTable> {
-    if (auto hit = find()) return hit;
+    if (auto hit = lru_.get(key)) return hit;
     auto table = compute();
     std::lock_guard<std::mutex> lock(mu_);
     if (table->bytes() <= max_bytes_ / 4) {
@@ -283,17 +250,7 @@ std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& st
   });
 }
 
-void TableCache::forget(int64_t run) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->run == run) {
-      bytes_ -= it->table->bytes();
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
+void TableCache::forget(int64_t run) { lru_.forget(run); }
 
 nlohmann::json run_functions(const FunctionTable& table, int metric, std::size_t limit) {
   nlohmann::json fns = nlohmann::json::array();
@@ -381,86 +338,33 @@ std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool nor
 
 DiffReport diff_report(const lf::Tree& base, const lf::Tree& head, const RunInfo& base_run,
                        const RunInfo& head_run, int metric, double threshold, std::size_t limit) {
-  struct Share { double base_self = 0, head_self = 0, base_total = 0, head_total = 0; };
-  std::unordered_map<std::string, Share> shares;
-  for (const lf::FunctionStat& f : lf::function_stats(base)) {
-    shares[f.name].base_self = pct(f.self, base.total());
-    shares[f.name].base_total = pct(f.total, base.total());
-  }
-  for (const lf::FunctionStat& f : lf::function_stats(head)) {
-    shares[f.name].head_self = pct(f.self, head.total());
-    shares[f.name].head_total = pct(f.total, head.total());
-  }
-  struct Row { std::string name; Share s; double delta; };
-  std::vector<Row> rows;
-  for (auto& [name, s] : shares) rows.push_back({name, s, s.head_self - s.base_self});
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    if (std::fabs(a.delta) != std::fabs(b.delta)) return std::fabs(a.delta) > std::fabs(b.delta);
-    return a.name < b.name;
-  });
-  auto row_json = [](const Row& r) {
+  const lf::Comparison c = lf::compare_shares(base, head, threshold);  // the engine owns the gate
+  auto row_json = [](const lf::ShareChange& r) {
     return nlohmann::json{{"name", r.name},
-                          {"base_pct", round3(r.s.base_self)},
-                          {"head_pct", round3(r.s.head_self)},
-                          {"delta_pct", round3(r.delta)},
-                          {"base_total_pct", round3(r.s.base_total)},
-                          {"head_total_pct", round3(r.s.head_total)}};
+                          {"base_pct", lf::round_share(r.base_self)},
+                          {"head_pct", lf::round_share(r.head_self)},
+                          {"delta_pct", lf::round_share(r.delta())},
+                          {"base_total_pct", lf::round_share(r.base_total)},
+                          {"head_total_pct", lf::round_share(r.head_total)}};
   };
   nlohmann::json frames = nlohmann::json::array(), reg = nlohmann::json::array(), imp = nlohmann::json::array();
-  bool failed = false;
-  std::string worst;
-  for (const Row& r : rows) {
-    if (threshold >= 0 && r.delta > threshold) {
-      if (!failed) worst = r.name;
-      failed = true;
-    }
+  for (const lf::ShareChange& r : c.rows) {
     if (frames.size() < limit) frames.push_back(row_json(r));
-    if (r.delta > 0.0005 && reg.size() < limit) reg.push_back(row_json(r));
-    if (r.delta < -0.0005 && imp.size() < limit) imp.push_back(row_json(r));
+    if (r.delta() > lf::kShareNoise && reg.size() < limit) reg.push_back(row_json(r));
+    if (r.delta() < -lf::kShareNoise && imp.size() < limit) imp.push_back(row_json(r));
   }
-  // Markdown a CI job can post as a comment.
-  auto fmt = [](double v, bool sign) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, sign ? "%+.2f" : "%.2f", v);
-    return std::string(buf);
-  };
-  auto md_name = [](const std::string& n) {
-    std::string out;
-    for (char c : n) {
-      if (c == '|' || c == '`' || c == '\\') out += '\\';
-      out += c;
-    }
-    return out;
-  };
-  std::string md = "### Profile comparison: " + md_name(head_run.name) + " #" + std::to_string(head_run.id) +
-                   " vs " + md_name(base_run.name) + " #" + std::to_string(base_run.id) + " (" +
-                   std::string(metric_name(metric)) + ", self share of total)\n\n";
-  auto table = [&](const char* title, const nlohmann::json& list) {
-    md += std::string("**") + title + "**\n\n";
-    if (list.empty()) { md += "none\n\n"; return; }
-    md += "| function | base % | head % | change (points) |\n|---|---:|---:|---:|\n";
-    for (const auto& r : list)
-      md += "| " + md_name(r["name"].get<std::string>()) + " | " + fmt(r["base_pct"].get<double>(), false) +
-            " | " + fmt(r["head_pct"].get<double>(), false) + " | " + fmt(r["delta_pct"].get<double>(), true) +
-            " |\n";
-    md += "\n";
-  };
-  std::size_t md_limit = std::min<std::size_t>(limit, 10);
-  nlohmann::json reg_md = nlohmann::json::array(), imp_md = nlohmann::json::array();
-  for (std::size_t i = 0; i < reg.size() && i < md_limit; ++i) reg_md.push_back(reg[i]);
-  for (std::size_t i = 0; i < imp.size() && i < md_limit; ++i) imp_md.push_back(imp[i]);
-  table("Regressions", reg_md);
-  table("Improvements", imp_md);
-  if (threshold >= 0)
-    md += failed ? "**FAILED**: " + md_name(worst) + " grew by more than " + fmt(threshold, false) + " points\n"
-                 : "Passed: no function grew by more than " + fmt(threshold, false) + " points\n";
+  const std::string heading = "Profile comparison: " + lf::markdown_escape(head_run.name) + " #" +
+                              std::to_string(head_run.id) + " vs " + lf::markdown_escape(base_run.name) + " #" +
+                              std::to_string(base_run.id) + " (" + std::string(metric_name(metric)) +
+                              ", self share of total)";
   DiffReport rep;
-  rep.failed = failed;
+  rep.failed = c.failed;
   rep.json = {{"base", base_run.id}, {"head", head_run.id}, {"metric", metric_name(metric)},
               {"base_total", base.total()}, {"head_total", head.total()},
-              {"frames", frames}, {"regressions", reg}, {"improvements", imp}, {"markdown", md},
+              {"frames", frames}, {"regressions", reg}, {"improvements", imp},
+              {"markdown", lf::comparison_markdown(c, heading, std::min<std::size_t>(limit, 10))},
               {"threshold", threshold >= 0 ? nlohmann::json(threshold) : nlohmann::json(nullptr)},
-              {"failed", failed}};
+              {"failed", c.failed}};
   return rep;
 }
 

@@ -19,6 +19,7 @@
 
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
+#include "cache.hpp"
 #include "store.hpp"
 
 namespace lfs {
@@ -86,7 +87,7 @@ std::string view_key(const RunInfo& run, const View& view);
 /// Concurrent requests for the same view load it once.
 class TreeCache {
  public:
-  explicit TreeCache(std::size_t max_nodes) : max_nodes_(max_nodes) {}
+  explicit TreeCache(std::size_t max_nodes) : lru_(max_nodes, 2) {}
   /// The tree of `run` for `view`: from the cache when the run is finished.
   std::shared_ptr<const lf::Tree> get(Store& store, const RunInfo& run, const View& view);
   void forget(int64_t run);
@@ -113,11 +114,11 @@ struct FunctionTable {
 /// a quarter of the budget is not kept.
 class TableCache {
  public:
-  explicit TableCache(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit TableCache(std::size_t max_bytes) : lru_(max_bytes, 4) {}
   /// The table of `run` for `view`, computed from trees.get() when not cached.
   std::shared_ptr<const FunctionTable> get(TreeCache& trees, Store& store, const RunInfo& run, const View& view);
   void forget(int64_t run);
-  std::size_t bytes() const { std::lock_guard<std::mutex> l(mu_); return bytes_; }
+  std::size_t bytes() const { return lru_.cost(); }
 
  private:
   struct Entry { int64_t run; int64_t revision; std::string key; std::shared_ptr<const FunctionTable> table; };

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "luaflame/hash.hpp"
+
 namespace lf {
 namespace detail {
 
@@ -63,16 +65,6 @@ inline double namehash(std::string_view name) {
   return 1 - vector / max;
 }
 
-// FNV-1a: a fixed, documented hash, so colours never change between builds.
-inline uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 inline uint32_t rgb(int r, int g, int b) { return uint32_t(r) << 16 | uint32_t(g) << 8 | uint32_t(b); }
 
 inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
@@ -82,7 +74,7 @@ inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
     v1 = namehash(name);
     v2 = v3 = namehash(rev);
   } else {
-    uint64_t h = fnv1a(name);
+    uint64_t h = lf::fnv1a(name);  // fixed: colours never change between builds
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 32;

@@ -241,3 +241,33 @@ TEST_CASE("svg cache: a comparison is forgotten with either of its runs") {
     CHECK(cache.bytes() == body->size());
   }
 }
+
+namespace {
+std::size_t string_cost(const std::string& s) { return s.size(); }
+}  // namespace
+
+TEST_CASE("RunLru, the server's one cache: recency, the cost bound, forgetting a run") {
+  lfs::RunLru<std::string, string_cost> lru(100, 4);  // entries of at most 25
+  auto v = [](std::size_t n) { return std::make_shared<const std::string>(n, 'x'); };
+  lru.put(1, "a", v(20));
+  lru.put(2, "b", v(20));
+  lru.put(3, "c", v(26));  // over a quarter of the budget: not kept
+  CHECK(lru.get("c") == nullptr);
+  CHECK(lru.cost() == 40);
+  REQUIRE(lru.get("a") != nullptr);  // a is now the most recent
+  lru.put(4, "d", v(25));
+  lru.put(5, "e", v(25));
+  lru.put(7, "f", v(25));  // 115 > 100: the least recent (b) goes
+  CHECK(lru.get("b") == nullptr);
+  CHECK(lru.get("a") != nullptr);
+  CHECK(lru.cost() == 95);
+  lru.put(6, "cmp", v(5), 1);  // a comparison of runs 6 and 1
+  lru.put(4, "d", v(10));      // the same key again replaces it
+  CHECK(lru.cost() == 20 + 25 + 25 + 10 + 5);
+  lru.forget(1);  // drops a and the comparison
+  CHECK(lru.get("a") == nullptr);
+  CHECK(lru.get("cmp") == nullptr);
+  CHECK(lru.cost() == 60);
+  CHECK(lru.hits() == 2);
+  CHECK(lru.misses() == 4);
+}
