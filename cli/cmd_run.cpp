@@ -22,8 +22,10 @@ void run_usage(FILE* to) {
                "  --mode M            sample (default), trace, both, alloc; joined with '+' (sample+alloc)\n"
                "  --hz N              samples per second (default 999)\n"
                "  --clock C           cpu (default: the Lua thread's CPU time) or wall\n"
-               "  -o, --output FILE   folded output (default luaflame.folded unless --server);\n"
-               "                      other metrics go to FILE-without-.folded.METRIC.folded\n"
+               "  -o, --output FILE   profile file, format by extension (default luaflame.svg unless\n"
+               "                      --server): .svg flame graph, .folded text, .json speedscope (every\n"
+               "                      metric in one file); .svg/.folded: other metrics go to FILE.METRIC.EXT\n"
+               "  --max_output BYTES  largest output file; a bigger profile is cut (default 512 MiB)\n"
                "  --server URL        stream to luaflame-server (http://127.0.0.1:8080)\n"
                "  --token T           bearer token for the server\n"
                "  --name NAME         run name (default: the script's name)\n"
@@ -81,7 +83,7 @@ int cmd_run(int argc, char** argv) {
     run_usage(stderr);
     return 2;
   }
-  if (!output_given && o.server.empty()) o.output = "luaflame.folded";
+  if (!output_given && o.server.empty()) o.output = "luaflame.svg";
   if (!name_given) {
     std::string s = argv[i];
     std::size_t slash = s.rfind('/');

@@ -427,9 +427,9 @@ Summary stop(lua_State* L) {
     sum.alloc_count = s->alloc_total_count;
     for (uint32_t i = 0; i < s->tree.size(); ++i) sum.live_bytes += s->tree.value(i, s->col_live);
   }
-  std::string err;
-  s->write_outputs(sum.files, err);
-  if (!err.empty()) std::fprintf(stderr, "luaflame: %s\n", err.c_str());
+  s->write_outputs(sum);
+  // Always said, even with quiet: a profile that was not written (or was cut).
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (s->streamer) s->streamer->finish(sum);
   delete s;
   return sum;
@@ -438,10 +438,9 @@ Summary stop(lua_State* L) {
 void flush() {
   Session* s = g_session.load();
   if (!s) return;
-  std::vector<std::string> files;
-  std::string err;
-  s->write_outputs(files, err);
-  if (!err.empty()) std::fprintf(stderr, "luaflame: %s\n", err.c_str());
+  Summary written;
+  s->write_outputs(written);
+  for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (s->streamer) s->streamer->flush_now();
 }
 

@@ -209,7 +209,7 @@ class Session {
 
   // ---- output ----
   std::unique_ptr<Streamer> streamer;
-  void write_outputs(std::vector<std::string>& files, std::string& err);
+  void write_outputs(Summary& sum);  ///< output.cpp: the files, and what became of each
   std::string folded_text(int col) const;
 
   std::vector<uint32_t> scratch;  ///< reused by walk()

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "luaflame/wire.hpp"
+#include "out_formats.hpp"
 #include "session.hpp"
 
 namespace lfc {
@@ -266,6 +267,7 @@ void Streamer::finish_run(const Summary& sum) {
 }
 
 // Undelivered = everything not yet put in a chunk, plus the chunk in flight.
+// Written as folded files (bounded like every output file).
 void Streamer::write_fallback(Summary& sum) {
   const Tree& t = s_.tree;
   const int nm = t.nmetrics();
@@ -281,16 +283,21 @@ void Streamer::write_fallback(Summary& sum) {
     for (const auto& [node, vals] : chunk_deltas_)
       for (int m = 0; m < nm; ++m) left[static_cast<std::size_t>(node) * nm + m] += vals[static_cast<std::size_t>(m)];
   std::string base = s_.opt.output.empty() ? "luaflame-" + std::to_string(getpid()) + ".folded" : s_.opt.output;
-  if (base.size() > 7 && base.compare(base.size() - 7, 7, ".folded") == 0) base.resize(base.size() - 7);
+  for (std::string_view ext : {".folded", ".svg", ".json", ".pb.gz"})
+    if (base.size() > ext.size() && base.compare(base.size() - ext.size(), ext.size(), ext) == 0)
+      base.resize(base.size() - ext.size());
   base += ".undelivered.folded";
+  const uint64_t limit = output_limit(base, static_cast<uint64_t>(s_.opt.max_output));
+  OutTree out = snapshot(
+      t, s_.names, [&](uint32_t i, int m) { return left[static_cast<std::size_t>(i) * nm + m]; },
+      [&](std::size_t len, std::string_view name) { return node_cost(Format::folded, nm, len, name); }, limit);
   bool wrote = false;
   for (int m = 0; m < nm; ++m) {
     std::string path = output_path(base, s_.metrics[static_cast<std::size_t>(m)], m == 0);
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) continue;
-    write_folded(t, s_.names, [&](uint32_t i) { return left[static_cast<std::size_t>(i) * nm + m]; },
-                 [&](const std::string& line) { std::fwrite(line.data(), 1, line.size(), f); });
-    wrote = std::fclose(f) == 0 || wrote;
+    OutFile f(path, limit);
+    if (f.ok()) write_folded_file(out, m, f);
+    if (f.commit()) wrote = true;
+    else sum.file_errors.push_back(path + ": " + f.error());
   }
   if (wrote) sum.fallback_file = base;
 }
