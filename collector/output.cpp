@@ -45,6 +45,7 @@ void Session::write_outputs(Summary& sum) {
     // lands this format is refused rather than written as something else.
     sum.file_errors.push_back(opt.output + ": not written: pprof output (.pb.gz) is not in this build; "
                               "use .svg, .json or .folded");
+    ++sum.files_failed;
     return;
   }
   const int nm = static_cast<int>(metrics.size());
@@ -66,6 +67,7 @@ void Session::write_outputs(Summary& sum) {
       if (!cut.empty()) sum.file_errors.push_back(path + cut);
     } else {
       sum.file_errors.push_back(path + ": " + f.error());
+      ++sum.files_failed;
     }
   };
   if (fmt == Format::speedscope) {

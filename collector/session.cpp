@@ -22,6 +22,7 @@ namespace lfc {
 
 std::atomic<Session*> g_session{nullptr};
 bool g_report_at_exit = false;
+bool g_output_failed = false;
 
 namespace {
 
@@ -430,6 +431,7 @@ Summary stop(lua_State* L) {
   s->write_outputs(sum);
   // Always said, even with quiet: a profile that was not written (or was cut).
   for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (sum.files_failed) g_output_failed = true;
   if (s->streamer) s->streamer->finish(sum);
   delete s;
   return sum;

@@ -217,6 +217,8 @@ class Session {
 
 /// Print the whole summary when the session ends at exit or lua_close (the runner sets it).
 extern bool g_report_at_exit;
+/// A session of this process could not write an output file (the runner's exit status, runner.cpp).
+extern bool g_output_failed;
 
 /// The session the hooks and handler see (one per process).
 extern std::atomic<Session*> g_session;

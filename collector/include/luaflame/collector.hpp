@@ -78,6 +78,7 @@ struct Summary {
   std::vector<std::string> files;  ///< output files written
   std::vector<std::string> file_notes;   ///< per file written: what it holds ("time, 1.2 MiB"), in files' order
   std::vector<std::string> file_errors;  ///< per file not written (or cut at max_output): why
+  uint64_t files_failed = 0;     ///< files that could not be written (not counting cut ones)
   uint64_t output_ns = 0;        ///< wall time spent writing the output files
   uint64_t output_cpu_ns = 0;    ///< CPU time of the thread that wrote them
   std::string run_url;           ///< the run on the server, when streamed
