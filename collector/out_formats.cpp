@@ -73,34 +73,54 @@ uint64_t node_cost(Format f, int nm, std::size_t path_len, std::string_view name
   return 0;
 }
 
-void write_svg(const OutTree& t, int m, const std::string& metric, const std::string& title, OutFile& out) {
-  std::vector<char> live = t.live(m);
-  lf::Tree lt;
+SvgWriter::SvgWriter(const OutTree& t) : t_(t), map_(t.size(), lf::Tree::kNone) {
+  std::vector<char> live(t.size(), 0);
+  for (int m = 0; m < t.nm; ++m) {
+    std::vector<char> l = t.live(m);
+    for (std::size_t i = 0; i < l.size(); ++i) live[i] |= l[i];
+  }
   std::size_t nlive = 0;
   for (char c : live) nlive += c != 0;
-  lt.reserve(nlive + 1);
-  std::vector<uint32_t> fmap(t.names.size(), lf::Tree::kNone), map(t.size(), lf::Tree::kRoot);
+  lt_.reserve(nlive + 1);
+  std::vector<uint32_t> fmap(t.names.size(), lf::Tree::kNone);
+  map_[0] = lf::Tree::kRoot;
   for (uint32_t i = 1; i < t.size(); ++i) {
     if (!live[i]) continue;
     uint32_t& f = fmap[t.frame[i]];
-    if (f == lf::Tree::kNone) f = lt.intern(t.name(i));
-    map[i] = lt.child(map[t.parent[i]], f);
-    if (uint64_t v = t.value(i, m)) lt.add_self(map[i], static_cast<double>(v));
+    if (f == lf::Tree::kNone) f = lt_.intern(t.name(i));
+    map_[i] = lt_.child(map_[t.parent[i]], f);
   }
-  lt.finalize();  // the renderer orders children by name itself
+  cur_.assign(lt_.size(), 0);
+}
+
+void SvgWriter::write(int m, const std::string& metric, const std::string& title, OutFile& out) {
+  // Integers below 2^53 (counts, ns, bytes): the swap is exact.
+  for (uint32_t i = 1; i < t_.size(); ++i) {
+    if (map_[i] == lf::Tree::kNone) continue;
+    double v = static_cast<double>(t_.value(i, m));
+    if (v != cur_[map_[i]]) {
+      lt_.add_self(map_[i], v - cur_[map_[i]]);
+      cur_[map_[i]] = v;
+    }
+  }
+  lt_.finalize();  // totals; the renderer orders children by name itself
   lf::SvgOptions o;
   o.title = title;
   std::string unit = metric_unit(metric);
   o.count_name = unit;
   if (unit == "ns") o.unit = "ns";
   if (unit == "bytes") { o.unit = "bytes"; o.colors = "mem"; }
-  if (lt.total() <= 0) {
+  if (lt_.total() <= 0) {
     std::string s;
     lf::render_empty_svg(o, "no " + metric + " recorded", s);
     out.write(s);
     return;
   }
-  lf::render_svg(lt, o, [&](std::string_view piece) { out.write(piece); });
+  lf::render_svg(lt_, o, [&](std::string_view piece) { out.write(piece); });
+}
+
+void write_svg(const OutTree& t, int m, const std::string& metric, const std::string& title, OutFile& out) {
+  SvgWriter(t).write(m, metric, title, out);
 }
 
 void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics, const std::string& name,

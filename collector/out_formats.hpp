@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "luaflame/tree.hpp"
 #include "out_tree.hpp"
 
 namespace lfc {
@@ -29,7 +30,23 @@ const char* metric_unit(const std::string& metric);
 /// (the size cut's estimate), given its folded path length and name.
 uint64_t node_cost(Format f, int nm, std::size_t path_len, std::string_view name);
 
-/// An SVG flame graph of metric m (engine/include/luaflame/svg.hpp).
+/// SVG flame graphs (engine/include/luaflame/svg.hpp) of one snapshot: the
+/// engine's tree is built once, with every node that holds a value of any
+/// metric, and each metric only swaps the self values in (a node at zero is
+/// not drawn), so a second graph costs the render, not another build.
+class SvgWriter {
+ public:
+  explicit SvgWriter(const OutTree& t);
+  void write(int m, const std::string& metric, const std::string& title, OutFile& out);
+
+ private:
+  const OutTree& t_;
+  lf::Tree lt_;
+  std::vector<uint32_t> map_;  ///< OutTree node -> engine node (kNone: no value in any metric)
+  std::vector<double> cur_;    ///< the self value each engine node holds now
+};
+
+/// An SVG flame graph of metric m.
 void write_svg(const OutTree& t, int m, const std::string& metric, const std::string& title, OutFile& out);
 
 /// A speedscope file (https://www.speedscope.app/file-format-schema.json)

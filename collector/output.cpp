@@ -1,6 +1,7 @@
 // The `output` files, luaflame.folded(), and the report.
 #include <cstdio>
 #include <ctime>
+#include <memory>
 
 #include "out_formats.hpp"
 #include "session.hpp"
@@ -77,12 +78,14 @@ void Session::write_outputs(Summary& sum) {
     for (const auto& m : metrics) all += (all.empty() ? "" : " ") + m;
     finish(f, opt.output, "speedscope: " + all);
   } else {
+    std::unique_ptr<SvgWriter> svg;
+    if (fmt == Format::svg) svg = std::make_unique<SvgWriter>(t);
     for (int m = 0; m < nm; ++m) {
       const std::string& metric = metrics[static_cast<std::size_t>(m)];
       std::string path = output_path(opt.output, metric, m == 0);
       OutFile f(path, limit);
       if (f.ok()) {
-        if (fmt == Format::svg) write_svg(t, m, metric, "luaflame: " + (opt.name.empty() ? "lua" : opt.name) + " (" + metric + ")", f);
+        if (svg) svg->write(m, metric, "luaflame: " + (opt.name.empty() ? "lua" : opt.name) + " (" + metric + ")", f);
         else write_folded_file(t, m, f);
       }
       finish(f, path, metric);

@@ -203,10 +203,13 @@ void Streamer::build_chunks(uint64_t until_ns) {
   last_until_ = until_ns;
 }
 
-// Timeouts that grow with the request: 2 s, plus 1 s per 256 KiB of body
-// (a loaded server ingests a big chunk more slowly than a small one).
+// Timeouts that grow with the request: 2 s, plus 1 s per 64 KiB of body
+// (a loaded server ingests a big chunk more slowly than a small one: on a
+// 2-core machine at load 15 a 16k-node chunk, ~400 KB, took over 3 s).
+double Streamer::timeout_for(std::size_t body_bytes) { return 2.0 + static_cast<double>(body_bytes) / (64.0 * 1024); }
+
 void Streamer::set_timeouts(std::size_t body_bytes) {
-  double secs = 2.0 + static_cast<double>(body_bytes) / (256.0 * 1024);
+  double secs = timeout_for(body_bytes);
   auto whole = static_cast<time_t>(secs);
   auto usec = static_cast<time_t>((secs - static_cast<double>(whole)) * 1e6);
   cli_->set_read_timeout(whole, usec);
@@ -296,7 +299,7 @@ void Streamer::finish(Summary& sum) {
         // A server that answers keeps the wait going (it is slow, not
         // stalled): time for the next chunk's own timeout, within the cap.
         double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        double next = queue_.empty() ? 0 : 2.0 + static_cast<double>(queue_.front().body.size()) / (256.0 * 1024);
+        double next = queue_.empty() ? 0 : timeout_for(queue_.front().body.size());
         allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + next + 0.5)));
         continue;
       }
@@ -306,10 +309,10 @@ void Streamer::finish(Summary& sum) {
     }
     // The server closes the run over everything it was sent: the finish
     // request's timeout (and the wait for it) grow with that too.
-    const double finish_secs = 2.0 + static_cast<double>(bytes_sent_) / (512.0 * 1024);
+    const double finish_secs = timeout_for(bytes_sent_ / 8);
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + finish_secs + 0.5)));
-    set_timeouts(bytes_sent_ / 2);
+    set_timeouts(bytes_sent_ / 8);
     wait = 0.1;
     while (!given_up_ && queue_.empty() && !aborted_.load() && (run_id_ >= 0 || create_run())) {
       if ((finished_ = finish_run(sum)) || given_up_ || after(wait) >= deadline()) break;

@@ -55,6 +55,7 @@ class Streamer {
   void build_chunks(uint64_t until_ns);
   bool send_chunk();
   bool finish_run(const Summary& sum);
+  static double timeout_for(std::size_t body_bytes);  ///< seconds a request of this size may take
   void set_timeouts(std::size_t body_bytes);
   std::size_t queued_bytes() const;
   void write_fallback(Summary& sum);

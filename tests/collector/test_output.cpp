@@ -206,6 +206,34 @@ TEST_CASE("output: an SVG flame graph per metric, rendered by the engine") {
   CHECK(svg.find("luaflame: app (calls)") != std::string::npos);
   CHECK(svg.find("<title>[C] string.sub (4 calls") != std::string::npos);
   CHECK(svg.find("<title>main (25 calls") != std::string::npos);
+  // Two metrics from one engine tree: the second graph holds only its own values.
+  Built two(2);
+  for (const auto& [stack, v] : kStacks) {
+    two.tree.add(two.node(stack), 0, v);
+    if (stack != "main;emit;parse") two.tree.add(two.node(stack), 1, 1000 * v);
+  }
+  lfc::OutTree t2 = two.snap(lfc::Format::svg);
+  lfc::SvgWriter w(t2);
+  for (int m : {1, 0, 1}) {
+    CAPTURE(m);
+    lfc::OutFile g(path, 0);
+    w.write(m, m ? "alloc_bytes" : "calls", "t", g);
+    REQUIRE(g.commit());
+    std::string s2 = slurp(path);
+    auto count = [&](const std::string& what) {
+      std::size_t n = 0;
+      for (std::size_t at = s2.find(what); at != std::string::npos; at = s2.find(what, at + 1)) ++n;
+      return n;
+    };
+    if (m) {
+      CHECK(count("<title>main (23.44 KiB, 100.00%), self 2.93 KiB") == 1);  // 1000 x (25 - 1) bytes
+      CHECK(count("<title>emit (6.84 KiB, 29.17%)</title>") == 1);            // no child drawn
+      CHECK(count("<title>parse (") == 1);  // main;emit;parse holds none of this metric
+    } else {
+      CHECK(count("<title>main (25 calls, 100.00%), self 3") == 1);
+      CHECK(count("<title>parse (") == 2);
+    }
+  }
   std::remove(path.c_str());
   rmdir(dir.c_str());
 }

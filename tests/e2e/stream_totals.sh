@@ -24,7 +24,10 @@ url="http://127.0.0.1:$port"
 
 cd "$tmp"
 start=$(date +%s.%N)
-"$luaflame" run --mode "$mode" --server "$url" --output out.folded --name e2e \
+# The local files are cut at 32 MiB (totals kept in "[luaflame] truncated"):
+# writing 256 MB of folded text beside a server on the same disk stalls
+# the server's own writes for seconds, which this test is not about.
+"$luaflame" run --mode "$mode" --server "$url" --output out.folded --max_output 33554432 --name e2e \
   --tag branch=main --flush_interval 0.5 "$workload" "$arg" >stdout.txt 2>stderr.txt || true
 echo "luaflame run took $(lua5.4 -e "print(string.format('%.2f', $(date +%s.%N) - $start))") s: $(grep -E 'streamed|wrote out.folded' stderr.txt | tr '\n' ' ')"
 grep -q "$expect" stdout.txt || { echo "FAIL: workload output: $(cat stdout.txt)"; exit 1; }
@@ -51,9 +54,12 @@ done
 run=$(curl -sf "$url/api/runs/$id")
 status=$(echo "$run" | lua5.4 -e 'print(io.read("a"):match("\"status\":\"(%a+)\""))')
 stacks=$(echo "$run" | lua5.4 -e 'print(io.read("a"):match("\"stacks\":(%d+)"))')
-local_stacks=$(cat out*.folded | awk '{ $NF = ""; print }' | sort -u | wc -l)
-if [ "$stacks" -ge "$min_stacks" ] && [ "$local_stacks" -ge "$min_stacks" ]; then passes=$((passes + 1))
-else echo "FAIL: $stacks stacks on the server, $local_stacks locally, expected at least $min_stacks"; fails=$((fails + 1)); fi
+chunks=$(grep -o 'streamed [0-9]* chunks' stderr.txt | cut -d' ' -f2)
+if [ "$stacks" -ge "$min_stacks" ]; then passes=$((passes + 1))
+else echo "FAIL: $stacks stacks on the server, expected at least $min_stacks"; fails=$((fails + 1)); fi
+# More than 16,384 paths cannot go in one chunk: several, each self-contained.
+if [ "$min_stacks" -le 16384 ] || [ "${chunks:-0}" -ge $((min_stacks / 16384)) ]; then passes=$((passes + 1))
+else echo "FAIL: $min_stacks paths in ${chunks:-0} chunks"; fails=$((fails + 1)); fi
 if [ "$status" = finished ]; then passes=$((passes + 1)); else echo "FAIL: status $status"; fails=$((fails + 1)); fi
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]
