@@ -169,6 +169,7 @@ class Session {
   TraceClock tclock;
   uint64_t hook_est = 0;            ///< mean ticks inside the trace hook (sampled), not charged
   uint64_t hook_sampled = 0, hook_sampled_n = 0, trace_events = 0;
+  uint64_t hook_kept = 0, hook_kept_n = 0;  ///< measurements without preemption (< 100 us), for the report
   int ident_lua = 0, ident_c = 0;   ///< layout checks: 0 not yet, 1 good, -1 bad
   std::vector<CallCache> call_cache;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);

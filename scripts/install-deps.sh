@@ -11,9 +11,11 @@ build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
             ca-certificates curl)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
+bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson)  # bench/real: real programs under luaflame
 
 want=("${build_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${bench_real_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do
