@@ -11,7 +11,8 @@ namespace lfc {
 namespace {
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() > suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 void append_uint(std::string& out, uint64_t v) {
@@ -27,9 +28,15 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') { out += '\\'; out += ch; }
-    else if (c < 0x20) { out += "\\u00"; out += hex[c >> 4]; out += hex[c & 15]; }
-    else out += ch;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      out += "\\u00";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else
+      out += ch;
   }
   out += '"';
 }
@@ -37,7 +44,8 @@ void append_json_string(std::string& out, std::string_view s) {
 // "NAME SOURCE:LINE" -> SOURCE and LINE, for speedscope's file and line.
 bool split_location(std::string_view name, std::string_view& file, uint64_t& line) {
   std::size_t sp = name.rfind(' '), colon = name.rfind(':');
-  if (sp == std::string_view::npos || colon == std::string_view::npos || colon < sp || colon + 1 == name.size())
+  if (sp == std::string_view::npos || colon == std::string_view::npos || colon < sp ||
+      colon + 1 == name.size())
     return false;
   std::string_view num = name.substr(colon + 1);
   auto r = std::from_chars(num.data(), num.data() + num.size(), line);
@@ -65,10 +73,14 @@ const char* metric_unit(const std::string& metric) {
 
 uint64_t node_cost(Format f, int nm, std::size_t path_len, std::string_view name) {
   switch (f) {
-    case Format::folded: return path_len + 22;                   // path, ' ', 20 digits, '\n'
-    case Format::svg: return 512 + 12 * name.size();             // <g>, <title>, <rect>, <text>, escaped
-    case Format::speedscope: return static_cast<uint64_t>(nm) * 2 * 56;  // an open and a close event
-    case Format::pprof: return 0;
+    case Format::folded:
+      return path_len + 22;  // path, ' ', 20 digits, '\n'
+    case Format::svg:
+      return 512 + 12 * name.size();  // <g>, <title>, <rect>, <text>, escaped
+    case Format::speedscope:
+      return static_cast<uint64_t>(nm) * 2 * 56;  // an open and a close event
+    case Format::pprof:
+      return 0;
   }
   return 0;
 }
@@ -109,7 +121,10 @@ void SvgWriter::write(int m, const std::string& metric, const std::string& title
   std::string unit = metric_unit(metric);
   o.count_name = unit;
   if (unit == "ns") o.unit = "ns";
-  if (unit == "bytes") { o.unit = "bytes"; o.colors = "mem"; }
+  if (unit == "bytes") {
+    o.unit = "bytes";
+    o.colors = "mem";
+  }
   if (lt_.total() <= 0) {
     std::string s;
     lf::render_empty_svg(o, "no " + metric + " recorded", s);
@@ -119,14 +134,16 @@ void SvgWriter::write(int m, const std::string& metric, const std::string& title
   lf::render_svg(lt_, o, [&](std::string_view piece) { out.write(piece); });
 }
 
-void write_svg(const OutTree& t, int m, const std::string& metric, const std::string& title, OutFile& out) {
+void write_svg(const OutTree& t, int m, const std::string& metric, const std::string& title,
+               OutFile& out) {
   SvgWriter(t).write(m, metric, title, out);
 }
 
-void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics, const std::string& name,
-                      OutFile& out) {
+void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics,
+                      const std::string& name, OutFile& out) {
   std::string& b = out.buffer();
-  b += "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"exporter\":\"luaflame\",\"name\":";
+  b += "{\"$schema\":\"https://www.speedscope.app/"
+       "file-format-schema.json\",\"exporter\":\"luaflame\",\"name\":";
   append_json_string(b, name);
   b += ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[";
   for (std::size_t f = 0; f < t.names.size(); ++f) {

@@ -15,13 +15,15 @@ enum class Format {
   folded,      ///< .folded (and any extension not listed here): one file per metric
   svg,         ///< .svg: one flame graph per metric
   speedscope,  ///< .json: every metric in one file (speedscope's evented profiles)
-  pprof,       ///< .pb.gz: every metric in one file; needs the engine's pprof writer (not in this build)
+  pprof,  ///< .pb.gz: every metric in one file; needs the engine's pprof writer (not in this build)
 };
 
 /// The format for an output path, by extension.
 Format format_of(const std::string& path);
 /// Whether a format holds every metric in one file.
-inline bool one_file(Format f) { return f == Format::speedscope || f == Format::pprof; }
+inline bool one_file(Format f) {
+  return f == Format::speedscope || f == Format::pprof;
+}
 
 /// The units of a metric as titles and viewers show them ("ns", "bytes"...).
 const char* metric_unit(const std::string& metric);
@@ -47,13 +49,14 @@ class SvgWriter {
 };
 
 /// An SVG flame graph of metric m.
-void write_svg(const OutTree& t, int m, const std::string& metric, const std::string& title, OutFile& out);
+void write_svg(const OutTree& t, int m, const std::string& metric, const std::string& title,
+               OutFile& out);
 
 /// A speedscope file (https://www.speedscope.app/file-format-schema.json)
 /// with one evented profile per metric: each node opens, its children
 /// follow, its self value, then it closes, so the file grows with the
 /// number of nodes and the viewer's "left heavy" view is the flame graph.
-void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics, const std::string& name,
-                      OutFile& out);
+void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics,
+                      const std::string& name, OutFile& out);
 
 }  // namespace lfc

@@ -21,8 +21,10 @@ void link_children(OutTree& o) {
   std::vector<uint32_t> last(n, OutTree::kNone);
   for (uint32_t i = 1; i < n; ++i) {
     uint32_t p = o.parent[i];
-    if (o.first[p] == OutTree::kNone) o.first[p] = i;
-    else o.next[last[p]] = i;
+    if (o.first[p] == OutTree::kNone)
+      o.first[p] = i;
+    else
+      o.next[last[p]] = i;
     last[p] = i;
   }
 }
@@ -45,8 +47,9 @@ std::vector<uint64_t> OutTree::totals(int m) const {
   return tot;
 }
 
-OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_t(uint32_t, int)>& value,
-                 const NodeCost& cost, uint64_t budget) {
+OutTree snapshot(const Tree& t, const FrameNames& f,
+                 const std::function<uint64_t(uint32_t, int)>& value, const NodeCost& cost,
+                 uint64_t budget) {
   // Nodes first: a published node's frame is published before it.
   const uint32_t n = t.size();
   const uint32_t nf = f.size();
@@ -57,7 +60,10 @@ OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_
   o.names.push_back(kUnnamedFrame);
   const uint32_t trunc_frame = static_cast<uint32_t>(o.names.size());
   o.names.push_back(kTruncatedFrame);
-  auto frame_of = [&](uint32_t i) { uint32_t fr = t.frame(i); return fr < nf ? fr : nf; };
+  auto frame_of = [&](uint32_t i) {
+    uint32_t fr = t.frame(i);
+    return fr < nf ? fr : nf;
+  };
 
   // Which nodes fit: all of them, or the cheapest first within the budget.
   std::vector<char> keep(n, 1);
@@ -75,7 +81,8 @@ OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_
       for (uint32_t i = 1; i < n; ++i) order[i - 1] = i;
       // Stable: equal lengths keep creation order, so a parent (strictly
       // shorter) always comes before its children.
-      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return plen[a] < plen[b]; });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) { return plen[a] < plen[b]; });
       std::fill(keep.begin() + 1, keep.end(), 0);
       uint64_t used = 0;
       for (uint32_t i : order) {
@@ -90,7 +97,8 @@ OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_
 
   std::vector<uint32_t> idx(n, OutTree::kNone), trunc_of;
   uint32_t kept = 0;
-  for (uint32_t i = 0; i < n; ++i) if (keep[i]) idx[i] = kept++;
+  for (uint32_t i = 0; i < n; ++i)
+    if (keep[i]) idx[i] = kept++;
   o.parent.resize(kept);
   o.frame.resize(kept);
   o.val.assign(static_cast<std::size_t>(kept) * o.nm, 0);
@@ -98,7 +106,10 @@ OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_
   o.parent[0] = 0;
   // Dropped nodes: the nearest kept ancestor (computed in creation order).
   std::vector<uint32_t> anc;
-  if (kept < n) { anc.assign(n, 0); trunc_of.assign(kept, OutTree::kNone); }
+  if (kept < n) {
+    anc.assign(n, 0);
+    trunc_of.assign(kept, OutTree::kNone);
+  }
   for (uint32_t i = 1; i < n; ++i) {
     uint32_t p = t.parent(i);
     if (keep[i]) {
@@ -116,7 +127,8 @@ OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_
       o.frame.push_back(trunc_frame);
       o.val.resize(o.val.size() + o.nm, 0);
     }
-    for (int m = 0; m < o.nm; ++m) o.val[static_cast<std::size_t>(trunc_of[a]) * o.nm + m] += value(i, m);
+    for (int m = 0; m < o.nm; ++m)
+      o.val[static_cast<std::size_t>(trunc_of[a]) * o.nm + m] += value(i, m);
     ++o.dropped;
   }
   link_children(o);
@@ -125,7 +137,8 @@ OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_
 
 // ---- bounded files ----
 
-OutFile::OutFile(std::string path, uint64_t limit) : path_(std::move(path)), tmp_(path_ + ".tmp"), limit_(limit) {
+OutFile::OutFile(std::string path, uint64_t limit)
+    : path_(std::move(path)), tmp_(path_ + ".tmp"), limit_(limit) {
   buf_.reserve(kBuf + 4096);
   f_ = std::fopen(tmp_.c_str(), "wb");
   if (!f_) err_ = "cannot write " + tmp_ + ": " + std::strerror(errno);
@@ -139,9 +152,13 @@ OutFile::~OutFile() {
 }
 
 void OutFile::spill() {
-  if (!err_.empty() || buf_.empty()) { buf_.clear(); return; }
+  if (!err_.empty() || buf_.empty()) {
+    buf_.clear();
+    return;
+  }
   if (limit_ && written_ + buf_.size() > limit_) {
-    err_ = "not written: it would exceed the output limit of " + std::to_string(limit_) + " bytes (max_output)";
+    err_ = "not written: it would exceed the output limit of " + std::to_string(limit_) +
+           " bytes (max_output)";
   } else if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) {
     err_ = "cannot write " + path_ + ": " + std::strerror(errno);
   }
@@ -157,7 +174,8 @@ bool OutFile::commit() {
   bool closed = std::fclose(f_) == 0;
   if (!closed) e = errno;
   f_ = nullptr;
-  if (err_.empty() && !(flushed && closed)) err_ = "cannot write " + path_ + ": " + std::strerror(e);
+  if (err_.empty() && !(flushed && closed))
+    err_ = "cannot write " + path_ + ": " + std::strerror(e);
   // Renamed into place only when whole: a reader never sees half a file.
   if (err_.empty() && std::rename(tmp_.c_str(), path_.c_str()) != 0)
     err_ = "cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(errno);
@@ -204,7 +222,10 @@ void walk_folded(const OutTree& t, int m, Emit&& emit) {
     }
     while (!st.empty()) {  // on to the next sibling, climbing as needed
       uint32_t s = next_live(t.next[st.back().first]);
-      if (s != OutTree::kNone) { st.back().first = s; break; }
+      if (s != OutTree::kNone) {
+        st.back().first = s;
+        break;
+      }
       st.pop_back();
     }
   }

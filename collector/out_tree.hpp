@@ -26,12 +26,12 @@ inline constexpr std::string_view kTruncatedFrame = "[luaflame] truncated";
 
 struct OutTree {
   static constexpr uint32_t kNone = 0xffffffffu;
-  int nm = 1;                            ///< metric columns
-  std::vector<std::string_view> names;   ///< frame names (the collector's, then kTruncatedFrame)
-  std::vector<uint32_t> parent, frame;   ///< node 0 is the root; a parent precedes its children
-  std::vector<uint32_t> first, next;     ///< children in creation order (kNone ends a list)
-  std::vector<uint64_t> val;             ///< node * nm + metric: self values
-  uint64_t dropped = 0;                  ///< collector nodes folded into truncated frames
+  int nm = 1;                           ///< metric columns
+  std::vector<std::string_view> names;  ///< frame names (the collector's, then kTruncatedFrame)
+  std::vector<uint32_t> parent, frame;  ///< node 0 is the root; a parent precedes its children
+  std::vector<uint32_t> first, next;    ///< children in creation order (kNone ends a list)
+  std::vector<uint64_t> val;            ///< node * nm + metric: self values
+  uint64_t dropped = 0;                 ///< collector nodes folded into truncated frames
 
   std::size_t size() const { return parent.size(); }
   uint64_t value(uint32_t n, int m) const { return val[static_cast<std::size_t>(n) * nm + m]; }
@@ -48,8 +48,9 @@ using NodeCost = std::function<uint64_t(std::size_t path_len, std::string_view n
 
 /// Snapshots `t`, with values `value(node, metric)`, cut so that the sum of
 /// `cost` over the kept nodes stays within `budget` bytes (0 = no cut).
-OutTree snapshot(const Tree& t, const FrameNames& f, const std::function<uint64_t(uint32_t, int)>& value,
-                 const NodeCost& cost, uint64_t budget);
+OutTree snapshot(const Tree& t, const FrameNames& f,
+                 const std::function<uint64_t(uint32_t, int)>& value, const NodeCost& cost,
+                 uint64_t budget);
 
 /// A file written through a temporary and renamed into place when whole, so
 /// a reader never sees half a file. Refuses to grow past `limit` bytes (the
@@ -67,7 +68,9 @@ class OutFile {
   }
   /// Room in the buffer for appending directly (folded lines).
   std::string& buffer() { return buf_; }
-  void maybe_spill() { if (buf_.size() >= kBuf) spill(); }
+  void maybe_spill() {
+    if (buf_.size() >= kBuf) spill();
+  }
   /// Flushes, closes and renames. False (and error()) on any failure.
   bool commit();
   const std::string& error() const { return err_; }

@@ -39,7 +39,9 @@ struct Built {
   lfc::OutTree snap(lfc::Format fmt = lfc::Format::folded, uint64_t budget = 0) {
     return lfc::snapshot(
         tree, names, [&](uint32_t n, int m) { return tree.value(n, m); },
-        [&](std::size_t len, std::string_view name) { return lfc::node_cost(fmt, tree.nmetrics(), len, name); },
+        [&](std::size_t len, std::string_view name) {
+          return lfc::node_cost(fmt, tree.nmetrics(), len, name);
+        },
         budget);
   }
 };
@@ -48,7 +50,8 @@ Totals parse_folded(const std::string& text) {
   Totals t;
   std::stringstream ss(text);
   std::string line;
-  while (std::getline(ss, line)) t[line.substr(0, line.rfind(' '))] += std::stoull(line.substr(line.rfind(' ') + 1));
+  while (std::getline(ss, line))
+    t[line.substr(0, line.rfind(' '))] += std::stoull(line.substr(line.rfind(' ') + 1));
   return t;
 }
 
@@ -65,8 +68,11 @@ std::string tmp_dir() {
   return tmpl;
 }
 
-const Totals kStacks = {{"main", 3}, {"main;parse", 10}, {"main;parse;[C] string.sub", 4},
-                        {"main;emit", 7}, {"main;emit;parse", 1}};
+const Totals kStacks = {{"main", 3},
+                        {"main;parse", 10},
+                        {"main;parse;[C] string.sub", 4},
+                        {"main;emit", 7},
+                        {"main;emit;parse", 1}};
 
 }  // namespace
 
@@ -89,7 +95,8 @@ TEST_CASE("output: folded text from the tree is the stacks recorded, zero nodes 
   CHECK(t.dropped == 0);
 }
 
-TEST_CASE("output: 100,000-deep recursion is cut at the limit with a truncated frame, totals kept") {
+TEST_CASE(
+    "output: 100,000-deep recursion is cut at the limit with a truncated frame, totals kept") {
   // The regression: a trace of deep recursion repeats its whole path on
   // every line, 100,000 lines of up to 2 MB each; the file must stay bounded.
   Built b(1);
@@ -116,11 +123,12 @@ TEST_CASE("output: 100,000-deep recursion is cut at the limit with a truncated f
   for (const auto& [stack, v] : got) {
     sum += v;
     if (stack.size() >= lfc::kTruncatedFrame.size() &&
-        stack.compare(stack.size() - lfc::kTruncatedFrame.size(), std::string::npos, lfc::kTruncatedFrame) == 0)
+        stack.compare(stack.size() - lfc::kTruncatedFrame.size(), std::string::npos,
+                      lfc::kTruncatedFrame) == 0)
       cut += v;
   }
-  CHECK(sum == total);        // nothing lost: the cut values sit in the truncated frame
-  CHECK(cut == t.dropped);    // one call per dropped level
+  CHECK(sum == total);      // nothing lost: the cut values sit in the truncated frame
+  CHECK(cut == t.dropped);  // one call per dropped level
   std::remove(path.c_str());
   rmdir(dir.c_str());
 }
@@ -163,18 +171,24 @@ TEST_CASE("output: speedscope holds every metric as nested events whose values a
         child_time.push_back(0);
       } else {
         REQUIRE(!open.empty());
-        CHECK(open.back().first.substr(open.back().first.rfind(';') + 1) == name.substr(name.rfind(';') + 1));
+        CHECK(open.back().first.substr(open.back().first.rfind(';') + 1) ==
+              name.substr(name.rfind(';') + 1));
         uint64_t span = at - opened.back();
         uint64_t own = span - child_time.back();
         if (own) self[open.back().first] += own;
-        open.pop_back(); opened.pop_back(); child_time.pop_back();
+        open.pop_back();
+        opened.pop_back();
+        child_time.pop_back();
         if (!child_time.empty()) child_time.back() += span;
       }
     }
     CHECK(open.empty());
     Totals want;
     uint64_t total = 0;
-    for (const auto& [stack, v] : kStacks) { want[stack] = m ? 2 * v : v; total += want[stack]; }
+    for (const auto& [stack, v] : kStacks) {
+      want[stack] = m ? 2 * v : v;
+      total += want[stack];
+    }
     CHECK(self == want);
     CHECK(p["endValue"] == total);
   }
@@ -226,8 +240,9 @@ TEST_CASE("output: an SVG flame graph per metric, rendered by the engine") {
       return n;
     };
     if (m) {
-      CHECK(count("<title>main (23.44 KiB, 100.00%), self 2.93 KiB") == 1);  // 1000 x (25 - 1) bytes
-      CHECK(count("<title>emit (6.84 KiB, 29.17%)</title>") == 1);            // no child drawn
+      CHECK(count("<title>main (23.44 KiB, 100.00%), self 2.93 KiB") ==
+            1);                                                     // 1000 x (25 - 1) bytes
+      CHECK(count("<title>emit (6.84 KiB, 29.17%)</title>") == 1);  // no child drawn
       CHECK(count("<title>parse (") == 1);  // main;emit;parse holds none of this metric
     } else {
       CHECK(count("<title>main (25 calls, 100.00%), self 3") == 1);
@@ -252,7 +267,7 @@ TEST_CASE("output: a file that cannot be written says which and why; the limit i
   CHECK_FALSE(g.commit());
   CHECK(g.error().find("output limit of 4096 bytes") != std::string::npos);
   struct stat st {};
-  CHECK(stat(path.c_str(), &st) != 0);             // nothing left behind
+  CHECK(stat(path.c_str(), &st) != 0);  // nothing left behind
   CHECK(stat((path + ".tmp").c_str(), &st) != 0);
   rmdir(dir.c_str());
 
