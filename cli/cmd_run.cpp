@@ -25,8 +25,10 @@ const char* option_help(const std::string& name) {
       {"hz", "samples per second (default 999)"},
       {"clock", "cpu (default: the Lua thread's CPU time) or wall"},
       {"output",
-       "folded output (default luaflame.folded unless --server); other metrics go to "
-       "FILE-without-.folded.METRIC.folded"},
+       "profile file, format by extension (default luaflame.svg unless --server): .svg flame "
+       "graph, .folded text, .json speedscope (every metric in one file); .svg/.folded: other "
+       "metrics go to FILE.METRIC.EXT"},
+      {"max_output", "largest output file; a bigger profile is cut (default 512 MiB)"},
       {"server", "stream to luaflame-server (http://127.0.0.1:8080)"},
       {"token", "bearer token for the server"},
       {"name", "run name (default: the script's name)"},
@@ -118,7 +120,7 @@ int cmd_run(int argc, char** argv) {
   const int i = argc - static_cast<int>(rest.size());  // the script's index in argv
   if (i < 1 || rest.front() != argv[i])
     return fail(app, "cannot find the script in the command line", kExitUsage);
-  if (!output_given && o.server.empty()) o.output = "luaflame.folded";
+  if (!output_given && o.server.empty()) o.output = "luaflame.svg";
   if (!name_given) {
     std::string s = argv[i];
     std::size_t slash = s.rfind('/');

@@ -22,7 +22,8 @@ namespace lfc {
 namespace {
 
 const char* type_wanted(const char* name) {
-  if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") || !std::strcmp(name, "alloc_rate"))
+  if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") || !std::strcmp(name, "alloc_rate") ||
+      !std::strcmp(name, "max_output"))
     return "number";
   if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet")) return "boolean";
   if (!std::strcmp(name, "tags")) return "table";
@@ -134,6 +135,14 @@ void push_summary(lua_State* L, const Summary& s) {
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   lua_setfield(L, -2, "files");
+  lua_createtable(L, static_cast<int>(s.file_errors.size()), 0);
+  for (std::size_t i = 0; i < s.file_errors.size(); ++i) {
+    lua_pushlstring(L, s.file_errors[i].data(), s.file_errors[i].size());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_setfield(L, -2, "file_errors");
+  set_int(L, "output_ns", s.output_ns);
+  set_int(L, "output_cpu_ns", s.output_cpu_ns);
   if (!s.run_url.empty()) set_str(L, "run_url", s.run_url);
   if (!s.stream_error.empty()) set_str(L, "stream_error", s.stream_error);
   if (!s.fallback_file.empty()) set_str(L, "fallback_file", s.fallback_file);

@@ -19,11 +19,14 @@ extern "C" {
 namespace lfc {
 
 extern bool g_report_at_exit;  // session.cpp
+extern bool g_output_failed;   // session.cpp
 
 namespace {
 
 // lua5.4's name, so an error reads exactly as lua5.4 prints it.
 const char* const kProgName = "lua5.4";
+// The status of a run whose program succeeded but whose profile could not be written.
+constexpr int kOutputFailed = 3;
 
 lua_State* g_L = nullptr;
 
@@ -187,7 +190,10 @@ int run_script(const Options& opts, int argc, char** argv, int script_index) {
   report(L, status);
   end_session(L, opts.quiet);
   lua_close(L);
-  return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+  // The program's status, except that a run that succeeded but whose
+  // profile could not be written says so (docs/collector.md: exit status).
+  if (result && status == LUA_OK) return g_output_failed ? kOutputFailed : EXIT_SUCCESS;
+  return EXIT_FAILURE;
 }
 
 }  // namespace lfc

@@ -169,6 +169,7 @@ class Session {
   TraceClock tclock;
   uint64_t hook_est = 0;            ///< mean ticks inside the trace hook (sampled), not charged
   uint64_t hook_sampled = 0, hook_sampled_n = 0, trace_events = 0;
+  uint64_t hook_kept = 0, hook_kept_n = 0;  ///< measurements without preemption (< 100 us), for the report
   int ident_lua = 0, ident_c = 0;   ///< layout checks: 0 not yet, 1 good, -1 bad
   std::vector<CallCache> call_cache;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
@@ -209,7 +210,7 @@ class Session {
 
   // ---- output ----
   std::unique_ptr<Streamer> streamer;
-  void write_outputs(std::vector<std::string>& files, std::string& err);
+  void write_outputs(Summary& sum);  ///< output.cpp: the files, and what became of each
   std::string folded_text(int col) const;
 
   std::vector<uint32_t> scratch;  ///< reused by walk()
@@ -217,6 +218,8 @@ class Session {
 
 /// Print the whole summary when the session ends at exit or lua_close (the runner sets it).
 extern bool g_report_at_exit;
+/// A session of this process could not write an output file (the runner's exit status, runner.cpp).
+extern bool g_output_failed;
 
 /// The session the hooks and handler see (one per process).
 extern std::atomic<Session*> g_session;

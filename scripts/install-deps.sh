@@ -20,8 +20,11 @@ fuzz_pkgs=(clang libfuzzer-14-dev)  # .ci/fuzz.sh (scripts/install-deps.sh --fuz
 cli_pkgs=(libcli11-dev)                  # argument parsing of every `luaflame` subcommand
 lint_pkgs=(clang-tidy clang-format)      # .ci/lint.sh (scripts/install-deps.sh --lint)
 
+bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson)  # bench/real: real programs under luaflame
+
 want=("${build_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${bench_real_pkgs[@]}")
 [ "${1:-}" = "--fuzz" ] && want+=("${fuzz_pkgs[@]}")
 [ "${1:-}" = "--lint" ] && want+=("${lint_pkgs[@]}")
 
