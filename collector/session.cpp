@@ -299,15 +299,6 @@ void register_close_finalizer(lua_State* L) {
   lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
 }
 
-// Whether ci_prev() walks this Lua's CallInfo list: level 1 must be the
-// CallInfo below level 0's.
-bool check_ci_walk(lua_State* L) {
-  if (lua_version(L) != 504) return false;
-  lua_Debug a0, a1;
-  if (!lua_getstack(L, 0, &a0) || !lua_getstack(L, 1, &a1)) return false;
-  return ci_prev(a0.i_ci) == a1.i_ci;
-}
-
 }  // namespace
 
 bool running() { return g_session.load() != nullptr; }
@@ -317,7 +308,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   static std::once_flag exit_once;
   std::call_once(exit_once, [] { std::atexit(at_process_exit); });
   auto s = std::make_unique<Session>(L, o);
-  s->ci_walk_ok = check_ci_walk(L);
+  s->layout = luaint::probe(L);
+  s->ci_walk_ok = s->layout.ci_prev_ok;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   s->main_L = lua_tothread(L, -1);
   lua_pop(L, 1);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "frames.hpp"
+#include "luaint.hpp"
 #include "luaflame/collector.hpp"
 #include "tree.hpp"
 
@@ -77,11 +78,7 @@ struct Shadow {
 
 uint64_t now_ns();        ///< CLOCK_MONOTONIC
 uint64_t unix_now_ns();   ///< CLOCK_REALTIME
-/// The CallInfo below `ci` (Lua 5.4's CallInfo starts with func, top,
-/// previous: stable across 5.4.0-5.4.6; checked at start, see ci_walk_ok).
-inline const void* ci_prev(const void* ci) {
-  return *reinterpret_cast<const void* const*>(static_cast<const char*>(ci) + 2 * sizeof(void*));
-}
+using luaint::ci_prev;  // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
 
 /// The tracer's clock: the TSC scaled to nanoseconds when the CPU says it
 /// is constant and non-stop (calibrated against CLOCK_MONOTONIC at start),
@@ -128,7 +125,8 @@ class Session {
   Tree tree;
   lua_State* start_L;
   lua_State* main_L;
-  bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua
+  luaint::Layout layout;     ///< which direct reads of Lua's structures this Lua allows
+  bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
 
   // ---- hooks ----
   lua_Hook prev_hook = nullptr;  ///< the start thread's hook before start (chained, restored at stop)
@@ -154,9 +152,24 @@ class Session {
   void disarm();                         ///< restores the armed thread's hook
   void begin_critical() { in_critical = 1; std::atomic_signal_fence(std::memory_order_seq_cst); }
   void end_critical();
+  // Where the thread was when each signal fell. Written only by the signal
+  // handler outside critical sections (slot first, then the count, with a
+  // signal fence between); read and reset by the hook inside one.
+  struct SigPos {
+    lua_State* L;
+    const void* ci;  ///< L's running CallInfo then (luaint::state_ci), not dereferenced there
+  };
+  static constexpr int kSigPos = 16;
+  SigPos sig_pos[kSigPos] = {};
+  volatile sig_atomic_t sig_npos = 0;
+  uint64_t samples_moved = 0;  ///< the recorded frame had returned by the hook: charged to the hook's stack
+  void note_position();        ///< from the handler
   void take_sample(lua_State* L);
-  /// The frames of L's stack and its resumers', leaf first.
-  void walk(lua_State* L, std::vector<uint32_t>& out);
+  /// The frames of L's stack and its resumers', leaf first. With `from_T`,
+  /// the walk starts at `from_ci` on thread from_T (a frame the signal or
+  /// the allocator recorded): false, `out` undefined, when from_T is not
+  /// in L's resume chain or from_ci no longer on from_T's stack.
+  bool walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T = nullptr, const void* from_ci = nullptr);
   uint32_t path_node(const std::vector<uint32_t>& leaf_first);
   bool start_sampler(std::string& err);
   void stop_sampler();
