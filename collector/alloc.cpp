@@ -159,7 +159,9 @@ void AllocState::sampled(void* block, std::size_t size, int type) {
     count = static_cast<uint64_t>(std::llround(1.0 / p));
     next_countdown();
   }
-  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false, in_gc()};
+  lua_State* th = session->current.load(std::memory_order_relaxed);
+  const void* ci = th && session->layout.state_ci_ok && session->ci_walk_ok ? luaint::state_ci(th) : nullptr;
+  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false, in_gc(), th, ci};
   else lost_bytes += bytes, lost_count += count;
   session->request_alloc_sample();
 }
@@ -200,11 +202,21 @@ void Session::take_alloc(lua_State* L) {
   AllocState* a = alloc.get();
   if (!a || (!a->npending && !a->lost_count)) return;
   const uint64_t t0 = now_ns();
-  walk(L, scratch);
-  const uint32_t base = path_node(scratch);
-  uint32_t gc_base = UINT32_MAX;  // base;[GC], made when first needed
+  // Stacks by where each block was made: consecutive samples mostly share it.
+  lua_State* at_th = nullptr;
+  const void* at_ci = nullptr;
+  uint32_t base = 0, gc_base = UINT32_MAX, here = UINT32_MAX;  // here: the hook's own stack
   for (std::size_t i = 0; i < a->npending; ++i) {
     const AllocState::Pending& p = a->pending[i];
+    if (i == 0 || p.th != at_th || p.ci != at_ci) {
+      at_th = p.th, at_ci = p.ci, gc_base = UINT32_MAX;
+      if (p.ci && walk(L, scratch, p.th, p.ci)) {
+        base = path_node(scratch);
+      } else {
+        if (here == UINT32_MAX) walk(L, scratch), here = path_node(scratch);
+        base = here;
+      }
+    }
     if (p.gc && gc_base == UINT32_MAX) gc_base = tree.child(base, frames.named("[GC]"));
     uint32_t leaf = tree.child(p.gc ? gc_base : base, frames.named(type_frame(p.type)));
     tree.add(leaf, col_abytes, p.bytes);

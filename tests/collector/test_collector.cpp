@@ -501,6 +501,83 @@ TEST_CASE("alloc: a function making 90% of the garbage has about 90% of the byte
   }
 }
 
+// Regression (issue 10): allocations were charged at the next hook event,
+// so tables built right before a C call landed on the C function (99% on
+// [C] string.find, {i, tostring(i) .. "x"} on [C] tostring).
+TEST_CASE("alloc: a table built right before a C call is charged to the Lua function that built it") {
+  for (std::string rate : {"16384", "0"}) {
+    CAPTURE(rate);
+    Lua lua;
+    std::string err = lua.run(R"(
+      local lf = require 'luaflame'
+      function work()
+        local n = 0
+        for i = 1, 100000 do
+          local t = {i, i + 1, i + 2}
+          if string.find('abc', 'b', 1, true) then n = n + #t end
+        end
+      end
+      function conv() local r for i = 1, 50000 do r = {i, tostring(i) .. 'x'} end end
+      lf.start{mode = 'alloc', alloc_rate = )" + rate + R"(}
+      work() conv()
+      BYTES = lf.folded('alloc_bytes')
+      lf.stop()
+    )");
+    REQUIRE(err == "");
+    Folded f = parse_folded(lua.global("BYTES"));
+    CAPTURE(lua.global("BYTES"));
+    double tables = 0, under_c = 0;
+    for (const auto& kv : f) {
+      if (kv.first.find("[alloc] table") == std::string::npos) continue;
+      tables += kv.second;
+      if (kv.first.find("[C] string.find") != std::string::npos || kv.first.find("[C] tostring") != std::string::npos)
+        under_c += kv.second;
+    }
+    CHECK(tables > 0);
+    CHECK(under_c / tables < 0.01);
+    CHECK(share_leaf(f, "[alloc] table") > 20);
+  }
+}
+
+// Regression (issue 10): a function keeping 10% of the bytes alive had 0%
+// of live_bytes, the one churning 90% (all freed) had 100%. Whatever holds
+// the kept objects, they are under the keeper.
+TEST_CASE("alloc: live bytes of a keeper are under the keeper, whatever container holds them") {
+  struct Case {
+    const char* container;
+    const char* setup;  ///< defines put(v)
+  };
+  const Case cases[] = {
+      {"global", "KEPT = {} function put(v) KEPT[#KEPT + 1] = v end"},
+      {"upvalue", "local kept = {} function put(v) kept[#kept + 1] = v end"},
+      {"registry", "local reg = debug.getregistry() reg.kept = {} function put(v) reg.kept[#reg.kept + 1] = v end"},
+      {"local table", "local holder = {list = {}} function put(v) local l = holder.list l[#l + 1] = v end"},
+  };
+  for (std::string rate : {"16384", "0"}) {
+    for (const Case& c : cases) {
+      const std::string container = c.container;
+      CAPTURE(rate);
+      CAPTURE(container);
+      Lua lua;
+      std::string err = lua.run(std::string(R"(
+        local lf = require 'luaflame'
+        )") + c.setup + R"(
+        local function churn() for i = 1, 9000 do local t = {i, i, i, i, i, i, i, i} end end
+        local function keep() for i = 1, 1000 do put({i, i, i, i, i, i, i, i}) end end
+        lf.start{mode = 'alloc', alloc_rate = )" + rate + R"(, output = 'alloc_keeper_test.folded'}
+        for r = 1, 4 do churn() keep() end
+        lf.stop()
+      )");
+      REQUIRE(err == "");
+      Folded live = parse_folded(read_file("alloc_keeper_test.live_bytes.folded"));
+      CAPTURE(read_file("alloc_keeper_test.live_bytes.folded"));
+      CHECK(share_containing(live, "keep ") >= 90);
+      for (const char* f : {"alloc_keeper_test.folded", "alloc_keeper_test.alloc_count.folded", "alloc_keeper_test.live_bytes.folded"})
+        std::remove(f);
+    }
+  }
+}
+
 TEST_CASE("alloc: a leak shows in live bytes, an equal churn that is freed does not") {
   Lua lua;
   std::string err = lua.run(R"(
