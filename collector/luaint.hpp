@@ -46,11 +46,26 @@ inline const void* state_ci(const lua_State* L) {
   return ci;
 }
 
+/// lua_State.hookcount (the instructions left before the count hook fires)
+/// at byte offset `off`, found by probe(). lua_sethook resets it to the
+/// base count; the collector puts it back after arming so that a program's
+/// count hook (an instruction-limit sandbox, a coverage tool) still fires
+/// at its count. Plain int load/store: safe from the handler on L's thread.
+inline int hookcount(const lua_State* L, std::size_t off) {
+  int v;
+  std::memcpy(&v, reinterpret_cast<const char*>(L) + off, sizeof v);
+  return v;
+}
+inline void set_hookcount(lua_State* L, std::size_t off, int v) {
+  std::memcpy(reinterpret_cast<char*>(L) + off, &v, sizeof v);
+}
+
 /// What probe() found: which direct reads this Lua allows.
 struct Layout {
-  bool ci_prev_ok = false;   ///< CallInfo.previous walks the stack
-  bool state_ci_ok = false;  ///< lua_State.ci is the running CallInfo
-  std::string why;           ///< "" or why a fast path is off
+  bool ci_prev_ok = false;       ///< CallInfo.previous walks the stack
+  bool state_ci_ok = false;      ///< lua_State.ci is the running CallInfo
+  std::size_t hookcount_off = 0;  ///< lua_State.hookcount, 0 when not found
+  std::string why;               ///< "" or why a fast path is off
 };
 
 /// Checks every read above on a real two-level stack of L (a Lua function

@@ -83,9 +83,10 @@ void Session::arm() {
   lua_Hook h = lua_gethook(L);
   if (h == lf_hook || h == nullptr) {
     // Back to the thread's base state afterwards (ours when tracing).
-    armed_hook = (opt.trace) ? lf_hook : prev_hook;
-    armed_mask = (opt.trace) ? base_mask() : (prev_hook ? prev_mask : 0);
-    armed_count = prev_count;
+    const Chained c = chained_for(L);
+    armed_hook = (opt.trace) ? lf_hook : c.hook;
+    armed_mask = (opt.trace) ? thread_mask(L) : (c.hook ? c.mask : 0);
+    armed_count = c.count;
     if (h == nullptr && !opt.trace) armed_hook = nullptr, armed_mask = 0, armed_count = 0;
   } else {
     armed_hook = h;
@@ -93,13 +94,21 @@ void Session::arm() {
     armed_count = lua_gethookcount(L);
   }
   armed_L = L;
+  armed_left = (armed_mask & LUA_MASKCOUNT) && layout.hookcount_off ? luaint::hookcount(L, layout.hookcount_off) : 0;
   lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
   armed = 1;
 }
 
-void Session::disarm() {
+void Session::disarm(int consumed) {
   if (!armed) return;
-  if (armed_L) lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
+  if (armed_L) {
+    lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
+    // lua_sethook restarted the thread's own count: give back its progress
+    // (when it is due now, hook_rest forwards the count event and the
+    // fresh count stays).
+    if (armed_left > consumed && (armed_mask & LUA_MASKCOUNT))
+      luaint::set_hookcount(armed_L, layout.hookcount_off, armed_left - consumed);
+  }
   armed_L = nullptr;
   armed = 0;
 }

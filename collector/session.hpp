@@ -131,7 +131,29 @@ class Session {
   // ---- hooks ----
   lua_Hook prev_hook = nullptr;  ///< the start thread's hook before start (chained, restored at stop)
   int prev_mask = 0, prev_count = 0;
+  /// A hook the program keeps on a thread: luaflame's hook forwards it
+  /// exactly the events of its mask, its count events when its count is due.
+  struct Chained {
+    lua_Hook hook = nullptr;
+    int mask = 0, count = 0;
+  };
+  /// Hooks the program set with debug.sethook while tracing (hooks.cpp),
+  /// by thread; a thread not here chains the hook of before start.
+  std::unordered_map<lua_State*, Chained> chained;
+  Chained chained_for(lua_State* L) const {
+    if (!chained.empty()) {
+      auto it = chained.find(L);
+      if (it != chained.end()) return it->second;
+    }
+    return Chained{prev_hook, prev_mask, prev_count};
+  }
   int base_mask() const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | prev_mask; }
+  int thread_mask(lua_State* L) const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | chained_for(L).mask; }
+  /// After the program's debug.sethook on T while tracing: its hook is
+  /// chained, luaflame's goes back (hooks.cpp).
+  void adopt_program_hook(lua_State* L, lua_State* T);
+  void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
+  bool warned_hook = false;
   void hook_rest(lua_State* L, lua_Debug* ar, int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
 
@@ -146,10 +168,13 @@ class Session {
   lua_State* armed_L = nullptr;
   lua_Hook armed_hook = nullptr;
   int armed_mask = 0, armed_count = 0;
+  int armed_left = 0;  ///< the armed thread's hookcount before arming (its own count hook's progress), 0 unknown
   std::atomic<uint64_t> owed{0};        ///< periods elapsed not yet sampled
   std::atomic<bool> alloc_pending{false};
   void arm();                            ///< from the handler or a critical section
-  void disarm();                         ///< restores the armed thread's hook
+  /// Restores the armed thread's hook, and its count hook's progress less
+  /// the `consumed` instructions our count hook took.
+  void disarm(int consumed = 0);
   void begin_critical() { in_critical = 1; std::atomic_signal_fence(std::memory_order_seq_cst); }
   void end_critical();
   // Where the thread was when each signal fell. Written only by the signal
@@ -233,6 +258,9 @@ extern bool g_report_at_exit;
 
 /// The session the hooks and handler see (one per process).
 extern std::atomic<Session*> g_session;
+
+/// Wraps debug.sethook/gethook while tracing (hooks.cpp).
+void install_hook_wrappers(lua_State* L);
 
 /// The hook function installed on every profiled thread (tracer.cpp).
 void lf_hook(lua_State* L, lua_Debug* ar);

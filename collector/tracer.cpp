@@ -320,7 +320,7 @@ void Session::hook(lua_State* L, lua_Debug* ar) {
   const int ev = ar->event;
   if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (armed || prev_hook) hook_rest(L, ar, ev);
+  if (armed || prev_hook || !chained.empty()) hook_rest(L, ar, ev);
 }
 
 void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {

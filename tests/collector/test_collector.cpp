@@ -633,6 +633,100 @@ TEST_CASE("alloc: live bytes by stack: the leak's frames, not the churn's") {
     std::remove(f);
 }
 
+// Regression (issue 10): the program's own hooks lost events (a line hook
+// 53 of 4,000,003 lines, a count hook every 100,000 instructions fired
+// 804-818 times of 1,000), and an instruction-limit sandbox hung under
+// sample/both (and trace on a coroutine): arming reset the thread's count.
+TEST_CASE("hooks: the program's line, count and call/return hooks and a sandbox keep their semantics in every mode") {
+  for (std::string mode : {"sample", "trace", "both", "sample+alloc"}) {
+    CAPTURE(mode);
+    Lua lua;
+    std::string err = lua.run("MODE = '" + mode + "'\n" + R"LUA(local lf = require 'luaflame'
+local function loop(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
+local function lines()
+  local n = 0
+  debug.sethook(function() n = n + 1 end, 'l')
+  loop(300000)
+  debug.sethook()
+  return n
+end
+local function counts()
+  local n = 0
+  debug.sethook(function() n = n + 1 end, '', 1000)
+  loop(300000)
+  debug.sethook()
+  return n
+end
+local function callret()
+  local c, r = 0, 0
+  debug.sethook(function(e) if e == 'return' then r = r + 1 else c = c + 1 end end, 'cr')
+  for i = 1, 30000 do math.abs(i) loop(3) end
+  debug.sethook()
+  return c, r
+end
+local function sandbox()
+  debug.sethook(function() error('limit', 0) end, '', 1e7)
+  for i = 1, 2e9 do end
+end
+local want = {lines(), counts(), callret()}
+lf.start{mode = MODE, hz = 999}
+local got = {lines(), counts(), callret()}
+local ok, e = pcall(sandbox)
+debug.sethook()
+local co = coroutine.create(sandbox)
+local cok, ce = coroutine.resume(co)
+local s = lf.stop()
+RESULT = string.format('lines %d/%d count %d/%d call %d/%d return %d/%d sandbox %s %s coroutine %s %s',
+  got[1], want[1], got[2], want[2], got[3], want[3], got[4], want[4], ok, e, cok, ce)
+assert(got[1] == want[1] and got[2] == want[2] and got[3] == want[3] and got[4] == want[4], RESULT)
+assert(not ok and e == 'limit' and not cok and ce == 'limit', RESULT)
+if MODE ~= 'trace' then assert(s.sample_events > 50, RESULT .. ': ' .. s.sample_events .. ' sample events') end
+)LUA");
+    CHECK(err == "");
+  }
+}
+
+// A coverage hook (as luacov's: a line hook counting hits per line) gets
+// exact counts whichever of it and luaflame starts first.
+TEST_CASE("hooks: a coverage hook counts every line exactly, started before or after luaflame") {
+  for (std::string mode : {"sample", "trace", "both"}) {
+    for (std::string order : {"coverage first", "luaflame first"}) {
+      CAPTURE(mode);
+      CAPTURE(order);
+      Lua lua;
+      std::string err = lua.run("MODE, ORDER = '" + mode + "', '" + order + "'\n" + R"(
+        local lf = require 'luaflame'
+        local function work()
+          local t = {}
+          for i = 1, 200000 do
+            if i % 3 == 0 then t[#t + 1] = i
+            elseif i % 5 == 0 then t[#t + 1] = -i end
+          end
+          for _, v in ipairs(t) do if v < 0 then t[1] = v end end
+          return #t
+        end
+        local function covered(profile)
+          local hits = {}
+          local function hook(_, line) hits[line] = (hits[line] or 0) + 1 end
+          if profile and ORDER == 'luaflame first' then lf.start{mode = MODE, hz = 999} end
+          debug.sethook(hook, 'l')
+          if profile and ORDER == 'coverage first' then lf.start{mode = MODE, hz = 999} end
+          work()
+          if profile then lf.stop() end
+          debug.sethook()
+          return hits
+        end
+        local want, got = covered(false), covered(true)
+        for line, n in pairs(want) do
+          assert(got[line] == n, 'line ' .. line .. ': ' .. tostring(got[line]) .. ' hits, want ' .. n)
+        end
+        for line, n in pairs(got) do assert(want[line], 'line ' .. line .. ' was not run') end
+      )");
+      CHECK(err == "");
+    }
+  }
+}
+
 TEST_CASE("alloc: blocks from before the session are freed safely; the allocator is restored") {
   Lua lua;
   void* ud0 = nullptr;
