@@ -106,10 +106,19 @@ lua_Hook learn_hookf(lua_State* L, lua_CFunction sethook) {
 }  // namespace
 
 void Session::adopt_program_hook(lua_State* L, lua_State* T) {
-  lua_Hook h = lua_gethook(T);
-  if (h == lf_hook) return;
   begin_critical();
-  if (armed && armed_L == T) armed = 0, armed_L = nullptr;  // our one-shot went with it; owed waits for the next signal
+  if (armed && armed_L == T) {
+    // Armed after debug.sethook ran: what we armed over is the program's
+    // new hook, put it back (with its count progress). Armed before: the
+    // program's hook replaced our one-shot; owed waits for the next signal.
+    if (lua_gethook(T) == lf_hook) disarm();
+    else armed = 0, armed_L = nullptr;
+  }
+  lua_Hook h = lua_gethook(T);
+  if (h == lf_hook) {
+    end_critical();
+    return;
+  }
   chained[T] = Chained{h, h ? lua_gethookmask(T) : 0, h ? lua_gethookcount(T) : 0};
   trace_fast_ok = false;  // every event may have to be forwarded
   lua_sethook(T, lf_hook, thread_mask(T), chained[T].count);

@@ -94,7 +94,14 @@ void Session::arm() {
     armed_count = lua_gethookcount(L);
   }
   armed_L = L;
-  armed_left = (armed_mask & LUA_MASKCOUNT) && layout.hookcount_off ? luaint::hookcount(L, layout.hookcount_off) : 0;
+  // The thread's own count progress. 0 here means the signal fell inside
+  // luaG_traceexec between its decrement and its reset: the count event it
+  // is about to raise is the program's (armed_left 1 forwards it).
+  armed_left = 0;
+  if ((armed_mask & LUA_MASKCOUNT) && layout.hookcount_off) {
+    const int left = luaint::hookcount(L, layout.hookcount_off);
+    armed_left = left > 0 ? left : 1;
+  }
   lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
   armed = 1;
 }

@@ -324,6 +324,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->frames.preset(lf_resume, "[C] coroutine.resume");
   s->frames.preset(lf_wrap, "[C] coroutine.wrap");
   s->frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");
+  s->frames.preset_makers(L);
   s->prev_hook = lua_gethook(L);
   s->prev_mask = s->prev_hook == lf_hook ? 0 : lua_gethookmask(L);
   s->prev_count = s->prev_hook == lf_hook ? 0 : lua_gethookcount(L);

@@ -727,6 +727,79 @@ TEST_CASE("hooks: a coverage hook counts every line exactly, started before or a
   }
 }
 
+// Regression (issue 10): a function's frame text depended on the call that
+// was seen first (dkjson's encode2 was <anon> in two runs of four: its
+// first call is a tail call, which has no name). Names now come from the
+// definition's text, so whichever call comes first gives the same frame.
+TEST_CASE("frames: the same function has the same frame text whatever call is seen first") {
+  const std::string path = "frames_stable_test.lua";
+  {
+    std::ofstream out(path);
+    out << "local step\n"
+           "local function via_tail(n) return step(n) end\n"
+           "step = function(n) local x = 0 for i = 1, n do x = x + i end return x end\n"
+           "local M = {}\n"
+           "function M.run(first_tail) if first_tail then via_tail(10) end step(10) via_tail(10)\n"
+           "  return pcall(step, 10) end\n"
+           "return M\n";
+  }
+  std::vector<std::string> texts;
+  for (const char* first_tail : {"true", "false"}) {
+    CAPTURE(first_tail);
+    Lua lua;
+    std::string err = lua.run(std::string(R"(
+      local lf = require 'luaflame'
+      local M = dofile('frames_stable_test.lua')
+      local json = require 'dkjson'
+      lf.start{mode = 'trace'}
+      M.run()" + std::string(first_tail) + R"()
+      json.encode({a = {1, 2, {b = 'c'}}, d = {e = {f = true}}})
+      CALLS = lf.folded('calls')
+      lf.stop()
+    )"));
+    REQUIRE(err == "");
+    std::string calls = lua.global("CALLS");
+    CAPTURE(calls);
+    CHECK(calls.find(";step frames_stable_test.lua:3 ") != std::string::npos);
+    CHECK(calls.find("<anon> frames_stable_test.lua") == std::string::npos);
+    CHECK(calls.find("encode2 /usr/share/lua/5.4/dkjson.lua:259") != std::string::npos);
+    Folded f = parse_folded(calls);
+    std::string frames;
+    for (const auto& kv : f) frames += kv.first.substr(kv.first.rfind(';') + 1) + "\n";
+    texts.push_back(frames);
+  }
+  std::remove(path.c_str());
+  CHECK(texts[0] == texts[1]);
+}
+
+TEST_CASE("frames: C iterators named after what made them, to-be-closed metamethods as such") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local f = io.open('frames_iter_test.txt', 'w') f:write('a\nb\n') f:close()
+    local closer = setmetatable({}, {__close = function() end})
+    lf.start{mode = 'trace'}
+    for _, v in ipairs({1, 2}) do end
+    for w in ('a b'):gmatch('%a') do end
+    for l in io.lines('frames_iter_test.txt') do end
+    for p, c in utf8.codes('ab') do end
+    do local x <close> = closer end
+    local s = string.rep('x', 100000)
+    CALLS = lf.folded('calls')
+    lf.stop()
+    os.remove('frames_iter_test.txt')
+  )", "@frames_iter_test.lua");
+  REQUIRE(err == "");
+  const std::string calls = lua.global("CALLS");
+  CAPTURE(calls);
+  for (const char* frame : {";[C] ipairs iterator ", ";[C] string.gmatch iterator ", ";[C] io.lines iterator ",
+                            ";[C] utf8.codes iterator ", ";[C] string.rep;[C] buffer __close "}) {
+    CAPTURE(frame);
+    CHECK(calls.find(frame) != std::string::npos);
+  }
+  CHECK(calls.find("for iterator") == std::string::npos);
+}
+
 TEST_CASE("alloc: blocks from before the session are freed safely; the allocator is restored") {
   Lua lua;
   void* ud0 = nullptr;
