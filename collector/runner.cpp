@@ -159,9 +159,12 @@ int handle_script(lua_State* L, char** argv) {
 // stack (it checks its CallInfo walk there).
 int start_session(lua_State* L) {
   const Options* o = static_cast<const Options*>(lua_touserdata(L, 1));
-  std::string err;
-  if (!start(L, *o, err)) return luaL_error(L, "%s", err.c_str());
-  return 0;
+  {
+    std::string err;  // gone before lua_error jumps
+    if (start(L, *o, err)) return 0;
+    lua_pushlstring(L, err.data(), err.size());
+  }
+  return lua_error(L);
 }
 
 void end_session(lua_State* L, bool quiet) {

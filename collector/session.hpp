@@ -9,8 +9,6 @@
 // runs inside `critical` sections, during which the handler defers its arm.
 #pragma once
 
-#include <x86intrin.h>
-
 #include <atomic>
 #include <csignal>
 #include <cstdint>
@@ -20,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cycles.hpp"
 #include "frames.hpp"
 #include "luaint.hpp"
 #include "luaflame/collector.hpp"
@@ -80,14 +79,15 @@ uint64_t now_ns();        ///< CLOCK_MONOTONIC
 uint64_t unix_now_ns();   ///< CLOCK_REALTIME
 using luaint::ci_prev;  // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
 
-/// The tracer's clock: the TSC scaled to nanoseconds when the CPU says it
-/// is constant and non-stop (calibrated against CLOCK_MONOTONIC at start),
-/// else CLOCK_MONOTONIC itself. One read per hook event.
+/// The tracer's clock: the cycle counter (cycles.hpp: x86's TSC, arm64's
+/// virtual counter) scaled to nanoseconds when it is constant and non-stop
+/// (calibrated against CLOCK_MONOTONIC at start), else CLOCK_MONOTONIC
+/// itself. One read per hook event.
 struct TraceClock {
   bool tsc = false;
   uint64_t mult = 0;  ///< nanoseconds per tick, times 2^32
   void init();
-  uint64_t now() const { return tsc ? __rdtsc() : now_ns(); }
+  uint64_t now() const { return tsc ? read_cycles() : now_ns(); }
   uint64_t to_ns(uint64_t ticks) const {
     return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32) : ticks;
   }

@@ -10,8 +10,6 @@
 //  - coroutines: every thread has its own shadow stack, hung under the frame
 //    that resumed it; time while suspended goes to whatever runs instead.
 // The collector's own time in the hook is measured and not charged.
-#include <x86intrin.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -48,7 +46,7 @@ void func_of(const void* ci, unsigned char& tag, const void*& value) {
   tag = at<unsigned char>(func, 8);           // TValue.tt_
 }
 
-bool cpu_has(const char* flag) {
+[[maybe_unused]] bool cpu_has(const char* flag) {
   FILE* f = std::fopen("/proc/cpuinfo", "r");
   if (!f) return false;
   char line[4096];
@@ -70,12 +68,20 @@ long find_ci(const Shadow::Stack& st, const void* ci) {
 
 }  // namespace
 
+bool cycles_constant() {
+#if defined(__x86_64__) || defined(__i386__)
+  return cpu_has(" constant_tsc") && cpu_has(" nonstop_tsc");
+#else
+  return kHaveCycles;
+#endif
+}
+
 void TraceClock::init() {
-  tsc = cpu_has(" constant_tsc") && cpu_has(" nonstop_tsc");
+  tsc = cycles_constant();
   if (!tsc) return;
   // Ticks per nanosecond over ~2 ms of CLOCK_MONOTONIC.
-  uint64_t n0 = now_ns(), t0 = __rdtsc(), n1, t1;
-  do { n1 = now_ns(); t1 = __rdtsc(); } while (n1 - n0 < 2000000);
+  uint64_t n0 = now_ns(), t0 = read_cycles(), n1, t1;
+  do { n1 = now_ns(); t1 = read_cycles(); } while (n1 - n0 < 2000000);
   if (t1 <= t0) { tsc = false; return; }
   mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) * 4294967296.0);
 }
@@ -284,7 +290,7 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   } else {
     return false;
   }
-  const uint64_t t0 = __rdtsc();  // trace_fast_ok: the TSC is the clock
+  const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
   if (t0 > last_tick) {
     const uint64_t dt = t0 - last_tick;
     Tree::bump(top[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
