@@ -86,36 +86,15 @@ void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
   return alloc_slow(a, ptr, osize, nsize);
 }
 
-// Lua 5.4.4's lua_State head and global_State head (lstate.h, x86-64 and
-// any LP64 ABI), mirrored to tell allocations made by the collector: its
-// singlestep sets gcstopem for the duration of a step, and a finalizer runs
-// with GCSTPGC in gcstp. Checked against what the API says at start.
-struct MirrorTValue {
-  void* value;
-  unsigned char tt;
-};
-struct MirrorThread {
-  void* next;
-  unsigned char tt, marked, status, allowhook;
-  unsigned short nci;
-  void* top;
-  const void* l_G;
-};
-struct MirrorGlobal {
-  lua_Alloc frealloc;
-  void* ud;
-  std::ptrdiff_t totalbytes, GCdebt;
-  std::size_t GCestimate, lastatomic;
-  void* strt_hash;
-  int strt_nuse, strt_size;
-  MirrorTValue l_registry, nilvalue;
-  unsigned int seed;
-  unsigned char currentwhite, gcstate, gckind, gcstopem, genminormul, genmajormul, gcstp;
-};
-static_assert(offsetof(MirrorGlobal, gcstopem) == 103 && offsetof(MirrorGlobal, gcstp) == 106, "5.4.4 LP64 layout");
-constexpr unsigned char kVThread = 8;                // LUA_VTHREAD
-constexpr unsigned char kVTableCollectable = 0x45;   // LUA_VTABLE | BIT_ISCOLLECTABLE
-constexpr unsigned char kGcStpGc = 2;                // GCSTPGC: inside a finalizer
+// Lua 5.4.4's lua_State and global_State heads (luaint.hpp), read to tell
+// allocations made by the collector: its singlestep sets gcstopem for the
+// duration of a step, and a finalizer runs with GCSTPGC in gcstp. Checked
+// against what the API says at start (find_gstate).
+using luaint::kGcStpGc;
+using luaint::kVTableCollectable;
+using luaint::kVThread;
+using luaint::MirrorGlobal;
+using luaint::MirrorThread;
 
 // The state's global_State if it matches 5.4.4's layout, else null. Runs
 // after lua_setallocf(L, lf_alloc, a), so frealloc/ud must be ours.

@@ -9,14 +9,33 @@ namespace lfc::luaint {
 
 namespace {
 
-// Called from a Lua function: compares the direct reads with lua_getstack.
+Layout* g_probe_out = nullptr;  // probe() runs on the Lua thread, one at a time
+
+// Called (a light C function) from a Lua function: compares the direct
+// reads with what lua_getstack/lua_getinfo say.
 int probe_fn(lua_State* L) {
-  Layout* out = static_cast<Layout*>(lua_touserdata(L, lua_upvalueindex(1)));
+  Layout* out = g_probe_out;
   lua_Debug a0, a1;
-  if (!lua_getstack(L, 0, &a0) || !lua_getstack(L, 1, &a1)) return 0;
+  if (!out || !lua_getstack(L, 0, &a0) || !lua_getstack(L, 1, &a1)) return 0;
   lua_getinfo(L, "S", &a1);
   out->ci_prev_ok = a1.what[0] != 'C' && ci_prev(a0.i_ci) == a1.i_ci && ci_prev(a1.i_ci) != nullptr;
   out->state_ci_ok = state_ci(L) == a0.i_ci;
+  if (!out->ci_prev_ok) return 0;
+  unsigned char tag;
+  const void* value;
+  func_of(a0.i_ci, tag, value);
+  out->c_ident_ok = tag == kTagLightC && value == reinterpret_cast<const void*>(probe_fn);
+  func_of(a1.i_ci, tag, value);
+  if (tag != kTagLuaClosure || !value) return 0;
+  const void* proto = at<const void*>(value, kClosureFn);
+  const void* src = at<const void*>(proto, kProtoSource);
+  // The caller's saved pc lies inside its Proto's code: checks Proto.code.
+  const char* code = at<const char*>(proto, kProtoCode);
+  const char* pc = at<const char*>(a1.i_ci, kCiSavedpc);
+  const int sizecode = at<int>(proto, kProtoSizecode);
+  out->lua_ident_ok = at<int>(proto, kProtoLine) == a1.linedefined && at<int>(proto, kProtoLine + 4) == a1.lastlinedefined &&
+                      src && static_cast<const char*>(src) + kTStringContents == a1.source && code && sizecode > 0 &&
+                      pc > code && pc <= code + 4 * static_cast<std::size_t>(sizecode);
   return 0;
 }
 
@@ -63,20 +82,40 @@ Layout probe(lua_State* L) {
   // tool's line hook) must not see the probe's code run.
   lua_State* T = lua_newthread(L);
   lua_sethook(T, nullptr, 0, 0);
-  static const char kChunk[] = "local f = ... ; f() return 0";
+  // A function defined on lines 2-4 (linedefined/lastlinedefined differ
+  // from the main chunk's 0/0), calling the probe.
+  static const char kChunk[] = "local f = ...\nlocal function g()\n  f()\nend\ng() return 0";
   if (luaL_loadbuffer(T, kChunk, sizeof kChunk - 1, "=luaflame.probe") == LUA_OK) {
-    lua_pushlightuserdata(T, &out);
-    lua_pushcclosure(T, probe_fn, 1);
+    lua_pushcfunction(T, probe_fn);
     int nres = 0;
+    g_probe_out = &out;
     if (lua_resume(T, L, 1, &nres) != LUA_OK) out = Layout{};
+    g_probe_out = nullptr;
   }
   lua_settop(L, top);
   out.hookcount_off = find_hookcount(L);
   lua_settop(L, top);
   if (!out.ci_prev_ok) out.why = "CallInfo.previous does not match lua_getstack";
   else if (!out.state_ci_ok) out.why = "lua_State.ci does not match lua_getstack";
+  else if (!out.lua_ident_ok) out.why = "Proto layout differs: trace mode names each call through lua_getinfo";
+  else if (!out.c_ident_ok) out.why = "C function layout differs: trace mode names C calls through lua_getinfo";
   else if (!out.hookcount_off) out.why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
   return out;
+}
+
+std::string Layout::on() const {
+  std::string r;
+  auto add = [&r](bool ok, const char* name) {
+    if (!ok) return;
+    if (!r.empty()) r += ' ';
+    r += name;
+  };
+  add(ci_prev_ok, "ci_walk");
+  add(state_ci_ok && ci_prev_ok, "signal_position");
+  add(hookcount_off != 0, "hook_count");
+  add(ci_prev_ok && lua_ident_ok, "lua_ident");
+  add(ci_prev_ok && c_ident_ok, "c_ident");
+  return r;
 }
 
 }  // namespace lfc::luaint

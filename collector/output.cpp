@@ -78,6 +78,7 @@ std::string format_summary(const Summary& s) {
                 static_cast<unsigned long long>(s.frames));
   r += buf;
   r += "\n";
+  if (!s.fast_paths_off.empty()) r += "luaflame: slower path: " + s.fast_paths_off + "\n";
   for (const auto& f : s.files) r += "luaflame: wrote " + f + "\n";
   if (!s.run_url.empty()) r += "luaflame: streamed " + std::to_string(s.chunks_sent) + " chunks to " + s.run_url + "\n";
   if (!s.stream_error.empty()) r += "luaflame: streaming failed: " + s.stream_error + "\n";

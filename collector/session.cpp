@@ -318,6 +318,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   auto s = std::make_unique<Session>(L, o);
   s->layout = luaint::probe(L);
   s->ci_walk_ok = s->layout.ci_prev_ok;
+  if (!s->layout.lua_ident_ok) s->ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
+  if (!s->layout.c_ident_ok) s->ident_c = -1;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   s->main_L = lua_tothread(L, -1);
   lua_pop(L, 1);
@@ -415,6 +417,9 @@ Summary stop(lua_State* L) {
   else
     sum.hook_ns = s->hook_ns;
   sum.hook_calls = s->hook_calls;
+  sum.fast_paths = s->layout.on();
+  sum.fast_paths_off = s->layout.why;
+  sum.samples_moved = s->samples_moved;
   sum.calls = s->calls;
   sum.nodes = s->tree.size();
   sum.frames = s->names.size();

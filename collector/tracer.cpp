@@ -21,30 +21,18 @@ namespace lfc {
 
 namespace {
 
-// Lua 5.4 object layouts (lobject.h, lstate.h) for the fast identity path;
-// every read is checked against lua_getinfo once before it is trusted.
-constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;  // LUA_VLCL | BIT_ISCOLLECTABLE
-constexpr unsigned char kTagLightC = 0x16;             // LUA_VLCF
-constexpr unsigned char kTagCClosure = 0x26 | 0x40;    // LUA_VCCL | BIT_ISCOLLECTABLE
-constexpr std::size_t kClosureFn = 24;       // LClosure.p / CClosure.f
-constexpr std::size_t kProtoLine = 44;       // Proto.linedefined, lastlinedefined at +4
-constexpr std::size_t kProtoCode = 64;       // Proto.code
-constexpr std::size_t kProtoSource = 112;    // Proto.source
-constexpr std::size_t kTStringContents = 24; // TString.contents
-
-template <class T>
-T at(const void* base, std::size_t off) {
-  T v;
-  std::memcpy(&v, static_cast<const char*>(base) + off, sizeof v);
-  return v;
-}
-
-// The function a CallInfo runs: its tag and its GC object or C function.
-void func_of(const void* ci, unsigned char& tag, const void*& value) {
-  const void* func = at<const void*>(ci, 0);  // CallInfo.func -> StackValue
-  value = at<const void*>(func, 0);           // TValue.value_
-  tag = at<unsigned char>(func, 8);           // TValue.tt_
-}
+// The layouts the call cache reads (luaint.hpp), checked by luaint::probe at
+// start and again against lua_getinfo on first use.
+using luaint::at;
+using luaint::func_of;
+using luaint::kClosureFn;
+using luaint::kProtoCode;
+using luaint::kProtoLine;
+using luaint::kProtoSource;
+using luaint::kTagCClosure;
+using luaint::kTagLightC;
+using luaint::kTagLuaClosure;
+using luaint::kTStringContents;
 
 [[maybe_unused]] bool cpu_has(const char* flag) {
   FILE* f = std::fopen("/proc/cpuinfo", "r");
