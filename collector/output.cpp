@@ -131,6 +131,7 @@ std::string format_summary(const Summary& s) {
                 static_cast<unsigned long long>(s.frames));
   r += buf;
   r += "\n";
+  if (!s.fast_paths_off.empty()) r += "luaflame: slower path: " + s.fast_paths_off + "\n";
   for (std::size_t i = 0; i < s.files.size(); ++i) {
     r += "luaflame: wrote " + s.files[i];
     if (i < s.file_notes.size()) r += " (" + s.file_notes[i] + ")";

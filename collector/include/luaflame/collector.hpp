@@ -85,6 +85,11 @@ struct Summary {
   std::string stream_error;      ///< why streaming failed, if it did
   std::string fallback_file;     ///< undelivered data written here
   uint64_t chunks_sent = 0;
+  /// Direct reads of Lua's structures in use (luaint.hpp), e.g. "ci_walk
+  /// signal_position hook_count lua_ident c_ident"; and why any is off.
+  std::string fast_paths;
+  std::string fast_paths_off;
+  uint64_t samples_moved = 0;  ///< samples whose recorded frame had returned by the hook
 };
 
 /// Starts profiling the thread `L` of a Lua state. Replaces coroutine.resume
