@@ -54,7 +54,7 @@ export class FlameGraph {
   }
 
   /** Fetches and shows the SVG at `src`. Resolves to {frames, fetchMs, buildMs}. */
-  async load(src, { inverted = false } = {}) {
+  async load(src, { inverted = false, hideRoot = false } = {}) {
     if (this.abort) this.abort.abort();
     const ctl = new AbortController();
     this.abort = ctl;
@@ -70,11 +70,12 @@ export class FlameGraph {
     const text = await res.text();
     if (ctl.signal.aborted) throw new DOMException('aborted', 'AbortError');
     const t1 = performance.now();
-    this.build(text, inverted);
+    await this.build(text, inverted, hideRoot);
     return { frames: this.frames.length, bytes: text.length, fetchMs: t1 - t0, buildMs: performance.now() - t1 };
   }
 
-  build(text, inverted) {
+  /** Parses and inlines the SVG; `hideRoot` leaves out the "all" frame (the sandwich's halves). */
+  async build(text, inverted, hideRoot = false) {
     const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
     const root = doc.documentElement;
     if (root.nodeName !== 'svg' || doc.getElementsByTagName('parsererror').length) {
@@ -98,6 +99,11 @@ export class FlameGraph {
         else if (c.localName === 'title') title = c;
       }
       if (!rect || !title) continue;
+      if (hideRoot && !frames.length && !this._rootSkipped && /^all \(/.test(title.textContent)) {
+        this._rootSkipped = true;
+        g.setAttribute('display', 'none');
+        continue;
+      }
       if (g.hasAttribute('onmouseover') || g.hasAttribute('onclick')) {
         for (const a of g.getAttributeNames()) if (/^on/i.test(a)) g.removeAttribute(a);
       }
@@ -136,6 +142,7 @@ export class FlameGraph {
     root.removeAttribute('id');
     root.setAttribute('role', 'img');
     root.setAttribute('aria-label', 'Flame graph');
+    this._rootSkipped = false;
     this.frames = frames;
     this.rowH = rowH;
     this.viewBox = root.getAttribute('viewBox');
@@ -235,7 +242,7 @@ export class FlameGraph {
     more.textContent = [detail, p.more].filter(Boolean).join('\n');
     const hint = document.createElement('div');
     hint.className = 't-hint';
-    hint.textContent = this.opts.onZoom ? 'click to zoom' : '';
+    hint.textContent = this.opts.hint || (this.opts.onZoom ? 'click to zoom' : '');
     hint.hidden = !this.opts.onZoom;
     this.tip.append(nm, more, hint);
     this.tip.hidden = false;
