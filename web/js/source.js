@@ -116,7 +116,7 @@ export class SourceView {
   /** Centres `row` in the scroll box (not the page). */
   scrollTo(row) {
     const box = this.host.querySelector('#src-scroll');
-    if (row && box) box.scrollTop = Math.max(0, row.offsetTop - box.offsetTop - box.clientHeight / 2);
+    if (row && box) box.scrollTop = Math.max(0, row.offsetTop - box.clientHeight / 2);
   }
 
   /** Marks and scrolls to the next (dir 1) or previous (-1) line with a value. */
