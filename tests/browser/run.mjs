@@ -2,6 +2,7 @@
 // Browser tests of the luaflame pages against the real luaflame-server.
 //   node run.mjs --server PATH/luaflame-server [--web DIR] [--screenshots DIR]
 //                [--chromium /usr/bin/chromium] [--big 200000] [--runs 2000] [--timeout 600]
+//                [--only REGEX]  (only the checks whose names match; setup uploads still run)
 // (LUAFLAME_SERVER, LUAFLAME_WEB, LUAFLAME_SCREENSHOTS work too.) Prints each
 // check, the measured timings, and a last line "N passed, M failed"; exits
 // non-zero on any failure. The server is always stopped.
@@ -11,6 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, startServer, launchBrowser, Runner, assert, assertEq } from './harness.mjs';
 import { gameProfile, bigProfile, shareOf, wireChunk } from './profiles.mjs';
+import { viewChecks } from './views.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const args = parseArgs(process.argv.slice(2));
@@ -25,6 +27,7 @@ const opt = {
 };
 
 const T = new Runner();
+if (args.only) T.only = new RegExp(args.only, 'i');
 let server = null;
 let browser = null;
 let finished = false;
@@ -502,6 +505,8 @@ async function main() {
     await shot(page, '11-big-zoom');
     assert(first.buildMs < 1500 && z.buildMs < 1500, `parse+inline under 1.5 s (${first.buildMs}, ${z.buildMs})`);
   });
+
+  await viewChecks({ T, page, server, opt, ids, open, shot, apiUpload, post, longest });
 
   await T.check('no script errors on any page', async () => {
     assert(errors.length === 0, errors.join('\n'));

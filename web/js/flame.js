@@ -91,6 +91,7 @@ export class FlameGraph {
     let minY = Infinity;
     let maxY = -Infinity;
     let rootW = 0;
+    let rootG = null;
     for (const g of root.getElementsByTagName('g')) {
       let rect = null;
       let title = null;
@@ -99,9 +100,8 @@ export class FlameGraph {
         else if (c.localName === 'title') title = c;
       }
       if (!rect || !title) continue;
-      if (hideRoot && !frames.length && !this._rootSkipped && /^all \(/.test(title.textContent)) {
-        this._rootSkipped = true;
-        g.setAttribute('display', 'none');
+      if (hideRoot && !frames.length && !rootG && /^all \(/.test(title.textContent)) {
+        rootG = g;  // removed after the walk (the collection is live)
         continue;
       }
       if (g.hasAttribute('onmouseover') || g.hasAttribute('onclick')) {
@@ -120,6 +120,7 @@ export class FlameGraph {
       while (n.parentNode && n.parentNode !== root) n = n.parentNode;
       keep.add(n);
     }
+    if (rootG) rootG.remove();
     // Rect height comes from the SVG's stylesheet (dropped here) or an
     // attribute; the level step (smallest gap between frame rows) gives it.
     let step = 0;
@@ -142,7 +143,6 @@ export class FlameGraph {
     root.removeAttribute('id');
     root.setAttribute('role', 'img');
     root.setAttribute('aria-label', 'Flame graph');
-    this._rootSkipped = false;
     this.frames = frames;
     this.rowH = rowH;
     this.viewBox = root.getAttribute('viewBox');

@@ -387,10 +387,10 @@ async function drawView() {
   if (v === 'sandwich') {
     const width = Math.max(300, Math.round($('#workspace').clientWidth - ($('#workspace').classList.contains('no-side') ? 0 : $('#side').offsetWidth + 16) - 24));
     const r = await sandwich.show(id, view.fn, w, width, unitsOf(metric()));
-    if (r) perf.sandwiches.push(r);
+    if (r) perf.sandwiches.push({ ...r, doneAt: performance.now() });
   } else if (v === 'source') {
     const r = await source.show(id, view.file, view.line, w, (run && run.metrics) || {});
-    if (r) perf.sources.push(r);
+    if (r) perf.sources.push({ ...r, doneAt: performance.now() });
   }
 }
 
@@ -503,6 +503,7 @@ async function main() {
     onSource: (name) => openSource(name),
     describe: (info, share) => [info.value, `${fmtPct(share)} of the function`, info.extra].filter(Boolean).join(' · '),
   });
+  window.__lfSandwich = sandwich;  // for the browser tests
   source = new SourceView($('#source'), { onFile: (file) => setView({ file, line: 0 }) });
   window.__lfGraph = graph;  // for the browser tests and the curious
   table = new FuncTable($('#side'), {

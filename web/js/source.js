@@ -26,7 +26,7 @@ export class SourceView {
   /** Shows `file` for the view {metric, from, until}; `line` is scrolled to and marked. */
   async show(id, file, line, view, runMetrics) {
     const key = JSON.stringify([id, file, view.from, view.until]);
-    if (key === this.key && this.data) { this.draw(line, view.metric, runMetrics); return null; }
+    if (key === this.key && this.data) { await this.draw(line, view.metric, runMetrics); return null; }
     this.key = key;
     const t0 = performance.now();
     this.host.dataset.state = 'loading';
@@ -44,7 +44,7 @@ export class SourceView {
       this.data = data;
       this.files = list.files || [];
       const t1 = performance.now();
-      this.draw(line, view.metric, runMetrics);
+      await this.draw(line, view.metric, runMetrics);
       return { fetchMs: t1 - t0, drawMs: performance.now() - t1, ms: performance.now() - t0, lines: this.lineCount };
     } catch (e) {
       this.host.replaceChildren(errorBox('Could not load the source view', e));
@@ -105,11 +105,30 @@ export class SourceView {
     this.lineCount = lineNos.length;
     const table = el('div.srcv#src-lines',
       el('div.src-row.src-th', el('span.ln', 'Line'), el('span.heat', metricLabel(m)), metrics.map((k) => el(`span.num${k === m ? '.cur' : ''}`, metricLabel(k))), el('span.src-code', text ? 'Source' : 'Function defined here')));
-    table.insertAdjacentHTML('beforeend', rows.join(''));
+    // Rows go in by chunks, each its own task, so no task is long; the chunk
+    // holding the target line first is not needed: rows before it are short.
+    const CHUNK = 500;
+    table.insertAdjacentHTML('beforeend', rows.slice(0, CHUNK).join(''));
+    this.pending = rows.length > CHUNK ? { rows, at: CHUNK, table, line } : null;
     const note = text ? null : el('p.hint#src-missing', 'The source text of this file was not shipped with the run (collector option sources = true / --sources, or POST /api/runs/ID/sources). Lines with values are listed.');
+    delete this.host.dataset.rows;
     this.host.replaceChildren(...[head, note, el('div.src-scroll#src-scroll', table)].filter(Boolean));
     this.host.dataset.state = 'ready';
     this.host.dataset.file = d.file;
+    return this.more(line);
+  }
+
+  /** Inserts the remaining rows, one chunk per task; resolves when all are in. */
+  async more(line) {
+    const p = this.pending;
+    while (p && p === this.pending && p.at < p.rows.length) {
+      await new Promise((r) => setTimeout(r, 0));
+      if (p !== this.pending) return;  // a newer draw replaced this one
+      p.table.insertAdjacentHTML('beforeend', p.rows.slice(p.at, p.at + 500).join(''));
+      p.at += 500;
+    }
+    this.pending = null;
+    this.host.dataset.rows = String(this.lineCount);
     if (line) this.scrollTo(this.host.querySelector(`#L${line}`));
   }
 
