@@ -92,7 +92,7 @@ struct Builder {
   double min_value;
   uint32_t max_depth;
   std::vector<uint32_t> local;  // run frame id -> tree frame id
-  struct Item { uint32_t s, pos; };
+  struct Item { uint32_t s, pos, key; };  // key: the next frame (UINT32_MAX: none), cached for the sort
   std::vector<Item> items;
 
   uint32_t next(const Item& it) const {
@@ -104,14 +104,15 @@ struct Builder {
     return local[id];
   }
   void build(uint32_t node, std::size_t begin, std::size_t end, uint32_t depth) {
+    for (std::size_t i = begin; i < end; ++i) items[i].key = next(items[i]);
     std::sort(items.begin() + static_cast<std::ptrdiff_t>(begin), items.begin() + static_cast<std::ptrdiff_t>(end),
-              [&](const Item& a, const Item& b) { return next(a) < next(b); });
+              [](const Item& a, const Item& b) { return a.key < b.key; });
     double kept_self = 0;
     for (std::size_t i = begin; i < end;) {
-      const uint32_t id = next(items[i]);
+      const uint32_t id = items[i].key;
       std::size_t j = i;
       double sum = 0;
-      while (j < end && next(items[j]) == id) sum += p.values[items[j++].s];
+      while (j < end && items[j].key == id) sum += p.values[items[j++].s];
       if (id == UINT32_MAX) {
         kept_self += sum;
       } else if (sum >= min_value && depth < max_depth) {
@@ -145,11 +146,11 @@ SandwichSide make_sandwich(const PathSet& p, std::string_view fn, Side side, dou
     out.total += v;
     if (e[-1] == f) out.self += v;
     if (side == Side::callers) {
-      b.items.push_back({s, static_cast<uint32_t>(first - p.ids.data())});
+      b.items.push_back({s, static_cast<uint32_t>(first - p.ids.data()), 0});
     } else {
       const uint32_t* last = e - 1;
       while (*last != f) --last;
-      b.items.push_back({s, static_cast<uint32_t>(last + 1 - p.ids.data())});
+      b.items.push_back({s, static_cast<uint32_t>(last + 1 - p.ids.data()), 0});
     }
   }
   out.found = !b.items.empty();

@@ -68,7 +68,13 @@ function post(p, body, type) {
 async function apiUpload(name, tags, body) {
   const q = new URLSearchParams({ name });
   for (const t of tags) q.append('tag', t);
-  const r = await post(`/api/runs?${q}`, body, 'text/plain');
+  // One retry when the connection drops: seen once with the 159 MB upload on a
+  // loaded machine (EPIPE: the server's 5 s read timeout while the client stalled).
+  const r = await post(`/api/runs?${q}`, body, 'text/plain').catch((e) => {
+    if (!/EPIPE|ECONNRESET/.test(String(e))) throw e;
+    console.log(`     (upload ${name}: ${e.code || e}; retrying once)`);
+    return post(`/api/runs?${q}`, body, 'text/plain');
+  });
   if (r.status !== 201) throw new Error(`upload ${name}: ${r.status} ${r.text}`);
   return JSON.parse(r.text).id;
 }
