@@ -4,7 +4,11 @@
 import { assert, assertEq, startServer } from './harness.mjs';
 import { bigProfile, recursiveProfile, linesProfile, luaSource, sandwichOf, lineHeatOf } from './profiles.mjs';
 
-const median = (xs) => { const s = xs.slice().sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+const median = (xs) => {
+  const s = xs.slice().sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
 
 /** Waits until the sandwich view shows `fn`. */
 async function sandwichShown(page, fn) {
