@@ -30,11 +30,12 @@ void run_usage(FILE* to) {
                "  --tags K=V,K=V      run tags; --tag K=V adds one\n"
                "  --flush_interval S  seconds between streamed chunks (default 5)\n"
                "  --lines             leaf frames carry the current line\n"
+               "  --sources           send the profiled .lua files' text to the server (source view)\n"
                "  --alloc_rate BYTES  mean bytes between allocation samples, 0 = all (default 524288)\n"
                "  -q, --quiet         no report on stderr\n");
 }
 
-bool is_flag(const std::string& name) { return name == "lines" || name == "quiet"; }
+bool is_flag(const std::string& name) { return name == "lines" || name == "quiet" || name == "sources"; }
 
 }  // namespace
 

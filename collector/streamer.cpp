@@ -229,7 +229,10 @@ void Streamer::finish(Summary& sum) {
       std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       wait *= 2;
     }
-    if (!given_up_ && !has_chunk_ && (run_id_ >= 0 || create_run())) finish_run(sum);
+    if (!given_up_ && !has_chunk_ && (run_id_ >= 0 || create_run())) {
+      finish_run(sum);
+      if (s_.opt.sources) send_sources();
+    }
     done.store(true);
   });
   while (!done.load() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -263,6 +266,16 @@ void Streamer::finish_run(const Summary& sum) {
   int status = 0;
   std::string answer;
   post("/api/runs/" + std::to_string(run_id_) + "/finish", j.dump(), "application/json", status, answer);
+}
+
+void Streamer::send_sources() {
+  std::string body = s_.source_files.json();
+  if (body.empty()) return;
+  int status = 0;
+  std::string answer;
+  if (!post("/api/runs/" + std::to_string(run_id_) + "/sources", body, "application/json", status, answer) ||
+      status != 200)
+    error_ = "sources not stored (" + std::to_string(status) + ")";
 }
 
 // Undelivered = everything not yet put in a chunk, plus the chunk in flight.

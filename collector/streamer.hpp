@@ -45,6 +45,7 @@ class Streamer {
   void build_chunk(uint64_t until_ns);
   bool send_chunk();
   void finish_run(const Summary& sum);
+  void send_sources();  ///< option `sources`: POST /api/runs/ID/sources (best effort)
   void write_fallback(Summary& sum);
   bool post(const std::string& path, const std::string& body, const char* type, int& status,
             std::string& answer);
