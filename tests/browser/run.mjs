@@ -24,6 +24,7 @@ const opt = {
   big: +(args.big || 200000),
   runs: Math.max(120, +(args.runs || 2000)),  // at least three pages
   timeout: +(args.timeout || 600),
+  luaflame: args.luaflame || process.env.LUAFLAME_CLI,  // default: build/cli/luaflame beside the server
 };
 
 const T = new Runner();

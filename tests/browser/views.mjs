@@ -1,6 +1,10 @@
 // Browser checks of the views of issue 17: sandwich, source with line heat,
 // the compare page's zoom/search/invert, keyboard and links, and the timing
 // goals on a 200,000-stack run. Called by run.mjs with its helpers.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { assert, assertEq, startServer } from './harness.mjs';
 import { bigProfile, recursiveProfile, linesProfile, luaSource, sandwichOf, lineHeatOf } from './profiles.mjs';
 
@@ -181,6 +185,36 @@ export async function viewChecks(h) {
     // A file whose text was not shipped: the lines with values, and a note.
     await open(page, `/runs/${ids.lines}?view=source&file=other.lua`, '#source[data-state=ready][data-rows]');
     assert(await page.isVisible('#src-missing'), 'says the text was not shipped');
+  });
+
+  // The real collector: `luaflame run --lines --sources` streams a run whose leaf
+  // frames carry current lines and ships the script's text.
+  const cli = path.resolve(opt.luaflame || path.join(path.dirname(opt.server), '../cli/luaflame'));
+  await T.check('real collector (--lines --sources): source view of the profiled script', async () => {
+    assert(fs.existsSync(cli), `no luaflame cli at ${cli} (--luaflame PATH)`);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lf-src-'));
+    try {
+      const script = ['local function fib(n)', '  if n < 2 then return n end', '  return fib(n - 1) + fib(n - 2)', 'end', '',
+        'local function build(n)', '  local t = {}', '  for i = 1, n do', '    t[#t + 1] = string.rep("x", i % 50)', '  end', '  return t', 'end', '',
+        'local s = 0', 'for k = 1, 8 do', '  s = s + fib(25)', '  build(40000)', 'end', 'print(s)', ''].join('\n');
+      fs.writeFileSync(path.join(dir, 'work.lua'), script);
+      const r = spawnSync(cli, ['run', '--server', server.base, '--name', 'real-lines', '--lines', '--sources', '--quiet', 'work.lua'],
+        { cwd: dir, timeout: 60000, encoding: 'utf8' });
+      assertEq(r.status, 0, `luaflame run: ${r.stderr}`);
+      const runs = await (await fetch(`${server.base}/api/runs?name=real-lines`)).json();
+      const id = runs.runs[0].id;
+      const src = await (await fetch(`${server.base}/api/runs/${id}/source?file=work.lua`)).json();
+      assertEq(src.text, script, 'the script text was shipped as is');
+      const hot = src.metrics.samples.lines.map(([l]) => l);
+      assert(hot.length >= 2, `samples at several lines: ${hot}`);
+      assert(hot.every((l) => (l >= 2 && l <= 3) || (l >= 7 && l <= 11) || (l >= 15 && l <= 17)), `samples only on lines inside the functions or the loop: ${hot}`);
+      await open(page, `/runs/${id}?view=source&file=work.lua`, '#source[data-state=ready][data-rows]');
+      assertEq(await page.locator('#src-lines .src-row:not(.src-th)').count(), script.split('\n').length - 1, 'every line');
+      assert(await page.locator('#src-lines .ln.exec').count() === hot.length, 'executed lines marked');
+      await shot(page, '17-source-real-collector');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   // ---- compare -------------------------------------------------------------

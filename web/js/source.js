@@ -104,7 +104,7 @@ export class SourceView {
     this.hot = lineNos.filter((n) => cur.get(n));
     this.lineCount = lineNos.length;
     const table = el('div.srcv#src-lines',
-      el('div.src-row.src-th', el('span.ln', 'Line'), el('span.heat', metricLabel(m)), metrics.map((k) => el(`span.num${k === m ? '.cur' : ''}`, metricLabel(k))), el('span.src-code', text ? 'Source' : 'Function defined here')));
+      el('div.src-row.src-th', el('span.ln', 'Line'), el('span.heat', `Heat (${metricLabel(m)})`), metrics.map((k) => el(`span.num${k === m ? '.cur' : ''}`, metricLabel(k))), el('span.src-code', text ? 'Source' : 'Function defined here')));
     // Rows go in by chunks, each its own task, so no task is long; the chunk
     // holding the target line first is not needed: rows before it are short.
     const CHUNK = 500;
