@@ -1,6 +1,9 @@
 // The views of issue 17: a function's sandwich (JSON summary and the two
 // SVG halves), a source file with its line heat, and the run's source texts
 // (listed, read, uploaded). Handlers only translate; sandwich.cpp computes.
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
 
 #include "app.hpp"
@@ -87,7 +90,21 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
   // Frames too narrow to draw are not built: the share of the width one pixel of minwidth is.
   double min_fraction = opts.min_width_percent ? opts.min_width / 100.0
                                                : opts.min_width / std::max(1.0, opts.width - 20.0);
-  SandwichSide s = make_sandwich(*app.paths.get(*app.store, run, view), fn, side, min_fraction);
+  // At most maxframes frames: past that, the narrowest are left out too (a rare
+  // function's stacks are each wide, so its halves can hold ten thousand frames).
+  const std::size_t max_frames = static_cast<std::size_t>(int_param(req, "maxframes", 4000, 10, 1000000));
+  auto paths = app.paths.get(*app.store, run, view);
+  SandwichSide s = make_sandwich(*paths, fn, side, min_fraction);
+  if (s.found && s.tree.size() > max_frames + 2 && s.total != 0) {
+    std::vector<double> totals;
+    totals.reserve(s.tree.size());
+    for (uint32_t i = 2; i < s.tree.size(); ++i) totals.push_back(std::fabs(s.tree.total_at(i)));
+    std::nth_element(totals.begin(), totals.begin() + static_cast<std::ptrdiff_t>(max_frames), totals.end(),
+                     std::greater<double>());
+    double cut = totals[max_frames];  // keep nodes strictly above the (max_frames+1)-th largest
+    // Just above the cut (a relative step: the fraction is scaled back by the total).
+    s = make_sandwich(*paths, fn, side, std::max(min_fraction, cut * (1 + 1e-9) / std::fabs(s.total)));
+  }
   if (s.pruned) opts.show_self = false;  // a node's self holds its hidden children: show totals only
   auto svg = std::make_shared<Payload>();
   if (!s.found)
