@@ -15,8 +15,8 @@ namespace {
 
 // Limits of an upload of source texts: they are for reading, not archiving.
 constexpr std::size_t kMaxSourceFiles = 1000;
-constexpr std::size_t kMaxSourceBytes = 1u << 20;        // one file
-constexpr std::size_t kMaxSourcesBytes = 16u << 20;      // one upload
+constexpr std::size_t kMaxSourceBytes = 1u << 20;    // one file
+constexpr std::size_t kMaxSourcesBytes = 16u << 20;  // one upload
 constexpr std::size_t kMaxSourcePath = 1024;
 
 View view_of(const httplib::Request& req, const RunInfo& run) {
@@ -51,19 +51,28 @@ void sandwich_json(App& app, const httplib::Request& req, httplib::Response& res
     if (!s.found) return out;
     uint32_t top = s.tree.first_child(lf::Tree::kRoot);
     for (uint32_t c = s.tree.first_child(top); c != lf::Tree::kNone; c = s.tree.next_sibling(c))
-      out.push_back({{"name", s.tree.frame_name(s.tree.frame_of(c))}, {"total", s.tree.total_at(c)}});
+      out.push_back(
+          {{"name", s.tree.frame_name(s.tree.frame_of(c))}, {"total", s.tree.total_at(c)}});
     std::stable_sort(out.begin(), out.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
       return a["total"].get<double>() > b["total"].get<double>();
     });
     return out;
   };
-  SandwichSide callers = make_sandwich(*paths, fn, Side::callers, 0, 1);  // direct callers and callees only
+  SandwichSide callers =
+      make_sandwich(*paths, fn, Side::callers, 0, 1);  // direct callers and callees only
   SandwichSide callees = make_sandwich(*paths, fn, Side::callees, 0, 1);
   double view_total = 0;
   for (double v : paths->values) view_total += v;
-  send_json(res, 200, {{"fn", fn}, {"metric", metric_name(view.metric)}, {"units", metric_units(view.metric)},
-                       {"found", callers.found}, {"total", callers.total}, {"self", callers.self},
-                       {"view_total", view_total}, {"callers", children(callers)}, {"callees", children(callees)}});
+  send_json(res, 200,
+            {{"fn", fn},
+             {"metric", metric_name(view.metric)},
+             {"units", metric_units(view.metric)},
+             {"found", callers.found},
+             {"total", callers.total},
+             {"self", callers.self},
+             {"view_total", view_total},
+             {"callers", children(callers)},
+             {"callees", children(callees)}});
 }
 
 // GET /api/runs/{id}/sandwich.svg?fn=&side=callers|callees&metric=&from=&until=&width=&minwidth=...
@@ -79,8 +88,10 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
   bool reverse = false;
   std::string err = svg_options_from(req.params, view.metric, opts, reverse);
   if (!err.empty()) throw HttpError(422, err);
-  if (!req.has_param("inverted")) opts.inverted = side == Side::callees;  // callees hang below the function
-  if (!req.has_param("title")) opts.title = (side == Side::callers ? "Callers of " : "Callees of ") + fn;
+  if (!req.has_param("inverted"))
+    opts.inverted = side == Side::callees;  // callees hang below the function
+  if (!req.has_param("title"))
+    opts.title = (side == Side::callers ? "Callers of " : "Callees of ") + fn;
   std::string key;
   if (run.status == "finished") {
     key = "sandwich|" + req.path + "?";
@@ -92,20 +103,23 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
                                                : opts.min_width / std::max(1.0, opts.width - 20.0);
   // At most maxframes frames: past that, the narrowest are left out too (a rare
   // function's stacks are each wide, so its halves can hold ten thousand frames).
-  const std::size_t max_frames = static_cast<std::size_t>(int_param(req, "maxframes", 4000, 10, 1000000));
+  const std::size_t max_frames =
+      static_cast<std::size_t>(int_param(req, "maxframes", 4000, 10, 1000000));
   auto paths = app.paths.get(*app.store, run, view);
   SandwichSide s = make_sandwich(*paths, fn, side, min_fraction);
   if (s.found && s.tree.size() > max_frames + 2 && s.total != 0) {
     std::vector<double> totals;
     totals.reserve(s.tree.size());
     for (uint32_t i = 2; i < s.tree.size(); ++i) totals.push_back(std::fabs(s.tree.total_at(i)));
-    std::nth_element(totals.begin(), totals.begin() + static_cast<std::ptrdiff_t>(max_frames), totals.end(),
-                     std::greater<double>());
+    std::nth_element(totals.begin(), totals.begin() + static_cast<std::ptrdiff_t>(max_frames),
+                     totals.end(), std::greater<double>());
     double cut = totals[max_frames];  // keep nodes strictly above the (max_frames+1)-th largest
     // Just above the cut (a relative step: the fraction is scaled back by the total).
-    s = make_sandwich(*paths, fn, side, std::max(min_fraction, cut * (1 + 1e-9) / std::fabs(s.total)));
+    s = make_sandwich(*paths, fn, side,
+                      std::max(min_fraction, cut * (1 + 1e-9) / std::fabs(s.total)));
   }
-  if (s.pruned) opts.show_self = false;  // a node's self holds its hidden children: show totals only
+  if (s.pruned)
+    opts.show_self = false;  // a node's self holds its hidden children: show totals only
   auto svg = std::make_shared<Payload>();
   if (!s.found)
     lf::render_empty_svg(opts, "No stack of this view holds " + fn, svg->raw);
@@ -119,13 +133,16 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
 void list_sources(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   nlohmann::json files = nlohmann::json::array();
-  for (const auto& [path, bytes] : app.sources().list_sources(run.id)) files.push_back({{"path", path}, {"bytes", bytes}});
+  for (const auto& [path, bytes] : app.sources().list_sources(run.id))
+    files.push_back({{"path", path}, {"bytes", bytes}});
   send_json(res, 200, {{"files", files}});
 }
 
 // GET /api/runs/{id}/source?file=PATH&from=&until=
-// -> {"file", "text" (null when not stored), "metrics": {M: {"units", "total", "lines": [[line, self]...]}},
-//     "functions": [{"name", "line", "metric", "self", "total"}], "executed": [lines seen in any metric]}
+// -> {"file", "text" (null when not stored), "metrics": {M: {"units", "total", "lines": [[line,
+// self]...]}},
+//     "functions": [{"name", "line", "metric", "self", "total"}], "executed": [lines seen in any
+//     metric]}
 void source_view(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   std::string file = req.get_param_value("file");
@@ -144,15 +161,24 @@ void source_view(App& app, const httplib::Request& req, httplib::Response& res) 
       executed[line] = true;
     }
     for (const LineHeat::Fn& f : heat.functions)
-      functions.push_back({{"name", f.name}, {"line", f.line}, {"metric", metric_name(m)}, {"self", f.self}, {"total", f.total}});
-    metrics[std::string(metric_name(m))] = {{"units", metric_units(m)}, {"total", table->total}, {"lines", lines}};
+      functions.push_back({{"name", f.name},
+                           {"line", f.line},
+                           {"metric", metric_name(m)},
+                           {"self", f.self},
+                           {"total", f.total}});
+    metrics[std::string(metric_name(m))] = {
+        {"units", metric_units(m)}, {"total", table->total}, {"lines", lines}};
   }
   nlohmann::json lines_seen = nlohmann::json::array();
   for (const auto& [line, _] : executed) lines_seen.push_back(line);
   std::optional<std::string> text = app.sources().get_source(run.id, file);
-  nlohmann::json body = {{"file", file}, {"text", text ? nlohmann::json(*text) : nlohmann::json(nullptr)},
-                         {"metrics", metrics}, {"functions", functions}, {"executed", lines_seen}};
-  send_text(req, res, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  nlohmann::json body = {{"file", file},
+                         {"text", text ? nlohmann::json(*text) : nlohmann::json(nullptr)},
+                         {"metrics", metrics},
+                         {"functions", functions},
+                         {"executed", lines_seen}};
+  send_text(req, res, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+            "application/json");
 }
 
 // POST /api/runs/{id}/sources  JSON {"files": {"PATH": "TEXT", ...}} (or the object itself)
@@ -160,7 +186,8 @@ void upload_sources(App& app, const httplib::Request& req, httplib::Response& re
   RunInfo run = run_from_path(app, req);
   nlohmann::json j = nlohmann::json::parse(req.body, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw HttpError(400, "the body must be a JSON object {\"files\": {\"path\": \"text\"}} (UTF-8)");
+    throw HttpError(400,
+                    "the body must be a JSON object {\"files\": {\"path\": \"text\"}} (UTF-8)");
   const nlohmann::json& files = j.contains("files") ? j["files"] : j;
   if (!files.is_object()) throw HttpError(400, "files must be an object {\"path\": \"text\"}");
   if (files.size() > kMaxSourceFiles)
@@ -168,16 +195,19 @@ void upload_sources(App& app, const httplib::Request& req, httplib::Response& re
   std::vector<SourceFile> out;
   std::size_t total = 0;
   for (const auto& [path, text] : files.items()) {
-    if (path.empty() || path.size() > kMaxSourcePath) throw HttpError(400, "bad source path (empty or over 1024 bytes)");
+    if (path.empty() || path.size() > kMaxSourcePath)
+      throw HttpError(400, "bad source path (empty or over 1024 bytes)");
     for (unsigned char c : path)
       if (c < 0x20) throw HttpError(400, "control character in source path");
     if (!text.is_string()) throw HttpError(400, "the text of '" + path + "' must be a string");
     const std::string& t = text.get_ref<const std::string&>();
     if (t.size() > kMaxSourceBytes)
-      throw HttpError(413, "'" + path + "' is larger than " + std::to_string(kMaxSourceBytes) + " bytes");
+      throw HttpError(
+          413, "'" + path + "' is larger than " + std::to_string(kMaxSourceBytes) + " bytes");
     total += t.size();
     if (total > kMaxSourcesBytes)
-      throw HttpError(413, "source texts larger than " + std::to_string(kMaxSourcesBytes) + " bytes in all");
+      throw HttpError(
+          413, "source texts larger than " + std::to_string(kMaxSourcesBytes) + " bytes in all");
     out.push_back({path, t});
   }
   app.sources().put_sources(run.id, out);
@@ -195,7 +225,8 @@ void App::forget_sources(int64_t run) {
 }
 
 void setup_view_routes(httplib::Server& svr, App& app) {
-  auto route = [&](const char* pattern, const char* name, void (*fn)(App&, const httplib::Request&, httplib::Response&)) {
+  auto route = [&](const char* pattern, const char* name,
+                   void (*fn)(App&, const httplib::Request&, httplib::Response&)) {
     add_route(svr, app, "GET", pattern, name,
               [&app, fn](const httplib::Request& q, httplib::Response& r) { fn(app, q, r); });
   };
@@ -203,8 +234,9 @@ void setup_view_routes(httplib::Server& svr, App& app) {
   route(R"(/api/runs/([^/]+)/sandwich\.svg)", "/api/runs/{id}/sandwich.svg", sandwich_svg);
   route(R"(/api/runs/([^/]+)/sources)", "/api/runs/{id}/sources", list_sources);
   route(R"(/api/runs/([^/]+)/source)", "/api/runs/{id}/source", source_view);
-  add_body_route(svr, app, R"(/api/runs/([^/]+)/sources)", "/api/runs/{id}/sources",
-                 [&app](const httplib::Request& q, httplib::Response& r) { upload_sources(app, q, r); });
+  add_body_route(
+      svr, app, R"(/api/runs/([^/]+)/sources)", "/api/runs/{id}/sources",
+      [&app](const httplib::Request& q, httplib::Response& r) { upload_sources(app, q, r); });
 }
 
 }  // namespace lfs

@@ -23,7 +23,8 @@ PathSet load_paths(Store& store, int64_t run, const View& view) {
   PathSet p;
   p.offs.push_back(0);
   store.read_paths(
-      run, view.metric, view.from_ns, view.until_ns, [&](const std::vector<std::string>& names) { p.names = names; },
+      run, view.metric, view.from_ns, view.until_ns,
+      [&](const std::vector<std::string>& names) { p.names = names; },
       [&](const uint32_t* ids, std::size_t n, double v) {
         if (v == 0) return;
         p.ids.insert(p.ids.end(), ids, ids + n);
@@ -45,7 +46,8 @@ std::shared_ptr<const PathSet> PathCache::find(const std::string& key) {
 }
 
 std::shared_ptr<const PathSet> PathCache::get(Store& store, const RunInfo& run, const View& view) {
-  if (run.status != "finished") return std::make_shared<const PathSet>(load_paths(store, run.id, view));
+  if (run.status != "finished")
+    return std::make_shared<const PathSet>(load_paths(store, run.id, view));
   View v = view;
   v.focus.clear();
   const std::string key = view_key(run, v);
@@ -92,7 +94,9 @@ struct Builder {
   double min_value;
   uint32_t max_depth;
   std::vector<uint32_t> local;  // run frame id -> tree frame id
-  struct Item { uint32_t s, pos, key; };  // key: the next frame (UINT32_MAX: none), cached for the sort
+  struct Item {
+    uint32_t s, pos, key;
+  };  // key: the next frame (UINT32_MAX: none), cached for the sort
   std::vector<Item> items;
 
   uint32_t next(const Item& it) const {
@@ -105,7 +109,8 @@ struct Builder {
   }
   void build(uint32_t node, std::size_t begin, std::size_t end, uint32_t depth) {
     for (std::size_t i = begin; i < end; ++i) items[i].key = next(items[i]);
-    std::sort(items.begin() + static_cast<std::ptrdiff_t>(begin), items.begin() + static_cast<std::ptrdiff_t>(end),
+    std::sort(items.begin() + static_cast<std::ptrdiff_t>(begin),
+              items.begin() + static_cast<std::ptrdiff_t>(end),
               [](const Item& a, const Item& b) { return a.key < b.key; });
     double kept_self = 0;
     for (std::size_t i = begin; i < end;) {
@@ -166,7 +171,8 @@ bool frame_source(std::string_view frame, std::string_view& source, int64_t& lin
   std::size_t sp = frame.rfind(' ');
   if (sp == std::string_view::npos) return false;
   std::string_view loc = frame.substr(sp + 1);
-  if (loc.size() > 2 && loc.front() == '(' && loc.back() == ')') loc = loc.substr(1, loc.size() - 2);
+  if (loc.size() > 2 && loc.front() == '(' && loc.back() == ')')
+    loc = loc.substr(1, loc.size() - 2);
   std::size_t colon = loc.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 >= loc.size()) return false;
   int64_t v = 0;
@@ -191,7 +197,9 @@ LineHeat line_heat(const FunctionTable& table, std::string_view file) {
   }
   h.lines.assign(lines.begin(), lines.end());
   std::sort(h.functions.begin(), h.functions.end(),
-            [](const LineHeat::Fn& a, const LineHeat::Fn& b) { return a.line < b.line || (a.line == b.line && a.name < b.name); });
+            [](const LineHeat::Fn& a, const LineHeat::Fn& b) {
+              return a.line < b.line || (a.line == b.line && a.name < b.name);
+            });
   return h;
 }
 

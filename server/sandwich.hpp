@@ -42,7 +42,11 @@ class PathCache {
   void forget(int64_t run);
 
  private:
-  struct Entry { int64_t run; std::string key; std::shared_ptr<const PathSet> paths; };
+  struct Entry {
+    int64_t run;
+    std::string key;
+    std::shared_ptr<const PathSet> paths;
+  };
   std::shared_ptr<const PathSet> find(const std::string& key);
   std::mutex mu_;
   std::list<Entry> entries_;  // most recent first
@@ -64,15 +68,19 @@ struct SandwichSide {
 enum class Side { callers, callees };
 /// Nodes whose value is under `min_fraction` of the function's total, or deeper than
 /// `max_depth` below it, are left out and their value kept in the parent (0, UINT32_MAX: all).
-SandwichSide make_sandwich(const PathSet& paths, std::string_view fn, Side side, double min_fraction = 0,
-                           uint32_t max_depth = UINT32_MAX);
+SandwichSide make_sandwich(const PathSet& paths, std::string_view fn, Side side,
+                           double min_fraction = 0, uint32_t max_depth = UINT32_MAX);
 
 /// Per-line self values of frames `NAME SOURCE:LINE` (or `NAME (SOURCE:LINE)`)
 /// whose SOURCE is `file`, from a function table: line -> value.
 struct LineHeat {
   std::vector<std::pair<int64_t, double>> lines;  ///< sorted by line, values summed
   /// Functions of the file, keyed by their frame's line: {line, name, self, total}.
-  struct Fn { int64_t line; std::string name; double self, total; };
+  struct Fn {
+    int64_t line;
+    std::string name;
+    double self, total;
+  };
   std::vector<Fn> functions;
 };
 LineHeat line_heat(const FunctionTable& table, std::string_view file);

@@ -17,7 +17,8 @@ class SqliteSources : public SourceStore {
   explicit SqliteSources(const std::string& dir) {
     std::filesystem::create_directories(dir);
     std::string path = (std::filesystem::path(dir) / "sources.db").string();
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+    if (sqlite3_open_v2(path.c_str(), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                         nullptr) != SQLITE_OK) {
       std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
@@ -26,8 +27,10 @@ class SqliteSources : public SourceStore {
     sqlite3_busy_timeout(db_, 5000);
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
-    exec("CREATE TABLE IF NOT EXISTS sources(run INTEGER NOT NULL, path TEXT NOT NULL, text BLOB NOT NULL,"
-         " PRIMARY KEY(run, path)) WITHOUT ROWID");
+    exec(
+        "CREATE TABLE IF NOT EXISTS sources(run INTEGER NOT NULL, path TEXT NOT NULL, text BLOB "
+        "NOT NULL,"
+        " PRIMARY KEY(run, path)) WITHOUT ROWID");
   }
   ~SqliteSources() override { sqlite3_close(db_); }
 
@@ -38,8 +41,10 @@ class SqliteSources : public SourceStore {
       Stmt q(db_, "INSERT OR REPLACE INTO sources(run, path, text) VALUES(?, ?, ?)");
       for (const SourceFile& f : files) {
         sqlite3_bind_int64(q.st, 1, run);
-        sqlite3_bind_text(q.st, 2, f.path.data(), static_cast<int>(f.path.size()), SQLITE_TRANSIENT);
-        sqlite3_bind_blob(q.st, 3, f.text.data(), static_cast<int>(f.text.size()), SQLITE_TRANSIENT);
+        sqlite3_bind_text(q.st, 2, f.path.data(), static_cast<int>(f.path.size()),
+                          SQLITE_TRANSIENT);
+        sqlite3_bind_blob(q.st, 3, f.text.data(), static_cast<int>(f.text.size()),
+                          SQLITE_TRANSIENT);
         if (sqlite3_step(q.st) != SQLITE_DONE) fail("insert");
         sqlite3_reset(q.st);
       }
@@ -66,7 +71,8 @@ class SqliteSources : public SourceStore {
     sqlite3_bind_int64(q.st, 1, run);
     std::vector<std::pair<std::string, int64_t>> out;
     while (sqlite3_step(q.st) == SQLITE_ROW)
-      out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(q.st, 0)), sqlite3_column_int64(q.st, 1));
+      out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(q.st, 0)),
+                       sqlite3_column_int64(q.st, 1));
     return out;
   }
 
@@ -88,7 +94,9 @@ class SqliteSources : public SourceStore {
     Stmt(const Stmt&) = delete;
     Stmt& operator=(const Stmt&) = delete;
   };
-  [[noreturn]] void fail(const char* what) { throw std::runtime_error(std::string("sources: ") + what + ": " + sqlite3_errmsg(db_)); }
+  [[noreturn]] void fail(const char* what) {
+    throw std::runtime_error(std::string("sources: ") + what + ": " + sqlite3_errmsg(db_));
+  }
   void exec(const char* sql) {
     if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail(sql);
   }

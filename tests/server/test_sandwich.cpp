@@ -42,7 +42,7 @@ std::map<std::string, double> folded_of(const lfs::SandwichSide& s) {
 }
 
 const std::vector<std::pair<std::string, double>> kRecursive = {
-    {"main;a;rec;rec;rec;leaf", 50}, {"main;a;rec;rec", 7},       {"main;b;rec;leaf", 30},
+    {"main;a;rec;rec;rec;leaf", 50}, {"main;a;rec;rec", 7},         {"main;b;rec;leaf", 30},
     {"main;b;rec;other", 20},        {"main;b;rec;x;rec;other", 5}, {"main;c", 40},
 };
 
@@ -70,7 +70,7 @@ TEST_CASE("sandwich: an unknown function, a root function, depth limit") {
   CHECK(main_callers.tree.size() == 2);  // no callers: the root and main
   lfs::SandwichSide d1 = lfs::make_sandwich(p, "main", lfs::Side::callees, 0, 1);
   CHECK(d1.tree.size() == 5);  // all, main, a, b, c
-  CHECK(d1.pruned);  // deeper nodes were left out
+  CHECK(d1.pruned);            // deeper nodes were left out
   CHECK(d1.tree.total_at(1) == 152);
 }
 
@@ -84,7 +84,12 @@ TEST_CASE("sandwich: narrow nodes are left out, their value stays in the parent"
 }
 
 TEST_CASE("frame_source: NAME SOURCE:LINE and NAME (SOURCE:LINE)") {
-  struct Case { const char* frame; bool ok; const char* src; int64_t line; };
+  struct Case {
+    const char* frame;
+    bool ok;
+    const char* src;
+    int64_t line;
+  };
   const Case cases[] = {
       {"fib work.lua:2", true, "work.lua", 2},
       {"Json.decode lib/json.lua:120", true, "lib/json.lua", 120},
@@ -109,8 +114,11 @@ TEST_CASE("frame_source: NAME SOURCE:LINE and NAME (SOURCE:LINE)") {
 
 TEST_CASE("line_heat: self per line of one file") {
   lfs::FunctionTable t;
-  t.functions = {{"f a.lua:12", 30, 30}, {"f a.lua:10", 0, 50}, {"g a.lua:12", 5, 5},
-                 {"h b.lua:12", 7, 7},   {"[C] x", 9, 9}};
+  t.functions = {{"f a.lua:12", 30, 30},
+                 {"f a.lua:10", 0, 50},
+                 {"g a.lua:12", 5, 5},
+                 {"h b.lua:12", 7, 7},
+                 {"[C] x", 9, 9}};
   t.total = 51;
   lfs::LineHeat h = lfs::line_heat(t, "a.lua");
   CHECK(h.lines == std::vector<std::pair<int64_t, double>>{{12, 35}});
@@ -129,7 +137,8 @@ TEST_CASE("sqlite sources: put, replace, list, get, drop") {
     CHECK(s->get_source(1, "a.lua") == std::optional<std::string>("print(2)\n"));
     CHECK(s->get_source(1, "b.lua")->size() == 3);  // bytes kept as they are
     CHECK_FALSE(s->get_source(1, "c.lua"));
-    CHECK(s->list_sources(1) == std::vector<std::pair<std::string, int64_t>>{{"a.lua", 9}, {"b.lua", 3}});
+    CHECK(s->list_sources(1) ==
+          std::vector<std::pair<std::string, int64_t>>{{"a.lua", 9}, {"b.lua", 3}});
     s->drop_sources(1);
     CHECK(s->list_sources(1).empty());
   }
