@@ -35,6 +35,7 @@ const char* option_help(const std::string& name) {
       {"tags", "run tags K=V,K=V (--tag K=V adds one)"},
       {"flush_interval", "seconds between streamed chunks (default 5)"},
       {"lines", "leaf frames carry the current line"},
+      {"sources", "send the profiled .lua files' text to the server (source view)"},
       {"quiet", "no report on stderr"},
       {"alloc_rate", "mean bytes between allocation samples, 0 = all (default 524288)"},
   };
@@ -43,7 +44,7 @@ const char* option_help(const std::string& name) {
 }
 
 bool is_flag(const std::string& name) {
-  return name == "lines" || name == "quiet";
+  return name == "lines" || name == "quiet" || name == "sources";
 }
 
 // The command line: every collector option as --NAME VALUE (also --NAME=VALUE,

@@ -191,6 +191,7 @@ uint32_t FrameTable::of_lua(lua_State* L, lua_Debug* ar, bool leaf_line) {
   std::string text = name + " " + ar->short_src + ":" + std::to_string(line);
   uint32_t id = add(std::move(text), false);
   map[key] = LuaEntry{ar->short_src, id};
+  if (sources) sources->note(ar->short_src, ar->source);
   return id;
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sources.hpp"
 #include "tree.hpp"
 
 extern "C" {
@@ -42,6 +43,8 @@ class FrameTable {
   uint32_t named(const std::string& text);
   /// True for C function frames.
   bool is_c(uint32_t id) const { return id < is_c_.size() && is_c_[id]; }
+  /// When set (option `sources`), told the file of each newly seen Lua function.
+  SourceFiles* sources = nullptr;
   std::size_t memory_bytes() const;
 
  private:

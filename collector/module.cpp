@@ -25,7 +25,7 @@ const char* type_wanted(const char* name) {
   if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") || !std::strcmp(name, "alloc_rate") ||
       !std::strcmp(name, "max_output"))
     return "number";
-  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet")) return "boolean";
+  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet") || !std::strcmp(name, "sources")) return "boolean";
   if (!std::strcmp(name, "tags")) return "table";
   return "string";
 }

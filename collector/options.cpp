@@ -12,7 +12,7 @@ namespace lfc {
 
 const char* const kOptionNames[] = {"mode",  "hz",   "clock", "output",         "server", "token",
                                     "name",  "tags", "flush_interval", "lines", "quiet",  "alloc_rate",
-                                    "max_output", nullptr};
+                                    "max_output", "sources", nullptr};
 
 namespace {
 
@@ -105,6 +105,8 @@ bool set_option(Options& o, std::string_view name, std::string_view value, std::
       return err = bad(name, value, "expected seconds from 0.05 to 86400"), false;
   } else if (name == "lines") {
     if (!parse_bool(value, o.lines)) return err = bad(name, value, "expected true or false"), false;
+  } else if (name == "sources") {
+    if (!parse_bool(value, o.sources)) return err = bad(name, value, "expected true or false"), false;
   } else if (name == "quiet") {
     if (!parse_bool(value, o.quiet)) return err = bad(name, value, "expected true or false"), false;
   } else if (name == "alloc_rate") {
@@ -114,7 +116,7 @@ bool set_option(Options& o, std::string_view name, std::string_view value, std::
       return err = bad(name, value, "expected bytes, 4096 or more"), false;
   } else {
     err = "unknown option '" + std::string(name) + "' (known: mode, hz, clock, output, server, token, name, tags, "
-          "flush_interval, lines, quiet, alloc_rate, max_output)";
+          "flush_interval, lines, quiet, alloc_rate, max_output, sources)";
     return false;
   }
   return true;

@@ -52,6 +52,7 @@ uint64_t unix_now_ns() {
 
 Session::Session(lua_State* L, const Options& o)
     : opt(o), metrics(metrics_of(o)), tree(static_cast<int>(metrics.size())), start_L(L), main_L(L) {
+  if (opt.sources && !opt.server.empty()) frames.sources = &source_files;
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     const std::string& m = metrics[i];
     int c = static_cast<int>(i);

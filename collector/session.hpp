@@ -121,6 +121,7 @@ class Session {
   int col_samples = -1, col_time = -1, col_calls = -1;
   int col_abytes = -1, col_acount = -1, col_live = -1;
   FrameNames names;
+  SourceFiles source_files;  ///< option `sources`: files of the profiled functions
   FrameTable frames{names};
   Tree tree;
   lua_State* start_L;

@@ -319,6 +319,7 @@ void Streamer::finish(Summary& sum) {
       std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       wait *= 2;
     }
+    if (finished_ && s_.opt.sources) send_sources();
     done.store(true);
   });
   while (!done.load() && Clock::now() < deadline()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -355,6 +356,16 @@ bool Streamer::finish_run(const Summary& sum) {
   int status = 0;
   std::string answer;
   return post("/api/runs/" + std::to_string(run_id_) + "/finish", j.dump(), "application/json", status, answer);
+}
+
+void Streamer::send_sources() {
+  std::string body = s_.source_files.json();
+  if (body.empty()) return;
+  int status = 0;
+  std::string answer;
+  if (!post("/api/runs/" + std::to_string(run_id_) + "/sources", body, "application/json", status, answer) ||
+      status != 200)
+    error_ = "sources not stored (" + std::to_string(status) + ")";
 }
 
 // Undelivered = everything not yet put in a chunk, plus the chunks not acknowledged.

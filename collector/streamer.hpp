@@ -58,6 +58,7 @@ class Streamer {
   static double timeout_for(std::size_t body_bytes);  ///< seconds a request of this size may take
   void set_timeouts(std::size_t body_bytes);
   std::size_t queued_bytes() const;
+  void send_sources();  ///< option `sources`: POST /api/runs/ID/sources (best effort)
   void write_fallback(Summary& sum);
   bool post(const std::string& path, const std::string& body, const char* type, int& status,
             std::string& answer);

@@ -241,6 +241,8 @@ std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
 View diff_view(const httplib::Request& req, const RunInfo& head) {
   View v;
   v.metric = metric_param(req, &head);
+  v.focus = req.get_param_value("focus");  // zoom: the same subtree of both runs
+  if (v.focus.size() > 1 << 20) throw HttpError(422, "focus path too long");
   return v;
 }
 
@@ -262,11 +264,17 @@ void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
   if (!err.empty()) throw HttpError(422, err);
   view.reverse = reverse;
   if (opts.colors == "mem") opts.colors = "lua";  // a differential graph colours by change
+  // invert=1: widths from the base, so what shrank or vanished (got faster) is wide enough
+  // to see; colours keep their meaning (red grew, blue shrank).
+  std::string inv = req.get_param_value("invert");
+  if (!inv.empty() && inv != "0" && inv != "1") throw HttpError(422, "invert is 1 or 0, got '" + inv + "'");
+  opts.differential_as_after = inv != "1";
   if (!req.has_param("title"))
     opts.title = "Differential: " + head.name + " #" + std::to_string(head.id) + " vs #" + std::to_string(base.id);
   if (!req.has_param("subtitle"))
     opts.subtitle = std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
-                    "; red grew, blue shrank";
+                    (opts.differential_as_after ? "" : ", widths of the base") + "; red grew, blue shrank" +
+                    (view.focus.empty() ? "" : "; focus: " + view.focus);
   // Two finished runs never change: their comparison is cached like a graph,
   // under both ids (a deleted run drops it) and its resolved base (base_name=).
   const bool cacheable = base.status == "finished" && head.status == "finished";
@@ -323,6 +331,7 @@ void setup_read_routes(httplib::Server& svr, App& app) {
   route(R"(/api/runs/([^/]+)/timeline)", "/api/runs/{id}/timeline", timeline);
   route(R"(/api/diff\.svg)", "/api/diff.svg", diff_svg);
   route(R"(/api/diff)", "/api/diff", diff_json);
+  setup_view_routes(svr, app);
 }
 
 }  // namespace lfs

@@ -243,4 +243,34 @@ std::unique_ptr<Store> open_store(const std::string& url, const StoreOptions& op
 /// `url` fit for a log line (a password in it replaced by ***).
 std::string describe_store(const std::string& url);
 
+// ---- Source texts of a run (issue 17, web helper) -----------------------------
+// Kept apart from Store so the run store can be rewritten or replaced
+// (PostgreSQL) without touching this: a backend implements these four calls.
+// Keys are the collector's SOURCE of `NAME SOURCE:LINE` frames (Lua's
+// short_src: "app.lua", "lib/util.lua", "...long/path.lua").
+
+/// One stored source file.
+struct SourceFile {
+  std::string path;
+  std::string text;
+};
+
+class SourceStore {
+ public:
+  virtual ~SourceStore() = default;
+  /// Stores (replacing by path) `files` for `run`, in one transaction.
+  virtual void put_sources(int64_t run, const std::vector<SourceFile>& files) = 0;
+  /// The text of `path` for `run`, or nullopt.
+  virtual std::optional<std::string> get_source(int64_t run, const std::string& path) = 0;
+  /// Paths and sizes in bytes of a run's files, by path.
+  virtual std::vector<std::pair<std::string, int64_t>> list_sources(int64_t run) = 0;
+  /// Drops a deleted run's files.
+  virtual void drop_sources(int64_t run) = 0;
+};
+
+/// Opens (creating) the SQLite source store `dir`/sources.db (its own file, WAL).
+/// Throws std::runtime_error with a message on failure.
+std::unique_ptr<SourceStore> open_sqlite_sources(const std::string& dir);
+// ---- end of source texts ------------------------------------------------------
+
 }  // namespace lfs

@@ -29,6 +29,7 @@ struct Options {
   std::map<std::string, std::string> tags;  ///< tags: "k=v,k=v" or a Lua table (default none)
   double flush_interval = 5.0;  ///< flush_interval: seconds between streamed chunks (default 5)
   bool lines = false;    ///< lines: leaf frames carry the current line, not the line defined (default false)
+  bool sources = false;  ///< sources: send the text of the profiled .lua files to the server (default false; sources.hpp)
   bool quiet = false;    ///< quiet: the runner prints no report on stderr (default false)
   double alloc_rate = 512 * 1024;  ///< alloc_rate: mean bytes between allocation samples; 0 = every allocation (default 512 KiB)
   double max_output = 512.0 * 1024 * 1024;  ///< max_output: bytes one output file may take; a bigger profile is cut
