@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "args.hpp"
 #include "commands.hpp"
 #include "luaflame/collector.hpp"
 
@@ -14,74 +17,111 @@ namespace lfcli {
 
 namespace {
 
-void run_usage(FILE* to) {
-  std::fprintf(to,
-               "usage: luaflame run [options] [--] script.lua [args...]\n"
-               "Runs the script exactly as 'lua5.4 script.lua args...' would, under the profiler.\n\n"
-               "options (also LUAFLAME_<NAME> environment variables and luaflame.start{} fields):\n"
-               "  --mode M            sample (default), trace, both, alloc; joined with '+' (sample+alloc)\n"
-               "  --hz N              samples per second (default 999)\n"
-               "  --clock C           cpu (default: the Lua thread's CPU time) or wall\n"
-               "  -o, --output FILE   folded output (default luaflame.folded unless --server);\n"
-               "                      other metrics go to FILE-without-.folded.METRIC.folded\n"
-               "  --server URL        stream to luaflame-server (http://127.0.0.1:8080)\n"
-               "  --token T           bearer token for the server\n"
-               "  --name NAME         run name (default: the script's name)\n"
-               "  --tags K=V,K=V      run tags; --tag K=V adds one\n"
-               "  --flush_interval S  seconds between streamed chunks (default 5)\n"
-               "  --lines             leaf frames carry the current line\n"
-               "  --alloc_rate BYTES  mean bytes between allocation samples, 0 = all (default 524288)\n"
-               "  -q, --quiet         no report on stderr\n");
+// What --help says of each collector option (collector/include/luaflame/collector.hpp
+// documents them); an option the collector adds later still works, described by name.
+const char* option_help(const std::string& name) {
+  static const std::map<std::string, const char*> kHelp = {
+      {"mode", "sample (default), trace, both, alloc; joined with '+' (sample+alloc)"},
+      {"hz", "samples per second (default 999)"},
+      {"clock", "cpu (default: the Lua thread's CPU time) or wall"},
+      {"output",
+       "profile file, format by extension (default luaflame.svg unless --server): .svg flame "
+       "graph, .folded text, .json speedscope (every metric in one file); .svg/.folded: other "
+       "metrics go to FILE.METRIC.EXT"},
+      {"max_output", "largest output file; a bigger profile is cut (default 512 MiB)"},
+      {"server", "stream to luaflame-server (http://127.0.0.1:8080)"},
+      {"token", "bearer token for the server"},
+      {"name", "run name (default: the script's name)"},
+      {"tags", "run tags K=V,K=V (--tag K=V adds one)"},
+      {"flush_interval", "seconds between streamed chunks (default 5)"},
+      {"lines", "leaf frames carry the current line"},
+      {"sources", "send the profiled .lua files' text to the server (source view)"},
+      {"quiet", "no report on stderr"},
+      {"alloc_rate", "mean bytes between allocation samples, 0 = all (default 524288)"},
+  };
+  auto it = kHelp.find(name);
+  return it == kHelp.end() ? "a collector option (docs/collector.md)" : it->second;
 }
 
-bool is_flag(const std::string& name) { return name == "lines" || name == "quiet"; }
+bool is_flag(const std::string& name) {
+  return name == "lines" || name == "quiet" || name == "sources";
+}
+
+// The command line: every collector option as --NAME VALUE (also --NAME=VALUE,
+// and --flush-interval for --flush_interval), then the script and its
+// arguments, which are the script's, untouched, whatever they look like.
+struct RunArgs {
+  std::map<std::string, std::string> values;  // option -> value as given
+  std::map<std::string, bool> flags;          // flag option -> value
+  std::vector<std::string> tag;               // --tag K=V, repeatable
+};
+
+void add_run_options(CLI::App& app, RunArgs& r) {
+  app.prefix_command();  // stop at the script: what follows is its own
+  for (const char* const* n = lfc::kOptionNames; *n; ++n) {
+    const std::string name = *n;
+    std::string spec = "--" + name, dashed = name;
+    for (char& c : dashed) c = c == '_' ? '-' : c;
+    if (dashed != name) spec += ",--" + dashed;
+    if (name == "output") spec += ",-o";
+    if (name == "quiet") spec += ",-q";
+    if (is_flag(name))
+      app.add_flag(spec, r.flags[name], option_help(name));
+    else
+      app.add_option(spec, r.values[name], option_help(name));
+  }
+  app.add_option("--tag", r.tag, "add a run tag K=V (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.footer(
+      "Runs the script exactly as 'lua5.4 script.lua args...' would, under the profiler.\n"
+      "Options are also LUAFLAME_<NAME> environment variables and luaflame.start{} fields.\n"
+      "Exit status: the script's; 2 on bad usage.\n");
+}
+
+// Applies what the command line gave, over the environment's options.
+bool apply_args(const CLI::App& app, RunArgs& r, lfc::Options& o, bool& output_given,
+                bool& name_given, std::string& err) {
+  for (const char* const* n = lfc::kOptionNames; *n; ++n) {
+    const std::string name = *n;
+    if (!app.count("--" + name)) continue;
+    const std::string value = is_flag(name) ? (r.flags[name] ? "true" : "false") : r.values[name];
+    if (!lfc::set_option(o, name, value, err)) return false;
+    output_given |= name == "output";
+    name_given |= name == "name";
+  }
+  for (const std::string& t : r.tag) {
+    std::string all;
+    for (const auto& kv : o.tags) all += kv.first + "=" + kv.second + ",";
+    if (!lfc::set_option(o, "tags", all + t, err)) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
+  CLI::App app(
+      "Runs a Lua script under the profiler: luaflame run [options] [--] script.lua [args...]",
+      "luaflame run");
+  house_style(app);
+  RunArgs r;
+  add_run_options(app, r);
+  const int rc = parse_args(app, argc, argv);
+  if (rc >= 0) return rc;
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) return usage_error(app, "no script given");
+  if (rest.front().size() > 1 && rest.front()[0] == '-')
+    return usage_error(app, "unknown option '" + rest.front() + "'");
   lfc::Options o;
   std::string err;
-  if (!lfc::apply_env(o, err)) {
-    std::fprintf(stderr, "luaflame run: %s\n", err.c_str());
-    return 2;
-  }
+  if (!lfc::apply_env(o, err)) return fail(app, err, kExitUsage);
   bool output_given = !o.output.empty(), name_given = std::getenv("LUAFLAME_NAME") != nullptr;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") { ++i; break; }
-    if (a == "-h" || a == "--help") { run_usage(stdout); return 0; }
-    if (a == "-" || a.empty() || a[0] != '-') break;
-    std::string name, value;
-    bool has_value = false;
-    if (a == "-o") name = "output";
-    else if (a == "-q") name = "quiet";
-    else if (a.rfind("--", 0) == 0) name = a.substr(2);
-    else { std::fprintf(stderr, "luaflame run: unknown option '%s'\n", a.c_str()); run_usage(stderr); return 2; }
-    std::size_t eq = name.find('=');
-    if (eq != std::string::npos) { value = name.substr(eq + 1); name.resize(eq); has_value = true; }
-    for (char& c : name) if (c == '-') c = '_';
-    if (!has_value && is_flag(name)) { value = "true"; has_value = true; }
-    if (!has_value) {
-      if (i + 1 >= argc) { std::fprintf(stderr, "luaflame run: option '--%s' needs a value\n", name.c_str()); return 2; }
-      value = argv[++i];
-    }
-    if (name == "tag") {
-      std::string all;
-      for (const auto& kv : o.tags) all += kv.first + "=" + kv.second + ",";
-      name = "tags";
-      value = all + value;
-    }
-    if (!lfc::set_option(o, name, value, err)) { std::fprintf(stderr, "luaflame run: %s\n", err.c_str()); return 2; }
-    if (name == "output") output_given = true;
-    if (name == "name") name_given = true;
-  }
-  if (i >= argc) {
-    std::fprintf(stderr, "luaflame run: no script given\n");
-    run_usage(stderr);
-    return 2;
-  }
-  if (!output_given && o.server.empty()) o.output = "luaflame.folded";
+  if (!apply_args(app, r, o, output_given, name_given, err)) return fail(app, err, kExitUsage);
+  const int i = argc - static_cast<int>(rest.size());  // the script's index in argv
+  if (i < 1 || rest.front() != argv[i])
+    return fail(app, "cannot find the script in the command line", kExitUsage);
+  if (!output_given && o.server.empty()) o.output = "luaflame.svg";
   if (!name_given) {
     std::string s = argv[i];
     std::size_t slash = s.rfind('/');

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "args.hpp"
 #include "commands.hpp"
 #include "luaflame/diff.hpp"
 #include "luaflame/folded.hpp"
@@ -33,167 +35,136 @@ namespace lfcli {
 
 namespace {
 
-const char* kSvgUsage =
-    "usage: luaflame svg [options] [FILE...] > graph.svg\n"
-    "Renders folded stacks (files, or standard input) as an SVG flame graph.\n"
-    "Options have flamegraph.pl's names (--opt VALUE, --opt=VALUE, -opt VALUE):\n"
-    "  --title TEXT      title (default \"Flame Graph\", \"Icicle Graph\" with --inverted)\n"
-    "  --subtitle TEXT   second title line (default none)\n"
-    "  --width NUM       image width in pixels (default 1200)\n"
-    "  --height NUM      frame height in pixels (default 16)\n"
-    "  --fontsize NUM    font size (default 12)\n"
-    "  --fonttype FONT   font family (default Verdana)\n"
-    "  --fontwidth NUM   average glyph width / font size (default 0.59)\n"
-    "  --minwidth NUM    omit frames narrower than NUM pixels, or NUM% of the total (default 0.1)\n"
-    "  --countname TEXT  what the counts are (default samples)\n"
-    "  --nametype TEXT   what the names are, in the details bar (default \"Function:\")\n"
-    "  --colors PALETTE  lua (default) hot mem io red green blue aqua yellow purple orange\n"
-    "                    java js perl wakeup chain (by _[k] _[j] _[i] _[w] and names)\n"
-    "  --hash            colour by name hash, similar names alike (flamegraph.pl's namehash)\n"
-    "  --inverted        icicle graph (root at the top)\n"
-    "  --reverse         reverse every stack before merging\n"
-    "  --flamechart      keep input order (x is time), merge only consecutive stacks\n"
-    "  --total NUM       total for widths and percentages (default: the sum of the counts)\n"
-    "  --factor NUM      multiply the counts shown in titles (default 1)\n"
-    "  --negate          swap red and blue in differential graphs\n"
-    "  --notes TEXT      notes, kept in a comment in the SVG\n"
-    "  --unit UNIT       counts are ns (titles show us/ms/s) or bytes (KiB/MiB); default none\n"
-    "  --strict          reject the input when any line is bad (default: skip bad lines);\n"
-    "                    also checks UTF-8 and control characters, and limits frames to\n"
-    "                    4096 bytes, lines to 1 MiB, stacks to 1024 frames (the server's limits)\n"
-    "  -o, --output FILE write to FILE instead of standard output\n"
-    "Exit status: 0, 1 on bad usage or unreadable input, 2 when no stack counts were found\n"
-    "(an SVG saying so is still written), 3 when --strict found bad lines.\n";
+const char* kSvgFooter =
+    "Options have flamegraph.pl's names, also as -opt VALUE and --opt=VALUE.\n"
+    "Exit status: 0; 2 on bad usage, unreadable input, or when no stack counts were found\n"
+    "(an SVG saying so is still written, as flamegraph.pl does); 3 when --strict found bad "
+    "lines.\n";
 
-const char* kDiffUsage =
-    "usage: luaflame diff [options] BEFORE AFTER > diff.svg\n"
-    "Renders a differential flame graph of two folded files (difffolded.pl + flamegraph.pl):\n"
-    "widths from AFTER, red where a frame's self count grew, blue where it shrank.\n"
-    "  -n, --normalize   scale BEFORE to the total of AFTER first (difffolded.pl -n)\n"
-    "  --folded          print the two-column folded stacks (STACK BEFORE AFTER) instead\n"
-    "and every option of 'luaflame svg' (see luaflame svg --help).\n";
+const char* kDiffFooter =
+    "Widths from AFTER, red where a frame's self count grew, blue where it shrank.\n"
+    "With --threshold, the functions whose self share of the total changed most are reported\n"
+    "(Markdown, on stderr or to --report) and a share grown by more than PCT points fails.\n"
+    "Exit status: 0; 1 past the threshold (a regression); 2 on bad usage, unreadable input or\n"
+    "no stack counts; 3 when --strict found bad lines.\n";
 
 struct Args {
   lf::SvgOptions svg;
   lf::ParseOptions parse;
   std::vector<std::string> files;
   std::string output;
+  std::string min_width = "0.1";  // --minwidth as given: pixels, or N%
+  std::string threshold;          // diff --threshold as given
+  std::string report;             // diff --report FILE ("" = stderr)
   bool reverse = false;
   bool normalize = false;
   bool folded = false;
-  bool help = false;
+  bool strict = false;
 };
 
-bool to_double(const std::string& s, double& v) {
-  char* end = nullptr;
-  errno = 0;
-  v = std::strtod(s.c_str(), &end);
-  return !s.empty() && end && *end == 0 && errno == 0;
+// The options of `luaflame svg`, and of `luaflame diff` with `diff`.
+void add_options(CLI::App& app, bool diff, Args& a) {
+  lf::SvgOptions& o = a.svg;
+  app.add_option("FILE", a.files,
+                 diff ? "BEFORE and AFTER folded files" : "folded files (default: standard input)");
+  app.add_option("--title", o.title,
+                 "title (default \"Flame Graph\", \"Icicle Graph\" with --inverted)");
+  app.add_option("--subtitle", o.subtitle, "second title line (default none)");
+  app.add_option("--width", o.width, "image width in pixels (default 1200)");
+  app.add_option("--height", o.frame_height, "frame height in pixels (default 16)");
+  app.add_option("--fontsize", o.font_size, "font size (default 12)");
+  app.add_option("--fonttype", o.font_type, "font family (default Verdana)");
+  app.add_option("--fontwidth", o.font_width, "average glyph width / font size (default 0.59)");
+  app.add_option("--minwidth", a.min_width,
+                 "omit frames narrower than NUM pixels, or NUM% of the total (default 0.1)");
+  app.add_option("--countname", o.count_name, "what the counts are (default samples)");
+  app.add_option("--nametype", o.name_type,
+                 "what the names are, in the details bar (default \"Function:\")");
+  app.add_option("--colors", o.colors,
+                 "lua (default) hot mem io red green blue aqua yellow purple orange; java js perl wakeup "
+                 "chain (per frame, by _[k] _[j] _[i] _[w] and names)");
+  app.add_flag("--hash", o.hash,
+               "colour by name hash, similar names alike (flamegraph.pl's namehash)");
+  app.add_flag("--inverted", o.inverted, "icicle graph (root at the top)");
+  app.add_flag("--reverse", a.reverse, "reverse every stack before merging");
+  app.add_flag("--flamechart", o.flamechart,
+               "keep input order (x is time), merge only consecutive stacks");
+  app.add_option("--total", o.total,
+                 "total for widths and percentages (default: the sum of the counts)");
+  app.add_option("--factor", o.factor, "multiply the counts shown in titles (default 1)");
+  app.add_flag("--negate", o.negate, "swap red and blue in differential graphs");
+  app.add_option("--notes", o.notes, "notes, kept in a comment in the SVG");
+  app.add_option("--unit", o.unit,
+                 "counts are ns (titles show us/ms/s) or bytes (KiB/MiB); default none")
+      ->check(CLI::IsMember({"ns", "bytes"}));
+  app.add_flag(
+      "--strict", a.strict,
+      "reject the input when any line is bad (default: skip bad lines); also checks UTF-8 and "
+      "control characters and applies the server's limits (4096-byte frames, 1 MiB lines, "
+      "1024 frames)");
+  app.add_option("-o,--output", a.output, "write to FILE instead of standard output");
+  if (!diff) return;
+  app.add_flag("-n,--normalize", a.normalize,
+               "scale BEFORE to the total of AFTER first (difffolded.pl -n)");
+  app.add_flag("--folded", a.folded,
+               "print the two-column folded stacks (STACK BEFORE AFTER) instead");
+  app.add_option(
+      "--threshold", a.threshold,
+      "fail (exit 1) when a function's self share of the total grew by more than PCT points "
+      "(5 or 5%)");
+  app.add_option("--report", a.report,
+                 "with --threshold: write the Markdown report to FILE (- for stdout; "
+                 "default stderr)");
 }
 
-// Parses argv; returns false (after saying why) on bad usage.
-bool parse_args(int argc, char** argv, bool diff, Args& a) {
+// flamegraph.pl's Getopt takes -title as --title: single-dash words become
+// double-dash ones (not -o, -n, -h, a lone -, or anything after --).
+std::vector<std::string> long_dashes(int argc, char** argv) {
+  std::vector<std::string> out(argv, argv + argc);
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    std::string& s = out[i];
+    if (s == "--") break;
+    if (s.size() > 2 && s[0] == '-' && std::isalpha(static_cast<unsigned char>(s[1])))
+      s.insert(0, "-");
+  }
+  return out;
+}
+
+// What CLI11 cannot check alone; false (after saying why) on bad usage.
+bool finish_args(const CLI::App& app, Args& a, int& status) {
+  std::string mw = a.min_width;
+  a.svg.min_width_percent = !mw.empty() && mw.back() == '%';
+  if (a.svg.min_width_percent) mw.pop_back();
+  char* end = nullptr;
+  a.svg.min_width = std::strtod(mw.c_str(), &end);
+  if (mw.empty() || *end || !(a.svg.min_width >= 0)) {
+    status =
+        usage_error(app, "--minwidth wants pixels or a percentage >= 0, got '" + a.min_width + "'");
+    return false;
+  }
+  if (a.svg.width <= 0 || a.svg.frame_height <= 0 || !(a.svg.font_size > 0) ||
+      !(a.svg.total >= 0)) {
+    status = usage_error(app, "width, height and fontsize must be positive, total not negative");
+    return false;
+  }
+  if (!lf::known_palette(a.svg.colors)) {
+    status = usage_error(app, "unknown palette '" + a.svg.colors +
+                                  "' (lua hot mem io red green blue aqua yellow purple orange java js perl "
+                                  "wakeup chain)");
+    return false;
+  }
   // Lenient like flamegraph.pl, which takes any frame length and depth:
   // limits far above real profiles (C++ template names run to kilobytes).
   // --strict puts back the server's limits.
-  a.parse.strict = false;
-  a.parse.check_text = false;
-  const lf::ParseOptions server_limits;
-  a.parse.max_frame_bytes = 1 << 20;
-  a.parse.max_line_bytes = std::size_t(256) << 20;
-  a.parse.max_depth = 65535;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--") {
-      for (++i; i < argc; ++i) a.files.push_back(argv[i]);
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') {
-      a.files.push_back(arg);
-      continue;
-    }
-    std::string name = arg.substr(arg[1] == '-' ? 2 : 1), value;
-    bool has_value = false;
-    std::size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    auto flag = [&](const char* n) { return name == n; };
-    auto need = [&](const char* n) -> bool {
-      if (name != n) return false;
-      if (!has_value) {
-        if (i + 1 >= argc) {
-          std::fprintf(stderr, "%s: option --%s needs a value\n", argv[0], n);
-          std::exit(1);
-        }
-        value = argv[++i];
-      }
-      return true;
-    };
-    auto number = [&](double& v) {
-      if (!to_double(value, v)) {
-        std::fprintf(stderr, "%s: --%s: not a number: '%s'\n", argv[0], name.c_str(), value.c_str());
-        std::exit(1);
-      }
-    };
-    double d = 0;
-    if (flag("h") || flag("help")) a.help = true;
-    else if (need("title")) a.svg.title = value;
-    else if (need("subtitle")) a.svg.subtitle = value;
-    else if (need("width")) { number(d); a.svg.width = int(d); }
-    else if (need("height")) { number(d); a.svg.frame_height = int(d); }
-    else if (need("fontsize")) number(a.svg.font_size);
-    else if (need("fonttype")) a.svg.font_type = value;
-    else if (need("fontwidth")) number(a.svg.font_width);
-    else if (need("minwidth")) {
-      a.svg.min_width_percent = !value.empty() && value.back() == '%';
-      if (a.svg.min_width_percent) value.pop_back();
-      number(a.svg.min_width);
-    }
-    else if (need("countname")) a.svg.count_name = value;
-    else if (need("nametype")) a.svg.name_type = value;
-    else if (need("colors")) a.svg.colors = value;
-    else if (need("total")) number(a.svg.total);
-    else if (need("factor")) number(a.svg.factor);
-    else if (need("notes")) a.svg.notes = value;
-    else if (need("unit")) a.svg.unit = value;
-    else if (need("output") || need("o")) a.output = value;
-    else if (flag("hash")) a.svg.hash = true;
-    else if (flag("inverted")) a.svg.inverted = true;
-    else if (flag("reverse")) a.reverse = true;
-    else if (flag("flamechart")) a.svg.flamechart = true;
-    else if (flag("negate")) a.svg.negate = true;
-    else if (flag("strict")) {
-      a.parse.strict = a.parse.check_text = true;
-      a.parse.blank_frames = false;  // refused by name: "empty frame (frame N)", "blank frame (frame N)"
-      a.parse.max_frame_bytes = server_limits.max_frame_bytes;
-      a.parse.max_line_bytes = server_limits.max_line_bytes;
-      a.parse.max_depth = server_limits.max_depth;
-    }
-    else if (diff && (flag("n") || flag("normalize"))) a.normalize = true;
-    else if (diff && flag("folded")) a.folded = true;
-    else {
-      std::fprintf(stderr, "%s: unknown option '%s' (see --help)\n", argv[0], arg.c_str());
-      return false;
-    }
-  }
-  if (a.help) return true;
-  if (!lf::known_palette(a.svg.colors)) {
-    std::fprintf(stderr, "%s: unknown palette '%s' (lua hot mem io red green blue aqua yellow purple orange java js perl wakeup chain)\n",
-                 argv[0], a.svg.colors.c_str());
-    return false;
-  }
-  if (!a.svg.unit.empty() && a.svg.unit != "ns" && a.svg.unit != "bytes") {
-    std::fprintf(stderr, "%s: unknown unit '%s' (ns or bytes)\n", argv[0], a.svg.unit.c_str());
-    return false;
-  }
-  if (a.svg.width <= 0 || a.svg.frame_height <= 0 || !(a.svg.font_size > 0) || a.svg.min_width < 0 ||
-      a.svg.total < 0) {
-    std::fprintf(stderr, "%s: width, height and fontsize must be positive, minwidth and total not negative\n",
-                 argv[0]);
-    return false;
+  if (!a.strict) {
+    a.parse.strict = false;
+    a.parse.check_text = false;
+    a.parse.max_frame_bytes = 1 << 20;
+    a.parse.max_line_bytes = std::size_t(256) << 20;
+    a.parse.max_depth = 65535;
+  } else {
+    a.parse.strict = a.parse.check_text = true;
+    a.parse.blank_frames = false;  // refused by name: "empty frame (frame N)", "blank frame (frame N)"
   }
   return true;
 }
@@ -345,7 +316,8 @@ void report(const char* prog, const std::string& path, const lf::ParseResult& r,
   const char* where = path.empty() || path == "-" ? "stdin" : path.c_str();
   std::size_t show = strict ? r.errors.size() : std::min<std::size_t>(r.errors.size(), 3);
   for (std::size_t i = 0; i < show; ++i)
-    std::fprintf(stderr, "%s: %s:%zu: %s\n", prog, where, r.errors[i].line, r.errors[i].reason.c_str());
+    std::fprintf(stderr, "%s: %s:%zu: %s\n", prog, where, r.errors[i].line,
+                 r.errors[i].reason.c_str());
   std::fprintf(stderr, "%s: %s: %s %zu line%s with invalid format\n", prog, where,
                strict ? "rejected:" : "Ignored", r.rejected, r.rejected == 1 ? "" : "s");
 }
@@ -392,7 +364,9 @@ bool load(const char* prog, const std::vector<std::string>& files, const Args& a
     int r = f == "-" ? ::fstat(0, &st) : ::stat(f.c_str(), &st);  // stdin may be a file too
     if (r == 0 && S_ISREG(st.st_mode)) bytes += std::size_t(st.st_size);
   }
-  if (bytes) tree.reserve(std::min<std::size_t>(bytes / 32, std::size_t(32) << 20));  // capped: virtual, not free
+  if (bytes)
+    tree.reserve(
+        std::min<std::size_t>(bytes / 32, std::size_t(32) << 20));  // capped: virtual, not free
   for (const std::string& f : inputs) {
     if (pprof_input(prog, f, tree, ok)) continue;
     lf::ParseResult r;
@@ -409,7 +383,8 @@ struct Output {
   bool open(const char* prog, const std::string& path) {
     if (path.empty() || path == "-") return true;
     f = std::fopen(path.c_str(), "wb");
-    if (!f) std::fprintf(stderr, "%s: cannot write %s: %s\n", prog, path.c_str(), std::strerror(errno));
+    if (!f)
+      std::fprintf(stderr, "%s: cannot write %s: %s\n", prog, path.c_str(), std::strerror(errno));
     return f != nullptr;
   }
   bool failed = false;
@@ -419,8 +394,10 @@ struct Output {
     while (!s.empty() && !failed) {
       ssize_t n = ::write(fd, s.data(), s.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) failed = true;
-      else s.remove_prefix(std::size_t(n));
+      if (n <= 0)
+        failed = true;
+      else
+        s.remove_prefix(std::size_t(n));
     }
   }
   bool close(const char* prog) {
@@ -431,86 +408,132 @@ struct Output {
   }
 };
 
-// Renders `tree`, or the "no data" image with status 2 when it holds nothing.
+constexpr int kExitRegression = 1;
+constexpr int kExitError =
+    2;  // unreadable input, no stack counts (flamegraph.pl's 2), a write error
+constexpr int kExitStrict = 3;
+
+// Renders `tree`, or the "no data" image with kExitError when it holds nothing.
 int render(const char* prog, const lf::Tree& tree, const Args& a) {
   Output out;
-  if (!out.open(prog, a.output)) return 1;
+  if (!out.open(prog, a.output)) return kExitError;
   int col = tree.differential() ? 1 : 0;
-  int status = 0;
+  int status = kExitOk;
   if (!(tree.total(col) > 0)) {
     std::fprintf(stderr, "%s: ERROR: No stack counts found\n", prog);
     std::string svg;
     lf::render_empty_svg(a.svg, "ERROR: No valid input provided to luaflame.", svg);
     out.write(svg);
-    status = 2;
+    status = kExitError;
   } else {
     lf::render_svg(tree, a.svg, [&](std::string_view s) { out.write(s); });
   }
-  return out.close(prog) ? status : 1;
+  return out.close(prog) ? status : kExitError;
 }
 
-}  // namespace
-
-namespace {
+// Parses argv for svg (diff = false) or diff; -1 to go on, else the exit status.
+int parse(CLI::App& app, bool diff, int argc, char** argv, Args& a) {
+  house_style(app);
+  app.footer(diff ? kDiffFooter : kSvgFooter);
+  add_options(app, diff, a);
+  std::vector<std::string> args = long_dashes(argc, argv);
+  std::vector<char*> ptrs;
+  ptrs.reserve(args.size());
+  for (std::string& s : args) ptrs.push_back(s.data());
+  int status = parse_args(app, argc, ptrs.data());
+  if (status >= 0) return status;
+  return finish_args(app, a, status) ? -1 : status;
+}
 
 int svg_main(int argc, char** argv) {
+  CLI::App app("Renders folded stacks (files, or standard input) as an SVG flame graph.",
+               "luaflame svg");
   Args a;
-  if (!parse_args(argc, argv, false, a)) return 1;
-  if (a.help) {
-    std::fputs(kSvgUsage, stdout);
-    return 0;
-  }
+  const int rc = parse(app, false, argc, argv, a);
+  if (rc >= 0) return rc;
   lf::Tree tree;
-  if (!load(argv[0], a.files, a, tree)) return a.parse.strict ? 3 : 1;
+  if (!load(argv[0], a.files, a, tree)) return a.parse.strict ? kExitStrict : kExitError;
   return render(argv[0], tree, a);
 }
 
+// The threshold gate: the engine's comparison of self shares, its Markdown
+// report to stderr or --report. kExitRegression past the threshold.
+int gate(const char* prog, const lf::Tree& before, const lf::Tree& after, double threshold,
+         const Args& a) {
+  const lf::Comparison c = lf::compare_shares(before, after, threshold);
+  const std::string md =
+      lf::comparison_markdown(c,
+                              "Profile comparison: " + lf::markdown_escape(a.files[1]) + " vs " +
+                                  lf::markdown_escape(a.files[0]) + " (self share of total)",
+                              10);
+  if (a.report.empty()) {
+    std::fputs(md.c_str(), stderr);
+  } else {
+    Output out;
+    if (!out.open(prog, a.report)) return kExitError;
+    out.write(md);
+    if (!out.close(prog)) return kExitError;
+  }
+  return c.failed ? kExitRegression : kExitOk;
+}
+
 int diff_main(int argc, char** argv) {
+  CLI::App app(
+      "Renders a differential flame graph of two folded files (difffolded.pl + flamegraph.pl).",
+      "luaflame diff");
   Args a;
-  if (!parse_args(argc, argv, true, a)) return 1;
-  if (a.help) {
-    std::fputs(kDiffUsage, stdout);
-    return 0;
-  }
-  if (a.files.size() != 2) {
-    std::fprintf(stderr, "%s: need two folded files, BEFORE and AFTER (see --help)\n", argv[0]);
-    return 1;
-  }
+  const int rc = parse(app, true, argc, argv, a);
+  if (rc >= 0) return rc;
+  if (a.files.size() != 2) return usage_error(app, "need two folded files, BEFORE and AFTER");
+  double threshold = -1;
+  if (!a.threshold.empty() && !lf::parse_threshold(a.threshold, threshold))
+    return usage_error(app,
+                       "--threshold wants a percentage from 0 to 100, got '" + a.threshold + "'");
+  if (!a.report.empty() && a.threshold.empty())
+    return usage_error(app, "--report needs --threshold");
   lf::Tree before, after;
   Args one = a;
   one.svg.flamechart = false;
   if (!load(argv[0], {a.files[0]}, one, before) || !load(argv[0], {a.files[1]}, one, after))
-    return a.parse.strict ? 3 : 1;
+    return a.parse.strict ? kExitStrict : kExitError;
   lf::DiffOptions dopts;
   dopts.normalize = a.normalize;
   lf::Tree diff = lf::diff_trees(before, after, dopts);
+  int status = kExitOk;
   if (a.folded) {
     diff.sort_children();
     std::string text;
     lf::write_folded(diff, text);
     Output out;
-    if (!out.open(argv[0], a.output)) return 1;
+    if (!out.open(argv[0], a.output)) return kExitError;
     out.write(text);
-    return out.close(argv[0]) ? 0 : 1;
+    if (!out.close(argv[0])) return kExitError;
+  } else {
+    status = render(argv[0], diff, a);
   }
-  return render(argv[0], diff, a);
+  if (status != kExitOk || threshold < 0) return status;
+  return gate(argv[0], before, after, threshold, a);
 }
 
 // Runs a command, turning an exception (out of memory on a huge input)
-// into a message and status 1.
+// into a message and kExitError.
 int guarded(const char* name, int (*fn)(int, char**), int argc, char** argv) {
   argv[0] = const_cast<char*>(name);
   try {
     return fn(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", name, e.what());
-    return 1;
+    return kExitError;
   }
 }
 
 }  // namespace
 
-int cmd_svg(int argc, char** argv) { return guarded("luaflame svg", svg_main, argc, argv); }
-int cmd_diff(int argc, char** argv) { return guarded("luaflame diff", diff_main, argc, argv); }
+int cmd_svg(int argc, char** argv) {
+  return guarded("luaflame svg", svg_main, argc, argv);
+}
+int cmd_diff(int argc, char** argv) {
+  return guarded("luaflame diff", diff_main, argc, argv);
+}
 
 }  // namespace lfcli

@@ -1,5 +1,5 @@
-// luaflame: the command-line front. Dispatches to a subcommand; argv[0] of the
-// subcommand is "luaflame SUB" so its messages name it.
+// luaflame: the command-line front. Dispatches to a subcommand, which parses
+// its own options with CLI11 (args.hpp); bad usage exits 2 everywhere.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -31,11 +31,17 @@ void usage(FILE* to) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) { usage(stderr); return 2; }
-  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) { usage(stdout); return 0; }
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage(stdout);
+    return 0;
+  }
   for (const Command& c : kCommands)
     if (!std::strcmp(argv[1], c.name)) return c.fn(argc - 1, argv + 1);
-  std::fprintf(stderr, "luaflame: unknown command '%s'\n", argv[1]);
-  usage(stderr);
+  std::fprintf(stderr, "luaflame: unknown command '%s'\n(luaflame --help describes the commands)\n",
+               argv[1]);
   return 2;
 }

@@ -86,36 +86,15 @@ void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
   return alloc_slow(a, ptr, osize, nsize);
 }
 
-// Lua 5.4.4's lua_State head and global_State head (lstate.h, x86-64 and
-// any LP64 ABI), mirrored to tell allocations made by the collector: its
-// singlestep sets gcstopem for the duration of a step, and a finalizer runs
-// with GCSTPGC in gcstp. Checked against what the API says at start.
-struct MirrorTValue {
-  void* value;
-  unsigned char tt;
-};
-struct MirrorThread {
-  void* next;
-  unsigned char tt, marked, status, allowhook;
-  unsigned short nci;
-  void* top;
-  const void* l_G;
-};
-struct MirrorGlobal {
-  lua_Alloc frealloc;
-  void* ud;
-  std::ptrdiff_t totalbytes, GCdebt;
-  std::size_t GCestimate, lastatomic;
-  void* strt_hash;
-  int strt_nuse, strt_size;
-  MirrorTValue l_registry, nilvalue;
-  unsigned int seed;
-  unsigned char currentwhite, gcstate, gckind, gcstopem, genminormul, genmajormul, gcstp;
-};
-static_assert(offsetof(MirrorGlobal, gcstopem) == 103 && offsetof(MirrorGlobal, gcstp) == 106, "5.4.4 LP64 layout");
-constexpr unsigned char kVThread = 8;                // LUA_VTHREAD
-constexpr unsigned char kVTableCollectable = 0x45;   // LUA_VTABLE | BIT_ISCOLLECTABLE
-constexpr unsigned char kGcStpGc = 2;                // GCSTPGC: inside a finalizer
+// Lua 5.4.4's lua_State and global_State heads (luaint.hpp), read to tell
+// allocations made by the collector: its singlestep sets gcstopem for the
+// duration of a step, and a finalizer runs with GCSTPGC in gcstp. Checked
+// against what the API says at start (find_gstate).
+using luaint::kGcStpGc;
+using luaint::kVTableCollectable;
+using luaint::kVThread;
+using luaint::MirrorGlobal;
+using luaint::MirrorThread;
 
 // The state's global_State if it matches 5.4.4's layout, else null. Runs
 // after lua_setallocf(L, lf_alloc, a), so frealloc/ud must be ours.
@@ -159,7 +138,9 @@ void AllocState::sampled(void* block, std::size_t size, int type) {
     count = static_cast<uint64_t>(std::llround(1.0 / p));
     next_countdown();
   }
-  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false, in_gc()};
+  lua_State* th = session->current.load(std::memory_order_relaxed);
+  const void* ci = th && session->layout.state_ci_ok && session->ci_walk_ok ? luaint::state_ci(th) : nullptr;
+  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false, in_gc(), th, ci};
   else lost_bytes += bytes, lost_count += count;
   session->request_alloc_sample();
 }
@@ -200,11 +181,21 @@ void Session::take_alloc(lua_State* L) {
   AllocState* a = alloc.get();
   if (!a || (!a->npending && !a->lost_count)) return;
   const uint64_t t0 = now_ns();
-  walk(L, scratch);
-  const uint32_t base = path_node(scratch);
-  uint32_t gc_base = UINT32_MAX;  // base;[GC], made when first needed
+  // Stacks by where each block was made: consecutive samples mostly share it.
+  lua_State* at_th = nullptr;
+  const void* at_ci = nullptr;
+  uint32_t base = 0, gc_base = UINT32_MAX, here = UINT32_MAX;  // here: the hook's own stack
   for (std::size_t i = 0; i < a->npending; ++i) {
     const AllocState::Pending& p = a->pending[i];
+    if (i == 0 || p.th != at_th || p.ci != at_ci) {
+      at_th = p.th, at_ci = p.ci, gc_base = UINT32_MAX;
+      if (p.ci && walk(L, scratch, p.th, p.ci)) {
+        base = path_node(scratch);
+      } else {
+        if (here == UINT32_MAX) walk(L, scratch), here = path_node(scratch);
+        base = here;
+      }
+    }
     if (p.gc && gc_base == UINT32_MAX) gc_base = tree.child(base, frames.named("[GC]"));
     uint32_t leaf = tree.child(p.gc ? gc_base : base, frames.named(type_frame(p.type)));
     tree.add(leaf, col_abytes, p.bytes);

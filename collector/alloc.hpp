@@ -3,9 +3,11 @@
 // allocates through the state: it counts bytes, and when a sample falls
 // (every alloc_rate bytes on average, exponential intervals), it notes the
 // allocation in a fixed buffer and arms the one-shot hook, as the sampler's
-// signal does. The hook, at the next instruction or return, attributes
-// what is pending to the current stack, with the object type as the leaf
-// frame ("[alloc] table").
+// signal does. With each sample it notes the running thread and its
+// CallInfo (two loads, no call); the hook, at the next call, return or
+// instruction, charges what is pending to the stack from that CallInfo
+// down (the stack that made the block, not the C function called since),
+// with the object type as the leaf frame ("[alloc] table").
 #pragma once
 
 #include <cstdint>
@@ -25,10 +27,12 @@ struct AllocState {
   struct Pending {
     void* block;
     uint64_t bytes;  ///< estimated bytes it stands for
-    uint64_t count;  ///< estimated allocations it stands for, times 1024
+    uint64_t count;  ///< estimated allocations it stands for
     int type;        ///< LUA_T* of a new object, -1 buffer/array, -2 growth
     bool freed;
     bool gc;         ///< made inside a GC step or a finalizer: "[GC]" above the leaf
+    lua_State* th;   ///< the thread that ran when it was made (Session::current)
+    const void* ci;  ///< its running CallInfo then (luaint::state_ci), or null
   };
   /// A sampled block still allocated: where it came from, what it weighs.
   struct Live {

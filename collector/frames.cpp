@@ -2,6 +2,9 @@
 #include "frames.hpp"
 
 #include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
 
 extern "C" {
 #include <lauxlib.h>
@@ -53,7 +56,57 @@ bool find_in(lua_State* L, int t, int fidx, std::string& key, int& budget) {
   return false;
 }
 
+// The name a function's definition gives it, from the text of the line it
+// starts on: "local function f (", "function M.f(", "function o:m(",
+// "f = function(", "M.f = function(", "['f'] = function(" -> f, M.f, o:m, ...
+// The earliest definition on the line wins. "" when the line names none.
+std::string name_on_line(const std::string& text) {
+  static const std::regex kForms[] = {
+      std::regex(R"(function\s+([A-Za-z_][\w.:]*)\s*\()"),
+      std::regex(R"(([A-Za-z_][\w.]*)\s*=\s*function\b)"),
+      std::regex(R"(\[\s*["']([^"']+)["']\s*\]\s*=\s*function\b)"),
+  };
+  std::string best;
+  std::size_t best_at = std::string::npos;
+  for (const auto& re : kForms) {
+    std::smatch m;
+    if (std::regex_search(text, m, re) && static_cast<std::size_t>(m.position(0)) < best_at) {
+      best_at = static_cast<std::size_t>(m.position(0));
+      best = m[1].str();
+    }
+  }
+  return best;
+}
+
 }  // namespace
+
+bool FrameTable::definition_name(const char* source, int line, std::string& name) {
+  // '@file' or the chunk's own text; '=name' has no text to read.
+  if (!source || source[0] == '=' || line <= 0) return false;
+  std::string key = source[0] == '@' ? std::string(source) : std::string("=") + std::to_string(std::hash<std::string>()(source));
+  auto it = sources_.find(key);
+  if (it == sources_.end()) {
+    std::vector<std::string> lines;
+    std::string text;
+    if (source[0] == '@') {
+      std::ifstream in(source + 1, std::ios::binary);
+      if (in) {
+        std::ostringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+      }
+    } else {
+      text = source;
+    }
+    if (text.size() > (std::size_t{16} << 20)) text.clear();  // not read: too big to keep
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) lines.push_back(std::move(l));
+    it = sources_.emplace(std::move(key), std::move(lines)).first;
+  }
+  if (it->second.empty()) return false;
+  if (static_cast<std::size_t>(line) <= it->second.size()) name = name_on_line(it->second[static_cast<std::size_t>(line) - 1]);
+  return true;
+}
 
 std::string global_name(lua_State* L, int fidx, int budget) {
   std::string found, key;
@@ -124,16 +177,21 @@ uint32_t FrameTable::of_lua(lua_State* L, lua_Debug* ar, bool leaf_line) {
     const char* base = std::strrchr(ar->short_src, '/');
     name = base ? base + 1 : ar->short_src;
   } else {
-    if (lua_getinfo(L, "f", ar)) {
+    // The same name in every run, whatever call was seen first: the
+    // definition's own text, else a global or module name; the call site's
+    // name ("n", which changes with the caller) only when no text is there.
+    const bool has_text = definition_name(ar->source, ar->linedefined, name);
+    if (name.empty() && lua_getinfo(L, "f", ar)) {
       name = global_name(L, lua_gettop(L));
       lua_pop(L, 1);
     }
-    if (name.empty() && lua_getinfo(L, "n", ar) && ar->name && *ar->name) name = ar->name;
+    if (name.empty() && !has_text && lua_getinfo(L, "n", ar) && ar->name && *ar->name) name = ar->name;
     if (name.empty()) name = "<anon>";
   }
   std::string text = name + " " + ar->short_src + ":" + std::to_string(line);
   uint32_t id = add(std::move(text), false);
   map[key] = LuaEntry{ar->short_src, id};
+  if (sources) sources->note(ar->short_src, ar->source);
   return id;
 }
 
@@ -144,11 +202,62 @@ uint32_t FrameTable::of_c(lua_State* L, lua_Debug* ar) {
   if (it != c_.end()) { lua_pop(L, 1); return it->second; }
   std::string name = global_name(L, lua_gettop(L));
   lua_pop(L, 1);
-  if (name.empty() && lua_getinfo(L, "n", ar) && ar->name && *ar->name) name = ar->name;
+  // A metamethod with no other name: "__close", "__gc", "__index"...
+  if (name.empty() && lua_getinfo(L, "n", ar) && ar->name && *ar->name)
+    name = std::strcmp(ar->namewhat, "metamethod") == 0 && std::strncmp(ar->name, "__", 2) != 0
+               ? std::string("__") + ar->name : std::string(ar->name);
   if (name.empty()) name = "<anon>";
   uint32_t id = add("[C] " + name, true);
   c_[fn] = id;
   return id;
+}
+
+// The C functions that iterators and buffers are made of, named after what
+// makes them: found by making one of each on a hook-less thread.
+void FrameTable::preset_makers(lua_State* L) {
+  struct Maker {
+    const char* code;
+    const char* name;
+  };
+  static const Maker kMakers[] = {
+      {"return (ipairs({}))", "[C] ipairs iterator"},
+      {"return (string.gmatch('', ''))", "[C] string.gmatch iterator"},
+      {"return (utf8.codes(''))", "[C] utf8.codes iterator"},
+      {"return (io.stdin:lines())", "[C] io.lines iterator"},
+      {"local b = getmetatable(io.stdout) return b and b.__gc", "[C] file __gc"},
+  };
+  lua_State* T = lua_newthread(L);
+  lua_sethook(T, nullptr, 0, 0);
+  for (const Maker& m : kMakers) {
+    if (luaL_loadstring(T, m.code) == LUA_OK && lua_pcall(T, 0, 1, 0) == LUA_OK) {
+      if (lua_CFunction f = lua_tocfunction(T, -1)) {
+        if (!c_.count(reinterpret_cast<const void*>(f))) preset(f, m.name);
+      }
+    }
+    lua_settop(T, 0);
+  }
+  // lauxlib's buffer box: its __close (and __gc) ends every long
+  // string.rep, table.concat, string.format...
+  lua_pushcfunction(T, [](lua_State* S) {
+    luaL_Buffer b;
+    luaL_buffinitsize(S, &b, 4 * LUAL_BUFFERSIZE);  // big enough for a box
+    lua_CFunction f = nullptr;
+    if (lua_type(S, -1) == LUA_TUSERDATA && lua_getmetatable(S, -1)) {
+      lua_getfield(S, -1, "__close");
+      f = lua_tocfunction(S, -1);
+      lua_pop(S, 2);
+    }
+    luaL_pushresultsize(&b, 0);  // closes the box where it is (its to-be-closed slot)
+    lua_pushlightuserdata(S, reinterpret_cast<void*>(f));
+    return 1;
+  });
+  if (lua_pcall(T, 0, 1, 0) == LUA_OK) {
+    if (auto f = reinterpret_cast<lua_CFunction>(lua_touserdata(T, -1))) {
+      if (!c_.count(reinterpret_cast<const void*>(f))) preset(f, "[C] buffer __close");
+    }
+  }
+  lua_settop(T, 0);
+  lua_pop(L, 1);
 }
 
 std::size_t FrameTable::memory_bytes() const {

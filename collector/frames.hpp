@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "sources.hpp"
 #include "tree.hpp"
 
 extern "C" {
@@ -33,10 +35,16 @@ class FrameTable {
 
   /// Gives a C function a fixed name ("[C] coroutine.resume").
   void preset(lua_CFunction f, const std::string& name);
+  /// Names the C functions iterators and buffers are made of after their
+  /// makers ("[C] ipairs iterator", "[C] buffer __close"). Calls Lua on a
+  /// thread of its own with no hook: at start, not from a hook.
+  void preset_makers(lua_State* L);
   /// Interns a synthetic frame by its text ("[alloc] table").
   uint32_t named(const std::string& text);
   /// True for C function frames.
   bool is_c(uint32_t id) const { return id < is_c_.size() && is_c_[id]; }
+  /// When set (option `sources`), told the file of each newly seen Lua function.
+  SourceFiles* sources = nullptr;
   std::size_t memory_bytes() const;
 
  private:
@@ -57,12 +65,16 @@ class FrameTable {
   uint32_t of_lua(lua_State* L, lua_Debug* ar, bool leaf_line);
   uint32_t of_c(lua_State* L, lua_Debug* ar);
   uint32_t add(std::string text, bool c);
+  /// The name on the line a function is defined at; false when the
+  /// source's text cannot be read (then `name` is untouched).
+  bool definition_name(const char* source, int line, std::string& name);
 
   FrameNames& names_;
   std::unordered_map<LuaKey, LuaEntry, LuaKeyHash> lua_[2];  // [leaf_line]
   std::unordered_map<const void*, uint32_t> c_;
   std::unordered_map<std::string, uint32_t> synthetic_;
   std::vector<bool> is_c_;
+  std::unordered_map<std::string, std::vector<std::string>> sources_;  ///< lines of each source read
 };
 
 /// Finds a name for the function at stack index `fidx` in package.loaded

@@ -22,9 +22,10 @@ namespace lfc {
 namespace {
 
 const char* type_wanted(const char* name) {
-  if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") || !std::strcmp(name, "alloc_rate"))
+  if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") || !std::strcmp(name, "alloc_rate") ||
+      !std::strcmp(name, "max_output"))
     return "number";
-  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet")) return "boolean";
+  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet") || !std::strcmp(name, "sources")) return "boolean";
   if (!std::strcmp(name, "tags")) return "table";
   return "string";
 }
@@ -34,23 +35,27 @@ bool known(const char* name) {
   return false;
 }
 
-// tags = {k = "v", ...}: string keys, string or number values.
-std::string tags_text(lua_State* L, int t, const char* fn) {
-  std::string out;
+// tags = {k = "v", ...}: string keys, string or number values. Raises
+// nothing: false with the message in `err`.
+bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::string& err) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
-      luaL_error(L, "%s: option 'tags' must map strings to strings", fn);
+    if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)) {
+      lua_pop(L, 2);
+      return err = std::string(fn) + ": option 'tags' must map strings to strings", false;
+    }
     std::string k = lua_tostring(L, -2);
     lua_pushvalue(L, -1);
     std::string v = lua_tostring(L, -1);
     lua_pop(L, 2);
-    if (k.find_first_of(",=") != std::string::npos || v.find(',') != std::string::npos)
-      luaL_error(L, "%s: tag '%s': keys may not contain ',' or '=', values may not contain ','", fn, k.c_str());
+    if (k.find_first_of(",=") != std::string::npos || v.find(',') != std::string::npos) {
+      lua_pop(L, 1);
+      return err = std::string(fn) + ": tag '" + k + "': keys may not contain ',' or '=', values may not contain ','", false;
+    }
     if (!out.empty()) out += ',';
     out += k + "=" + v;
   }
-  return out;
+  return true;
 }
 
 // The script's name (arg[0] without folder and .lua), the default run name.
@@ -69,36 +74,46 @@ std::string default_name(lua_State* L) {
 }
 
 // Options from the environment, then the table at `idx` (nil = none).
-Options read_options(lua_State* L, int idx, const char* fn) {
-  Options o;
-  std::string err;
+// Raises nothing (a Lua error would jump over the strings here): false with
+// the message in `err`, the stack as it was.
+bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string& err) {
+  const std::string f = fn;
   o.name = default_name(L);
-  if (!apply_env(o, err)) luaL_error(L, "%s: %s", fn, err.c_str());
-  if (lua_isnoneornil(L, idx)) return o;
-  if (!lua_istable(L, idx)) luaL_error(L, "%s: options must be a table, got %s", fn, luaL_typename(L, idx));
+  if (!apply_env(o, err)) return err = f + ": " + err, false;
+  if (lua_isnoneornil(L, idx)) return true;
+  if (!lua_istable(L, idx)) return err = f + ": options must be a table, got " + luaL_typename(L, idx), false;
   idx = lua_absindex(L, idx);
+  const int top = lua_gettop(L);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: option names must be strings", fn);
+    if (lua_type(L, -2) != LUA_TSTRING) return lua_settop(L, top), err = f + ": option names must be strings", false;
     const char* name = lua_tostring(L, -2);
     if (!known(name)) {
       set_option(o, name, "", err);
-      luaL_error(L, "%s: %s", fn, err.c_str());
+      return lua_settop(L, top), err = f + ": " + err, false;
     }
     const char* want = type_wanted(name);
     int t = lua_type(L, -1);
     std::string value;
-    if (!std::strcmp(want, "table") && t == LUA_TTABLE) value = tags_text(L, lua_gettop(L), fn);
-    else if (!std::strcmp(want, "table") && t == LUA_TSTRING) value = lua_tostring(L, -1);
+    if (!std::strcmp(want, "table") && t == LUA_TTABLE) {
+      if (!tags_text(L, lua_gettop(L), fn, value, err)) return lua_settop(L, top), false;
+    } else if (!std::strcmp(want, "table") && t == LUA_TSTRING) value = lua_tostring(L, -1);
     else if (!std::strcmp(want, "boolean") && t == LUA_TBOOLEAN) value = lua_toboolean(L, -1) ? "true" : "false";
     else if (!std::strcmp(want, "number") && t == LUA_TNUMBER) { lua_pushvalue(L, -1); value = lua_tostring(L, -1); lua_pop(L, 1); }
     else if (!std::strcmp(want, "string") && t == LUA_TSTRING) value = lua_tostring(L, -1);
-    else luaL_error(L, "%s: option '%s' must be a %s, got %s", fn, name, want, luaL_typename(L, -1));
-    if (!set_option(o, name, value, err)) luaL_error(L, "%s: %s", fn, err.c_str());
+    else {
+      err = f + ": option '" + name + "' must be a " + want + ", got " + luaL_typename(L, -1);
+      return lua_settop(L, top), false;
+    }
+    if (!set_option(o, name, value, err)) return lua_settop(L, top), err = f + ": " + err, false;
     lua_pop(L, 1);
   }
-  return o;
+  return true;
 }
+
+// Raises `msg` as a Lua error once the caller's C++ objects are gone: the
+// message is pushed inside their scope, lua_error is called outside it.
+void push_message(lua_State* L, const std::string& msg) { lua_pushlstring(L, msg.data(), msg.size()); }
 
 void set_num(lua_State* L, const char* k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
 void set_int(lua_State* L, const char* k, uint64_t v) { lua_pushinteger(L, static_cast<lua_Integer>(v)); lua_setfield(L, -2, k); }
@@ -134,41 +149,71 @@ void push_summary(lua_State* L, const Summary& s) {
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   lua_setfield(L, -2, "files");
+  lua_createtable(L, static_cast<int>(s.file_errors.size()), 0);
+  for (std::size_t i = 0; i < s.file_errors.size(); ++i) {
+    lua_pushlstring(L, s.file_errors[i].data(), s.file_errors[i].size());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_setfield(L, -2, "file_errors");
+  set_int(L, "output_ns", s.output_ns);
+  set_int(L, "output_cpu_ns", s.output_cpu_ns);
+  set_str(L, "fast_paths", s.fast_paths);
+  if (!s.fast_paths_off.empty()) set_str(L, "fast_paths_off", s.fast_paths_off);
+  set_int(L, "samples_moved", s.samples_moved);
   if (!s.run_url.empty()) set_str(L, "run_url", s.run_url);
   if (!s.stream_error.empty()) set_str(L, "stream_error", s.stream_error);
   if (!s.fallback_file.empty()) set_str(L, "fallback_file", s.fallback_file);
 }
 
 int l_start(lua_State* L) {
-  Options o = read_options(L, 1, "luaflame.start");
-  std::string err;
-  if (!start(L, o, err)) return luaL_error(L, "luaflame.start: %s", err.c_str());
-  return 0;
+  {
+    Options o;
+    std::string err;
+    if (read_options(L, 1, "luaflame.start", o, err) && start(L, o, err)) return 0;
+    if (err.rfind("luaflame.start: ", 0) != 0) err = "luaflame.start: " + err;
+    push_message(L, err);
+  }
+  return lua_error(L);
 }
 
 int l_stop(lua_State* L) {
   if (!running()) return luaL_error(L, "luaflame.stop: luaflame is not running (call luaflame.start first)");
-  Summary s = stop(L);
-  push_summary(L, s);
+  {
+    Summary s = stop(L);
+    push_summary(L, s);
+  }
   return 1;
 }
 
 int l_profile(lua_State* L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
-  Options o = read_options(L, 2, "luaflame.profile");
-  std::string err;
-  if (!start(L, o, err)) return luaL_error(L, "luaflame.profile: %s", err.c_str());
-  // fn(...) with the arguments after opts; an error stops and propagates.
-  int base = lua_gettop(L);
-  lua_pushvalue(L, 1);
-  for (int i = 3; i <= base; ++i) lua_pushvalue(L, i);
-  int status = lua_pcall(L, base > 2 ? base - 2 : 0, LUA_MULTRET, 0);
-  Summary s = stop(L);
-  if (status != LUA_OK) return lua_error(L);
-  int nres = lua_gettop(L) - base;
-  push_summary(L, s);
-  lua_insert(L, base + 1);
-  return nres + 1;
+  {
+    Options o;
+    std::string err;
+    if (!read_options(L, 2, "luaflame.profile", o, err) || !start(L, o, err)) {
+      if (err.rfind("luaflame.profile: ", 0) != 0) err = "luaflame.profile: " + err;
+      push_message(L, err);
+      goto raise;
+    }
+  }
+  {
+    // fn(...) with the arguments after opts; an error stops and propagates.
+    const int base = lua_gettop(L);
+    lua_pushvalue(L, 1);
+    for (int i = 3; i <= base; ++i) lua_pushvalue(L, i);
+    const int status = lua_pcall(L, base > 2 ? base - 2 : 0, LUA_MULTRET, 0);
+    {
+      Summary s = stop(L);
+      if (status == LUA_OK) {
+        const int nres = lua_gettop(L) - base;
+        push_summary(L, s);
+        lua_insert(L, base + 1);
+        return nres + 1;
+      }
+    }
+  }
+raise:
+  return lua_error(L);  // the message (or fn's error value) is on top
 }
 
 int l_flush(lua_State* L) {
@@ -178,11 +223,16 @@ int l_flush(lua_State* L) {
 }
 
 int l_folded(lua_State* L) {
-  std::string metric = luaL_optstring(L, 1, "");
-  std::string out, err;
-  if (!folded(metric, out, err)) return luaL_error(L, "luaflame.folded: %s", err.c_str());
-  lua_pushlstring(L, out.data(), out.size());
-  return 1;
+  const char* metric = luaL_optstring(L, 1, "");
+  {
+    std::string out, err;
+    if (folded(metric, out, err)) {
+      lua_pushlstring(L, out.data(), out.size());
+      return 1;
+    }
+    push_message(L, "luaflame.folded: " + err);
+  }
+  return lua_error(L);
 }
 
 int l_running(lua_State* L) {

@@ -12,7 +12,7 @@ namespace lfc {
 
 const char* const kOptionNames[] = {"mode",  "hz",   "clock", "output",         "server", "token",
                                     "name",  "tags", "flush_interval", "lines", "quiet",  "alloc_rate",
-                                    nullptr};
+                                    "max_output", "sources", nullptr};
 
 namespace {
 
@@ -105,13 +105,18 @@ bool set_option(Options& o, std::string_view name, std::string_view value, std::
       return err = bad(name, value, "expected seconds from 0.05 to 86400"), false;
   } else if (name == "lines") {
     if (!parse_bool(value, o.lines)) return err = bad(name, value, "expected true or false"), false;
+  } else if (name == "sources") {
+    if (!parse_bool(value, o.sources)) return err = bad(name, value, "expected true or false"), false;
   } else if (name == "quiet") {
     if (!parse_bool(value, o.quiet)) return err = bad(name, value, "expected true or false"), false;
   } else if (name == "alloc_rate") {
     if (!parse_number(value, 0, 1e12, o.alloc_rate)) return err = bad(name, value, "expected bytes, 0 or more"), false;
+  } else if (name == "max_output") {
+    if (!parse_number(value, 4096, 1e15, o.max_output))
+      return err = bad(name, value, "expected bytes, 4096 or more"), false;
   } else {
     err = "unknown option '" + std::string(name) + "' (known: mode, hz, clock, output, server, token, name, tags, "
-          "flush_interval, lines, quiet, alloc_rate)";
+          "flush_interval, lines, quiet, alloc_rate, max_output, sources)";
     return false;
   }
   return true;
@@ -141,11 +146,13 @@ std::vector<std::string> metrics_of(const Options& o) {
 
 std::string output_path(const std::string& output, const std::string& metric, bool first) {
   if (first) return output;
-  std::string base = output;
-  const std::string ext = ".folded";
-  if (base.size() > ext.size() && base.compare(base.size() - ext.size(), ext.size(), ext) == 0)
-    base.resize(base.size() - ext.size());
-  return base + "." + metric + ".folded";
+  std::string base = output, ext = ".folded";
+  for (std::string e : {".folded", ".svg"})
+    if (base.size() > e.size() && base.compare(base.size() - e.size(), e.size(), e) == 0) {
+      base.resize(base.size() - e.size());
+      ext = e;
+    }
+  return base + "." + metric + ext;
 }
 
 }  // namespace lfc

@@ -1,29 +1,19 @@
-// Folded export: the `output` files, luaflame.folded(), and the report.
-#include <cerrno>
+// The `output` files, luaflame.folded(), and the report.
 #include <cstdio>
-#include <cstring>
+#include <ctime>
+#include <memory>
 
+#include "out_formats.hpp"
 #include "session.hpp"
 
 namespace lfc {
 
 namespace {
 
-bool write_file(const std::string& path, const Tree& t, const FrameNames& f, int col, std::string& err) {
-  std::string tmp = path + ".tmp";
-  FILE* out = std::fopen(tmp.c_str(), "wb");
-  if (!out) return err = "cannot write " + tmp + ": " + std::strerror(errno), false;
-  write_folded(t, f, [&](uint32_t n) { return t.value(n, col); },
-               [&](const std::string& line) { std::fwrite(line.data(), 1, line.size(), out); });
-  bool ok = std::fflush(out) == 0;
-  ok = std::fclose(out) == 0 && ok;
-  // Renamed into place only when whole: a reader never sees half a file.
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = "cannot write " + path + ": " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 std::string human_bytes(uint64_t b) {
@@ -34,20 +24,83 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
+// Room kept out of the size cut's budget for what does not grow with the
+// nodes: the SVG's header and script, speedscope's frame table.
+uint64_t fixed_room(const FrameNames& f) {
+  uint64_t names = 0;
+  for (uint32_t i = 0; i < f.size(); ++i) names += f[i].size();
+  return (1u << 20) + 8 * names;
+}
+
 }  // namespace
 
-void Session::write_outputs(std::vector<std::string>& files, std::string& err) {
+// One file per metric (folded, SVG) or one for all (speedscope), from one
+// snapshot of the tree cut to the size limit. Each file's fate is recorded:
+// written (with what it holds), cut, or not written and why.
+void Session::write_outputs(Summary& sum) {
   if (opt.output.empty()) return;
-  for (std::size_t i = 0; i < metrics.size(); ++i) {
-    std::string path = output_path(opt.output, metrics[i], i == 0);
-    if (write_file(path, tree, names, static_cast<int>(i), err)) files.push_back(path);
+  const uint64_t t0 = now_ns(), c0 = thread_cpu_ns();
+  const Format fmt = format_of(opt.output);
+  if (fmt == Format::pprof) {
+    // The pprof writer belongs to the engine (the pprof issue); until it
+    // lands this format is refused rather than written as something else.
+    sum.file_errors.push_back(opt.output + ": not written: pprof output (.pb.gz) is not in this build; "
+                              "use .svg, .json or .folded");
+    ++sum.files_failed;
+    return;
   }
+  const int nm = static_cast<int>(metrics.size());
+  const uint64_t limit = output_limit(opt.output, static_cast<uint64_t>(opt.max_output));
+  const uint64_t room = fixed_room(names);
+  const uint64_t budget = limit > 2 * room ? limit - room : limit / 2;
+  OutTree t = snapshot(
+      tree, names, [&](uint32_t n, int m) { return tree.value(n, m); },
+      [&](std::size_t len, std::string_view name) { return node_cost(fmt, nm, len, name); }, budget);
+  std::string cut;
+  if (t.dropped)
+    cut = ": cut at the output limit of " + human_bytes(limit) + ": " + std::to_string(t.dropped) + " of " +
+          std::to_string(tree.size() - 1) + " call paths folded into '" + std::string(kTruncatedFrame) +
+          "' (max_output raises the limit)";
+  auto finish = [&](OutFile& f, const std::string& path, const std::string& what) {
+    if (f.commit()) {
+      sum.files.push_back(path);
+      sum.file_notes.push_back(what + ", " + human_bytes(f.bytes()));
+      if (!cut.empty()) sum.file_errors.push_back(path + cut);
+    } else {
+      sum.file_errors.push_back(path + ": " + f.error());
+      ++sum.files_failed;
+    }
+  };
+  if (fmt == Format::speedscope) {
+    OutFile f(opt.output, limit);
+    if (f.ok()) write_speedscope(t, metrics, opt.name.empty() ? "lua" : opt.name, f);
+    std::string all;
+    for (const auto& m : metrics) all += (all.empty() ? "" : " ") + m;
+    finish(f, opt.output, "speedscope: " + all);
+  } else {
+    std::unique_ptr<SvgWriter> svg;
+    if (fmt == Format::svg) svg = std::make_unique<SvgWriter>(t);
+    for (int m = 0; m < nm; ++m) {
+      const std::string& metric = metrics[static_cast<std::size_t>(m)];
+      std::string path = output_path(opt.output, metric, m == 0);
+      OutFile f(path, limit);
+      if (f.ok()) {
+        if (svg) svg->write(m, metric, "luaflame: " + (opt.name.empty() ? "lua" : opt.name) + " (" + metric + ")", f);
+        else write_folded_file(t, m, f);
+      }
+      finish(f, path, metric);
+    }
+  }
+  sum.output_ns += now_ns() - t0;
+  sum.output_cpu_ns += thread_cpu_ns() - c0;
 }
 
 std::string Session::folded_text(int col) const {
   std::string out;
-  write_folded(tree, names, [&](uint32_t n) { return tree.value(n, col); },
-               [&](const std::string& line) { out += line; });
+  OutTree t = snapshot(
+      tree, names, [&](uint32_t n, int m) { return tree.value(n, m); },
+      [](std::size_t, std::string_view) { return uint64_t{0}; }, 0);
+  write_folded_text(t, col, [&](std::string_view line) { out.append(line); });
   return out;
 }
 
@@ -78,7 +131,18 @@ std::string format_summary(const Summary& s) {
                 static_cast<unsigned long long>(s.frames));
   r += buf;
   r += "\n";
-  for (const auto& f : s.files) r += "luaflame: wrote " + f + "\n";
+  if (!s.fast_paths_off.empty()) r += "luaflame: slower path: " + s.fast_paths_off + "\n";
+  for (std::size_t i = 0; i < s.files.size(); ++i) {
+    r += "luaflame: wrote " + s.files[i];
+    if (i < s.file_notes.size()) r += " (" + s.file_notes[i] + ")";
+    r += "\n";
+  }
+  if (!s.files.empty()) {
+    std::snprintf(buf, sizeof buf, "luaflame: output written in %.1f ms (%.1f ms of CPU)\n",
+                  static_cast<double>(s.output_ns) / 1e6, static_cast<double>(s.output_cpu_ns) / 1e6);
+    r += buf;
+  }
+  // s.file_errors are printed by stop() itself, quiet or not.
   if (!s.run_url.empty()) r += "luaflame: streamed " + std::to_string(s.chunks_sent) + " chunks to " + s.run_url + "\n";
   if (!s.stream_error.empty()) r += "luaflame: streaming failed: " + s.stream_error + "\n";
   if (!s.fallback_file.empty()) r += "luaflame: undelivered profile written to " + s.fallback_file + "\n";

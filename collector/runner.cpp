@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <unistd.h>
 
 #include "luaflame/collector.hpp"
 
@@ -19,11 +22,14 @@ extern "C" {
 namespace lfc {
 
 extern bool g_report_at_exit;  // session.cpp
+extern bool g_output_failed;   // session.cpp
 
 namespace {
 
 // lua5.4's name, so an error reads exactly as lua5.4 prints it.
 const char* const kProgName = "lua5.4";
+// The status of a run whose program succeeded but whose profile could not be written.
+constexpr int kOutputFailed = 3;
 
 lua_State* g_L = nullptr;
 
@@ -98,10 +104,33 @@ int handle_luainit(lua_State* L) {
   return dochunk(L, luaL_loadbuffer(L, init, std::strlen(init), name));
 }
 
+// The interpreter a program re-running itself should use (penlight's
+// app.lua() reads arg[-1] and below): lua5.4 on the PATH, as lua.c would
+// have it in arg[-1] when started as `lua5.4 script.lua`. The profiler's
+// own options are not the program's: they do not appear in `arg`.
+std::string interpreter() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (const char* name : {"lua5.4", "lua"}) {
+    std::size_t start = 0;
+    while (start <= dirs.size()) {
+      std::size_t end = dirs.find(':', start);
+      if (end == std::string::npos) end = dirs.size();
+      std::string dir = dirs.substr(start, end - start);
+      if (dir.empty()) dir = ".";
+      if (access((dir + "/" + name).c_str(), X_OK) == 0) return name;
+      start = end + 1;
+    }
+  }
+  return "lua5.4";
+}
+
 void createargtable(lua_State* L, char** argv, int argc, int script) {
   int narg = argc - (script + 1);
-  lua_createtable(L, narg, script + 1);
-  for (int i = 0; i < argc; i++) {
+  lua_createtable(L, narg, 1);
+  lua_pushstring(L, interpreter().c_str());
+  lua_rawseti(L, -2, -1);
+  for (int i = script; i < argc; i++) {
     lua_pushstring(L, argv[i]);
     lua_rawseti(L, -2, i - script);
   }
@@ -133,9 +162,12 @@ int handle_script(lua_State* L, char** argv) {
 // stack (it checks its CallInfo walk there).
 int start_session(lua_State* L) {
   const Options* o = static_cast<const Options*>(lua_touserdata(L, 1));
-  std::string err;
-  if (!start(L, *o, err)) return luaL_error(L, "%s", err.c_str());
-  return 0;
+  {
+    std::string err;  // gone before lua_error jumps
+    if (start(L, *o, err)) return 0;
+    lua_pushlstring(L, err.data(), err.size());
+  }
+  return lua_error(L);
 }
 
 void end_session(lua_State* L, bool quiet) {
@@ -187,7 +219,10 @@ int run_script(const Options& opts, int argc, char** argv, int script_index) {
   report(L, status);
   end_session(L, opts.quiet);
   lua_close(L);
-  return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+  // The program's status, except that a run that succeeded but whose
+  // profile could not be written says so (docs/collector.md: exit status).
+  if (result && status == LUA_OK) return g_output_failed ? kOutputFailed : EXIT_SUCCESS;
+  return EXIT_FAILURE;
 }
 
 }  // namespace lfc

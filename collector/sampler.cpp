@@ -26,7 +26,7 @@ void on_signal(int) {
   Session* s = g_session.load(std::memory_order_relaxed);
   if (s) {
     if (s->in_critical) s->deferred = 1;
-    else s->arm();
+    else s->note_position(), s->arm();
   }
   errno = saved;
 }
@@ -83,9 +83,10 @@ void Session::arm() {
   lua_Hook h = lua_gethook(L);
   if (h == lf_hook || h == nullptr) {
     // Back to the thread's base state afterwards (ours when tracing).
-    armed_hook = (opt.trace) ? lf_hook : prev_hook;
-    armed_mask = (opt.trace) ? base_mask() : (prev_hook ? prev_mask : 0);
-    armed_count = prev_count;
+    const Chained c = chained_for(L);
+    armed_hook = (opt.trace) ? lf_hook : c.hook;
+    armed_mask = (opt.trace) ? thread_mask(L) : (c.hook ? c.mask : 0);
+    armed_count = c.count;
     if (h == nullptr && !opt.trace) armed_hook = nullptr, armed_mask = 0, armed_count = 0;
   } else {
     armed_hook = h;
@@ -93,13 +94,28 @@ void Session::arm() {
     armed_count = lua_gethookcount(L);
   }
   armed_L = L;
+  // The thread's own count progress. 0 here means the signal fell inside
+  // luaG_traceexec between its decrement and its reset: the count event it
+  // is about to raise is the program's (armed_left 1 forwards it).
+  armed_left = 0;
+  if ((armed_mask & LUA_MASKCOUNT) && layout.hookcount_off) {
+    const int left = luaint::hookcount(L, layout.hookcount_off);
+    armed_left = left > 0 ? left : 1;
+  }
   lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
   armed = 1;
 }
 
-void Session::disarm() {
+void Session::disarm(int consumed) {
   if (!armed) return;
-  if (armed_L) lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
+  if (armed_L) {
+    lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
+    // lua_sethook restarted the thread's own count: give back its progress
+    // (when it is due now, hook_rest forwards the count event and the
+    // fresh count stays).
+    if (armed_left > consumed && (armed_mask & LUA_MASKCOUNT))
+      luaint::set_hookcount(armed_L, layout.hookcount_off, armed_left - consumed);
+  }
   armed_L = nullptr;
   armed = 0;
 }
@@ -116,18 +132,48 @@ void Session::end_critical() {
   }
 }
 
-void Session::walk(lua_State* L, std::vector<uint32_t>& out) {
+void Session::note_position() {
+  if (!layout.state_ci_ok || !ci_walk_ok) return;
+  lua_State* L = current.load(std::memory_order_relaxed);
+  const sig_atomic_t n = sig_npos;
+  if (!L || n >= kSigPos) return;  // full: the last position takes the rest (take_sample)
+  sig_pos[n] = SigPos{L, luaint::state_ci(L)};
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  sig_npos = n + 1;
+}
+
+bool Session::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T, const void* from_ci) {
   out.clear();
   int at = -1;
   for (std::size_t i = chain.size(); i-- > 0;) if (chain[i] == L) { at = static_cast<int>(i); break; }
+  int first = at < 0 ? 0 : at;
+  if (from_T && from_T != L) {
+    // The recorded thread must be one of L's resumers.
+    if (at < 0) return false;
+    first = -1;
+    for (int i = at - 1; i >= 0; --i) if (chain[static_cast<std::size_t>(i)] == from_T) { first = i; break; }
+    if (first < 0) return false;
+  }
   lua_Debug ar;
-  for (int t = at < 0 ? 0 : at; t >= 0 && out.size() < kMaxDepth; --t) {
+  for (int t = first; t >= 0 && out.size() < kMaxDepth; --t) {
     lua_State* T = at < 0 ? L : chain[static_cast<std::size_t>(t)];
-    const bool leaf = opt.lines && T == L;
-    if (!lua_getstack(T, 0, &ar)) continue;
+    const bool leaf = opt.lines && out.empty();
+    if (!lua_getstack(T, 0, &ar)) {
+      if (T == from_T) return false;
+      continue;
+    }
     if (ci_walk_ok) {
+      const void* top = ar.i_ci;
+      if (T == from_T) {
+        // The recorded CallInfo must still be on the stack (at or below the
+        // top): a frame entered since is not the one the signal fell in.
+        const void* c = top;
+        while (c && c != from_ci) c = ci_prev(c);
+        if (!c) return false;
+        top = from_ci;
+      }
       // Follow the CallInfo list directly: lua_getstack(level) costs O(level).
-      for (const void* ci = ar.i_ci; ci && ci_prev(ci) && out.size() < kMaxDepth; ci = ci_prev(ci)) {
+      for (const void* ci = top; ci && ci_prev(ci) && out.size() < kMaxDepth; ci = ci_prev(ci)) {
         ar.i_ci = static_cast<struct CallInfo*>(const_cast<void*>(ci));
         const bool line = leaf && out.empty();
         lua_getinfo(L, line ? "Sl" : "S", &ar);
@@ -144,6 +190,7 @@ void Session::walk(lua_State* L, std::vector<uint32_t>& out) {
   // The host's own C entry (lua.c's pmain, the runner) is not the program's.
   while (!out.empty() && frames.is_c(out.back())) out.pop_back();
   if (out.size() >= kMaxDepth) out.push_back(frames.named("[luaflame] truncated"));
+  return true;
 }
 
 uint32_t Session::path_node(const std::vector<uint32_t>& leaf_first) {
@@ -154,12 +201,29 @@ uint32_t Session::path_node(const std::vector<uint32_t>& leaf_first) {
 
 void Session::take_sample(lua_State* L) {
   uint64_t t0 = opt.trace ? tclock.now() : now_ns();
+  // Owed periods and recorded positions, taken together so that no signal
+  // lands between the two reads.
+  SigPos pos[kSigPos];
+  begin_critical();
   uint64_t w = owed.exchange(0, std::memory_order_relaxed);
+  const int n = sig_npos;
+  for (int i = 0; i < n; ++i) pos[i] = sig_pos[i];
+  sig_npos = 0;
+  end_critical();
   if (!w) return;
-  walk(L, scratch);
-  uint32_t node = path_node(scratch);
-  tree.add(node, col_samples, w);
-  samples += w;
+  // One period per recorded position, the rest to the last one (signals
+  // coalesce, and a full buffer keeps the last slot); none recorded (a
+  // signal deferred by a critical section, or no layout): the hook's stack.
+  for (int i = 0; i < n || (i == 0 && n == 0); ++i) {
+    const uint64_t k = n == 0 ? w : (i + 1 < n ? 1 : (w > static_cast<uint64_t>(n - 1) ? w - static_cast<uint64_t>(n - 1) : 1));
+    bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
+    if (!ok) {
+      if (n > 0) samples_moved += k;
+      walk(L, scratch);
+    }
+    tree.add(path_node(scratch), col_samples, k);
+    samples += k;
+  }
   ++sample_events;
   if (opt.trace) {
     uint64_t dt = tclock.now() - t0;

@@ -9,8 +9,6 @@
 // runs inside `critical` sections, during which the handler defers its arm.
 #pragma once
 
-#include <x86intrin.h>
-
 #include <atomic>
 #include <csignal>
 #include <cstdint>
@@ -20,7 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cycles.hpp"
 #include "frames.hpp"
+#include "luaint.hpp"
 #include "luaflame/collector.hpp"
 #include "tree.hpp"
 
@@ -77,20 +77,17 @@ struct Shadow {
 
 uint64_t now_ns();        ///< CLOCK_MONOTONIC
 uint64_t unix_now_ns();   ///< CLOCK_REALTIME
-/// The CallInfo below `ci` (Lua 5.4's CallInfo starts with func, top,
-/// previous: stable across 5.4.0-5.4.6; checked at start, see ci_walk_ok).
-inline const void* ci_prev(const void* ci) {
-  return *reinterpret_cast<const void* const*>(static_cast<const char*>(ci) + 2 * sizeof(void*));
-}
+using luaint::ci_prev;  // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
 
-/// The tracer's clock: the TSC scaled to nanoseconds when the CPU says it
-/// is constant and non-stop (calibrated against CLOCK_MONOTONIC at start),
-/// else CLOCK_MONOTONIC itself. One read per hook event.
+/// The tracer's clock: the cycle counter (cycles.hpp: x86's TSC, arm64's
+/// virtual counter) scaled to nanoseconds when it is constant and non-stop
+/// (calibrated against CLOCK_MONOTONIC at start), else CLOCK_MONOTONIC
+/// itself. One read per hook event.
 struct TraceClock {
   bool tsc = false;
   uint64_t mult = 0;  ///< nanoseconds per tick, times 2^32
   void init();
-  uint64_t now() const { return tsc ? __rdtsc() : now_ns(); }
+  uint64_t now() const { return tsc ? read_cycles() : now_ns(); }
   uint64_t to_ns(uint64_t ticks) const {
     return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32) : ticks;
   }
@@ -124,16 +121,40 @@ class Session {
   int col_samples = -1, col_time = -1, col_calls = -1;
   int col_abytes = -1, col_acount = -1, col_live = -1;
   FrameNames names;
+  SourceFiles source_files;  ///< option `sources`: files of the profiled functions
   FrameTable frames{names};
   Tree tree;
   lua_State* start_L;
   lua_State* main_L;
-  bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua
+  luaint::Layout layout;     ///< which direct reads of Lua's structures this Lua allows
+  bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
 
   // ---- hooks ----
   lua_Hook prev_hook = nullptr;  ///< the start thread's hook before start (chained, restored at stop)
   int prev_mask = 0, prev_count = 0;
+  /// A hook the program keeps on a thread: luaflame's hook forwards it
+  /// exactly the events of its mask, its count events when its count is due.
+  struct Chained {
+    lua_Hook hook = nullptr;
+    int mask = 0, count = 0;
+  };
+  /// Hooks the program set with debug.sethook while tracing (hooks.cpp),
+  /// by thread; a thread not here chains the hook of before start.
+  std::unordered_map<lua_State*, Chained> chained;
+  Chained chained_for(lua_State* L) const {
+    if (!chained.empty()) {
+      auto it = chained.find(L);
+      if (it != chained.end()) return it->second;
+    }
+    return Chained{prev_hook, prev_mask, prev_count};
+  }
   int base_mask() const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | prev_mask; }
+  int thread_mask(lua_State* L) const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | chained_for(L).mask; }
+  /// After the program's debug.sethook on T while tracing: its hook is
+  /// chained, luaflame's goes back (hooks.cpp).
+  void adopt_program_hook(lua_State* L, lua_State* T);
+  void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
+  bool warned_hook = false;
   void hook_rest(lua_State* L, lua_Debug* ar, int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
 
@@ -148,15 +169,33 @@ class Session {
   lua_State* armed_L = nullptr;
   lua_Hook armed_hook = nullptr;
   int armed_mask = 0, armed_count = 0;
+  int armed_left = 0;  ///< the armed thread's hookcount before arming (its own count hook's progress), 0 unknown
   std::atomic<uint64_t> owed{0};        ///< periods elapsed not yet sampled
   std::atomic<bool> alloc_pending{false};
   void arm();                            ///< from the handler or a critical section
-  void disarm();                         ///< restores the armed thread's hook
+  /// Restores the armed thread's hook, and its count hook's progress less
+  /// the `consumed` instructions our count hook took.
+  void disarm(int consumed = 0);
   void begin_critical() { in_critical = 1; std::atomic_signal_fence(std::memory_order_seq_cst); }
   void end_critical();
+  // Where the thread was when each signal fell. Written only by the signal
+  // handler outside critical sections (slot first, then the count, with a
+  // signal fence between); read and reset by the hook inside one.
+  struct SigPos {
+    lua_State* L;
+    const void* ci;  ///< L's running CallInfo then (luaint::state_ci), not dereferenced there
+  };
+  static constexpr int kSigPos = 16;
+  SigPos sig_pos[kSigPos] = {};
+  volatile sig_atomic_t sig_npos = 0;
+  uint64_t samples_moved = 0;  ///< the recorded frame had returned by the hook: charged to the hook's stack
+  void note_position();        ///< from the handler
   void take_sample(lua_State* L);
-  /// The frames of L's stack and its resumers', leaf first.
-  void walk(lua_State* L, std::vector<uint32_t>& out);
+  /// The frames of L's stack and its resumers', leaf first. With `from_T`,
+  /// the walk starts at `from_ci` on thread from_T (a frame the signal or
+  /// the allocator recorded): false, `out` undefined, when from_T is not
+  /// in L's resume chain or from_ci no longer on from_T's stack.
+  bool walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T = nullptr, const void* from_ci = nullptr);
   uint32_t path_node(const std::vector<uint32_t>& leaf_first);
   bool start_sampler(std::string& err);
   void stop_sampler();
@@ -169,6 +208,7 @@ class Session {
   TraceClock tclock;
   uint64_t hook_est = 0;            ///< mean ticks inside the trace hook (sampled), not charged
   uint64_t hook_sampled = 0, hook_sampled_n = 0, trace_events = 0;
+  uint64_t hook_kept = 0, hook_kept_n = 0;  ///< measurements without preemption (< 100 us), for the report
   int ident_lua = 0, ident_c = 0;   ///< layout checks: 0 not yet, 1 good, -1 bad
   std::vector<CallCache> call_cache;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
@@ -209,7 +249,7 @@ class Session {
 
   // ---- output ----
   std::unique_ptr<Streamer> streamer;
-  void write_outputs(std::vector<std::string>& files, std::string& err);
+  void write_outputs(Summary& sum);  ///< output.cpp: the files, and what became of each
   std::string folded_text(int col) const;
 
   std::vector<uint32_t> scratch;  ///< reused by walk()
@@ -217,9 +257,14 @@ class Session {
 
 /// Print the whole summary when the session ends at exit or lua_close (the runner sets it).
 extern bool g_report_at_exit;
+/// A session of this process could not write an output file (the runner's exit status, runner.cpp).
+extern bool g_output_failed;
 
 /// The session the hooks and handler see (one per process).
 extern std::atomic<Session*> g_session;
+
+/// Wraps debug.sethook/gethook while tracing (hooks.cpp).
+void install_hook_wrappers(lua_State* L);
 
 /// The hook function installed on every profiled thread (tracer.cpp).
 void lf_hook(lua_State* L, lua_Debug* ar);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "luaflame/wire.hpp"
+#include "out_formats.hpp"
 #include "session.hpp"
 
 namespace lfc {
@@ -113,9 +114,11 @@ bool Streamer::create_run() {
   return true;
 }
 
-// The delta since the last chunk: nodes with a change, and their ancestors
-// (a chunk names every node's parent), frames renumbered for the chunk.
-void Streamer::build_chunk(uint64_t until_ns) {
+// The delta since the last chunks: nodes with a change and their
+// ancestors, in depth-first order, cut into chunks of kChunkNodes; each
+// chunk opens with its first node's ancestors (zero values) and numbers its
+// own frames, so it decodes alone.
+void Streamer::build_chunks(uint64_t until_ns) {
   const Tree& t = s_.tree;
   const int nm = t.nmetrics();
   const uint32_t n = t.size();
@@ -132,42 +135,103 @@ void Streamer::build_chunk(uint64_t until_ns) {
   }
   if (!any) return;
   for (uint32_t i = n - 1; i >= 1; --i) if (keep[i]) keep[t.parent(i)] = 1;
-  lfw::Chunk c;
-  c.seq = seq_;
-  c.from_ns = last_until_;
-  c.until_ns = until_ns;
-  c.metrics = s_.metrics;
-  std::vector<int64_t> index(n, -1);
-  std::vector<int64_t> frame_index(s_.names.size(), -1);
-  chunk_deltas_.clear();
+  // Children of kept nodes (0 = none: the root is nobody's child), then preorder.
+  std::vector<uint32_t> first(n, 0), next(n, 0), last(n, 0);
   for (uint32_t i = 1; i < n; ++i) {
     if (!keep[i]) continue;
-    uint32_t f = t.frame(i);
-    if (frame_index[f] < 0) { frame_index[f] = static_cast<int64_t>(c.frames.size()); c.frames.push_back(s_.names[f]); }
-    lfw::Node node;
     uint32_t p = t.parent(i);
-    node.parent = p == 0 ? -1 : index[p];
-    node.frame = static_cast<uint32_t>(frame_index[f]);
-    node.values.assign(delta.begin() + static_cast<long>(i) * nm, delta.begin() + static_cast<long>(i + 1) * nm);
-    index[i] = static_cast<int64_t>(c.nodes.size());
-    chunk_deltas_.push_back({i, node.values});
-    c.nodes.push_back(std::move(node));
+    if (!first[p]) first[p] = i; else next[last[p]] = i;
+    last[p] = i;
   }
-  chunk_body_.clear();
-  lfw::encode(c, chunk_body_);
-  has_chunk_ = true;
+  std::vector<uint32_t> order, st;
+  if (first[0]) st.push_back(first[0]);
+  while (!st.empty()) {
+    uint32_t node = st.back();
+    order.push_back(node);
+    if (first[node]) { st.push_back(first[node]); continue; }
+    while (!st.empty()) {
+      if (uint32_t sib = next[st.back()]) { st.back() = sib; break; }
+      st.pop_back();
+    }
+  }
+  // Per chunk: tree node -> chunk node, frame -> chunk frame (stamped, so
+  // nothing is cleared between chunks).
+  std::vector<uint32_t> stamp(n, 0), index(n, 0);
+  std::vector<uint32_t> fstamp(s_.names.size(), 0), findex(s_.names.size(), 0);
+  uint32_t piece = 0;
+  std::vector<uint32_t> chain;
+  for (std::size_t at = 0; at < order.size();) {
+    ++piece;
+    lfw::Chunk c;
+    c.seq = seq_++;
+    c.from_ns = last_until_;
+    c.until_ns = until_ns;
+    c.metrics = s_.metrics;
+    Pending pend;
+    auto add = [&](uint32_t i, bool with_values) {
+      uint32_t f = t.frame(i);
+      if (fstamp[f] != piece) {
+        fstamp[f] = piece;
+        findex[f] = static_cast<uint32_t>(c.frames.size());
+        c.frames.push_back(s_.names[f]);
+      }
+      lfw::Node node;
+      uint32_t p = t.parent(i);
+      node.parent = p == 0 ? -1 : static_cast<int64_t>(index[p]);
+      node.frame = findex[f];
+      if (with_values) {
+        node.values.assign(delta.begin() + static_cast<long>(i) * nm, delta.begin() + static_cast<long>(i + 1) * nm);
+        pend.deltas.push_back({i, node.values});
+      } else {
+        node.values.assign(static_cast<std::size_t>(nm), 0);
+      }
+      stamp[i] = piece;
+      index[i] = static_cast<uint32_t>(c.nodes.size());
+      c.nodes.push_back(std::move(node));
+    };
+    chain.clear();
+    for (uint32_t p = t.parent(order[at]); p != 0; p = t.parent(p)) chain.push_back(p);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) add(*it, false);
+    for (uint32_t k = 0; k < kChunkNodes && at < order.size(); ++k, ++at) {
+      uint32_t i = order[at], p = t.parent(i);
+      if (p != 0 && stamp[p] != piece) add(p, false);  // cannot happen in preorder; kept as a guard
+      add(i, true);
+    }
+    lfw::encode(c, pend.body);
+    queue_.push_back(std::move(pend));
+  }
   last_until_ = until_ns;
+}
+
+// Timeouts that grow with the request: 2 s, plus 1 s per 64 KiB of body
+// (a loaded server ingests a big chunk more slowly than a small one: on a
+// 2-core machine at load 15 a 16k-node chunk, ~400 KB, took over 3 s).
+double Streamer::timeout_for(std::size_t body_bytes) { return 2.0 + static_cast<double>(body_bytes) / (64.0 * 1024); }
+
+void Streamer::set_timeouts(std::size_t body_bytes) {
+  double secs = timeout_for(body_bytes);
+  auto whole = static_cast<time_t>(secs);
+  auto usec = static_cast<time_t>((secs - static_cast<double>(whole)) * 1e6);
+  cli_->set_read_timeout(whole, usec);
+  cli_->set_write_timeout(whole, usec);
+}
+
+std::size_t Streamer::queued_bytes() const {
+  std::size_t b = 0;
+  for (const auto& p : queue_) b += p.body.size();
+  return b;
 }
 
 bool Streamer::send_chunk() {
   if (run_id_ < 0 && !create_run()) return false;
   int status = 0;
   std::string answer;
-  if (!post("/api/runs/" + std::to_string(run_id_) + "/chunks", chunk_body_, "text/plain", status, answer))
-    return false;
-  has_chunk_ = false;
-  chunk_deltas_.clear();
-  ++seq_;
+  set_timeouts(queue_.front().body.size());
+  bool ok = post("/api/runs/" + std::to_string(run_id_) + "/chunks", queue_.front().body, "text/plain", status, answer);
+  set_timeouts(0);
+  if (!ok) return false;
+  bytes_sent_ += queue_.front().body.size();
+  queue_.pop_front();
   ++chunks_sent_;
   return true;
 }
@@ -179,7 +243,7 @@ void Streamer::run() {
     bool stopping, flush;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      auto until = has_chunk_ ? std::min(next_flush, next_try) : next_flush;
+      auto until = !queue_.empty() ? std::min(next_flush, next_try) : next_flush;
       cv_.wait_until(lk, until, [&] { return stop_ || flush_req_; });
       stopping = stop_;
       flush = flush_req_ || Clock::now() >= next_flush;
@@ -187,17 +251,20 @@ void Streamer::run() {
     }
     if (stopping) return;
     if (given_up_) continue;
-    if (!has_chunk_ && flush) {
-      build_chunk(unix_now_ns());
+    if (queue_.empty() && flush) {
+      build_chunks(unix_now_ns());
       next_flush = after(s_.opt.flush_interval);
     }
-    if (has_chunk_ && Clock::now() >= next_try) {
+    // Every chunk of the delta in a row, unless stop is asked (finish sends the rest).
+    while (!queue_.empty() && Clock::now() >= next_try) {
       if (send_chunk()) {
         backoff_ = 0.25;
       } else {
         next_try = after(backoff_);
         backoff_ = std::min(backoff_ * 2, 30.0);
       }
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stop_) return;
     }
   }
 }
@@ -208,31 +275,54 @@ void Streamer::finish(Summary& sum) {
     stop_ = true;
   }
   cv_.notify_all();
-  // The last chunk and the finish call, on a thread of their own so the
+  // The last chunks and the finish call, on a thread of their own so the
   // bounded wait is the only thing the Lua thread sees: past the deadline
   // the request in flight is cut (a server that accepts and never answers).
-  const auto deadline = after(kFinishSeconds);
+  const auto t0 = Clock::now();
+  std::atomic<double> allowed{kFinishSeconds};
+  auto deadline = [&] { return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(allowed.load())); };
   std::atomic<bool> done{false};
   std::thread last([&] {
     if (th_.joinable()) th_.join();
     double wait = 0.1;
     bool built = false;
     while (!given_up_) {
-      if (!has_chunk_) {
+      if (queue_.empty()) {
         if (built) break;
-        build_chunk(unix_now_ns());
+        build_chunks(unix_now_ns());
         built = true;
-        if (!has_chunk_) break;
+        // More to send, more time: one second per MiB, within the cap.
+        allowed.store(std::min(kFinishMaxSeconds, kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20)));
+        if (queue_.empty()) break;
       }
-      if (send_chunk()) continue;
-      if (given_up_ || aborted_.load() || after(wait) >= deadline) break;
+      if (send_chunk()) {
+        // A server that answers keeps the wait going (it is slow, not
+        // stalled): time for the next chunk's own timeout, within the cap.
+        double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+        double next = queue_.empty() ? 0 : timeout_for(queue_.front().body.size());
+        allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + next + 0.5)));
+        continue;
+      }
+      if (given_up_ || aborted_.load() || after(wait) >= deadline()) break;
       std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       wait *= 2;
     }
-    if (!given_up_ && !has_chunk_ && (run_id_ >= 0 || create_run())) finish_run(sum);
+    // The server closes the run over everything it was sent: the finish
+    // request's timeout (and the wait for it) grow with that too.
+    const double finish_secs = timeout_for(bytes_sent_ / 8);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + finish_secs + 0.5)));
+    set_timeouts(bytes_sent_ / 8);
+    wait = 0.1;
+    while (!given_up_ && queue_.empty() && !aborted_.load() && (run_id_ >= 0 || create_run())) {
+      if ((finished_ = finish_run(sum)) || given_up_ || after(wait) >= deadline()) break;
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      wait *= 2;
+    }
+    if (finished_ && s_.opt.sources) send_sources();
     done.store(true);
   });
-  while (!done.load() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!done.load() && Clock::now() < deadline()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!done.load()) {
     aborted_.store(true);
     cli_->stop();
@@ -240,13 +330,16 @@ void Streamer::finish(Summary& sum) {
   last.join();
   sum.chunks_sent = chunks_sent_;
   sum.run_url = run_url_;
-  if (has_chunk_ || given_up_ || run_id_ < 0) {
+  if (!queue_.empty() || given_up_ || run_id_ < 0) {
     sum.stream_error = error_.empty() ? "not delivered" : error_;
     write_fallback(sum);
+  } else if (!finished_) {
+    // Every chunk arrived, but the run stays "live" on the server.
+    sum.stream_error = "the run was not marked finished on the server: " + (error_.empty() ? "no answer" : error_);
   }
 }
 
-void Streamer::finish_run(const Summary& sum) {
+bool Streamer::finish_run(const Summary& sum) {
   nlohmann::json st;
   st["wall_ns"] = sum.wall_ns;
   st["clock_ns"] = sum.clock_ns;
@@ -262,10 +355,21 @@ void Streamer::finish_run(const Summary& sum) {
   j["stats"] = st;
   int status = 0;
   std::string answer;
-  post("/api/runs/" + std::to_string(run_id_) + "/finish", j.dump(), "application/json", status, answer);
+  return post("/api/runs/" + std::to_string(run_id_) + "/finish", j.dump(), "application/json", status, answer);
 }
 
-// Undelivered = everything not yet put in a chunk, plus the chunk in flight.
+void Streamer::send_sources() {
+  std::string body = s_.source_files.json();
+  if (body.empty()) return;
+  int status = 0;
+  std::string answer;
+  if (!post("/api/runs/" + std::to_string(run_id_) + "/sources", body, "application/json", status, answer) ||
+      status != 200)
+    error_ = "sources not stored (" + std::to_string(status) + ")";
+}
+
+// Undelivered = everything not yet put in a chunk, plus the chunks not acknowledged.
+// Written as folded files (bounded like every output file).
 void Streamer::write_fallback(Summary& sum) {
   const Tree& t = s_.tree;
   const int nm = t.nmetrics();
@@ -277,20 +381,25 @@ void Streamer::write_fallback(Summary& sum) {
       std::size_t k = static_cast<std::size_t>(i) * nm + m;
       left[k] = t.value(i, m) - sent_[k];
     }
-  if (has_chunk_)
-    for (const auto& [node, vals] : chunk_deltas_)
+  for (const Pending& p : queue_)
+    for (const auto& [node, vals] : p.deltas)
       for (int m = 0; m < nm; ++m) left[static_cast<std::size_t>(node) * nm + m] += vals[static_cast<std::size_t>(m)];
   std::string base = s_.opt.output.empty() ? "luaflame-" + std::to_string(getpid()) + ".folded" : s_.opt.output;
-  if (base.size() > 7 && base.compare(base.size() - 7, 7, ".folded") == 0) base.resize(base.size() - 7);
+  for (std::string_view ext : {".folded", ".svg", ".json", ".pb.gz"})
+    if (base.size() > ext.size() && base.compare(base.size() - ext.size(), ext.size(), ext) == 0)
+      base.resize(base.size() - ext.size());
   base += ".undelivered.folded";
+  const uint64_t limit = output_limit(base, static_cast<uint64_t>(s_.opt.max_output));
+  OutTree out = snapshot(
+      t, s_.names, [&](uint32_t i, int m) { return left[static_cast<std::size_t>(i) * nm + m]; },
+      [&](std::size_t len, std::string_view name) { return node_cost(Format::folded, nm, len, name); }, limit);
   bool wrote = false;
   for (int m = 0; m < nm; ++m) {
     std::string path = output_path(base, s_.metrics[static_cast<std::size_t>(m)], m == 0);
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) continue;
-    write_folded(t, s_.names, [&](uint32_t i) { return left[static_cast<std::size_t>(i) * nm + m]; },
-                 [&](const std::string& line) { std::fwrite(line.data(), 1, line.size(), f); });
-    wrote = std::fclose(f) == 0 || wrote;
+    OutFile f(path, limit);
+    if (f.ok()) write_folded_file(out, m, f);
+    if (f.commit()) wrote = true;
+    else sum.file_errors.push_back(path + ": " + f.error());
   }
   if (wrote) sum.fallback_file = base;
 }

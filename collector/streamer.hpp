@@ -1,15 +1,20 @@
 // The streamer: a background thread that sends the call tree's deltas to
 // luaflame-server as wire chunks (wire/include/luaflame/wire.hpp), every
 // flush_interval and at stop. It never blocks the Lua thread: it only reads
-// the tree (see tree.hpp). One chunk is in flight at a time and keeps its
-// seq until acknowledged, so a retry never counts twice and the buffer is
-// bounded (one chunk; the rest waits in the tree). What cannot be
-// delivered by the end goes to a local folded file.
+// the tree (see tree.hpp). A delta is cut into chunks of at most kChunkNodes
+// nodes (plus the ancestors of the first, so each chunk stands alone: the
+// nodes are taken in depth-first order, where every parent outside a run of
+// nodes is an ancestor of the run's first node). Chunks go one at a time,
+// each keeping its seq until acknowledged, so a retry never counts twice;
+// the timeouts grow with the chunk. What cannot be delivered by the end
+// goes to a local folded file; a run the server did not mark finished is
+// reported as an error.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,8 +31,13 @@ class Session;
 
 class Streamer {
  public:
-  /// Seconds the final flush may take at stop before giving up.
-  static constexpr double kFinishSeconds = 3.0;
+  /// Seconds the final flush may take at stop before giving up, plus one
+  /// per MiB still to send; each chunk the server acknowledges extends the
+  /// wait by the next one's timeout (at most kFinishMaxSeconds in all), so a
+  /// stalled server is cut early and a slow one is given the time it needs.
+  static constexpr double kFinishSeconds = 3.0, kFinishMaxSeconds = 30.0;
+  /// Nodes with values per chunk (a chunk also carries its first node's ancestors).
+  static constexpr uint32_t kChunkNodes = 16384;
 
   explicit Streamer(Session& s);
   ~Streamer();
@@ -42,9 +52,13 @@ class Streamer {
  private:
   void run();
   bool create_run();
-  void build_chunk(uint64_t until_ns);
+  void build_chunks(uint64_t until_ns);
   bool send_chunk();
-  void finish_run(const Summary& sum);
+  bool finish_run(const Summary& sum);
+  static double timeout_for(std::size_t body_bytes);  ///< seconds a request of this size may take
+  void set_timeouts(std::size_t body_bytes);
+  std::size_t queued_bytes() const;
+  void send_sources();  ///< option `sources`: POST /api/runs/ID/sources (best effort)
   void write_fallback(Summary& sum);
   bool post(const std::string& path, const std::string& body, const char* type, int& status,
             std::string& answer);
@@ -58,16 +72,20 @@ class Streamer {
   std::string uuid_;
   long long run_id_ = -1;
   std::string run_url_;
-  uint64_t seq_ = 0;
+  uint64_t seq_ = 0;             ///< the next chunk's seq
   uint64_t last_until_ = 0;
   std::vector<uint64_t> sent_;  ///< node * nmetrics: values put into chunks so far
-  bool has_chunk_ = false;      ///< a chunk waits for its acknowledgement
-  std::string chunk_body_;
-  std::vector<std::pair<uint32_t, std::vector<uint64_t>>> chunk_deltas_;  ///< its nodes and values
+  struct Pending {
+    std::string body;  ///< the encoded chunk (its seq fixed)
+    std::vector<std::pair<uint32_t, std::vector<uint64_t>>> deltas;  ///< its tree nodes and values
+  };
+  std::deque<Pending> queue_;   ///< built, not yet acknowledged; the front is in flight
+  bool finished_ = false;       ///< the server answered the finish request
   bool given_up_ = false;       ///< a 4xx answer: the server will not take this run
   std::atomic<bool> aborted_{false};  ///< the final wait ran out
   std::string error_;
   uint64_t chunks_sent_ = 0;
+  std::size_t bytes_sent_ = 0;  ///< chunk bodies acknowledged
   double backoff_ = 0.25;
 };
 

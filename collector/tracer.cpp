@@ -10,8 +10,6 @@
 //  - coroutines: every thread has its own shadow stack, hung under the frame
 //    that resumed it; time while suspended goes to whatever runs instead.
 // The collector's own time in the hook is measured and not charged.
-#include <x86intrin.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -23,32 +21,20 @@ namespace lfc {
 
 namespace {
 
-// Lua 5.4 object layouts (lobject.h, lstate.h) for the fast identity path;
-// every read is checked against lua_getinfo once before it is trusted.
-constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;  // LUA_VLCL | BIT_ISCOLLECTABLE
-constexpr unsigned char kTagLightC = 0x16;             // LUA_VLCF
-constexpr unsigned char kTagCClosure = 0x26 | 0x40;    // LUA_VCCL | BIT_ISCOLLECTABLE
-constexpr std::size_t kClosureFn = 24;       // LClosure.p / CClosure.f
-constexpr std::size_t kProtoLine = 44;       // Proto.linedefined, lastlinedefined at +4
-constexpr std::size_t kProtoCode = 64;       // Proto.code
-constexpr std::size_t kProtoSource = 112;    // Proto.source
-constexpr std::size_t kTStringContents = 24; // TString.contents
+// The layouts the call cache reads (luaint.hpp), checked by luaint::probe at
+// start and again against lua_getinfo on first use.
+using luaint::at;
+using luaint::func_of;
+using luaint::kClosureFn;
+using luaint::kProtoCode;
+using luaint::kProtoLine;
+using luaint::kProtoSource;
+using luaint::kTagCClosure;
+using luaint::kTagLightC;
+using luaint::kTagLuaClosure;
+using luaint::kTStringContents;
 
-template <class T>
-T at(const void* base, std::size_t off) {
-  T v;
-  std::memcpy(&v, static_cast<const char*>(base) + off, sizeof v);
-  return v;
-}
-
-// The function a CallInfo runs: its tag and its GC object or C function.
-void func_of(const void* ci, unsigned char& tag, const void*& value) {
-  const void* func = at<const void*>(ci, 0);  // CallInfo.func -> StackValue
-  value = at<const void*>(func, 0);           // TValue.value_
-  tag = at<unsigned char>(func, 8);           // TValue.tt_
-}
-
-bool cpu_has(const char* flag) {
+[[maybe_unused]] bool cpu_has(const char* flag) {
   FILE* f = std::fopen("/proc/cpuinfo", "r");
   if (!f) return false;
   char line[4096];
@@ -70,12 +56,20 @@ long find_ci(const Shadow::Stack& st, const void* ci) {
 
 }  // namespace
 
+bool cycles_constant() {
+#if defined(__x86_64__) || defined(__i386__)
+  return cpu_has(" constant_tsc") && cpu_has(" nonstop_tsc");
+#else
+  return kHaveCycles;
+#endif
+}
+
 void TraceClock::init() {
-  tsc = cpu_has(" constant_tsc") && cpu_has(" nonstop_tsc");
+  tsc = cycles_constant();
   if (!tsc) return;
   // Ticks per nanosecond over ~2 ms of CLOCK_MONOTONIC.
-  uint64_t n0 = now_ns(), t0 = __rdtsc(), n1, t1;
-  do { n1 = now_ns(); t1 = __rdtsc(); } while (n1 - n0 < 2000000);
+  uint64_t n0 = now_ns(), t0 = read_cycles(), n1, t1;
+  do { n1 = now_ns(); t1 = read_cycles(); } while (n1 - n0 < 2000000);
   if (t1 <= t0) { tsc = false; return; }
   mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) * 4294967296.0);
 }
@@ -172,6 +166,9 @@ void Session::unwind(Shadow::Stack& st, const void* ci, int ev) {
 void Session::measure_hook(uint64_t t0) {
   const uint64_t d = tclock.now() - t0;
   hook_sampled += d;
+  // For the report: a measurement the thread was preempted in (wall ticks)
+  // is left out rather than clipped; no hook event takes 100 us of CPU.
+  if (tclock.to_ns(d) < 100000) { hook_kept += d; ++hook_kept_n; }
   if (hook_sampled_n++ < 8) hook_est = hook_sampled / hook_sampled_n;
   else hook_est += (static_cast<int64_t>(std::min(d, 4 * hook_est + 64)) - static_cast<int64_t>(hook_est)) / 16;
 }
@@ -284,7 +281,7 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   } else {
     return false;
   }
-  const uint64_t t0 = __rdtsc();  // trace_fast_ok: the TSC is the clock
+  const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
   if (t0 > last_tick) {
     const uint64_t dt = t0 - last_tick;
     Tree::bump(top[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
@@ -320,7 +317,7 @@ void Session::hook(lua_State* L, lua_Debug* ar) {
   const int ev = ar->event;
   if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (armed || prev_hook) hook_rest(L, ar, ev);
+  if (armed || prev_hook || !chained.empty()) hook_rest(L, ar, ev);
 }
 
 void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {

@@ -5,9 +5,14 @@ namespace lfc {
 
 namespace {
 constexpr uint64_t kEmpty = ~0ull;
+constexpr int kFrameBits = 20, kKeyBits = 42;
+constexpr uint64_t kKeyMask = (1ull << kKeyBits) - 1;
+static_assert(Tree::kMaxNodes <= (1u << (kKeyBits - kFrameBits)) && FrameNames::kMax <= (1u << kFrameBits),
+              "node and frame numbers must fit the map's packed slots");
 
 inline uint64_t key_of(uint32_t parent, uint32_t frame) {
-  return (static_cast<uint64_t>(parent) << 32) | frame;
+  if (frame >= (1u << kFrameBits)) frame = (1u << kFrameBits) - 1;  // never: frames are < FrameNames::kMax
+  return (static_cast<uint64_t>(parent) << kFrameBits) | frame;
 }
 
 inline std::size_t hash_of(uint64_t k) {
@@ -39,8 +44,7 @@ uint32_t FrameNames::add(std::string name) {
 
 Tree::Tree(int nmetrics)
     : nm_(nmetrics > 0 ? nmetrics : 1), blocks_(new Block*[(kMaxNodes >> kBits) + 1]()) {
-  keys_.assign(1024, kEmpty);
-  slots_.assign(1024, 0);
+  map_.assign(1024, kEmpty);
   make(0, kNoFrame);  // the root
 }
 
@@ -53,7 +57,7 @@ uint32_t Tree::make(uint32_t parent, uint32_t frame) {
   Block*& b = blocks_[i >> kBits];
   if (!b) {
     b = new Block;
-    b->values.reset(new std::atomic<uint64_t>[static_cast<std::size_t>(nm_) << kBits]());
+    b->values.reset(new std::atomic<uint64_t>[static_cast<std::size_t>(nm_ + 1) << kBits]());
   }
   b->parent[i & kMask] = parent;
   b->frame[i & kMask] = frame;
@@ -62,44 +66,50 @@ uint32_t Tree::make(uint32_t parent, uint32_t frame) {
 }
 
 void Tree::grow_map() {
-  std::vector<uint64_t> keys(keys_.size() * 2, kEmpty);
-  std::vector<uint32_t> slots(keys.size(), 0);
-  const std::size_t mask = keys.size() - 1;
-  for (std::size_t i = 0; i < keys_.size(); ++i) {
-    if (keys_[i] == kEmpty) continue;
-    std::size_t h = hash_of(keys_[i]) & mask;
-    while (keys[h] != kEmpty) h = (h + 1) & mask;
-    keys[h] = keys_[i];
-    slots[h] = slots_[i];
+  std::vector<uint64_t> map(map_.size() * 2, kEmpty);
+  const std::size_t mask = map.size() - 1;
+  for (uint64_t slot : map_) {
+    if (slot == kEmpty) continue;
+    std::size_t h = hash_of(slot & kKeyMask) & mask;
+    while (map[h] != kEmpty) h = (h + 1) & mask;
+    map[h] = slot;
   }
-  keys_.swap(keys);
-  slots_.swap(slots);
+  map_.swap(map);
 }
 
 uint32_t Tree::child(uint32_t parent, uint32_t frame) {
+  // The parent's last child: frame in bits 0-19, node above (0: none yet;
+  // a child is never node 0). Only this thread reads or writes the word.
+  std::atomic<uint64_t>& last = val(parent, nm_);
+  const uint64_t w = last.load(std::memory_order_relaxed);
+  const uint64_t fbits = frame < (1u << kFrameBits) ? frame : (1u << kFrameBits) - 1;
+  if (w && (w & ((1u << kFrameBits) - 1)) == fbits) return static_cast<uint32_t>(w >> kFrameBits);
+  const uint32_t node = lookup(parent, frame);
+  last.store(fbits | (static_cast<uint64_t>(node) << kFrameBits), std::memory_order_relaxed);
+  return node;
+}
+
+uint32_t Tree::lookup(uint32_t parent, uint32_t frame) {
   const uint64_t k = key_of(parent, frame);
-  std::size_t mask = keys_.size() - 1;
+  const std::size_t mask = map_.size() - 1;
   std::size_t h = hash_of(k) & mask;
-  while (keys_[h] != kEmpty) {
-    if (keys_[h] == k) return slots_[h];
-    h = (h + 1) & mask;
-  }
+  for (uint64_t slot; (slot = map_[h]) != kEmpty; h = (h + 1) & mask)
+    if ((slot & kKeyMask) == k) return static_cast<uint32_t>(slot >> kKeyBits);
   if (count_.load(std::memory_order_relaxed) >= kMaxNodes - 1) {
     // Out of room: everything new lands in one overflow node under the root.
     if (!overflow_node_) overflow_node_ = make(0, overflow_frame);
     return overflow_node_;
   }
   uint32_t node = make(parent, frame);
-  keys_[h] = k;
-  slots_[h] = node;
-  if (++used_ * 2 > keys_.size()) grow_map();
+  map_[h] = k | (static_cast<uint64_t>(node) << kKeyBits);
+  if (++used_ * 2 > map_.size()) grow_map();
   return node;
 }
 
 std::size_t Tree::memory_bytes() const {
   std::size_t blocks = (size() >> kBits) + 1;
-  return blocks * (sizeof(Block) + (static_cast<std::size_t>(nm_) << kBits) * 8) +
-         keys_.capacity() * 8 + slots_.capacity() * 4 + ((kMaxNodes >> kBits) + 1) * sizeof(void*);
+  return blocks * (sizeof(Block) + (static_cast<std::size_t>(nm_ + 1) << kBits) * 8) +
+         map_.capacity() * 8 + ((kMaxNodes >> kBits) + 1) * sizeof(void*);
 }
 
 }  // namespace lfc

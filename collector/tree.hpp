@@ -49,6 +49,9 @@ class Tree {
   Tree& operator=(const Tree&) = delete;
 
   /// The child of `parent` for `frame`, created on first use (Lua thread).
+  /// Each node remembers its last child looked up, in a word beside its
+  /// values (a line the tracer has just written): a loop calling the same
+  /// function again skips the map and its cache miss.
   uint32_t child(uint32_t parent, uint32_t frame);
   /// Adds to a node's self value of metric column `m` (Lua thread).
   void add(uint32_t node, int m, uint64_t v) {
@@ -81,19 +84,23 @@ class Tree {
     std::unique_ptr<std::atomic<uint64_t>[]> values;
   };
   Block* block(uint32_t n) const { return blocks_[n >> kBits]; }
+  // A node's row: its nm_ values, then its last-child word (see child()).
   std::atomic<uint64_t>& val(uint32_t n, int m) {
-    return block(n)->values[static_cast<std::size_t>(n & kMask) * nm_ + m];
+    return block(n)->values[static_cast<std::size_t>(n & kMask) * (nm_ + 1) + m];
   }
   uint32_t make(uint32_t parent, uint32_t frame);
+  uint32_t lookup(uint32_t parent, uint32_t frame);  ///< the map, creating on a miss
   void grow_map();
 
   int nm_;
   std::unique_ptr<Block*[]> blocks_;
   std::atomic<uint32_t> count_{0};
   uint32_t overflow_node_ = 0;
-  // Open-addressing map (parent, frame) -> node; Lua thread only.
-  std::vector<uint64_t> keys_;
-  std::vector<uint32_t> slots_;
+  // Open-addressing map (parent, frame) -> node; Lua thread only. One
+  // 64-bit word per slot (key and node together: one cache miss per probe
+  // on the tracer's uncached calls): bits 0-41 parent << 20 | frame, bits
+  // 42-63 the node (parents and nodes < kMaxNodes = 2^22, frames < 2^20).
+  std::vector<uint64_t> map_;
   std::size_t used_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #   scripts/install-deps.sh          build and runtime dependencies
 #   scripts/install-deps.sh --test   also what the test suite needs (chromium,
 #                                    docker-compose, valgrind, playwright-core)
+#   scripts/install-deps.sh --lint   also clang-tidy and clang-format (.ci/lint.sh)
 # Idempotent: safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,12 +11,25 @@ cd "$(dirname "$0")/.."
 build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
             ca-certificates curl)
+# The PostgreSQL store: libpq to build it; with --test, PostgreSQL itself (the tests start
+# their own) and nginx (the load balancer of the compose profile, tested on the host).
+pg_pkgs=(libpq-dev)
+pg_test_pkgs=(postgresql nginx)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
+fuzz_pkgs=(clang libfuzzer-14-dev)  # .ci/fuzz.sh (scripts/install-deps.sh --fuzz)
+cli_pkgs=(libcli11-dev)                  # argument parsing of every `luaflame` subcommand
+lint_pkgs=(clang-tidy clang-format)      # .ci/lint.sh (scripts/install-deps.sh --lint)
+
+bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson)  # bench/real: real programs under luaflame
+
 pprof_pkgs=(protobuf-compiler libprotobuf-dev)  # pprof codec (engine/proto)
 pprof_test_pkgs=(golang-go)                     # go tool pprof, runtime/pprof in the tests
 
-want=("${build_pkgs[@]}" "${pprof_pkgs[@]}")
-[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+want=("${build_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}" "${pprof_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${bench_real_pkgs[@]}")
+[ "${1:-}" = "--fuzz" ] && want+=("${fuzz_pkgs[@]}")
+[ "${1:-}" = "--lint" ] && want+=("${lint_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${pprof_test_pkgs[@]}")
 
 missing=()

@@ -7,6 +7,10 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -15,6 +19,7 @@
 #include "config.hpp"
 #include "metrics.hpp"
 #include "render.hpp"
+#include "sandwich.hpp"
 #include "store.hpp"
 
 namespace lfs {
@@ -26,14 +31,36 @@ struct App {
   SvgCache cache;
   TreeCache trees{2000000};  ///< loaded trees of finished runs, at most 2M nodes in all
   TableCache tables{16u << 20};  ///< function tables of finished runs (details, /functions), 16 MiB
+  PathCache paths{128u << 20};  ///< flat stacks of finished runs for sandwiches (issue 17), 128 MiB
   Metrics metrics;
+  /// Paths of the routes that take a body (add_body_route): a body sent
+  /// anywhere else is refused before a byte of it is read or decoded.
+  std::vector<std::regex> body_routes;
+  /// Called when a write failed because the disk is full (main releases the
+  /// disk reserve so that deletes and retention can run).
+  std::function<void()> on_disk_full;
   explicit App(Config c, Store* s) : cfg(std::move(c)), store(s), cache(cfg.cache_bytes) {}
-  /// Drops everything cached about a deleted run.
+  /// Drops everything cached about a deleted run, and its source texts.
   void forget(int64_t run) {
     cache.forget(run);
     trees.forget(run);
     tables.forget(run);
+    paths.forget(run);
+    forget_sources(run);
   }
+  /// Source texts of runs (issue 17): opened at first use, `cfg.data_dir`/sources.db.
+  /// A store other than SQLite may set `sources_override` before serving.
+  SourceStore& sources() {
+    if (sources_override) return *sources_override;
+    std::call_once(sources_once_, [this] { sources_ = open_sqlite_sources(cfg.data_dir); });
+    return *sources_;
+  }
+  SourceStore* sources_override = nullptr;
+
+ private:
+  void forget_sources(int64_t run);  // handlers_views.cpp
+  std::once_flag sources_once_;
+  std::unique_ptr<SourceStore> sources_;
 };
 
 /// A refusal with a status and a JSON body {"error": message, ...extra}.
@@ -60,6 +87,11 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
                     bool multipart = false);
 /// The request carries the token (always true without --token).
 bool authorized(const App& app, const httplib::Request& req);
+/// The origin of this server's own pages: --public-url, else http://HOST.
+std::string own_origin(const App& app, const httplib::Request& req);
+/// A write to refuse as cross-site (CSRF, see cross_site_simple_write): no --token is set and a
+/// browser sent it from a page that is neither this server's nor one of --cors-origin's.
+bool cross_site_refused(const App& app, const httplib::Request& req);
 /// Sends the response already in `res`, then closes the connection (for
 /// refusals that leave the body unread).
 void close_after_response(httplib::Response& res);
@@ -67,6 +99,7 @@ void close_after_response(httplib::Response& res);
 void setup_write_routes(httplib::Server& svr, App& app);
 void setup_read_routes(httplib::Server& svr, App& app);
 void setup_web_routes(httplib::Server& svr, App& app);
+void setup_view_routes(httplib::Server& svr, App& app);  ///< sandwich, source, sources (issue 17)
 
 // Helpers.
 void send_json(httplib::Response& res, int status, const nlohmann::json& body);

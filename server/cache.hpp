@@ -1,5 +1,5 @@
-// A memory LRU of rendered SVGs of finished runs (finished runs never
-// change, so an entry is valid until the run is deleted), bounded in bytes.
+// The server's memory caches: one LRU (RunLru) of values made from finished
+// runs, for rendered SVGs here and for trees and function tables (render.hpp).
 #pragma once
 
 #include <cstdint>
@@ -25,30 +25,40 @@ struct Payload {
   mutable std::string gz_;
 };
 
-class SvgCache {
+/// The server's one LRU: shared, immutable values made from one run (or two,
+/// for a comparison), bounded by a cost (bytes, tree nodes) that `Cost` gives;
+/// thread-safe. A value costing more than 1/`largest` of the budget is not
+/// kept, so one huge entry never flushes the rest. Finished runs never change,
+/// so an entry stays valid until its run is deleted (forget()).
+template <class T, std::size_t (*Cost)(const T&)>
+class RunLru {
  public:
-  explicit SvgCache(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+  using Ptr = std::shared_ptr<const T>;
+  RunLru(std::size_t max_cost, std::size_t largest) : max_cost_(max_cost), largest_(largest) {}
 
-  /// The cached body for `key`, or null.
-  std::shared_ptr<const Payload> get(const std::string& key) {
+  /// The value for `key`, or null; a hit becomes the most recent entry.
+  Ptr get(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(key);
-    if (it == index_.end()) { ++misses_; return nullptr; }
+    if (it == index_.end()) {
+      ++misses_;
+      return nullptr;
+    }
     order_.splice(order_.begin(), order_, it->second);
     ++hits_;
-    return it->second->body;
+    return it->second->value;
   }
 
-  /// Keeps `body` for `key`, made from `run` (and `run2`, for a comparison of two runs).
-  void put(int64_t run, const std::string& key, std::shared_ptr<const Payload> body, int64_t run2 = -1) {
+  /// Keeps `value` for `key`, made from `run` (and `run2`, for a comparison of two runs).
+  void put(int64_t run, const std::string& key, Ptr value, int64_t run2 = -1) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (body->size() > max_bytes_ / 4) return;  // one huge graph must not flush the rest
+    if (Cost(*value) > max_cost_ / largest_) return;
     auto it = index_.find(key);
     if (it != index_.end()) drop(it->second);
-    order_.push_front({run, run2, key, std::move(body)});
+    order_.push_front({run, run2, key, std::move(value)});
     index_[key] = order_.begin();
-    bytes_ += order_.front().body->size();
-    while (bytes_ > max_bytes_ && !order_.empty()) drop(std::prev(order_.end()));
+    cost_ += Cost(*order_.front().value);
+    while (cost_ > max_cost_ && !order_.empty()) drop(std::prev(order_.end()));
   }
 
   /// Forgets every entry made from `run` (deleted).
@@ -63,27 +73,36 @@ class SvgCache {
 
   uint64_t hits() const { std::lock_guard<std::mutex> l(mu_); return hits_; }
   uint64_t misses() const { std::lock_guard<std::mutex> l(mu_); return misses_; }
-  std::size_t bytes() const { std::lock_guard<std::mutex> l(mu_); return bytes_; }
+  std::size_t cost() const { std::lock_guard<std::mutex> l(mu_); return cost_; }  ///< sum of Cost over entries
 
  private:
   struct Entry {
     int64_t run;
     int64_t run2;  ///< the other run of a comparison, or -1
     std::string key;
-    std::shared_ptr<const Payload> body;
+    Ptr value;
   };
-  void drop(std::list<Entry>::iterator it) {
-    bytes_ -= it->body->size();
+  void drop(typename std::list<Entry>::iterator it) {
+    cost_ -= Cost(*it->value);
     index_.erase(it->key);
     order_.erase(it);
   }
 
   mutable std::mutex mu_;
-  std::size_t max_bytes_;
-  std::size_t bytes_ = 0;
+  std::size_t max_cost_, largest_;
+  std::size_t cost_ = 0;
   uint64_t hits_ = 0, misses_ = 0;
-  std::list<Entry> order_;
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+  std::list<Entry> order_;  // most recent first
+  std::unordered_map<std::string, typename std::list<Entry>::iterator> index_;
+};
+
+inline std::size_t payload_bytes(const Payload& p) { return p.size(); }
+
+/// Rendered SVGs of finished runs (and comparisons), bounded in bytes.
+class SvgCache : public RunLru<Payload, payload_bytes> {
+ public:
+  explicit SvgCache(std::size_t max_bytes) : RunLru(max_bytes, 4) {}
+  std::size_t bytes() const { return cost(); }
 };
 
 }  // namespace lfs

@@ -1,8 +1,11 @@
 // Parsing of flags and LUAFLAME_* variables into Config. One table drives
 // both, so a flag and its variable can never disagree.
 #include "config.hpp"
+#include "store.hpp"
 
+#include <cctype>
 #include <cerrno>
+#include <fstream>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -48,6 +51,31 @@ std::string set_listen(Config& c, const std::string& v) {
   return {};
 }
 
+// A secret from a file (its first line, without trailing spaces): keeps it out of `ps`.
+Setter file_setter(std::string Config::*field, const char* name) {
+  return [field, name](Config& c, const std::string& path) -> std::string {
+    std::ifstream in(path);
+    std::string line;
+    if (!in || !std::getline(in, line)) return std::string(name) + ": cannot read '" + path + "'";
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (line.empty()) return std::string(name) + ": '" + path + "' is empty";
+    c.*field = line;
+    return {};
+  };
+}
+
+std::string set_public_url(Config& c, const std::string& v) {
+  std::string u = v;
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  auto scheme = u.find("://");
+  bool ok = (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0) && u.size() > scheme + 3 &&
+            u.find('/', scheme + 3) == std::string::npos;
+  for (unsigned char ch : u) ok = ok && ch > 0x20 && ch < 0x7f;
+  if (!ok) return "--public-url wants http(s)://HOST[:PORT] without a path, got '" + v + "'";
+  c.public_url = u;
+  return {};
+}
+
 template <class T>
 Setter size_setter(T Config::*field, const char* name) {
   return [field, name](Config& c, const std::string& v) -> std::string {
@@ -79,6 +107,14 @@ const std::vector<Option>& options() {
          c.data_dir = v;
          return {};
        }},
+      {"--store", "LUAFLAME_STORE",
+       "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB (shared by several servers) or sqlite:DIR"
+       " (default: SQLite in --data)",
+       [](Config& c, const std::string& v) -> std::string {
+         if (v.empty()) return "--store wants postgresql://... or sqlite:DIR";
+         c.store = v;
+         return {};
+       }},
       {"--token", "LUAFLAME_TOKEN", "writes need 'Authorization: Bearer TOKEN' (default none)",
        [](Config& c, const std::string& v) -> std::string { c.token = v; return {}; }},
       {"--cors-origin", "LUAFLAME_CORS_ORIGIN",
@@ -97,6 +133,34 @@ const std::vector<Option>& options() {
          }
          return {};
        }},
+      {"--token-file", "LUAFLAME_TOKEN_FILE", "the write token from a file's first line (kept out of ps)",
+       file_setter(&Config::token, "--token-file")},
+      {"--read-token", "LUAFLAME_READ_TOKEN", "reads need this token too (Bearer, or Basic password) (default none)",
+       [](Config& c, const std::string& v) -> std::string { c.read_token = v; return {}; }},
+      {"--read-token-file", "LUAFLAME_READ_TOKEN_FILE", "the read token from a file's first line",
+       file_setter(&Config::read_token, "--read-token-file")},
+      {"--public-url", "LUAFLAME_PUBLIC_URL", "http(s)://HOST[:PORT] clients use: links and allowed Origin",
+       set_public_url},
+      {"--max-json", "LUAFLAME_MAX_JSON", "largest JSON request body (default 1M)",
+       size_setter(&Config::max_json_bytes, "--max-json")},
+      {"--max-json-depth", "LUAFLAME_MAX_JSON_DEPTH", "deepest nesting of a JSON body (default 32)",
+       int_setter(&Config::max_json_depth, "--max-json-depth", 1, 1000)},
+      {"--max-header-bytes", "LUAFLAME_MAX_HEADER_BYTES", "request line and headers, bytes (default 32K)",
+       size_setter(&Config::max_header_bytes, "--max-header-bytes")},
+      {"--max-headers", "LUAFLAME_MAX_HEADERS", "header lines per request (default 100)",
+       int_setter(&Config::max_headers, "--max-headers", 8, 10000)},
+      {"--header-timeout", "LUAFLAME_HEADER_TIMEOUT", "seconds to send a request head (default 10)",
+       int_setter(&Config::header_timeout_seconds, "--header-timeout", 1, 3600)},
+      {"--request-timeout", "LUAFLAME_REQUEST_TIMEOUT", "seconds for a whole request and its answer (default 120)",
+       int_setter(&Config::request_timeout_seconds, "--request-timeout", 1, 86400)},
+      {"--max-connections", "LUAFLAME_MAX_CONNECTIONS", "open connections in all (default 512)",
+       int_setter(&Config::max_connections, "--max-connections", 1, 900)},
+      {"--max-client-connections", "LUAFLAME_MAX_CLIENT_CONNECTIONS", "open connections per client address (default 64)",
+       int_setter(&Config::max_client_connections, "--max-client-connections", 1, 900)},
+      {"--max-client-workers", "LUAFLAME_MAX_CLIENT_WORKERS", "workers per client address (default 0 = threads/4)",
+       int_setter(&Config::max_client_workers, "--max-client-workers", 0, 256)},
+      {"--disk-reserve", "LUAFLAME_DISK_RESERVE", "space kept free for deletes when the disk fills (default 16M)",
+       size_setter(&Config::disk_reserve, "--disk-reserve")},
       {"--max-body", "LUAFLAME_MAX_BODY", "largest request body after gzip decoding (default 64M)",
        size_setter(&Config::max_body, "--max-body")},
       {"--keep-days", "LUAFLAME_KEEP_DAYS", "delete finished runs older than DAYS (default 0 = keep)",
@@ -138,6 +202,15 @@ const std::vector<Option>& options() {
        int_setter(&Config::max_stacks, "--max-stacks", 1, 1LL << 32)},
       {"--max-tags", "LUAFLAME_MAX_TAGS", "tags per run (default 32)",
        int_setter(&Config::max_tags, "--max-tags", 0, 1024)},
+      {"--resolutions", "LUAFLAME_RESOLUTIONS",
+       "time buckets of streams and their retention, WIDTH:KEEP,... (default 1s:1d,10s:1d,1m:7d,10m:7d,1h:30d,1d:30d)",
+       [](Config& c, const std::string& v) -> std::string {
+         std::vector<Resolution> r;
+         std::string err = parse_resolutions(v, r);
+         if (!err.empty()) return "--resolutions: " + err;
+         c.resolutions = v;
+         return {};
+       }},
       {"--retention-interval", "LUAFLAME_RETENTION_INTERVAL", "seconds between retention passes (default 60)",
        int_setter(&Config::retention_interval, "--retention-interval", 1, 86400)},
       {"--sync", "LUAFLAME_SYNC", "full (fsync each commit) or normal (survives kill -9, not power loss)",

@@ -15,11 +15,24 @@ struct Config {
   int port = 8080;
   /// --data / LUAFLAME_DATA: folder holding luaflame.db. Default "data".
   std::string data_dir = "data";
-  /// --token / LUAFLAME_TOKEN: when set, writes need "Authorization: Bearer TOKEN". Default none.
+  /// --store / LUAFLAME_STORE: "postgresql://..." (a database several servers share) or
+  /// "sqlite:DIR". Default "": SQLite in data_dir.
+  std::string store;
+  /// --token / LUAFLAME_TOKEN, or --token-file / LUAFLAME_TOKEN_FILE (the file's first line,
+  /// kept out of `ps`): when set, writes need "Authorization: Bearer TOKEN". Default none.
   std::string token;
   /// --cors-origin ORIGIN (repeatable; "*" = any) / LUAFLAME_CORS_ORIGIN (comma-separated): pages on
   /// these origins may read runs; their writes need the token. Default none (same origin only).
   std::vector<std::string> cors_origins;
+  /// --read-token / --read-token-file: when set, reads (the API, pages, /metrics; not /healthz)
+  /// need "Authorization: Bearer T" or HTTP Basic with T as the password (or the write token).
+  /// Default none: reads are open.
+  std::string read_token;
+  /// --public-url / LUAFLAME_PUBLIC_URL: scheme://host[:port] of the server as clients reach it,
+  /// used in returned links and as the accepted Origin of browser writes. Default: none (links
+  /// are made from --listen when it names one address, else relative; the Host header is never
+  /// trusted).
+  std::string public_url;
   /// --max-body / LUAFLAME_MAX_BODY: largest request body (after gzip decoding), bytes
   /// (suffixes K, M, G). Default 64 MiB.
   std::size_t max_body = 64u << 20;
@@ -49,6 +62,32 @@ struct Config {
   std::size_t max_depth = 1024;
   std::size_t max_stacks = 1000000;
   std::size_t max_tags = 32;
+  /// Limits on what a client controls (one source of truth: docs/server.md lists these).
+  /// --max-json / LUAFLAME_MAX_JSON: largest JSON request body (/api/streams, /finish). 1 MiB.
+  std::size_t max_json_bytes = 1u << 20;
+  /// --max-json-depth / LUAFLAME_MAX_JSON_DEPTH: deepest nesting of a JSON body. 32.
+  std::size_t max_json_depth = 32;
+  /// --max-header-bytes / LUAFLAME_MAX_HEADER_BYTES: request line + headers, bytes. 32 KiB.
+  std::size_t max_header_bytes = 32u << 10;
+  /// --max-headers / LUAFLAME_MAX_HEADERS: header lines per request. 100.
+  std::size_t max_headers = 100;
+  /// --header-timeout / LUAFLAME_HEADER_TIMEOUT: seconds to send a whole request head. 10.
+  int header_timeout_seconds = 10;
+  /// --request-timeout / LUAFLAME_REQUEST_TIMEOUT: seconds for one whole request: head, body
+  /// and the answer taken by the client. 120.
+  int request_timeout_seconds = 120;
+  /// --max-connections / LUAFLAME_MAX_CONNECTIONS: open connections in all. 512.
+  std::size_t max_connections = 512;
+  /// --max-client-connections / LUAFLAME_MAX_CLIENT_CONNECTIONS: open connections per client
+  /// address. 64.
+  std::size_t max_client_connections = 64;
+  /// --max-client-workers / LUAFLAME_MAX_CLIENT_WORKERS: workers serving one client address at a
+  /// time; 0 = a quarter of --threads (at least 1). Raise it behind a proxy, where every client
+  /// has the proxy's address. Default 0.
+  std::size_t max_client_workers = 0;
+  /// --disk-reserve / LUAFLAME_DISK_RESERVE: bytes kept preallocated next to the store and
+  /// released when the disk fills, so deletes and retention can still run. 16 MiB; 0 = none.
+  uint64_t disk_reserve = 16u << 20;
   /// --sync / LUAFLAME_SYNC: "full" (each commit fsynced: survives power loss) or "normal"
   /// (survives a crash or kill -9 of the server, not power loss; faster writes). Default full.
   bool sync_full = true;
@@ -57,6 +96,10 @@ struct Config {
   /// --stale-minutes / LUAFLAME_STALE_MINUTES: a live run with no new data for this long is marked
   /// finished (its collector died, or a Pyroscope series stopped); 0 = never. Default 60.
   int stale_minutes = 60;
+  /// --resolutions / LUAFLAME_RESOLUTIONS: time buckets of streamed runs and how long each is
+  /// kept, WIDTH:KEEP,... finest first (units s m h d; KEEP 0 = forever).
+  /// Default "1s:1d,10s:1d,1m:7d,10m:7d,1h:30d,1d:30d" (lfs::default_resolutions()).
+  std::string resolutions;
 };
 
 /// Outcome of parsing: `error` non-empty when the arguments are wrong,

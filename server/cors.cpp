@@ -8,14 +8,8 @@ namespace lfs {
 namespace {
 
 // The request comes from a page of this very server (or not from a browser).
-bool same_origin(const httplib::Request& req) {
-  if (!req.has_header("Origin")) return true;
-  std::string origin = req.get_header_value("Origin"), host = req.get_header_value("Host");
-  return !host.empty() && (origin == "http://" + host || origin == "https://" + host);
-}
-
-bool is_write(const std::string& method) {
-  return method == "POST" || method == "DELETE" || method == "PUT";
+bool same_origin(const App& app, const httplib::Request& req) {
+  return !req.has_header("Origin") || req.get_header_value("Origin") == own_origin(app, req);
 }
 
 void allow_origin(const App& app, const httplib::Request& req, httplib::Response& res) {
@@ -37,7 +31,7 @@ bool origin_allowed(const std::vector<std::string>& allowed, const std::string& 
 }
 
 bool cors_before(const App& app, const httplib::Request& req, httplib::Response& res) {
-  if (same_origin(req)) return false;
+  if (same_origin(app, req)) return false;
   const std::string origin = req.get_header_value("Origin");
   if (req.method == "OPTIONS") {
     res.status = 204;
@@ -50,18 +44,11 @@ bool cors_before(const App& app, const httplib::Request& req, httplib::Response&
     }
     return true;
   }
-  if (is_write(req.method) && (app.cfg.token.empty() || !authorized(app, req))) {
-    send_json(res, 403,
-              {{"error", "a write from another origin (" + origin +
-                             ") needs the server's token (--token) in 'Authorization: Bearer'"}});
-    close_after_response(res);  // the body was not read
-    return true;
-  }
-  return false;
+  return false;  // writes: the CSRF rule (cross_site_refused) and the token decide
 }
 
 void cors_after(const App& app, const httplib::Request& req, httplib::Response& res) {
-  if (same_origin(req) || !origin_allowed(app.cfg.cors_origins, req.get_header_value("Origin")))
+  if (same_origin(app, req) || !origin_allowed(app.cfg.cors_origins, req.get_header_value("Origin")))
     return;
   if (res.has_header("Access-Control-Allow-Origin"))
     return;  // a preflight, answered before routing

@@ -7,6 +7,8 @@
 #include "app.hpp"
 #include "luaflame/pprof.hpp"
 #include "pprof_ingest.hpp"
+#include "luaflame/diff.hpp"
+#include "luaflame/hash.hpp"
 #include "render.hpp"
 
 namespace lfs {
@@ -57,11 +59,10 @@ std::string cache_key(const httplib::Request& req) {
 }
 
 std::string etag_of(const std::string& key, const RunInfo& run) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::string_view s) { for (unsigned char c : s) h = (h ^ c) * 1099511628211ull; };
-  mix(key);
-  mix(std::to_string(run.ended_ns));
-  mix(LUAFLAME_SERVER_VERSION);
+  uint64_t h = lf::fnv1a(key);
+  h = lf::fnv1a(std::to_string(run.ended_ns), h);
+  h = lf::fnv1a(std::to_string(run.revision), h);
+  h = lf::fnv1a(LUAFLAME_SERVER_VERSION, h);
   char buf[24];
   std::snprintf(buf, sizeof buf, "\"%016llx\"", static_cast<unsigned long long>(h));
   return buf;
@@ -90,10 +91,11 @@ void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
     if (opts.inverted) opts.title += ", icicle";
   }
   if (!req.has_param("subtitle") && !view.focus.empty()) opts.subtitle = "focus: " + view.focus;
-  const bool cacheable = run.status == "finished";
+  // A live run's graph is valid until its next chunk: cached per revision too.
+  const bool cacheable = !view.flamechart || run.status == "finished";
   std::string key, etag;
   if (cacheable) {
-    key = cache_key(req);
+    key = cache_key(req) + "@" + std::to_string(run.revision);
     etag = etag_of(key, run);
     if (req.get_header_value("If-None-Match") == etag) {
       res.status = 304;
@@ -121,10 +123,13 @@ void list_runs(App& app, const httplib::Request& req, httplib::Response& res) {
     throw HttpError(422, "status is live or finished, got '" + f.status + "'");
   f.limit = int_param(req, "limit", 50, 1, 1000);
   f.offset = int_param(req, "offset", 0, 0, std::numeric_limits<int32_t>::max());
+  f.before_id = int_param(req, "cursor", 0, 0, std::numeric_limits<int64_t>::max());
   RunList list = app.store->list_runs(f);
   nlohmann::json runs = nlohmann::json::array();
   for (const RunInfo& r : list.runs) runs.push_back(run_json(r));
-  send_json(res, 200, {{"runs", runs}, {"total", list.total}, {"limit", f.limit}, {"offset", f.offset}});
+  nlohmann::json next = list.next_cursor ? nlohmann::json(list.next_cursor) : nlohmann::json(nullptr);
+  send_json(res, 200, {{"runs", runs}, {"total", list.total}, {"total_exact", list.total_exact},
+                       {"next_cursor", next}, {"limit", f.limit}, {"offset", f.offset}});
 }
 
 // GET /api/runs/{id}
@@ -151,6 +156,12 @@ void functions(App& app, const httplib::Request& req, httplib::Response& res) {
 void folded(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
+  if (req.has_param("reverse")) {  // documented in api.md; was ignored (issue 12)
+    const std::string r = req.get_param_value("reverse");
+    if (r != "0" && r != "1" && r != "true" && r != "false")
+      throw HttpError(422, "bad value for reverse: '" + r + "' (0 or 1)");
+    view.reverse = r == "1" || r == "true";
+  }
   send_text(req, res, run_folded(*app.trees.get(*app.store, run, view)), "text/plain; charset=utf-8");
   res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + "." +
                                             std::string(metric_name(view.metric)) + ".folded\"");
@@ -203,8 +214,9 @@ void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
   int64_t origin = from - from % 1000000000LL;
   std::size_t n = static_cast<std::size_t>((until - origin + step - 1) / step);
   if (n > 100000) throw HttpError(422, "step too small: more than 100000 intervals");
-  std::vector<double> values(std::max<std::size_t>(n, 1), 0.0);
-  for (const TimePoint& p : app.store->timeline(run.id, metric, origin, until)) {
+  std::vector<int64_t> values(std::max<std::size_t>(n, 1), 0);
+  for (const TimePoint& p : app.store->timeline(run.id, metric, origin, until, step)) {
+    if (p.t_ns < origin) continue;
     std::size_t i = static_cast<std::size_t>((p.t_ns - origin) / step);
     if (i < values.size()) values[i] += p.value;
   }
@@ -213,7 +225,22 @@ void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
                        {"values", values}});
 }
 
-// Base and head of a comparison: base=ID, or base_name=NAME&base_tag=K=V (latest finished).
+// head_name=NAME&head_tag=K=V: the newest run of NAME with those tags, any status
+// (what GET /api/runs?name=&tag=&limit=1 lists first), so a CI job needs one request.
+RunInfo newest_run(App& app, const httplib::Request& req) {
+  if (req.has_param("head")) throw HttpError(422, "head=ID and head_name=NAME exclude each other");
+  RunFilter f;
+  f.name = req.get_param_value("head_name");
+  if (f.name.empty()) throw HttpError(422, "head_name must not be empty");
+  f.tags = tag_params(req, "head_tag", 64);
+  f.limit = 1;
+  RunList list = app.store->list_runs(f);
+  if (list.runs.empty()) throw HttpError(404, "head_name=" + f.name + ": no run with that name and those tags");
+  return list.runs.front();
+}
+
+// Base and head of a comparison: base=ID, or base_name=NAME&base_tag=K=V
+// (latest finished); head=ID, or head_name=NAME&head_tag=K=V (newest).
 std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
   auto by_id = [&](const char* name) {
     std::string v = req.get_param_value(name);
@@ -224,8 +251,9 @@ std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
     if (!r) throw HttpError(404, std::string("no run ") + v + " (" + name + ")");
     return *r;
   };
-  if (!req.has_param("head")) throw HttpError(422, "head=ID is required");
-  RunInfo head = by_id("head");
+  if (!req.has_param("head") && !req.has_param("head_name"))
+    throw HttpError(422, "head=ID or head_name=NAME (with head_tag=K=V) is required");
+  RunInfo head = req.has_param("head_name") ? newest_run(app, req) : by_id("head");
   if (req.has_param("base")) return {by_id("base"), head};
   if (!req.has_param("base_name")) throw HttpError(422, "base=ID or base_name=NAME (with base_tag=K=V) is required");
   Tags tags = tag_params(req, "base_tag", 64);
@@ -239,6 +267,8 @@ std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
 View diff_view(const httplib::Request& req, const RunInfo& head) {
   View v;
   v.metric = metric_param(req, &head);
+  v.focus = req.get_param_value("focus");  // zoom: the same subtree of both runs
+  if (v.focus.size() > 1 << 20) throw HttpError(422, "focus path too long");
   return v;
 }
 
@@ -260,11 +290,17 @@ void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
   if (!err.empty()) throw HttpError(422, err);
   view.reverse = reverse;
   if (opts.colors == "mem") opts.colors = "lua";  // a differential graph colours by change
+  // invert=1: widths from the base, so what shrank or vanished (got faster) is wide enough
+  // to see; colours keep their meaning (red grew, blue shrank).
+  std::string inv = req.get_param_value("invert");
+  if (!inv.empty() && inv != "0" && inv != "1") throw HttpError(422, "invert is 1 or 0, got '" + inv + "'");
+  opts.differential_as_after = inv != "1";
   if (!req.has_param("title"))
     opts.title = "Differential: " + head.name + " #" + std::to_string(head.id) + " vs #" + std::to_string(base.id);
   if (!req.has_param("subtitle"))
     opts.subtitle = std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
-                    "; red grew, blue shrank";
+                    (opts.differential_as_after ? "" : ", widths of the base") + "; red grew, blue shrank" +
+                    (view.focus.empty() ? "" : "; focus: " + view.focus);
   // Two finished runs never change: their comparison is cached like a graph,
   // under both ids (a deleted run drops it) and its resolved base (base_name=).
   const bool cacheable = base.status == "finished" && head.status == "finished";
@@ -296,9 +332,7 @@ void diff_json(App& app, const httplib::Request& req, httplib::Response& res) {
   double threshold = -1;
   if (req.has_param("threshold")) {
     std::string v = req.get_param_value("threshold");
-    char* end = nullptr;
-    threshold = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !(threshold >= 0) || threshold > 100)
+    if (!lf::parse_threshold(v, threshold))
       throw HttpError(422, "threshold is percentage points from 0 to 100, got '" + v + "'");
   }
   std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 20, 1, 10000));
@@ -324,6 +358,7 @@ void setup_read_routes(httplib::Server& svr, App& app) {
   route(R"(/api/runs/([^/]+)/timeline)", "/api/runs/{id}/timeline", timeline);
   route(R"(/api/diff\.svg)", "/api/diff.svg", diff_svg);
   route(R"(/api/diff)", "/api/diff", diff_json);
+  setup_view_routes(svr, app);
 }
 
 }  // namespace lfs

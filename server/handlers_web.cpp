@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "app.hpp"
+#include "guard.hpp"
 
 namespace lfs {
 namespace {
@@ -33,6 +34,21 @@ void page(App& app, const char* file, const httplib::Request& req, httplib::Resp
   send_text(req, res, std::move(body), "text/html; charset=utf-8");
 }
 
+// Content type by the extension of a checked file name.
+std::string static_type(const std::string& file) {
+  static const std::pair<const char*, const char*> types[] = {
+      {".js", "text/javascript; charset=utf-8"}, {".mjs", "text/javascript; charset=utf-8"},
+      {".css", "text/css; charset=utf-8"},       {".html", "text/html; charset=utf-8"},
+      {".svg", "image/svg+xml"},                 {".json", "application/json"},
+      {".woff2", "font/woff2"},                  {".ico", "image/x-icon"},
+      {".png", "image/png"},                     {".txt", "text/plain; charset=utf-8"}};
+  for (const auto& [ext, type] : types) {
+    std::string_view e = ext;
+    if (file.size() >= e.size() && file.compare(file.size() - e.size(), e.size(), e) == 0) return type;
+  }
+  return "application/octet-stream";
+}
+
 }  // namespace
 
 void setup_web_routes(httplib::Server& svr, App& app) {
@@ -48,17 +64,21 @@ void setup_web_routes(httplib::Server& svr, App& app) {
     add_route(svr, app, "GET", p.pattern, p.route,
               [&app, file](const httplib::Request& req, httplib::Response& res) { page(app, file, req, res); });
   }
-  // Static files: httplib's mount point refuses paths that leave the folder and sets the content type.
-  svr.set_file_extension_and_mimetype_mapping("js", "text/javascript; charset=utf-8");
-  svr.set_file_extension_and_mimetype_mapping("mjs", "text/javascript; charset=utf-8");
-  svr.set_file_extension_and_mimetype_mapping("css", "text/css; charset=utf-8");
-  svr.set_file_extension_and_mimetype_mapping("html", "text/html; charset=utf-8");
-  svr.set_file_extension_and_mimetype_mapping("svg", "image/svg+xml");
-  svr.set_file_extension_and_mimetype_mapping("json", "application/json");
-  svr.set_file_extension_and_mimetype_mapping("woff2", "font/woff2");
-  svr.set_file_extension_and_mimetype_mapping("ico", "image/x-icon");
-  if (!svr.set_mount_point("/static", app.cfg.web_dir, {{"Cache-Control", "no-cache"}}))
-    spdlog::warn("web folder {} not found: pages will answer 404 (--web)", app.cfg.web_dir);
+  // Static files, only from inside the web folder: httplib's mount point
+  // followed symlinks out of it (/etc/passwd was served) and typed
+  // app.css%00.js as JavaScript. safe_static_path resolves symlinks and
+  // refuses NUL and control bytes; the type comes from the checked name.
+  add_route(svr, app, "GET", R"(/static/(.+))", "/static", [&app](const httplib::Request& req, httplib::Response& res) {
+    const std::string rel = req.matches[1];
+    const std::string file = safe_static_path(app.cfg.web_dir, rel);
+    std::string body;
+    if (file.empty() || !read_file(file, body)) {
+      send_json(res, 404, {{"error", "no such static file"}});
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    send_text(req, res, std::move(body), static_type(file));
+  });
 
   add_route(svr, app, "GET", R"(/healthz)", "/healthz", [&app](const httplib::Request&, httplib::Response& res) {
     StoreStats s = app.store->stats();

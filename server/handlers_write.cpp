@@ -6,12 +6,16 @@
 #include <ctime>
 
 #include "app.hpp"
+#include "guard.hpp"
 #include "ingest.hpp"
 #include "multipart.hpp"
 #include "pprof_ingest.hpp"
 
 namespace lfs {
 namespace {
+
+// The latest time accepted anywhere: 2261-12-31, well inside int64 ns.
+constexpr int64_t kMaxTimeNs = 9200000000000000000LL;
 
 lf::ParseOptions parse_options(const App& app) {
   lf::ParseOptions o;
@@ -30,11 +34,16 @@ nlohmann::json run_links(const httplib::Request& req, int64_t id) {
           {"folded", base + "/api/runs/" + sid + "/profile.folded"}};
 }
 
-nlohmann::json parse_json_body(const std::string& body, bool optional) {
-  if (body.empty() && optional) return nlohmann::json::object();
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw HttpError(400, "the body must be a JSON object");
-  return j;
+nlohmann::json parse_json_body(const App& app, const std::string& body, bool optional) {
+  return parse_json_request(body, app.cfg.max_json_bytes, app.cfg.max_json_depth, optional);
+}
+
+// A JSON whole number that fits int64 (a float or a larger number is refused:
+// a cast of 1e300 to int64 is undefined).
+int64_t json_int64(const nlohmann::json& v, const char* name) {
+  if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    return v.get<int64_t>();
+  throw HttpError(400, std::string(name) + " must be a whole number from 0 to 2^63-1");
 }
 
 // A write body: raw, or the parts of a multipart one (Pyroscope's Go and Java
@@ -73,13 +82,14 @@ void upload(App& app, const httplib::Request& req, httplib::Response& res) {
   std::size_t lines = 0;
   Body body = body_of(req);
   if (body.pprof) {  // every sample type a metric
-    batch = pprof_to_batch(body.text, body.prev, body.config, parse_options(app)).batch;
-    lines = batch.stacks.size();
+    PprofBatch pb = pprof_to_batch(body.text, body.prev, body.config, parse_options(app));
+    batch = std::move(pb.batch);
+    lines = pb.samples;
   } else {
     batch.metrics = {upload_metric(req.get_param_value("units"), req.get_param_value("metric"))};
     lines = parse_folded_batch(body.text, parse_options(app), batch);
   }
-  if (batch.stacks.empty()) throw HttpError(400, "the body holds no stacks", {{"line", 0}, {"reason", "empty input"}});
+  if (batch.nodes.empty()) throw HttpError(400, "the body holds no stacks", {{"line", 0}, {"reason", "empty input"}});
   run.source = "upload";
   run.started_ns = run.ended_ns = now_ns();
   run.metrics = batch.metrics;
@@ -91,7 +101,7 @@ void upload(App& app, const httplib::Request& req, httplib::Response& res) {
 
 // POST /api/streams  JSON {"stream", "name", "tags", "metrics", "started_ns", "hz"}
 void open_stream(App& app, const httplib::Request& req, httplib::Response& res) {
-  nlohmann::json j = parse_json_body(req.body, false);
+  nlohmann::json j = parse_json_body(app, req.body, false);
   NewRun run;
   try {
     run.stream = j.value("stream", "");
@@ -110,8 +120,14 @@ void open_stream(App& app, const httplib::Request& req, httplib::Response& res) 
       run.metrics.push_back(idx);
     }
     const char* start_key = j.contains("started_ns") ? "started_ns" : "started";
-    run.started_ns = j.contains(start_key) ? j[start_key].get<int64_t>() : now_ns();
-    run.hz = j.value("hz", 0.0);
+    run.started_ns = j.contains(start_key) ? json_int64(j[start_key], start_key) : now_ns();
+    if (j.contains("hz")) {
+      // Samples per second: positive and at most 1 MHz (a -5 or 1e300 was stored).
+      const auto& hz = j["hz"];
+      if (!hz.is_number() || !(hz.get<double>() > 0) || hz.get<double>() > 1e6)
+        throw HttpError(400, "hz must be a number of samples per second above 0 and at most 1000000");
+      run.hz = hz.get<double>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw HttpError(400, std::string("bad stream JSON: ") + e.what());
   }
@@ -119,7 +135,8 @@ void open_stream(App& app, const httplib::Request& req, httplib::Response& res) 
   check_name(run.name);
   if (run.tags.size() > app.cfg.max_tags)
     throw HttpError(400, "too many tags (at most " + std::to_string(app.cfg.max_tags) + " per run, --max-tags)");
-  if (run.started_ns < 0) throw HttpError(400, "started_ns must be Unix time in ns");
+  if (run.started_ns < 0 || run.started_ns > kMaxTimeNs)
+    throw HttpError(400, "started_ns must be Unix time in ns, from 1970 to 2261");
   run.source = "stream";
   run.finished = false;
   run.ended_ns = run.started_ns;
@@ -136,6 +153,8 @@ void append_chunk(App& app, const httplib::Request& req, httplib::Response& res)
   if (run.status != "live") throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
   Batch batch;
   lfw::Chunk chunk = decode_chunk(req.body, parse_options(app), batch);
+  if (chunk.from_ns > uint64_t(kMaxTimeNs) || chunk.until_ns > uint64_t(kMaxTimeNs))
+    throw HttpError(400, "bad chunk: from/until after the year 2261");
   int64_t now = now_ns();
   batch.from_ns = chunk.from_ns ? static_cast<int64_t>(chunk.from_ns) : now;
   batch.until_ns = chunk.until_ns ? static_cast<int64_t>(chunk.until_ns) : now;
@@ -143,14 +162,14 @@ void append_chunk(App& app, const httplib::Request& req, httplib::Response& res)
   AppendStatus st = app.store->append(run.id, static_cast<int64_t>(chunk.seq), batch);
   if (st == AppendStatus::not_found) throw HttpError(404, "no run " + std::to_string(run.id));
   if (st == AppendStatus::finished) throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
-  if (st == AppendStatus::ok) app.metrics.ingested(req.body.size(), batch.stacks.size());
+  if (st == AppendStatus::ok) app.metrics.ingested(req.body.size(), batch.nodes.size());
   send_json(res, 200, {{"seq", chunk.seq}, {"duplicate", st == AppendStatus::duplicate}});
 }
 
 // POST /api/runs/{id}/finish  optional JSON {"stats": {...}}
 void finish(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
-  nlohmann::json j = parse_json_body(req.body, true);
+  nlohmann::json j = parse_json_body(app, req.body, true);
   std::string stats;
   if (j.contains("stats")) stats = j["stats"].dump();
   if (stats.size() > 65536) throw HttpError(413, "stats larger than 64 KiB");
@@ -182,10 +201,15 @@ int64_t pyroscope_time(const httplib::Request& req, const char* name, int64_t de
   long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || n < 0)
     throw HttpError(422, std::string(name) + " must be Unix time in seconds, got '" + v + "'");
-  if (n < 100000000000LL) return n * 1000000000LL;        // seconds
-  if (n < 100000000000000LL) return n * 1000000LL;        // milliseconds
-  if (n < 100000000000000000LL) return n * 1000LL;        // microseconds
-  return n;                                               // nanoseconds
+  int64_t scale = 1;                                      // nanoseconds
+  if (n < 100000000000LL) scale = 1000000000LL;           // seconds
+  else if (n < 100000000000000LL) scale = 1000000LL;      // milliseconds
+  else if (n < 100000000000000000LL) scale = 1000LL;      // microseconds
+  // Seconds from 9,223,372,037 overflowed int64 ns (a run "started" in 1702).
+  long long ns = 0;
+  if (__builtin_mul_overflow(n, scale, &ns) || ns > kMaxTimeNs)
+    throw HttpError(422, std::string(name) + " is after the year 2261: '" + v + "'");
+  return ns;
 }
 
 // POST /ingest?name=APP.KIND{k=v}&from=&until=&format=&sampleRate=&spyName=&units=&aggregationType=
@@ -215,10 +239,11 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   batch.until_ns = until;
   std::size_t lines = 0;
   if (body.pprof) {
-    batch.stacks.clear();
     PprofBatch pb = pprof_to_batch(body.text, body.prev, body.config, parse_options(app));
-    batch.metrics = pb.batch.metrics;
-    batch.stacks = std::move(pb.batch.stacks);
+    batch.metrics = std::move(pb.batch.metrics);
+    batch.frames = std::move(pb.batch.frames);
+    batch.nodes = std::move(pb.batch.nodes);
+    batch.values = std::move(pb.batch.values);
     lines = pb.samples;
   } else {
     std::string folded = format == "lines" ? lines_to_folded(body.text) : std::string();
@@ -240,7 +265,7 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   run.metrics = batch.metrics;
   bool created = false;
   int64_t id = app.store->open_stream(run, created);
-  if (!batch.stacks.empty()) {
+  if (!batch.nodes.empty()) {
     AppendStatus st = app.store->append(id, -1, batch);
     if (st == AppendStatus::finished) throw HttpError(409, "the run of this series for that day is finished");
   }

@@ -10,15 +10,24 @@
 #include "app.hpp"
 #include "cors.hpp"
 #include "multipart.hpp"
+#include "guard.hpp"
 
 namespace lfs {
 namespace {
 
 const char* const kAcceptEncoding = "X-Luaflame-Accept-Encoding";
+const char* const kCrossSite =
+    "cross-site write refused: a page of another origin cannot write here without the token "
+    "(send Authorization: Bearer TOKEN, an X-Luaflame header, or a JSON Content-Type)";
 
 // Per request, on the worker thread that serves it.
 thread_local std::chrono::steady_clock::time_point t_start;
 thread_local const char* t_route = nullptr;
+thread_local App* t_app = nullptr;
+// The request body is gzip: its Content-Encoding header was taken away before
+// httplib could decode it (httplib 0.11 stores a body cut after a flush point
+// and refuses a second member), and add_body_route decodes it (Gunzip).
+thread_local bool t_gzip = false;
 
 bool valid_text(const std::string& s, std::size_t max) {
   if (s.size() > max) return false;
@@ -27,44 +36,17 @@ bool valid_text(const std::string& s, std::size_t max) {
   return true;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string url_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') { out += ' '; continue; }
-    if (s[i] == '%' && i + 2 < s.size()) {
-      int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
-      if (hi >= 0 && lo >= 0) { out += static_cast<char>(hi * 16 + lo); i += 2; continue; }
-    }
-    out += s[i];
-  }
-  return out;
-}
-
 // httplib splits "tag=k=v" at the last '=': re-parse the raw query, splitting
 // each parameter at its first '=' so tag=K=V and focus paths with '=' survive.
 void reparse_query(httplib::Request& req) {
-  auto q = req.target.find('?');
-  if (q == std::string::npos) return;
-  std::string_view query = std::string_view(req.target).substr(q + 1);
+  if (req.target.find('?') == std::string::npos) return;
   req.params.clear();
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view part = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (part.empty()) continue;
-    auto eq = part.find('=');
-    std::string key = url_decode(part.substr(0, eq));
-    std::string value = eq == std::string_view::npos ? std::string() : url_decode(part.substr(eq + 1));
-    req.params.emplace(std::move(key), std::move(value));
-  }
+  for (auto& kv : parse_query(req.target)) req.params.emplace(kv.first, kv.second);
+}
+
+// SQLite says "database or disk is full" (SQLITE_FULL); the OS says ENOSPC.
+bool is_disk_full(const std::string& what) {
+  return what.find("disk is full") != std::string::npos || what.find("No space left") != std::string::npos;
 }
 
 // Runs `h`, turning every exception into a JSON error.
@@ -81,8 +63,17 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in, ht
     send_json(res, e.status, body);
   } catch (const LimitError& e) {
     send_json(res, 413, {{"error", e.what()}});
+  } catch (const ValueError& e) {  // a sum over 64 bits: refused, nothing stored
+    send_json(res, 400, {{"error", e.what()}, {"reason", "value too large"}});
   } catch (const std::exception& e) {
-    spdlog::error("{} {}: {}", in.method, in.path, e.what());
+    if (is_disk_full(e.what())) {
+      spdlog::error("{} {}: disk full: {}", in.method, log_safe(in.path), e.what());
+      if (t_app && t_app->on_disk_full) t_app->on_disk_full();
+      send_json(res, 507, {{"error", std::string("insufficient storage: the disk holding the store is full (") +
+                                         e.what() + "); delete runs or free space, then retry"}});
+      return;
+    }
+    spdlog::error("{} {}: {}", in.method, log_safe(in.path), e.what());
     send_json(res, 500, {{"error", std::string("internal error: ") + e.what()}});
   } catch (...) {
     send_json(res, 500, {{"error", "internal error"}});
@@ -93,12 +84,19 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in, ht
 
 bool authorized(const App& app, const httplib::Request& req) {
   if (app.cfg.token.empty()) return true;
-  const std::string want = "Bearer " + app.cfg.token;
-  const std::string got = req.get_header_value("Authorization");
-  // Constant time in the length of the expected value.
-  unsigned diff = got.size() != want.size();
-  for (std::size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ (i < got.size() ? got[i] : 0));
-  return diff == 0;
+  return carries_token(req.get_header_value("Authorization"), app.cfg.token);
+}
+
+// The origin a same-site page of this server has: --public-url, else the
+// address the browser used (its Host), which a cross-site page cannot choose
+// for a request that carries its own Origin.
+std::string own_origin(const App& app, const httplib::Request& req) {
+  if (!app.cfg.public_url.empty()) return app.cfg.public_url;
+  return "http://" + req.get_header_value("Host");
+}
+
+bool cross_site_refused(const App& app, const httplib::Request& req) {
+  return app.cfg.token.empty() && cross_site_simple_write(req, own_origin(app, req), app.cfg.cors_origins);
 }
 
 // httplib 0.11 keeps a connection open whatever the response headers say, and
@@ -119,6 +117,56 @@ void close_after_response(httplib::Response& res) {
                              return false;  // written: now close
                            });
 }
+
+namespace {
+
+// Checks made on the head alone, before any body byte is read or decoded.
+// Returns true (and fills `res`) when the request is refused.
+bool refuse_early(const App& app, httplib::Request& req, httplib::Response& res) {
+  t_gzip = false;
+  // Ranges are ignored (a 200 with the whole body is a valid answer): on a
+  // generated body 400 ranges once built a 913 MB multipart answer.
+  req.ranges.clear();
+  auto refuse = [&](int status, const std::string& why, nlohmann::json extra = nlohmann::json::object()) {
+    extra["error"] = why;
+    send_json(res, status, extra);
+    return true;
+  };
+  if (req.get_header_value_count("Content-Length") > 1)
+    return refuse(400, "more than one Content-Length header");
+  const bool chunked = req.has_header("Transfer-Encoding");
+  if (chunked && req.has_header("Content-Length"))
+    return refuse(400, "both Content-Length and Transfer-Encoding");
+  if (chunked && ascii_lower(req.get_header_value("Transfer-Encoding")) != "chunked")
+    return refuse(400, "Transfer-Encoding '" + log_safe(req.get_header_value("Transfer-Encoding"), 64) +
+                           "' is not supported (chunked or none)");
+  if (req.has_header("Content-Encoding")) {
+    if (req.get_header_value_count("Content-Encoding") > 1) return refuse(415, "more than one Content-Encoding header");
+    std::string enc = ascii_lower(req.get_header_value("Content-Encoding"));
+    if (enc == "gzip" || enc == "x-gzip") t_gzip = true;
+    else if (enc != "identity")
+      return refuse(415, "Content-Encoding '" + log_safe(enc, 64) + "' is not supported (gzip or none)");
+    req.headers.erase("Content-Encoding");  // decoded by add_body_route, never by httplib
+  }
+  const bool has_body = chunked || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+  if (has_body) {
+    if (req.method != "POST") return refuse(400, req.method + " " + log_safe(req.path, 200) + " takes no request body");
+    bool takes = false;
+    for (const std::regex& re : app.body_routes) takes = takes || std::regex_match(req.path, re);
+    if (!takes) return refuse(404, "no such endpoint: POST " + log_safe(req.path, 200));
+  }
+  if (!app.cfg.read_token.empty() && (req.method == "GET" || req.method == "HEAD") && req.path != "/healthz") {
+    const std::string auth = req.get_header_value("Authorization");
+    if (!carries_token(auth, app.cfg.read_token) && !carries_token(auth, app.cfg.token)) {
+      res.set_header("WWW-Authenticate", "Basic realm=\"luaflame\", charset=\"UTF-8\"");
+      return refuse(401, "reads need the read token: 'Authorization: Bearer TOKEN' (or any user name and the token "
+                         "as the password)");
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -178,9 +226,13 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
                Handler h) {
   auto wrapped = [&app, route, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
     std::string m = req.method;
+    t_route = route;
     if ((m == "DELETE" || m == "POST") && !authorized(app, req)) {
-      t_route = route;
       send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+      return;
+    }
+    if ((m == "DELETE" || m == "POST") && cross_site_refused(app, req)) {
+      send_json(res, 403, {{"error", kCrossSite}});
       return;
     }
     guarded(route, h, req, res);
@@ -193,10 +245,16 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
 
 void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h,
                     bool multipart) {
+  app.body_routes.emplace_back(pattern);
   svr.Post(pattern, [&app, route, h = std::move(h), multipart](const httplib::Request& req, httplib::Response& res,
                                                                const httplib::ContentReader& reader) {
     t_route = route;
     const bool ok_token = authorized(app, req);
+    const bool cross = ok_token && cross_site_refused(app, req);
+    if (cross) {  // refused before reading: the body is not decoded
+      send_json(res, 403, {{"error", kCrossSite}});
+      return close_after_response(res);
+    }
     // httplib hands multipart bodies only to a multipart reader (the plain one
     // throws bad_function_call): read the parts where the route takes them.
     if (req.is_multipart_form_data()) {
@@ -207,6 +265,10 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
       if (!multipart) {
         send_json(res, 415, {{"error", std::string("multipart/form-data is not taken here (") + route +
                                            "); send the body as it is"}});
+        return close_after_response(res);
+      }
+      if (t_gzip) {  // the parts are read as they come: a gzip multipart body is not decoded
+        send_json(res, 415, {{"error", "a multipart/form-data body cannot be gzip-encoded; gzip the parts"}});
         return close_after_response(res);
       }
       auto& files = const_cast<httplib::Request&>(req).files;  // httplib owns req; files were empty
@@ -225,13 +287,22 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
     std::string body;
     bool too_big = false;
     std::size_t discarded = 0;
+    std::unique_ptr<Gunzip> gunzip;
+    if (t_gzip) gunzip = std::make_unique<Gunzip>(app.cfg.max_body);
+    bool bad_gzip = false;
     // The limit applies after gzip decoding (httplib decodes before this
     // receiver), so a small compressed bomb is cut off too. A refused body is
     // read on and discarded up to kDrain bytes, so that a client still sending
     // it gets the answer rather than a reset; then the connection is closed.
     constexpr std::size_t kDrain = 8u << 20;
     bool read_ok = reader([&](const char* data, std::size_t n) {
-      if (!ok_token || too_big) { discarded += n; return discarded <= kDrain; }
+      if (!ok_token || too_big || bad_gzip) { discarded += n; return discarded <= kDrain; }
+      if (gunzip) {
+        Gunzip::Status st = gunzip->feed(data, n, body);
+        if (st == Gunzip::Status::too_big) { too_big = true; std::string().swap(body); }
+        if (st == Gunzip::Status::bad) { bad_gzip = true; std::string().swap(body); }
+        return true;
+      }
       if (body.size() + n > app.cfg.max_body) {
         too_big = true;
         discarded = body.size() + n;
@@ -255,6 +326,10 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
       send_json(res, 400, {{"error", "could not read the request body (truncated, or bad Content-Encoding)"}});
       return close_after_response(res);
     }
+    if (gunzip && !gunzip->complete()) {
+      send_json(res, 400, {{"error", gunzip->error()}});
+      return bad_gzip ? close_after_response(res) : void();
+    }
     const_cast<httplib::Request&>(req).body = std::move(body);  // httplib owns req; the body was empty
     guarded(route, h, req, res);
   });
@@ -265,15 +340,19 @@ void setup(httplib::Server& svr, App& app) {
   svr.set_pre_routing_handler([&app](const httplib::Request& req, httplib::Response& res) {
     t_start = std::chrono::steady_clock::now();
     t_route = nullptr;
+    t_app = &app;
+    auto& r = const_cast<httplib::Request&>(req);  // httplib owns it, not const
+    if (refuse_early(app, r, res)) {
+      close_after_response(res);  // part of a body may be unread: never read it as the next request
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (cors_before(app, req, res)) return httplib::Server::HandlerResponse::Handled;
     // httplib's own response compression takes seconds on a large SVG: hide
     // Accept-Encoding from it; send_payload compresses (once, for cached graphs).
-    auto& r = const_cast<httplib::Request&>(req);  // httplib owns it, not const
     if (r.has_header("Accept-Encoding")) {
       r.headers.emplace(kAcceptEncoding, r.get_header_value("Accept-Encoding"));
       r.headers.erase("Accept-Encoding");
     }
-    t_route = nullptr;
     return httplib::Server::HandlerResponse::Unhandled;
   });
   svr.set_post_routing_handler(
@@ -302,7 +381,8 @@ void setup(httplib::Server& svr, App& app) {
     if (t_start == std::chrono::steady_clock::time_point{}) secs = 0;
     const char* route = t_route ? t_route : (res.status == 404 ? "unmatched" : "static");
     app.metrics.request(route, req.method, res.status, secs);
-    spdlog::info("{} {} {} {} {}B {:.2f}ms", req.remote_addr, req.method, req.path, res.status,
+    spdlog::info("{} {} {} {} {}B {:.2f}ms", req.remote_addr, log_safe(req.method, 16), log_safe(req.path),
+                 res.status,
                  res.body.empty() ? res.content_length_ : res.body.size(),
                  secs * 1e3);
     t_start = {};
@@ -355,6 +435,9 @@ int64_t time_param(const httplib::Request& req, const char* name, int64_t def) {
     throw HttpError(422, std::string("bad value for ") + name + ": '" + v +
                              "' (Unix time in ns, or in seconds when below 1e11)");
   if (d < 1e11) d *= 1e9;
+  // Seconds from 9,223,372,037 on overflow int64 ns (a run "started" in 1702).
+  if (d > 9.2e18)
+    throw HttpError(422, std::string("bad value for ") + name + ": '" + v + "' (after the year 2261)");
   return static_cast<int64_t>(d);
 }
 
@@ -388,12 +471,15 @@ Tags tag_params(const httplib::Request& req, const char* name, std::size_t max_t
   return tags;
 }
 
-std::string base_url(const httplib::Request& req) {
-  std::string host = req.get_header_value("Host");
-  if (host.empty()) return {};
-  for (unsigned char c : host)
-    if (!(std::isalnum(c) || c == '.' || c == ':' || c == '-' || c == '[' || c == ']')) return {};
-  return "http://" + host;
+std::string base_url(const httplib::Request&) {
+  static const Config fallback;
+  const Config& c = t_app ? t_app->cfg : fallback;
+  if (!c.public_url.empty()) return c.public_url;
+  // The Host header is the client's word: never put it in a link. The listen
+  // address is used when it names one address; a wildcard gives relative links.
+  if (c.host.empty() || c.host == "0.0.0.0" || c.host == "::") return {};
+  bool v6 = c.host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + c.host + "]" : c.host) + ":" + std::to_string(c.port);
 }
 
 }  // namespace lfs

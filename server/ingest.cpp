@@ -2,19 +2,77 @@
 #include "ingest.hpp"
 
 #include <cctype>
+#include <charconv>
+#include <limits>
 #include <unordered_map>
 
 #include "app.hpp"
+#include "batch.hpp"
 
 namespace lfs {
 
+namespace {
+
+// The count of a good line, as an exact 64-bit integer read from the text after the stack
+// (the engine's double would round counts above 2^53). "" or the reason it is refused.
+std::string integer_count(std::string_view text, const lf::FoldedLine& l, int64_t& out) {
+  const char* end = text.data() + text.size();
+  const char* p = l.stack.data() + l.stack.size();
+  if (p >= text.data() && p <= end) {
+    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    auto r = std::from_chars(p, end, out);
+    if (r.ec == std::errc::result_out_of_range) return "count over 9223372036854775807 (counts are 64-bit integers)";
+    if (r.ec == std::errc() && (r.ptr == end || !(*r.ptr == '.' || *r.ptr == 'e' || *r.ptr == 'E'))) return {};
+  }
+  // 1.0 or 1e3: whole after all
+  if (l.value >= 0 && l.value < 9.2e18 && l.value == static_cast<double>(static_cast<int64_t>(l.value))) {
+    out = static_cast<int64_t>(l.value);
+    return {};
+  }
+  return "fractional count (luaflame stores integer counts: samples, ns, bytes; scale the values, e.g. to ns)";
+}
+
+}  // namespace
+
 std::size_t parse_folded_batch(std::string_view text, const lf::ParseOptions& opts, Batch& batch) {
-  // A stack may repeat (uncollapsed input): the store merges repeats.
+  // The tree is built as lines arrive: each frame name interned once, each stack a walk
+  // from the root that reuses the previous line's common prefix (sorted input shares much).
+  BatchBuilder builder(batch);
   bool differential_line = false;
-  std::size_t first_diff_line = 0;
+  std::size_t first_diff_line = 0, bad_count_line = 0;
+  std::string bad_count;
+  std::vector<std::pair<std::string_view, int32_t>> prev;  // previous line: frame, node
   lf::ParseResult r = lf::parse_folded(text, opts, [&](const lf::FoldedLine& l) {
     if (l.differential && !differential_line) { differential_line = true; first_diff_line = l.line; }
-    batch.stacks.push_back({std::string(l.stack), {l.value}});
+    int64_t count = 0;
+    std::string why = integer_count(text, l, count);
+    if (!why.empty()) {
+      if (bad_count.empty()) { bad_count = why; bad_count_line = l.line; }
+      return;
+    }
+    int32_t node = -1;
+    std::size_t depth = 0, pos = 0;
+    const std::string_view stack = l.stack;
+    while (pos <= stack.size()) {
+      std::size_t semi = stack.find(';', pos);
+      if (semi == std::string_view::npos) semi = stack.size();
+      std::string_view f = stack.substr(pos, semi - pos);
+      if (depth < prev.size() && prev[depth].first == f && prev[depth].second >= 0) {
+        node = prev[depth].second;
+      } else {
+        node = builder.child(node, builder.frame(f));
+        if (depth < prev.size()) prev[depth] = {f, node}; else prev.emplace_back(f, node);
+        for (std::size_t k = depth + 1; k < prev.size(); ++k) prev[k].second = -1;  // no longer a prefix
+      }
+      ++depth;
+      pos = semi + 1;
+    }
+    prev.resize(depth);
+    try {
+      builder.add(node, 0, count);
+    } catch (const ValueError&) {
+      if (bad_count.empty()) { bad_count = "the stack's counts sum past 9223372036854775807 (64-bit)"; bad_count_line = l.line; }
+    }
   });
   if (!r.ok()) {
     const lf::ParseError& e = r.errors.front();
@@ -26,6 +84,9 @@ std::size_t parse_folded_batch(std::string_view text, const lf::ParseOptions& op
     throw HttpError(400, "line " + std::to_string(first_diff_line) +
                              ": two count columns (a differential profile) cannot be stored; upload each side",
                     {{"line", first_diff_line}, {"reason", "two count columns"}});
+  if (!bad_count.empty())
+    throw HttpError(400, "bad folded input: line " + std::to_string(bad_count_line) + ": " + bad_count,
+                    {{"line", bad_count_line}, {"reason", bad_count}, {"bad_lines", 1}});
   return r.accepted;
 }
 
@@ -60,22 +121,33 @@ lfw::Chunk decode_chunk(std::string_view body, const lf::ParseOptions& opts, Bat
     if (!why.empty())
       throw HttpError(400, "bad chunk: frame " + std::to_string(i) + ": " + why, {{"reason", why}});
   }
-  // Depth of every node, checked before building the (possibly long) paths.
-  std::vector<std::size_t> depth(chunk.nodes.size());
+  // Depth of every node, checked; the tree is kept as it came (no path strings).
+  std::vector<uint32_t> depth(chunk.nodes.size());
+  const std::size_t cols = chunk.metrics.size();
+  batch.nodes.reserve(chunk.nodes.size());
+  batch.values.reserve(chunk.nodes.size() * cols);
   for (std::size_t i = 0; i < chunk.nodes.size(); ++i) {
     const lfw::Node& n = chunk.nodes[i];
     depth[i] = n.parent < 0 ? 1 : depth[static_cast<std::size_t>(n.parent)] + 1;
     if (depth[i] > opts.max_depth)
       throw HttpError(400, "bad chunk: node " + std::to_string(i) + " is deeper than " +
                                std::to_string(opts.max_depth) + " frames", {{"reason", "stack too deep"}});
-    if (n.values.size() != chunk.metrics.size())
+    if (n.values.size() != cols)
       throw HttpError(400, "bad chunk: node " + std::to_string(i) + " has " + std::to_string(n.values.size()) +
-                               " values for " + std::to_string(chunk.metrics.size()) + " metrics");
+                               " values for " + std::to_string(cols) + " metrics");
+    if (chunk.nodes.size() > static_cast<std::size_t>(std::numeric_limits<int32_t>::max()))
+      throw HttpError(413, "bad chunk: too many nodes");
+    batch.nodes.push_back({static_cast<int32_t>(n.parent), n.frame});
+    for (uint64_t v : n.values) {
+      if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        throw HttpError(400, "bad chunk: node " + std::to_string(i) + " has a value over 2^63-1",
+                        {{"reason", "value too large"}});
+      batch.values.push_back(static_cast<int64_t>(v));
+    }
   }
-  lfw::for_each_stack(chunk, [&](const std::string& stack, const std::vector<uint64_t>& values) {
-    std::vector<double> v(values.begin(), values.end());
-    batch.stacks.push_back({stack, std::move(v)});
-  });
+  batch.frames = std::move(chunk.frames);
+  chunk.frames.clear();
+  chunk.nodes = {};
   return chunk;
 }
 
@@ -85,11 +157,13 @@ int upload_metric(const std::string& units, const std::string& metric) {
     if (idx < 0) throw HttpError(422, "unknown metric '" + metric + "' (samples time calls alloc_bytes alloc_count live_bytes live_count)");
     return idx;
   }
-  if (units.empty() || units == "samples") return metric_index("samples");
-  if (units == "ns" || units == "nanoseconds" || units == "time") return metric_index("time");
-  if (units == "calls") return metric_index("calls");
-  if (units == "bytes") return metric_index("alloc_bytes");
-  if (units == "count" || units == "objects") return metric_index("alloc_count");
+  // The first metric in lfw::kMetricList with these units (bytes -> alloc_bytes), after the
+  // spellings other tools use.
+  std::string u = units.empty() ? "samples" : units;
+  if (u == "nanoseconds" || u == "time") u = "ns";
+  if (u == "objects") u = "count";
+  for (std::size_t i = 0; i < lfw::kMetricCount; ++i)
+    if (lfw::kMetricList[i].units == u) return static_cast<int>(i);
   throw HttpError(422, "unknown units '" + units + "' (samples ns calls bytes count)");
 }
 

@@ -1,6 +1,7 @@
 // Turning request bodies into store batches: strict folded parsing, wire
-// chunks, and Pyroscope's /ingest parameters. Pure functions; errors are
-// HttpErrors with the status the API promises.
+// chunks, and Pyroscope's /ingest parameters. No store or network access
+// (the .cpp uses app.hpp for HttpError only); errors are HttpErrors with the
+// status the API promises.
 #pragma once
 
 #include <string>
@@ -12,9 +13,10 @@
 
 namespace lfs {
 
-/// Parses folded text strictly into `batch` (one column; repeated stacks stay
-/// separate entries, the store merges them). Any bad line is a
-/// 400 {"error", "line", "reason"}; a differential (two-column) body too.
+/// Parses folded text strictly into `batch` as a tree (one column; repeated stacks merged,
+/// sums checked). Any bad line is a 400 {"error", "line", "reason"}; a differential
+/// (two-column) body too; so is a fractional count: the store keeps 64-bit integers, and
+/// rounding would silently change totals (flamegraph.pl accepts 0.5; scale such values).
 /// Returns the number of lines accepted.
 std::size_t parse_folded_batch(std::string_view text, const lf::ParseOptions& opts, Batch& batch);
 
@@ -22,8 +24,9 @@ std::size_t parse_folded_batch(std::string_view text, const lf::ParseOptions& op
 /// Rewritten to folded text (count 1 per line, blank lines kept so line numbers match).
 std::string lines_to_folded(std::string_view text);
 
-/// Decodes a wire chunk into `batch` (columns = the chunk's metrics), checking
-/// frames and depth like strict parsing. 400 on any problem.
+/// Decodes a wire chunk into `batch` as the tree it is (columns = the chunk's metrics),
+/// checking frames and depth like strict parsing. 400 on any problem. The returned chunk
+/// keeps its headers only (frames and nodes moved into the batch).
 lfw::Chunk decode_chunk(std::string_view body, const lf::ParseOptions& opts, Batch& batch);
 
 /// Metric of an upload from ?units= and ?metric= (422 when unknown).

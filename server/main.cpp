@@ -6,7 +6,9 @@
 #include <netdb.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,10 +16,12 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <mutex>
 #include <iostream>
 #include <thread>
 
 #include "app.hpp"
+#include "front.hpp"
 
 extern char** environ;
 
@@ -38,17 +42,69 @@ void finish_stale(lfs::App& app) {
   }
 }
 
-void retention_loop(lfs::App& app, std::mutex& mu, std::condition_variable& cv, bool& stopping) {
+// The disk reserve: a preallocated file (real blocks, fallocate) next to the
+// store. When a write finds the disk full it is deleted, so that DELETE and
+// retention (SQLite needs some space for its journal to delete) can still run;
+// SQLite reuses the pages freed by deletes, so uploads succeed again without a
+// restart. It is made again by the retention thread once the filesystem has
+// room for it (plus 1 MiB). Threads: release() from any worker, refill() from
+// the retention thread; `mu` orders them.
+class DiskReserve {
+ public:
+  DiskReserve(std::string path, uint64_t size) : path_(std::move(path)), size_(size) {}
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!held_) return;
+    ::unlink(path_.c_str());
+    held_ = false;
+    spdlog::warn("disk full: released the {} byte reserve {} so deletes can run", size_, path_);
+  }
+  void refill() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ || size_ == 0) return;
+    struct statvfs fs{};
+    if (statvfs(path_.c_str(), &fs) != 0 && statvfs(dir().c_str(), &fs) != 0) return;
+    if (uint64_t(fs.f_bavail) * fs.f_frsize < size_ + (1u << 20)) return;
+    int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    int rc = posix_fallocate(fd, 0, static_cast<off_t>(size_));
+    ::close(fd);
+    if (rc != 0) { ::unlink(path_.c_str()); return; }
+    held_ = true;
+    spdlog::info("disk reserve of {} bytes in place ({})", size_, path_);
+  }
+
+ private:
+  std::string dir() const { return path_.substr(0, path_.rfind('/')); }
+  std::mutex mu_;
+  std::string path_;
+  uint64_t size_;
+  bool held_ = false;
+};
+
+void retention_loop(lfs::App& app, DiskReserve& reserve, std::mutex& mu, std::condition_variable& cv,
+                    bool& stopping) {
   const lfs::Config& c = app.cfg;
   std::unique_lock<std::mutex> lock(mu);
   while (!stopping) {
     lock.unlock();
+    reserve.refill();
     try {
-      if (c.stale_minutes > 0) finish_stale(app);
-      int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
-      for (int64_t id : app.store->retain(older, c.keep_runs, c.disk_budget)) {
-        app.forget(id);
-        spdlog::info("retention: deleted run {}", id);
+      // On a shared database one server runs retention; the others skip the pass.
+      if (app.store->leads_retention()) {
+        if (c.stale_minutes > 0) finish_stale(app);
+        int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
+        lfs::RetainOptions ro;
+        ro.now_ns = lfs::now_ns();
+        ro.older_than_ns = older;
+        ro.keep_runs = c.keep_runs;
+        ro.budget_bytes = c.disk_budget;
+        lfs::RetainResult rr = app.store->retain(ro);
+        for (int64_t id : rr.trimmed) app.forget(id);
+        for (int64_t id : rr.deleted) {
+          app.forget(id);
+          spdlog::info("retention: deleted run {}", id);
+        }
       }
     } catch (const std::exception& e) {
       spdlog::error("retention: {}", e.what());
@@ -102,10 +158,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  httplib::Server svr;
-  svr.new_task_queue = [n = cfg.threads] { return new httplib::ThreadPool(static_cast<std::size_t>(n)); };
-  svr.set_keep_alive_timeout(cfg.keep_alive_seconds);
-  svr.set_keep_alive_max_count(100);
+  // Connections live in the front loop until a whole request head has come
+  // (front.hpp): idle and slow clients hold no worker.
+  lfs::FrontServer svr(lfs::FrontOptions::from(cfg));
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second
   // server binds the same port and the kernel splits connections between two stores.
   svr.set_socket_options([](socket_t sock) {
@@ -122,7 +177,8 @@ int main(int argc, char** argv) {
     lfs::StoreOptions so;
     so.max_stacks = cfg.max_stacks;
     so.sync_full = cfg.sync_full;
-    store = lfs::open_sqlite_store(cfg.data_dir, so);
+    if (!cfg.resolutions.empty()) lfs::parse_resolutions(cfg.resolutions, so.resolutions);
+    store = lfs::open_store(cfg.store.empty() ? "sqlite:" + cfg.data_dir : cfg.store, so);
   } catch (const std::exception& e) {
     std::cerr << "luaflame-server: " << e.what() << "\n";
     return 1;
@@ -139,10 +195,16 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
-  std::thread retention([&] { retention_loop(app, mu, cv, stopping); });
+  DiskReserve reserve(cfg.data_dir + "/reserve.bin", cfg.disk_reserve);
+  reserve.refill();
+  app.on_disk_full = [&reserve, &cv] {
+    reserve.release();
+    cv.notify_all();  // a retention pass now (--disk-budget, --keep-*)
+  };
+  std::thread retention([&] { retention_loop(app, reserve, mu, cv, stopping); });
 
-  spdlog::info("luaflame-server {} listening on http://{}:{} (data {}, web {})", LUAFLAME_SERVER_VERSION, cfg.host,
-               cfg.port, cfg.data_dir, cfg.web_dir);
+  spdlog::info("luaflame-server {} listening on http://{}:{} (store {}, web {})", LUAFLAME_SERVER_VERSION, cfg.host,
+               cfg.port, lfs::describe_store(cfg.store.empty() ? cfg.data_dir : cfg.store), cfg.web_dir);
   svr.listen_after_bind();  // returns after stop(), once the workers are done
 
   { std::lock_guard<std::mutex> lock(mu); stopping = true; }

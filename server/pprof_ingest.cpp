@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "app.hpp"
+#include "batch.hpp"
 #include "ingest.hpp"
 #include "luaflame/wire.hpp"
 
@@ -154,24 +155,28 @@ PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::
       if (q.sample_types.size() == p.sample_types.size())
         before.emplace(std::move(s.stack), std::move(s.values));
   }
+  BatchBuilder builder(out.batch);
+  std::vector<int64_t> v;
   for (const lf::PprofStack& s : p.stacks) {
-    std::vector<double> v;
+    v.clear();
     bool any = false;
     auto b = before.find(s.stack);
     for (std::size_t col : cols) {
       int64_t x = s.values[col];
-      if (c.cumulative[col] && b != before.end()) x -= b->second[col];
+      if (c.cumulative[col] && b != before.end()) x = x >= b->second[col] ? x - b->second[col] : 0;
       if (x < 0 && !c.cumulative[col])
         throw HttpError(400, "profile: negative value " + std::to_string(x) + " (" +
                                  type_name(p.sample_types[col]) + ") for stack '" +
                                  s.stack.substr(0, 200) + "'");
       if (x < 0) x = 0;  // a cumulative count went down (counter reset): nothing new
       any = any || x != 0;
-      v.push_back(double(x));
+      v.push_back(x);
     }
     if (!any) continue;
+    // The stack as a path of nodes; each frame checked like strict folded input.
+    int32_t node = -1;
     std::size_t depth = 0;
-    for (std::string_view f : lf::split_stack(s.stack)) {
+    for (std::string_view f : lf::split_stack(s.stack.empty() ? std::string_view("[no stack]") : s.stack)) {
       ++depth;
       std::string why = f.empty() ? std::string() : lf::check_frame(f, opts);
       if (!why.empty())
@@ -179,9 +184,10 @@ PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::
                         "profile: frame " + std::to_string(depth) + " of stack '" +
                             s.stack.substr(0, 200) + "': " + why,
                         {{"reason", why}});
+      node = builder.child(node, builder.frame(f));
     }
-    out.batch.stacks.push_back(
-        {s.stack.empty() ? std::string("[no stack]") : s.stack, std::move(v)});
+    // A sum past 2^63-1 throws ValueError: a 400, nothing stored.
+    for (std::size_t k = 0; k < v.size(); ++k) builder.add(node, k, v[k]);
   }
   return out;
 }

@@ -27,98 +27,103 @@ bool parse_number(const std::string& v, double lo, double hi, double& out) {
   return true;
 }
 
-// Reverses the frames of "a;b;c" into "c;b;a".
-std::string reversed_stack(std::string_view stack) {
-  std::vector<std::string_view> frames = lf::split_stack(stack);
-  std::string out;
-  out.reserve(stack.size());
-  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-    if (!out.empty()) out += ';';
-    out.append(*it);
-  }
-  return out;
-}
-
 bool under_focus(std::string_view stack, std::string_view focus) {
   if (focus.empty()) return true;
   if (stack.size() < focus.size() || stack.compare(0, focus.size(), focus) != 0) return false;
   return stack.size() == focus.size() || stack[focus.size()] == ';';
 }
 
-double pct(double v, double total) { return total > 0 ? 100.0 * v / total : 0.0; }
-
-double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
-
 }  // namespace
 
 lf::Tree load_tree(Store& store, int64_t run, const View& view) {
+  StoredTree st;
+  store.read_tree(run, view.metric, view.from_ns, view.until_ns, st);
   lf::Tree tree;
+  auto path_of = [&](uint32_t id, std::vector<uint32_t>& path) {  // frame ids, root first
+    path.clear();
+    for (int64_t n = id; n >= 0; n = st.nodes[static_cast<std::size_t>(n)].parent)
+      path.push_back(st.nodes[static_cast<std::size_t>(n)].frame);
+    std::reverse(path.begin(), path.end());
+  };
+  std::vector<uint32_t> path;
   if (view.flamechart) {  // the engine keeps input order for text stacks (not sorted)
     tree.set_flamechart(true);
-    store.read_stacks(run, view.metric, view.from_ns, view.until_ns, [&](std::string_view stack, double v) {
-      std::string s = view.reverse ? reversed_stack(stack) : std::string(stack);
-      if (under_focus(s, view.focus)) tree.add(s, v);
-    });
+    std::string s;
+    for (const auto& [id, v] : st.values) {
+      path_of(id, path);
+      if (view.reverse) std::reverse(path.begin(), path.end());
+      s.clear();
+      for (uint32_t f : path) { if (!s.empty()) s += ';'; s += st.frames[f]; }
+      if (under_focus(s, view.focus)) tree.add(s, static_cast<double>(v));
+    }
     tree.finalize();
     return tree;
   }
-  // Frames arrive as the run's ids: intern each name once, then walk ids.
-  std::vector<uint32_t> tree_frame, focus, path;
-  bool focus_found = true;
-  auto on_frames = [&](const std::vector<std::string>& names) {
-    tree_frame.resize(names.size());
-    std::unordered_map<std::string_view, uint32_t> by_name;
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      tree_frame[i] = tree.intern(names[i]);
-      if (!view.focus.empty()) by_name.emplace(names[i], static_cast<uint32_t>(i));
+  std::vector<uint32_t> tree_frame(st.frames.size());
+  for (std::size_t i = 0; i < st.frames.size(); ++i) tree_frame[i] = tree.intern(st.frames[i]);
+  if (!view.reverse && view.focus.empty()) {
+    // Walk the stored tree itself: only the nodes on a path to a value become tree nodes.
+    std::vector<uint8_t> needed(st.nodes.size(), 0);
+    for (const auto& [id, v] : st.values)
+      for (int64_t n = id; n >= 0 && !needed[static_cast<std::size_t>(n)]; n = st.nodes[static_cast<std::size_t>(n)].parent)
+        needed[static_cast<std::size_t>(n)] = 1;
+    std::vector<uint32_t> tnode(st.nodes.size(), lf::Tree::kRoot);
+    for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+      if (!needed[i]) continue;
+      const Batch::Node& n = st.nodes[i];
+      tnode[i] = tree.child(n.parent < 0 ? lf::Tree::kRoot : tnode[static_cast<std::size_t>(n.parent)], tree_frame[n.frame]);
     }
-    if (view.focus.empty()) return;
-    for (std::string_view f : lf::split_stack(view.focus)) {
-      auto it = by_name.find(f);
-      if (it == by_name.end()) { focus_found = false; return; }
-      focus.push_back(it->second);
+    for (const auto& [id, v] : st.values) tree.add_self(tnode[id], static_cast<double>(v));
+  } else {
+    std::vector<uint32_t> focus;
+    bool focus_found = true;
+    if (!view.focus.empty()) {
+      std::unordered_map<std::string_view, uint32_t> by_name;
+      for (std::size_t i = 0; i < st.frames.size(); ++i) by_name.emplace(st.frames[i], static_cast<uint32_t>(i));
+      for (std::string_view f : lf::split_stack(view.focus)) {
+        auto it = by_name.find(f);
+        if (it == by_name.end()) { focus_found = false; break; }
+        focus.push_back(it->second);
+      }
     }
-  };
-  auto on_stack = [&](const uint32_t* ids, std::size_t n, double v) {
-    path.assign(ids, ids + n);
-    if (view.reverse) std::reverse(path.begin(), path.end());
-    if (!focus_found || path.size() < focus.size() || !std::equal(focus.begin(), focus.end(), path.begin())) return;
-    uint32_t node = lf::Tree::kRoot;
-    for (uint32_t id : path) node = tree.child(node, tree_frame[id]);
-    tree.add_self(node, v);
-  };
-  store.read_paths(run, view.metric, view.from_ns, view.until_ns, on_frames, on_stack);
+    for (const auto& [id, v] : st.values) {
+      if (!focus_found) break;
+      path_of(id, path);
+      if (view.reverse) std::reverse(path.begin(), path.end());
+      if (path.size() < focus.size() || !std::equal(focus.begin(), focus.end(), path.begin())) continue;
+      uint32_t node = lf::Tree::kRoot;
+      for (uint32_t f : path) node = tree.child(node, tree_frame[f]);
+      tree.add_self(node, static_cast<double>(v));
+    }
+  }
   tree.finalize();
   tree.sort_children();  // flamegraph.pl's order; readers never change the tree after this
   return tree;
 }
 
 std::string view_key(const RunInfo& run, const View& view) {
-  return std::to_string(run.id) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
+  return std::to_string(run.id) + "@" + std::to_string(run.revision) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
          std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
 }
 
-std::shared_ptr<const lf::Tree> TreeCache::find(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end(); ++it)
-    if (it->key == key) {
-      entries_.splice(entries_.begin(), entries_, it);
-      return entries_.front().tree;
-    }
-  return nullptr;
-}
-
 std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run, const View& view) {
-  if (run.status != "finished" || view.flamechart)
-    return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
+  if (view.flamechart) return std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
   const std::string key = view_key(run, view);
-  if (auto hit = find(key)) return hit;
+  if (auto hit = lru_.get(key)) return hit;
   return flights_.run(key, [&]() -> std::shared_ptr<const lf::Tree> {
-    if (auto hit = find(key)) return hit;  // loaded by a flight that just ended
+    if (auto hit = lru_.get(key)) return hit;  // loaded by a flight that just ended
     auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
     std::lock_guard<std::mutex> lock(mu_);
     if (tree->size() <= max_nodes_ / 2) {
-      entries_.push_front({run.id, key, tree});
+      for (auto it = entries_.begin(); it != entries_.end();) {  // a live run's older revisions
+        if (it->run == run.id && it->revision != run.revision) {
+          nodes_ -= it->tree->size();
+          it = entries_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      entries_.push_front({run.id, run.revision, key, tree});
       nodes_ += tree->size();
       while (nodes_ > max_nodes_ && !entries_.empty()) {
         nodes_ -= entries_.back().tree->size();
@@ -129,17 +134,7 @@ std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run,
   });
 }
 
-void TreeCache::forget(int64_t run) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->run == run) {
-      nodes_ -= it->tree->size();
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
+void TreeCache::forget(int64_t run) { lru_.forget(run); }
 
 std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, bool& reverse) {
   std::string_view units = metric_units(metric);
@@ -147,7 +142,11 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
   if (units == "ns") o.unit = "ns";
   if (units == "bytes") { o.unit = "bytes"; o.colors = "mem"; }
   bool title_set = false;
-  for (const auto& [key, v] : p) {
+  for (const auto& kv : p) {
+    // Named references, not a structured binding: clang 14 (the fuzz build)
+    // cannot capture a structured binding in the lambdas below.
+    const std::string& key = kv.first;
+    const std::string& v = kv.second;
     double d = 0;
     bool b = false;
     auto bad = [&](const std::string& want) { return "bad value for " + key + ": '" + v + "' (" + want + ")"; };
@@ -224,24 +223,23 @@ FunctionTable function_table(const lf::Tree& tree) {
 std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& store, const RunInfo& run,
                                                      const View& view) {
   auto compute = [&] { return std::make_shared<const FunctionTable>(function_table(*trees.get(store, run, view))); };
-  if (run.status != "finished" || view.flamechart) return compute();
+  if (view.flamechart) return compute();
   const std::string key = view_key(run, view);
-  auto find = [&]() -> std::shared_ptr<const FunctionTable> {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->key == key) {
-        entries_.splice(entries_.begin(), entries_, it);
-        return entries_.front().table;
-      }
-    return nullptr;
-  };
-  if (auto hit = find()) return hit;
+  if (auto hit = lru_.get(key)) return hit;
   return flights_.run(key, [&]() -> std::shared_ptr<const FunctionTable> {
-    if (auto hit = find()) return hit;
+    if (auto hit = lru_.get(key)) return hit;
     auto table = compute();
     std::lock_guard<std::mutex> lock(mu_);
     if (table->bytes() <= max_bytes_ / 4) {
-      entries_.push_front({run.id, key, table});
+      for (auto it = entries_.begin(); it != entries_.end();) {  // a live run's older revisions
+        if (it->run == run.id && it->revision != run.revision) {
+          bytes_ -= it->table->bytes();
+          it = entries_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      entries_.push_front({run.id, run.revision, key, table});
       bytes_ += table->bytes();
       while (bytes_ > max_bytes_ && !entries_.empty()) {
         bytes_ -= entries_.back().table->bytes();
@@ -252,17 +250,7 @@ std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& st
   });
 }
 
-void TableCache::forget(int64_t run) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->run == run) {
-      bytes_ -= it->table->bytes();
-      it = entries_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
+void TableCache::forget(int64_t run) { lru_.forget(run); }
 
 nlohmann::json run_functions(const FunctionTable& table, int metric, std::size_t limit) {
   nlohmann::json fns = nlohmann::json::array();
@@ -350,86 +338,33 @@ std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool nor
 
 DiffReport diff_report(const lf::Tree& base, const lf::Tree& head, const RunInfo& base_run,
                        const RunInfo& head_run, int metric, double threshold, std::size_t limit) {
-  struct Share { double base_self = 0, head_self = 0, base_total = 0, head_total = 0; };
-  std::unordered_map<std::string, Share> shares;
-  for (const lf::FunctionStat& f : lf::function_stats(base)) {
-    shares[f.name].base_self = pct(f.self, base.total());
-    shares[f.name].base_total = pct(f.total, base.total());
-  }
-  for (const lf::FunctionStat& f : lf::function_stats(head)) {
-    shares[f.name].head_self = pct(f.self, head.total());
-    shares[f.name].head_total = pct(f.total, head.total());
-  }
-  struct Row { std::string name; Share s; double delta; };
-  std::vector<Row> rows;
-  for (auto& [name, s] : shares) rows.push_back({name, s, s.head_self - s.base_self});
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    if (std::fabs(a.delta) != std::fabs(b.delta)) return std::fabs(a.delta) > std::fabs(b.delta);
-    return a.name < b.name;
-  });
-  auto row_json = [](const Row& r) {
+  const lf::Comparison c = lf::compare_shares(base, head, threshold);  // the engine owns the gate
+  auto row_json = [](const lf::ShareChange& r) {
     return nlohmann::json{{"name", r.name},
-                          {"base_pct", round3(r.s.base_self)},
-                          {"head_pct", round3(r.s.head_self)},
-                          {"delta_pct", round3(r.delta)},
-                          {"base_total_pct", round3(r.s.base_total)},
-                          {"head_total_pct", round3(r.s.head_total)}};
+                          {"base_pct", lf::round_share(r.base_self)},
+                          {"head_pct", lf::round_share(r.head_self)},
+                          {"delta_pct", lf::round_share(r.delta())},
+                          {"base_total_pct", lf::round_share(r.base_total)},
+                          {"head_total_pct", lf::round_share(r.head_total)}};
   };
   nlohmann::json frames = nlohmann::json::array(), reg = nlohmann::json::array(), imp = nlohmann::json::array();
-  bool failed = false;
-  std::string worst;
-  for (const Row& r : rows) {
-    if (threshold >= 0 && r.delta > threshold) {
-      if (!failed) worst = r.name;
-      failed = true;
-    }
+  for (const lf::ShareChange& r : c.rows) {
     if (frames.size() < limit) frames.push_back(row_json(r));
-    if (r.delta > 0.0005 && reg.size() < limit) reg.push_back(row_json(r));
-    if (r.delta < -0.0005 && imp.size() < limit) imp.push_back(row_json(r));
+    if (r.delta() > lf::kShareNoise && reg.size() < limit) reg.push_back(row_json(r));
+    if (r.delta() < -lf::kShareNoise && imp.size() < limit) imp.push_back(row_json(r));
   }
-  // Markdown a CI job can post as a comment.
-  auto fmt = [](double v, bool sign) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, sign ? "%+.2f" : "%.2f", v);
-    return std::string(buf);
-  };
-  auto md_name = [](const std::string& n) {
-    std::string out;
-    for (char c : n) {
-      if (c == '|' || c == '`' || c == '\\') out += '\\';
-      out += c;
-    }
-    return out;
-  };
-  std::string md = "### Profile comparison: " + md_name(head_run.name) + " #" + std::to_string(head_run.id) +
-                   " vs " + md_name(base_run.name) + " #" + std::to_string(base_run.id) + " (" +
-                   std::string(metric_name(metric)) + ", self share of total)\n\n";
-  auto table = [&](const char* title, const nlohmann::json& list) {
-    md += std::string("**") + title + "**\n\n";
-    if (list.empty()) { md += "none\n\n"; return; }
-    md += "| function | base % | head % | change (points) |\n|---|---:|---:|---:|\n";
-    for (const auto& r : list)
-      md += "| " + md_name(r["name"].get<std::string>()) + " | " + fmt(r["base_pct"].get<double>(), false) +
-            " | " + fmt(r["head_pct"].get<double>(), false) + " | " + fmt(r["delta_pct"].get<double>(), true) +
-            " |\n";
-    md += "\n";
-  };
-  std::size_t md_limit = std::min<std::size_t>(limit, 10);
-  nlohmann::json reg_md = nlohmann::json::array(), imp_md = nlohmann::json::array();
-  for (std::size_t i = 0; i < reg.size() && i < md_limit; ++i) reg_md.push_back(reg[i]);
-  for (std::size_t i = 0; i < imp.size() && i < md_limit; ++i) imp_md.push_back(imp[i]);
-  table("Regressions", reg_md);
-  table("Improvements", imp_md);
-  if (threshold >= 0)
-    md += failed ? "**FAILED**: " + md_name(worst) + " grew by more than " + fmt(threshold, false) + " points\n"
-                 : "Passed: no function grew by more than " + fmt(threshold, false) + " points\n";
+  const std::string heading = "Profile comparison: " + lf::markdown_escape(head_run.name) + " #" +
+                              std::to_string(head_run.id) + " vs " + lf::markdown_escape(base_run.name) + " #" +
+                              std::to_string(base_run.id) + " (" + std::string(metric_name(metric)) +
+                              ", self share of total)";
   DiffReport rep;
-  rep.failed = failed;
+  rep.failed = c.failed;
   rep.json = {{"base", base_run.id}, {"head", head_run.id}, {"metric", metric_name(metric)},
               {"base_total", base.total()}, {"head_total", head.total()},
-              {"frames", frames}, {"regressions", reg}, {"improvements", imp}, {"markdown", md},
+              {"frames", frames}, {"regressions", reg}, {"improvements", imp},
+              {"markdown", lf::comparison_markdown(c, heading, std::min<std::size_t>(limit, 10))},
               {"threshold", threshold >= 0 ? nlohmann::json(threshold) : nlohmann::json(nullptr)},
-              {"failed", failed}};
+              {"failed", c.failed}};
   return rep;
 }
 

@@ -19,6 +19,7 @@
 
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
+#include "cache.hpp"
 #include "store.hpp"
 
 namespace lfs {
@@ -77,22 +78,23 @@ class Flights {
   std::unordered_map<std::string, std::shared_future<Ptr>> inflight_;
 };
 
-/// Cache key of a run's view (flamechart views are never cached).
+/// Cache key of a run's view at its revision (flamechart views are never cached).
 std::string view_key(const RunInfo& run, const View& view);
 
-/// Loaded trees of finished runs, shared by the endpoints a page calls at once
-/// (details, functions, graph), bounded by their total node count. Concurrent
-/// requests for the same finished view load it once.
+/// Loaded trees of runs per view and revision (a live run's tree is valid until its next
+/// chunk; older revisions are dropped when a newer one is kept), shared by the endpoints a
+/// page calls at once (details, functions, graph), bounded by their total node count.
+/// Concurrent requests for the same view load it once.
 class TreeCache {
  public:
-  explicit TreeCache(std::size_t max_nodes) : max_nodes_(max_nodes) {}
+  explicit TreeCache(std::size_t max_nodes) : lru_(max_nodes, 2) {}
   /// The tree of `run` for `view`: from the cache when the run is finished.
   std::shared_ptr<const lf::Tree> get(Store& store, const RunInfo& run, const View& view);
   void forget(int64_t run);
 
  private:
   std::shared_ptr<const lf::Tree> find(const std::string& key);
-  struct Entry { int64_t run; std::string key; std::shared_ptr<const lf::Tree> tree; };
+  struct Entry { int64_t run; int64_t revision; std::string key; std::shared_ptr<const lf::Tree> tree; };
   std::mutex mu_;
   std::list<Entry> entries_;  // most recent first
   std::size_t nodes_ = 0, max_nodes_;
@@ -106,20 +108,20 @@ struct FunctionTable {
   std::size_t bytes() const;  ///< what the cache counts
 };
 
-/// Function tables of finished runs per view, which the run details and
+/// Function tables of runs per view and revision, which the run details and
 /// /functions are made from: a large run's tree (often too large for the tree
 /// cache) is walked once, not at every request. Bounded in bytes; a table over
 /// a quarter of the budget is not kept.
 class TableCache {
  public:
-  explicit TableCache(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit TableCache(std::size_t max_bytes) : lru_(max_bytes, 4) {}
   /// The table of `run` for `view`, computed from trees.get() when not cached.
   std::shared_ptr<const FunctionTable> get(TreeCache& trees, Store& store, const RunInfo& run, const View& view);
   void forget(int64_t run);
-  std::size_t bytes() const { std::lock_guard<std::mutex> l(mu_); return bytes_; }
+  std::size_t bytes() const { return lru_.cost(); }
 
  private:
-  struct Entry { int64_t run; std::string key; std::shared_ptr<const FunctionTable> table; };
+  struct Entry { int64_t run; int64_t revision; std::string key; std::shared_ptr<const FunctionTable> table; };
   mutable std::mutex mu_;
   std::list<Entry> entries_;  // most recent first
   std::size_t bytes_ = 0, max_bytes_;

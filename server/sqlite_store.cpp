@@ -4,105 +4,39 @@
 // pool of read connections: in WAL mode readers see the last commit and are
 // never blocked by a writer. Every write is one transaction, so a request is
 // acknowledged only after COMMIT and a failed or half-received request
-// leaves nothing. The schema is versioned with PRAGMA user_version.
+// leaves nothing. Values live in one blob per (run, metric, resolution, bucket)
+// (batch.hpp's codec), so a read costs the buckets it touches, and a write
+// rewrites one bucket per resolution plus the run's merged tree (resolution 0).
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <deque>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
-#include "luaflame/folded.hpp"
-#include "luaflame/wire.hpp"
+#include "batch.hpp"
+#include "sqlite_schema.hpp"
+#include "sqlite_util.hpp"
 #include "store.hpp"
 
 namespace lfs {
 
-int metric_index(std::string_view name) {
-  for (std::size_t i = 0; i < std::size(lfw::kMetrics); ++i)
-    if (lfw::kMetrics[i] == name) return static_cast<int>(i);
-  return -1;
-}
-
-std::string_view metric_name(int index) {
-  if (index < 0 || index >= static_cast<int>(std::size(lfw::kMetrics))) return "?";
-  return lfw::kMetrics[index];
-}
-
-std::string_view metric_units(int index) {
-  static const char* units[] = {"samples", "ns", "calls", "bytes", "count", "bytes", "count"};
-  if (index < 0 || index >= int(std::size(units))) return "";
-  return units[index];
-}
-
 namespace {
 
-// Schema version 1 (SQL); later versions are C++ steps (see migrate()).
-const char* const kSchemaV1 = 
-    // 1: runs, tags, metrics, interned stacks, values per bucket, chunk seqs.
-    R"(CREATE TABLE runs(
-         id INTEGER PRIMARY KEY AUTOINCREMENT,
-         name TEXT NOT NULL, source TEXT NOT NULL, status TEXT NOT NULL,
-         stream TEXT UNIQUE, started_ns INTEGER NOT NULL, ended_ns INTEGER NOT NULL,
-         created_ns INTEGER NOT NULL, hz REAL NOT NULL DEFAULT 0, stats TEXT,
-         stack_count INTEGER NOT NULL DEFAULT 0);
-       CREATE INDEX runs_name ON runs(name, id);
-       CREATE TABLE tags(run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-         PRIMARY KEY(run, key)) WITHOUT ROWID;
-       CREATE INDEX tags_kv ON tags(key, value, run);
-       CREATE TABLE metrics(run INTEGER NOT NULL, metric INTEGER NOT NULL, total REAL NOT NULL DEFAULT 0,
-         PRIMARY KEY(run, metric)) WITHOUT ROWID;
-       CREATE TABLE stacks(id INTEGER PRIMARY KEY, run INTEGER NOT NULL, hash INTEGER NOT NULL,
-         text TEXT NOT NULL);
-       CREATE INDEX stacks_hash ON stacks(run, hash);
-       CREATE TABLE samples(run INTEGER NOT NULL, metric INTEGER NOT NULL, bucket INTEGER NOT NULL,
-         stack INTEGER NOT NULL, value REAL NOT NULL,
-         PRIMARY KEY(run, metric, bucket, stack)) WITHOUT ROWID;
-       CREATE TABLE chunks(run INTEGER NOT NULL, seq INTEGER NOT NULL,
-         PRIMARY KEY(run, seq)) WITHOUT ROWID;)";
+using sql::exec;
+using sql::open_db;
+using sql::Stmt;
+using sql::Txn;
 
-// Version 2: frames interned per run; a stack is a varint string of frame ids.
-const char* const kSchemaV2 = R"(
-       CREATE TABLE frames(run INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT NOT NULL,
-         PRIMARY KEY(run, id)) WITHOUT ROWID;
-       CREATE TABLE stacks2(id INTEGER PRIMARY KEY, run INTEGER NOT NULL, hash INTEGER NOT NULL,
-         path BLOB NOT NULL);)";
-
-void put_varint(std::string& out, uint32_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7f) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-
-// Decodes a path blob; false when malformed (never expected).
-bool decode_path(std::string_view blob, std::vector<uint32_t>& ids) {
-  ids.clear();
-  uint32_t v = 0;
-  int shift = 0;
-  for (unsigned char c : blob) {
-    if (shift > 28) return false;
-    v |= static_cast<uint32_t>(c & 0x7f) << shift;
-    if (c & 0x80) { shift += 7; continue; }
-    ids.push_back(v);
-    v = 0;
-    shift = 0;
-  }
-  return shift == 0;
-}
-
-// A run's frame dictionary while writing: names stored once, looked up by view.
-struct FrameDict {
-  std::deque<std::string> names;
-  std::unordered_map<std::string_view, uint32_t> ids;
-  void add(std::string_view name, uint32_t id) {
-    names.emplace_back(name);
-    ids.emplace(names.back(), id);
-  }
-  void clear() { ids.clear(); names.clear(); }
-};
+constexpr int64_t kWhole = 0;  // the width under which a run's merged tree is kept
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+// Live runs' dictionaries kept in memory by the writer, in nodes.
+constexpr std::size_t kTreeCacheNodes = 8u << 20;
+// Counting a listing's total stops here (the total is then a lower bound).
+constexpr int64_t kCountCap = 10000;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -110,113 +44,51 @@ int64_t now_ns() {
       .count();
 }
 
-// FNV-1a: the stacks table is looked up by (run, hash), then by text.
-int64_t hash_text(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return static_cast<int64_t>(h);
+// Reads a run's dictionary (frames and nodes, appended in blobs) on `db`.
+void load_dict(sqlite3* db, int64_t run, std::vector<std::string>& frames,
+               std::vector<Batch::Node>& nodes) {
+  Stmt q(db, "SELECT kind, data FROM dict WHERE run=? ORDER BY kind, first");
+  q.bind(1, run);
+  while (q.step()) {
+    if (q.i64(0) == 0)
+      decode_frames(q.blob(1), frames);
+    else if (!decode_nodes(q.blob(1), nodes))
+      throw std::runtime_error("store: run " + std::to_string(run) + ": bad node blob");
+  }
+  for (const Batch::Node& n : nodes)
+    if (n.frame >= frames.size())
+      throw std::runtime_error("store: run " + std::to_string(run) + ": node names no frame");
 }
-
-[[noreturn]] void fail(sqlite3* db, const std::string& what) {
-  throw std::runtime_error("store: " + what + ": " + (db ? sqlite3_errmsg(db) : "no database"));
-}
-
-// A prepared statement with positional binds; reset on reuse.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) != SQLITE_OK) fail(db, sql);
-  }
-  ~Stmt() { sqlite3_finalize(st_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Stmt& bind(int i, int64_t v) { sqlite3_bind_int64(st_, i, v); return *this; }
-  Stmt& bind(int i, int v) { sqlite3_bind_int64(st_, i, v); return *this; }
-  Stmt& bind(int i, double v) { sqlite3_bind_double(st_, i, v); return *this; }
-  Stmt& bind(int i, std::string_view v) {
-    sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& blob(int i, std::string_view v) {
-    sqlite3_bind_blob(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  std::string_view blob(int c) const {
-    auto p = static_cast<const char*>(sqlite3_column_blob(st_, c));
-    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
-  }
-  Stmt& null(int i) { sqlite3_bind_null(st_, i); return *this; }
-  /// True while there is a row.
-  bool step() {
-    int rc = sqlite3_step(st_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    fail(db_, "step");
-  }
-  void run() { while (step()) {} reset(); }
-  void reset() { sqlite3_reset(st_); sqlite3_clear_bindings(st_); }
-  int64_t i64(int c) const { return sqlite3_column_int64(st_, c); }
-  double dbl(int c) const { return sqlite3_column_double(st_, c); }
-  std::string_view text(int c) const {
-    auto p = reinterpret_cast<const char*>(sqlite3_column_text(st_, c));
-    return p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
-  }
-  bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* st_ = nullptr;
-};
-
-void exec(sqlite3* db, const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "?";
-    sqlite3_free(err);
-    throw std::runtime_error(std::string("store: ") + msg);
-  }
-}
-
-sqlite3* open_db(const std::string& path) {
-  sqlite3* db = nullptr;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    throw std::runtime_error("store: cannot open " + path + ": " + msg);
-  }
-  sqlite3_busy_timeout(db, 10000);
-  sqlite3_extended_result_codes(db, 1);
-  return db;
-}
-
-// Commits on commit(), rolls back otherwise (an exception, a refused request).
-class Txn {
- public:
-  explicit Txn(sqlite3* db) : db_(db) { exec(db_, "BEGIN IMMEDIATE"); }
-  ~Txn() {
-    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  void commit() { exec(db_, "COMMIT"); done_ = true; }
-
- private:
-  sqlite3* db_;
-  bool done_ = false;
-};
 
 class SqliteStore : public Store {
  public:
   SqliteStore(const std::string& dir, const StoreOptions& opts) : opts_(opts) {
+    if (opts_.resolutions.empty()) throw std::runtime_error("store: no resolutions");
     std::filesystem::create_directories(dir);
     path_ = (std::filesystem::path(dir) / "luaflame.db").string();
     writer_ = open_db(path_);
+    // Incremental vacuum gives space back after retention; it must be chosen before the
+    // file's header is written (journal_mode=WAL writes it). An older store gets it with one
+    // VACUUM after migrating.
+    if (sql::pragma(writer_, "PRAGMA page_count") == 0)
+      exec(writer_, "PRAGMA auto_vacuum=INCREMENTAL");
     exec(writer_, "PRAGMA journal_mode=WAL");
     // FULL: a COMMIT is on disk before the request is acknowledged. NORMAL
     // (--sync normal): in the OS, which a kill -9 of the server cannot lose.
     exec(writer_, opts.sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     exec(writer_, "PRAGMA foreign_keys=OFF");
-    migrate();
+    // After a checkpoint resets the WAL, truncate it back to 64 MiB (a big write grows it).
+    exec(writer_, "PRAGMA journal_size_limit=67108864");
+    wc_.reset(writer_);
+    bool converted = migrate_schema(writer_, path_, [this](int64_t run, const Batch& b) {
+      RunTree& tree = tree_of(run);
+      add_batch(run, b, tree, true);
+    });
+    trees_.clear();
+    if (converted) {
+      exec(writer_, "PRAGMA auto_vacuum=INCREMENTAL");
+      exec(writer_, "VACUUM");
+    }
   }
   ~SqliteStore() override { close(); }
 
@@ -225,7 +97,8 @@ class SqliteStore : public Store {
     check_open();
     Txn txn(writer_);
     int64_t id = insert_run(run);
-    add_batch(id, data, /*fresh=*/true, 0);
+    RunTree tree;  // an upload's tree is not kept: the run never changes
+    add_batch(id, data, tree, /*all_resolutions=*/false);
     txn.commit();
     return id;
   }
@@ -234,11 +107,13 @@ class SqliteStore : public Store {
     std::lock_guard<std::mutex> lock(write_mu_);
     check_open();
     Txn txn(writer_);
-    Stmt q(writer_, "SELECT id FROM runs WHERE stream=?");
-    q.bind(1, run.stream);
-    if (q.step()) {
-      created = false;
-      return q.i64(0);
+    {
+      Stmt q(wc_, "SELECT id FROM runs WHERE stream=?");
+      q.bind(1, run.stream);
+      if (q.step()) {
+        created = false;
+        return q.i64(0);
+      }
     }
     int64_t id = insert_run(run);
     txn.commit();
@@ -250,18 +125,26 @@ class SqliteStore : public Store {
     std::lock_guard<std::mutex> lock(write_mu_);
     check_open();
     Txn txn(writer_);
-    Stmt q(writer_, "SELECT status, stack_count FROM runs WHERE id=?");
-    q.bind(1, run);
-    if (!q.step()) return AppendStatus::not_found;
-    if (q.text(0) != "live") return AppendStatus::finished;
-    int64_t stack_count = q.i64(1);
+    {
+      // Reset before COMMIT (by the end of this scope): a read left open on the writer
+      // made every automatic checkpoint fail, and the WAL grew without bound.
+      Stmt q(wc_, "SELECT status FROM runs WHERE id=?");
+      q.bind(1, run);
+      if (!q.step()) return AppendStatus::not_found;
+      if (q.text(0) != "live") return AppendStatus::finished;
+    }
     if (seq >= 0) {
-      Stmt ins(writer_, "INSERT OR IGNORE INTO chunks(run, seq) VALUES(?, ?)");
+      Stmt ins(wc_, "INSERT OR IGNORE INTO chunks(run, seq) VALUES(?, ?)");
       ins.bind(1, run).bind(2, seq).run();
       if (sqlite3_changes(writer_) == 0) return AppendStatus::duplicate;
     }
-    add_batch(run, data, false, stack_count);
-    txn.commit();
+    try {
+      add_batch(run, data, tree_of(run), true);
+      txn.commit();
+    } catch (...) {
+      trees_.erase(run);  // half-mapped: reloaded from the database next time
+      throw;
+    }
     return AppendStatus::ok;
   }
 
@@ -270,119 +153,107 @@ class SqliteStore : public Store {
     check_open();
     Txn txn(writer_);
     Stmt q(writer_,
-           "UPDATE runs SET status='finished', stats=COALESCE(?, stats), ended_ns=MAX(ended_ns, ?) WHERE id=?");
-    if (stats_json.empty()) q.null(1); else q.bind(1, stats_json);
+           "UPDATE runs SET status='finished', stats=COALESCE(?, stats), ended_ns=MAX(ended_ns, ?),"
+           " revision=revision+1 WHERE id=?");
+    if (stats_json.empty())
+      q.null(1);
+    else
+      q.bind(1, stats_json);
     q.bind(2, ended_ns).bind(3, run).run();
     bool found = sqlite3_changes(writer_) > 0;
     txn.commit();
+    trees_.erase(run);
     return found;
   }
 
   std::optional<RunInfo> get_run(int64_t id) override {
     Reader r(*this);
-    Stmt q(r.db, (std::string(kRunColumns) + " WHERE id=?").c_str());
+    Stmt q(r.db, std::string(kRunColumns) + " WHERE id=?");
     q.bind(1, id);
     if (!q.step()) return std::nullopt;
     RunInfo info = read_run(q);
+    q.reset();
     fill_run(r.db, info);
     return info;
   }
 
-  RunList list_runs(const RunFilter& f) override {
-    Reader r(*this);
-    std::string where = " WHERE 1=1";
-    if (!f.name.empty()) where += " AND name=?";
-    if (!f.status.empty()) where += " AND status=?";
-    for (std::size_t i = 0; i < f.tags.size(); ++i)
-      where += " AND id IN (SELECT run FROM tags WHERE key=? AND value=?)";
-    auto bind_filter = [&](Stmt& q) {
-      int i = 1;
-      if (!f.name.empty()) q.bind(i++, f.name);
-      if (!f.status.empty()) q.bind(i++, f.status);
-      for (const auto& [k, v] : f.tags) { q.bind(i++, k); q.bind(i++, v); }
-      return i;
-    };
-    RunList out;
-    Stmt count(r.db, ("SELECT COUNT(*) FROM runs" + where).c_str());
-    bind_filter(count);
-    if (count.step()) out.total = count.i64(0);
-    Stmt q(r.db, (std::string(kRunColumns) + where + " ORDER BY id DESC LIMIT ? OFFSET ?").c_str());
-    int i = bind_filter(q);
-    q.bind(i, f.limit).bind(i + 1, f.offset);
-    while (q.step()) out.runs.push_back(read_run(q));
-    for (RunInfo& info : out.runs) fill_run(r.db, info);
-    return out;
-  }
+  RunList list_runs(const RunFilter& f) override;
 
-  std::optional<int64_t> latest_run(const std::string& name, const Tags& tags, int64_t exclude) override {
+  std::optional<int64_t> latest_run(const std::string& name, const Tags& tags,
+                                    int64_t exclude) override {
     Reader r(*this);
     std::string sql = "SELECT id FROM runs WHERE name=? AND status='finished' AND id<>?";
     for (std::size_t i = 0; i < tags.size(); ++i)
-      sql += " AND id IN (SELECT run FROM tags WHERE key=? AND value=?)";
+      sql += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=? AND value=?)";
     sql += " ORDER BY id DESC LIMIT 1";
-    Stmt q(r.db, sql.c_str());
+    Stmt q(r.db, sql);
     q.bind(1, name).bind(2, exclude);
     int i = 3;
-    for (const auto& [k, v] : tags) { q.bind(i++, k); q.bind(i++, v); }
-    if (q.step()) return q.i64(0);
-    return std::nullopt;
-  }
-
-  void read_stacks(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
-                   const std::function<void(std::string_view, double)>& fn) override {
-    const std::vector<std::string>* names = nullptr;
-    std::string text;
-    read_paths(
-        run, metric, from_ns, until_ns, [&](const std::vector<std::string>& n) { names = &n; },
-        [&](const uint32_t* ids, std::size_t n, double v) {
-          text.clear();
-          for (std::size_t i = 0; i < n; ++i) {
-            if (i) text += ';';
-            text += (*names)[ids[i]];
-          }
-          fn(text, v);
-        });
-  }
-
-  void read_paths(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
-                  const std::function<void(const std::vector<std::string>&)>& frames,
-                  const std::function<void(const uint32_t*, std::size_t, double)>& fn) override {
-    Reader r(*this);
-    exec(r.db, "BEGIN");  // one snapshot for frames and stacks
-    struct End { sqlite3* db; ~End() { sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr); } } end{r.db};
-    std::vector<std::string> names;
-    {
-      Stmt f(r.db, "SELECT id, name FROM frames WHERE run=? ORDER BY id");
-      f.bind(1, run);
-      while (f.step()) {
-        auto id = static_cast<std::size_t>(f.i64(0));
-        if (id >= names.size()) names.resize(id + 1);
-        names[id] = f.text(1);
-      }
+    for (const auto& [k, v] : tags) {
+      q.bind(i++, k);
+      q.bind(i++, v);
     }
-    frames(names);
-    Stmt q(r.db,
-           "SELECT s.path, v.total FROM (SELECT stack, SUM(value) AS total FROM samples"
-           " WHERE run=? AND metric=? AND bucket>=? AND bucket<? GROUP BY stack) v"
-           " JOIN stacks s ON s.id=v.stack ORDER BY v.stack");
-    q.bind(1, run).bind(2, metric).bind(3, from_ns).bind(4, until_ns);
-    std::vector<uint32_t> ids;
-    while (q.step()) {
-      if (!decode_path(q.blob(0), ids)) continue;
-      bool ok = true;
-      for (uint32_t id : ids) ok = ok && id < names.size();
-      if (ok && !ids.empty()) fn(ids.data(), ids.size(), q.dbl(1));
-    }
+    std::optional<int64_t> out;
+    if (q.step()) out = q.i64(0);
+    q.reset();
+    return out;
   }
 
-  std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns) override {
+  void read_tree(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
+                 StoredTree& out) override {
     Reader r(*this);
-    Stmt q(r.db,
-           "SELECT bucket, SUM(value) FROM samples WHERE run=? AND metric=? AND bucket>=? AND bucket<?"
-           " GROUP BY bucket ORDER BY bucket");
-    q.bind(1, run).bind(2, metric).bind(3, from_ns).bind(4, until_ns);
+    Txn snapshot(r.db, "BEGIN");  // one snapshot for the dictionary and the values
+    out = StoredTree{};
+    load_dict(r.db, run, out.frames, out.nodes);
+    std::vector<int64_t> dense(out.nodes.size(), 0);
+    auto read = [&](int64_t width, int64_t lo, int64_t hi) {
+      Stmt q(r.db,
+             "SELECT data FROM buckets WHERE run=? AND metric=? AND width=? AND bucket>=? AND "
+             "bucket<?");
+      q.bind(1, run).bind(2, metric).bind(3, width).bind(4, lo).bind(5, hi);
+      while (q.step())
+        if (!add_blob(q.blob(0), dense))
+          throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+    };
+    if (from_ns == kMin && until_ns == kMax) {
+      read(kWhole, kMin, kMax);
+    } else {
+      for (const Piece& p :
+           cover(from_ns, until_ns, opts_.resolutions, horizons(r.db, run, metric)))
+        read(opts_.resolutions[static_cast<std::size_t>(p.level)].width_ns, p.lo, p.hi);
+    }
+    for (std::size_t i = 0; i < dense.size(); ++i)
+      if (dense[i] != 0) out.values.emplace_back(static_cast<uint32_t>(i), dense[i]);
+    snapshot.commit();
+  }
+
+  std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
+                                  int64_t step_ns) override {
+    Reader r(*this);
+    Txn snapshot(r.db, "BEGIN");
+    const std::vector<int64_t> horizon = horizons(r.db, run, metric);
+    std::size_t level = 0;
+    for (std::size_t l = 0; l < opts_.resolutions.size(); ++l)
+      if (opts_.resolutions[l].width_ns <= step_ns) level = l;
+    while (level > 0 && horizon[level] == kMax) --level;  // an upload keeps its finest bucket only
     std::vector<TimePoint> out;
-    while (q.step()) out.push_back({q.i64(0), q.dbl(1)});
+    // From the chosen level where it still holds data; before its horizon, coarser levels.
+    int64_t until = until_ns;
+    for (std::size_t l = level; l < opts_.resolutions.size() && from_ns < until; ++l) {
+      const int64_t w = opts_.resolutions[l].width_ns;
+      const int64_t lo = std::max(from_ns, horizon[l] == kMax ? until : horizon[l]);
+      Stmt q(r.db,
+             "SELECT bucket, total FROM buckets WHERE run=? AND metric=? AND width=? AND bucket>=? "
+             "AND bucket<?"
+             " ORDER BY bucket DESC");
+      q.bind(1, run).bind(2, metric).bind(3, w).bind(4, lo).bind(5, until);
+      while (q.step()) out.push_back({q.i64(0), w, q.i64(1)});
+      if (horizon[l] != kMax) until = std::min(until, horizon[l]);
+      until = bucket_of(until,
+                        opts_.resolutions[std::min(l + 1, opts_.resolutions.size() - 1)].width_ns);
+    }
+    std::reverse(out.begin(), out.end());
+    snapshot.commit();
     return out;
   }
 
@@ -395,49 +266,18 @@ class SqliteStore : public Store {
     return found;
   }
 
-  std::vector<int64_t> retain(int64_t older_than_ns, int64_t keep_runs, uint64_t budget) override {
-    std::lock_guard<std::mutex> lock(write_mu_);
-    check_open();
-    std::vector<int64_t> doomed;
-    if (older_than_ns > 0) {
-      Stmt q(writer_, "SELECT id FROM runs WHERE status='finished' AND ended_ns<?");
-      q.bind(1, older_than_ns);
-      while (q.step()) doomed.push_back(q.i64(0));
-    }
-    if (keep_runs > 0) {
-      Stmt q(writer_, "SELECT id FROM runs WHERE status='finished' AND id < "
-                      "(SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT ?))");
-      q.bind(1, keep_runs);
-      while (q.step()) doomed.push_back(q.i64(0));
-    }
-    // One transaction per run: the writer lock is released between them only
-    // in the sense that each commit is short; readers are never blocked.
-    std::vector<int64_t> deleted;
-    for (int64_t id : doomed) {
-      Txn txn(writer_);
-      if (delete_locked(id)) deleted.push_back(id);
-      txn.commit();
-    }
-    while (budget > 0 && static_cast<uint64_t>(used_bytes(writer_)) > budget) {
-      int64_t id = 0;
-      {
-        Stmt q(writer_, "SELECT id FROM runs WHERE status='finished' ORDER BY id LIMIT 1");
-        if (!q.step()) break;
-        id = q.i64(0);
-      }
-      Txn txn(writer_);
-      delete_locked(id);
-      txn.commit();
-      deleted.push_back(id);
-    }
-    return deleted;
-  }
+  RetainResult retain(const RetainOptions& o) override;
 
   StoreStats stats() override {
     Reader r(*this);
     StoreStats s;
-    Stmt q(r.db, "SELECT COUNT(*), COALESCE(SUM(status='live'), 0) FROM runs");
-    if (q.step()) { s.runs = q.i64(0); s.live_runs = q.i64(1); }
+    {
+      Stmt q(r.db, "SELECT status, n FROM run_counts");
+      while (q.step()) {
+        s.runs += q.i64(1);
+        if (q.text(0) == "live") s.live_runs = q.i64(1);
+      }
+    }
     s.stored_bytes = used_bytes(r.db);
     std::error_code ec;
     auto size = std::filesystem::file_size(path_, ec);
@@ -453,14 +293,20 @@ class SqliteStore : public Store {
     if (!writer_) return;
     for (sqlite3* db : pool_) sqlite3_close(db);
     pool_.clear();
+    trees_.clear();
+    wc_.clear();
     sqlite3_exec(writer_, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
     sqlite3_close(writer_);
     writer_ = nullptr;
   }
 
  private:
+  static constexpr const char* kColumns =
+      "SELECT runs.id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, "
+      "revision";
   static constexpr const char* kRunColumns =
-      "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count FROM runs";
+      "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision "
+      "FROM runs";
 
   // A read connection borrowed from the pool for one call.
   struct Reader {
@@ -482,12 +328,19 @@ class SqliteStore : public Store {
     }
     sqlite3* db = open_db(path_);
     exec(db, "PRAGMA query_only=1");
+    // Reads map the file (no copy per page) and keep 16 MiB of parsed pages per connection:
+    // a filtered listing at a million runs looks up thousands of rows.
+    exec(db, "PRAGMA mmap_size=1073741824");
+    exec(db, "PRAGMA cache_size=-16384");
     return db;
   }
 
   void give_back(sqlite3* db) {
     std::lock_guard<std::mutex> lock(pool_mu_);
-    if (!writer_ || pool_.size() >= 16) { sqlite3_close(db); return; }
+    if (!writer_ || pool_.size() >= 16) {
+      sqlite3_close(db);
+      return;
+    }
     pool_.push_back(db);
   }
 
@@ -495,154 +348,87 @@ class SqliteStore : public Store {
     if (!writer_) throw std::runtime_error("store: closed");
   }
 
-  void migrate() {
-    Stmt v(writer_, "PRAGMA user_version");
-    int version = v.step() ? static_cast<int>(v.i64(0)) : 0;
-    v.reset();
-    const int latest = 2;
-    if (version > latest)
-      throw std::runtime_error("store: " + path_ + " has schema version " + std::to_string(version) +
-                               ", newer than this server's " + std::to_string(latest));
-    for (int i = version; i < latest; ++i) {
-      Txn txn(writer_);
-      if (i == 0) exec(writer_, kSchemaV1);
-      if (i == 1) migrate_v2();
-      exec(writer_, ("PRAGMA user_version=" + std::to_string(i + 1)).c_str());
-      txn.commit();
-    }
-  }
-
-  // v1 kept each stack's text; v2 interns frames and keeps ids (same stack ids).
-  void migrate_v2() {
-    exec(writer_, kSchemaV2);
-    {
-      Stmt old(writer_, "SELECT id, run, text FROM stacks ORDER BY run, id");
-      Stmt ins(writer_, "INSERT INTO stacks2(id, run, hash, path) VALUES(?, ?, ?, ?)");
-      Stmt fr(writer_, "INSERT INTO frames(run, id, name) VALUES(?, ?, ?)");
-      int64_t run = -1;
-      FrameDict dict;
-      std::string blob;
-      while (old.step()) {
-        if (old.i64(1) != run) { run = old.i64(1); dict.clear(); }
-        blob.clear();
-        for (std::string_view f : lf::split_stack(old.text(2))) put_varint(blob, frame_id(run, f, dict, fr));
-        ins.bind(1, old.i64(0)).bind(2, run).bind(3, hash_text(blob)).blob(4, blob).run();
-      }
-    }
-    exec(writer_, "DROP TABLE stacks; ALTER TABLE stacks2 RENAME TO stacks;"
-                  " CREATE INDEX stacks_hash ON stacks(run, hash);");
-  }
-
-  static uint32_t frame_id(int64_t run, std::string_view name, FrameDict& dict, Stmt& ins) {
-    auto it = dict.ids.find(name);
-    if (it != dict.ids.end()) return it->second;
-    auto id = static_cast<uint32_t>(dict.ids.size());
-    ins.bind(1, run).bind(2, static_cast<int64_t>(id)).bind(3, name).run();
-    dict.add(name, id);
-    return id;
-  }
-
   static int64_t used_bytes(sqlite3* db) {
-    auto pragma = [db](const char* sql) {
-      Stmt q(db, sql);
-      return q.step() ? q.i64(0) : 0;
-    };
-    return (pragma("PRAGMA page_count") - pragma("PRAGMA freelist_count")) * pragma("PRAGMA page_size");
+    return (sql::pragma(db, "PRAGMA page_count") - sql::pragma(db, "PRAGMA freelist_count")) *
+           sql::pragma(db, "PRAGMA page_size");
+  }
+
+  // First bucket start each resolution still holds for (run, metric); kMax when none.
+  std::vector<int64_t> horizons(sqlite3* db, int64_t run, int metric) const {
+    std::vector<int64_t> out;
+    Stmt q(db, "SELECT MIN(bucket) FROM buckets WHERE run=? AND metric=? AND width=?");
+    for (const Resolution& res : opts_.resolutions) {
+      q.bind(1, run).bind(2, metric).bind(3, res.width_ns);
+      out.push_back(q.step() && !q.is_null(0) ? q.i64(0) : kMax);
+      q.reset();
+    }
+    return out;
+  }
+
+  // The writer's dictionary of a run: cached while the run streams, else loaded.
+  RunTree& tree_of(int64_t run) {
+    auto it = trees_.find(run);
+    if (it != trees_.end()) return it->second;
+    std::size_t cached = 0;
+    for (const auto& [id, t] : trees_) cached += t.nodes.size();
+    if (cached > kTreeCacheNodes) trees_.clear();
+    RunTree& tree = trees_[run];
+    std::vector<std::string> frames;
+    std::vector<Batch::Node> nodes;
+    load_dict(writer_, run, frames, nodes);
+    for (std::string& f : frames) tree.add_frame(std::move(f));
+    for (const Batch::Node& n : nodes) tree.add_node(n.parent, n.frame);
+    // Stacks: nodes with a value in the run's merged tree.
+    Stmt q(writer_, "SELECT data FROM buckets WHERE run=? AND width=0");
+    q.bind(1, run);
+    std::vector<int64_t> any(tree.nodes.size(), 0);
+    while (q.step()) add_blob(q.blob(0), any);
+    for (std::size_t i = 0; i < any.size(); ++i) tree.valued[i] = any[i] != 0;
+    Stmt s(writer_, "SELECT stack_count FROM runs WHERE id=?");
+    s.bind(1, run);
+    tree.stack_count = s.step() ? s.i64(0) : 0;
+    s.reset();
+    return tree;
   }
 
   int64_t insert_run(const NewRun& run) {
-    Stmt q(writer_,
+    Stmt q(wc_,
            "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz)"
            " VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
-    q.bind(1, run.name).bind(2, run.source).bind(3, std::string_view(run.finished ? "finished" : "live"));
-    if (run.stream.empty()) q.null(4); else q.bind(4, run.stream);
-    q.bind(5, run.started_ns).bind(6, std::max(run.ended_ns, run.started_ns)).bind(7, now_ns()).bind(8, run.hz);
+    q.bind(1, run.name)
+        .bind(2, run.source)
+        .bind(3, std::string_view(run.finished ? "finished" : "live"));
+    if (run.stream.empty())
+      q.null(4);
+    else
+      q.bind(4, run.stream);
+    q.bind(5, run.started_ns)
+        .bind(6, std::max(run.ended_ns, run.started_ns))
+        .bind(7, now_ns())
+        .bind(8, run.hz);
     q.run();
     int64_t id = sqlite3_last_insert_rowid(writer_);
-    Stmt tag(writer_, "INSERT INTO tags(run, key, value) VALUES(?, ?, ?)");
+    Stmt tag(wc_, "INSERT INTO tags(run, key, value) VALUES(?, ?, ?)");
     for (const auto& [k, v] : run.tags) tag.bind(1, id).bind(2, k).bind(3, v).run();
-    Stmt m(writer_, "INSERT OR IGNORE INTO metrics(run, metric, total) VALUES(?, ?, 0)");
+    Stmt m(wc_, "INSERT OR IGNORE INTO metrics(run, metric, total) VALUES(?, ?, 0)");
     for (int metric : run.metrics) m.bind(1, id).bind(2, metric).run();
     return id;
   }
 
-  // Interns every stack of `data` for `run` (frames first, then the stack as
-  // frame ids) and adds its values to the bucket of data.from_ns. `fresh`:
-  // the run has no frames or stacks yet, and the batch's stacks are distinct
-  // (nothing to look up).
-  void add_batch(int64_t run, const Batch& data, bool fresh, int64_t stack_count) {
-    Stmt find(writer_, "SELECT id, path FROM stacks WHERE run=? AND hash=?");
-    Stmt ins(writer_, "INSERT INTO stacks(run, hash, path) VALUES(?, ?, ?)");
-    Stmt fr(writer_, "INSERT INTO frames(run, id, name) VALUES(?, ?, ?)");
-    Stmt add(writer_,
-             "INSERT INTO samples(run, metric, bucket, stack, value) VALUES(?, ?, ?, ?, ?)"
-             " ON CONFLICT(run, metric, bucket, stack) DO UPDATE SET value=value+excluded.value");
-    FrameDict dict;
-    if (!fresh) {
-      Stmt f(writer_, "SELECT id, name FROM frames WHERE run=?");
-      f.bind(1, run);
-      while (f.step()) dict.add(f.text(1), static_cast<uint32_t>(f.i64(0)));
-    }
-    const int64_t bucket = data.from_ns - data.from_ns % opts_.bucket_ns;
-    std::vector<double> totals(data.metrics.size(), 0.0);
-    std::string blob;
-    std::unordered_map<std::string, int64_t> seen;
-    // Neighbouring stacks share prefixes: reuse the previous stack's ids for
-    // the common prefix instead of hashing those frames again.
-    std::vector<std::string_view> prev_frames;
-    std::vector<uint32_t> prev_ids;
-    for (const auto& [text, values] : data.stacks) {
-      blob.clear();
-      std::vector<std::string_view> frames = lf::split_stack(text);
-      std::size_t same = 0;
-      while (same < frames.size() && same < prev_frames.size() && frames[same] == prev_frames[same]) ++same;
-      prev_ids.resize(frames.size());
-      for (std::size_t i = same; i < frames.size(); ++i) prev_ids[i] = frame_id(run, frames[i], dict, fr);
-      for (uint32_t id : prev_ids) put_varint(blob, id);
-      prev_frames = std::move(frames);
-      const int64_t h = hash_text(blob);
-      int64_t sid = 0;
-      if (fresh) {  // distinct stacks expected; a repeat is merged here, not looked up
-        auto it = seen.find(blob);
-        if (it != seen.end()) sid = it->second;
-      } else {
-        find.bind(1, run).bind(2, h);
-        while (find.step())
-          if (find.blob(1) == blob) sid = find.i64(0);
-        find.reset();
-      }
-      if (sid == 0) {
-        if (static_cast<std::size_t>(++stack_count) > opts_.max_stacks)
-          throw LimitError("a run holds at most " + std::to_string(opts_.max_stacks) + " distinct stacks");
-        ins.bind(1, run).bind(2, h).blob(3, blob).run();
-        sid = sqlite3_last_insert_rowid(writer_);
-        if (fresh) seen.emplace(blob, sid);
-      }
-      for (std::size_t c = 0; c < data.metrics.size() && c < values.size(); ++c) {
-        if (values[c] == 0) continue;
-        add.bind(1, run).bind(2, data.metrics[c]).bind(3, bucket).bind(4, sid).bind(5, values[c]).run();
-        totals[c] += values[c];
-      }
-    }
-    Stmt tot(writer_,
-             "INSERT INTO metrics(run, metric, total) VALUES(?, ?, ?)"
-             " ON CONFLICT(run, metric) DO UPDATE SET total=total+excluded.total");
-    for (std::size_t c = 0; c < data.metrics.size(); ++c) tot.bind(1, run).bind(2, data.metrics[c]).bind(3, totals[c]).run();
-    Stmt upd(writer_,
-             "UPDATE runs SET stack_count=?, ended_ns=MAX(ended_ns, ?),"
-             " started_ns=CASE WHEN ?>0 AND ?<started_ns THEN ? ELSE started_ns END WHERE id=?");
-    upd.bind(1, stack_count).bind(2, data.until_ns).bind(3, data.from_ns).bind(4, data.from_ns)
-        .bind(5, data.from_ns).bind(6, run).run();
-  }
+  void add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions);
+  void merge_bucket(int64_t run, int metric, int64_t width, int64_t bucket, const Values& add,
+                    int64_t sum, int sign);
+  int64_t trim(const RetainOptions& o, std::vector<int64_t>& changed);
 
   bool delete_locked(int64_t id) {
-    static const char* const tables[] = {"samples", "stacks", "frames", "tags", "metrics", "chunks"};
+    static const char* const tables[] = {"buckets", "dict", "tags", "metrics", "chunks"};
     for (const char* t : tables) {
-      Stmt q(writer_, (std::string("DELETE FROM ") + t + " WHERE run=?").c_str());
+      Stmt q(writer_, std::string("DELETE FROM ") + t + " WHERE run=?");
       q.bind(1, id).run();
     }
     Stmt q(writer_, "DELETE FROM runs WHERE id=?");
     q.bind(1, id).run();
+    trees_.erase(id);
     return sqlite3_changes(writer_) > 0;
   }
 
@@ -657,6 +443,7 @@ class SqliteStore : public Store {
     r.hz = q.dbl(6);
     if (!q.is_null(7)) r.stats_json = q.text(7);
     r.stack_count = q.i64(8);
+    r.revision = q.i64(9);
     return r;
   }
 
@@ -666,7 +453,7 @@ class SqliteStore : public Store {
     while (t.step()) r.tags.emplace(t.text(0), t.text(1));
     Stmt m(db, "SELECT metric, total FROM metrics WHERE run=? ORDER BY metric");
     m.bind(1, r.id);
-    while (m.step()) r.totals[static_cast<int>(m.i64(0))] = m.dbl(1);
+    while (m.step()) r.totals[static_cast<int>(m.i64(0))] = m.i64(1);
   }
 
   StoreOptions opts_;
@@ -675,7 +462,336 @@ class SqliteStore : public Store {
   std::mutex write_mu_;
   std::mutex pool_mu_;
   std::vector<sqlite3*> pool_;
+  std::unordered_map<int64_t, RunTree> trees_;  // writer only (under write_mu_)
+  sql::StmtCache wc_;                           // the writer's statements (under write_mu_)
 };
+
+// A listing walks one index newest first and checks the other conditions per run: the index
+// of the condition with the fewest candidates (each counted up to the cap through its own
+// index), so no filter scans the table. SQLite's planner, without statistics, preferred the
+// rowid order for ORDER BY id DESC and scanned every run when few matched (127 ms to 1.4 s
+// at 1 million runs); the plan is therefore forced (INDEXED BY, CROSS JOIN).
+RunList SqliteStore::list_runs(const RunFilter& f) {
+  Reader r(*this);
+  auto capped = [&](const std::string& sql, const std::vector<std::string>& args) {
+    Stmt c(r.db, "SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(kCountCap + 1) + ")");
+    for (std::size_t i = 0; i < args.size(); ++i)
+      c.bind(static_cast<int>(i + 1), std::string_view(args[i]));
+    int64_t n = c.step() ? c.i64(0) : 0;
+    c.reset();
+    return n;
+  };
+  // Candidates per condition: -1 = the whole table.
+  int64_t best = kMax;
+  int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
+  if (!f.name.empty()) {
+    int64_t n = capped("SELECT 1 FROM runs INDEXED BY runs_name WHERE name=?", {f.name});
+    if (n < best) {
+      best = n;
+      driver = 0;
+    }
+  }
+  if (!f.status.empty()) {
+    Stmt c(r.db, "SELECT n FROM run_counts WHERE status=?");
+    c.bind(1, f.status);
+    int64_t n = c.step() ? c.i64(0) : 0;
+    c.reset();
+    if (n < best) {
+      best = n;
+      driver = 1;
+    }
+  }
+  int ti = 0;
+  for (const auto& [k, v] : f.tags) {
+    int64_t n = capped("SELECT 1 FROM tags INDEXED BY tags_kv WHERE key=? AND value=?", {k, v});
+    if (n < best) {
+      best = n;
+      driver = 2 + ti;
+    }
+    ++ti;
+  }
+  std::string from, order = " ORDER BY runs.id DESC";
+  std::string where = " WHERE 1=1";
+  std::vector<std::string> args;
+  if (driver >= 2) {
+    auto it = std::next(f.tags.begin(), driver - 2);
+    from = " FROM tags AS d INDEXED BY tags_kv CROSS JOIN runs ON runs.id=d.run";
+    where += " AND d.key=? AND d.value=?";
+    args = {it->first, it->second};
+    order = " ORDER BY d.run DESC";
+  } else {
+    from = driver == 0   ? " FROM runs INDEXED BY runs_name"
+           : driver == 1 ? " FROM runs INDEXED BY runs_status"
+                         : " FROM runs";
+    if (driver >= 0 && !f.name.empty() && !f.status.empty())
+      from = " FROM runs INDEXED BY runs_name_status";
+  }
+  if (!f.name.empty()) {
+    where += " AND name=?";
+    args.push_back(f.name);
+  }
+  if (!f.status.empty()) {
+    where += " AND status=?";
+    args.push_back(f.status);
+  }
+  ti = 0;
+  for (const auto& [k, v] : f.tags) {
+    if (driver != 2 + ti) {
+      where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=? AND value=?)";
+      args.push_back(k);
+      args.push_back(v);
+    }
+    ++ti;
+  }
+  RunList out;
+  std::string page =
+      from + where + (f.before_id > 0 ? " AND runs.id<?" : "") + order + " LIMIT ? OFFSET ?";
+  Stmt q(r.db, std::string(kColumns) + page);
+  int i = 1;
+  for (const std::string& a : args) q.bind(i++, std::string_view(a));
+  if (f.before_id > 0) q.bind(i++, f.before_id);
+  q.bind(i, f.limit + 1).bind(i + 1, f.offset);
+  while (q.step()) out.runs.push_back(read_run(q));
+  const bool last_page = static_cast<int64_t>(out.runs.size()) <= f.limit;
+  if (!last_page) {
+    out.runs.pop_back();
+    out.next_cursor = out.runs.back().id;
+  }
+  if (f.name.empty() && f.tags.empty()) {  // counters kept by triggers: exact and O(1)
+    Stmt c(r.db, f.status.empty() ? "SELECT COALESCE(SUM(n), 0) FROM run_counts"
+                                  : "SELECT COALESCE(SUM(n), 0) FROM run_counts WHERE status=?");
+    if (!f.status.empty()) c.bind(1, f.status);
+    if (c.step()) out.total = c.i64(0);
+    c.reset();
+  } else if (last_page && f.before_id == 0) {  // the whole answer is on this page: no count
+    out.total = f.offset + static_cast<int64_t>(out.runs.size());
+  } else {  // counted up to a cap: a page never pays for a million matches
+    out.total = capped("SELECT 1" + from + where, args);
+    if (out.total > kCountCap) out.total_exact = false;
+  }
+  for (RunInfo& info : out.runs) fill_run(r.db, info);
+  return out;
+}
+
+// Adds `b` to `run` inside the open transaction: the dictionary rows the run lacked, then
+// per metric the values merged into one bucket per resolution (the finest only unless
+// all_resolutions) and into the merged tree.
+// Every sum is checked before anything is written: all values are >= 0, so a run total
+// that fits bounds every bucket and node sum under it.
+void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions) {
+  const std::size_t cols = b.metrics.size();
+  if (b.values.size() != b.nodes.size() * cols)
+    throw std::runtime_error("store: batch values do not match its nodes");
+  for (const Batch::Node& n : b.nodes)
+    if (n.frame >= b.frames.size()) throw std::runtime_error("store: batch node names no frame");
+  const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
+  std::vector<uint32_t> node_of;
+  tree.map(b, opts_.max_stacks, node_of);
+  std::string blob;
+  Stmt dict(wc_, "INSERT INTO dict(run, kind, first, data) VALUES(?, ?, ?, ?)");
+  if (tree.frames.size() > f0) {
+    encode_frames(tree.frames, f0, blob);
+    dict.bind(1, run).bind(2, 0).bind(3, static_cast<int64_t>(f0)).blob(4, blob).run();
+  }
+  if (tree.nodes.size() > n0) {
+    blob.clear();
+    encode_nodes(tree.nodes, n0, blob);
+    dict.bind(1, run).bind(2, 1).bind(3, static_cast<int64_t>(n0)).blob(4, blob).run();
+  }
+  Values vals;
+  for (std::size_t c = 0; c < cols; ++c) {
+    vals.clear();
+    for (std::size_t i = 0; i < b.nodes.size(); ++i) {
+      const int64_t v = b.values[i * cols + c];
+      if (v < 0) throw ValueError("a negative value");
+      if (v != 0) vals.emplace_back(node_of[i], v);
+    }
+    if (vals.empty()) continue;
+    std::sort(vals.begin(), vals.end());
+    // Merge repeats of one run node (a chunk may name a (parent, frame) pair twice).
+    std::size_t k = 0;
+    int64_t sum = 0;
+    for (std::size_t i = 0; i < vals.size(); ++i) {
+      sum = checked_add(sum, vals[i].second, "the batch's total");
+      if (k > 0 && vals[k - 1].first == vals[i].first)
+        vals[k - 1].second = checked_add(vals[k - 1].second, vals[i].second, "a stack's value");
+      else
+        vals[k++] = vals[i];
+    }
+    vals.resize(k);
+    const int metric = b.metrics[c];
+    {
+      Stmt t(wc_, "SELECT total FROM metrics WHERE run=? AND metric=?");
+      t.bind(1, run).bind(2, metric);
+      const int64_t total = t.step() ? t.i64(0) : 0;
+      t.reset();
+      Stmt u(wc_,
+             "INSERT INTO metrics(run, metric, total) VALUES(?, ?, ?)"
+             " ON CONFLICT(run, metric) DO UPDATE SET total=excluded.total");
+      u.bind(1, run).bind(2, metric).bind(3, checked_add(total, sum, "the run's total")).run();
+    }
+    // An upload is one window that never grows: its finest bucket serves every range (cover()
+    // skips resolutions a run has no buckets in).
+    for (const Resolution& res : opts_.resolutions) {
+      merge_bucket(run, metric, res.width_ns, bucket_of(b.from_ns, res.width_ns), vals, sum, 1);
+      if (!all_resolutions) break;
+    }
+    merge_bucket(run, metric, kWhole, 0, vals, sum, 1);
+  }
+  Stmt upd(wc_,
+           "UPDATE runs SET stack_count=?, revision=revision+1, ended_ns=MAX(ended_ns, ?),"
+           " started_ns=CASE WHEN ?>0 AND ?<started_ns THEN ? ELSE started_ns END WHERE id=?");
+  upd.bind(1, tree.stack_count)
+      .bind(2, b.until_ns)
+      .bind(3, b.from_ns)
+      .bind(4, b.from_ns)
+      .bind(5, b.from_ns)
+      .bind(6, run)
+      .run();
+}
+
+// Adds (sign 1) or subtracts (-1) sorted `add` to one bucket's blob.
+void SqliteStore::merge_bucket(int64_t run, int metric, int64_t width, int64_t bucket,
+                               const Values& add, int64_t sum, int sign) {
+  Values cur;
+  int64_t total = 0;
+  {
+    Stmt q(wc_,
+           "SELECT total, data FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
+    q.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket);
+    if (q.step()) {
+      total = q.i64(0);
+      if (!merge_blob(q.blob(1), cur))
+        throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+      q.reset();
+    }
+  }
+  merge_values(cur, add, sign);
+  total = sign > 0 ? checked_add(total, sum, "a bucket's total") : total - sum;
+  if (cur.empty()) {
+    Stmt d(wc_, "DELETE FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
+    d.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket).run();
+    return;
+  }
+  std::string blob;
+  encode_values(cur, blob);
+  Stmt w(wc_,
+         "INSERT INTO buckets(run, metric, width, bucket, total, data) VALUES(?, ?, ?, ?, ?, ?)"
+         " ON CONFLICT(run, metric, width, bucket) DO UPDATE SET total=excluded.total, "
+         "data=excluded.data");
+  w.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket).bind(5, total).blob(6, blob).run();
+}
+
+// Per-resolution retention of streamed and ingested runs (uploads are one bucket and follow
+// the whole-run rules). Dropping the coarsest resolution's buckets also takes their values out
+// of the merged tree and the run's totals, so the whole-run view is what is retained.
+int64_t SqliteStore::trim(const RetainOptions& o, std::vector<int64_t>& changed) {
+  int64_t trimmed = 0;
+  for (std::size_t l = 0; l < opts_.resolutions.size(); ++l) {
+    const Resolution& res = opts_.resolutions[l];
+    if (res.keep_ns <= 0) continue;
+    const bool coarsest = l + 1 == opts_.resolutions.size();
+    const int64_t cutoff =
+        o.now_ns - res.keep_ns - res.width_ns;  // buckets that ended before now - keep
+    Txn txn(writer_);
+    if (coarsest) {
+      Stmt q(writer_,
+             "SELECT b.run, b.metric, b.total, b.data FROM buckets b JOIN runs r ON r.id=b.run"
+             " WHERE b.width=? AND b.bucket<? AND r.source<>'upload' ORDER BY b.run, b.metric");
+      q.bind(1, res.width_ns).bind(2, cutoff);
+      struct Sub {
+        int64_t run;
+        int metric;
+        int64_t sum;
+        Values v;
+      };
+      std::vector<Sub> subs;
+      while (q.step()) {
+        if (subs.empty() || subs.back().run != q.i64(0) || subs.back().metric != q.i64(1))
+          subs.push_back({q.i64(0), static_cast<int>(q.i64(1)), 0, {}});
+        subs.back().sum += q.i64(2);
+        if (!merge_blob(q.blob(3), subs.back().v)) throw std::runtime_error("store: bad bucket");
+      }
+      for (const Sub& s : subs) {
+        merge_bucket(s.run, s.metric, kWhole, 0, s.v, s.sum, -1);
+        Stmt u(writer_, "UPDATE metrics SET total=total-? WHERE run=? AND metric=?");
+        u.bind(1, s.sum).bind(2, s.run).bind(3, s.metric).run();
+      }
+    }
+    std::vector<int64_t> runs;
+    {
+      Stmt q(writer_,
+             "SELECT DISTINCT b.run FROM buckets b JOIN runs r ON r.id=b.run"
+             " WHERE b.width=? AND b.bucket<? AND r.source<>'upload'");
+      q.bind(1, res.width_ns).bind(2, cutoff);
+      while (q.step()) runs.push_back(q.i64(0));
+    }
+    Stmt d(writer_, "DELETE FROM buckets WHERE width=? AND bucket<? AND run=?");
+    Stmt rev(writer_, "UPDATE runs SET revision=revision+1 WHERE id=?");
+    for (int64_t run : runs) {
+      d.bind(1, res.width_ns).bind(2, cutoff).bind(3, run).run();
+      trimmed += sqlite3_changes(writer_);
+      rev.bind(1, run).run();  // cached views of it are stale
+      changed.push_back(run);
+    }
+    txn.commit();
+  }
+  return trimmed;
+}
+
+RetainResult SqliteStore::retain(const RetainOptions& o) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  check_open();
+  RetainResult out;
+  std::vector<int64_t> doomed;
+  if (o.older_than_ns > 0) {
+    Stmt q(writer_, "SELECT id FROM runs WHERE status='finished' AND ended_ns<?");
+    q.bind(1, o.older_than_ns);
+    while (q.step()) doomed.push_back(q.i64(0));
+  }
+  if (o.keep_runs > 0) {
+    Stmt q(writer_,
+           "SELECT id FROM runs WHERE status='finished' AND id < "
+           "(SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT ?))");
+    q.bind(1, o.keep_runs);
+    while (q.step()) doomed.push_back(q.i64(0));
+  }
+  std::sort(doomed.begin(), doomed.end());
+  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
+  // One short transaction per run: readers are never blocked, writers wait briefly.
+  for (int64_t id : doomed) {
+    Txn txn(writer_);
+    if (delete_locked(id)) out.deleted.push_back(id);
+    txn.commit();
+  }
+  if (o.trim) {
+    out.buckets_trimmed = trim(o, out.trimmed);
+    std::sort(out.trimmed.begin(), out.trimmed.end());
+    out.trimmed.erase(std::unique(out.trimmed.begin(), out.trimmed.end()), out.trimmed.end());
+  }
+  while (o.budget_bytes > 0 && static_cast<uint64_t>(used_bytes(writer_)) > o.budget_bytes) {
+    int64_t id = 0;
+    {
+      Stmt q(writer_, "SELECT id FROM runs WHERE status='finished' ORDER BY id LIMIT 1");
+      if (!q.step()) break;
+      id = q.i64(0);
+      q.reset();
+    }
+    Txn txn(writer_);
+    delete_locked(id);
+    txn.commit();
+    out.deleted.push_back(id);
+  }
+  // Give the freed pages back to the file system, then let the WAL restart.
+  const int64_t free_pages = sql::pragma(writer_, "PRAGMA freelist_count");
+  if (free_pages > 0) {
+    exec(writer_, "PRAGMA incremental_vacuum");
+    out.bytes_freed = (free_pages - sql::pragma(writer_, "PRAGMA freelist_count")) *
+                      sql::pragma(writer_, "PRAGMA page_size");
+    sqlite3_exec(writer_, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+  }
+  return out;
+}
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include "luaflame/wire.hpp"
 
 #include <charconv>
+#include <cstdint>
 
 namespace lfw {
 
@@ -61,10 +62,15 @@ struct Reader {
   }
 };
 
+// Every number on the wire fits a signed 64-bit integer: the server stores
+// seq, times and values as int64, and a uint64 above 2^63-1 would wrap
+// negative there (a resent chunk with seq 2^63 counted twice).
+constexpr uint64_t kMaxWireInt = static_cast<uint64_t>(INT64_MAX);
+
 bool parse_uint(std::string_view s, uint64_t& v) {
   if (s.empty()) return false;
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+  return r.ec == std::errc() && r.ptr == s.data() + s.size() && v <= kMaxWireInt;
 }
 
 // Splits off the first space-separated word of `s`.
@@ -101,7 +107,7 @@ bool decode_node(std::string_view rest, Chunk& c, std::size_t ln, std::string& e
     return fail(error, ln, "node frame '" + std::string(f) + "' is not a defined frame");
   n.frame = static_cast<uint32_t>(v);
   while (!rest.empty()) {
-    if (!parse_uint(word(rest), v)) return fail(error, ln, "bad node value");
+    if (!parse_uint(word(rest), v)) return fail(error, ln, "bad node value (a whole number up to 2^63-1)");
     n.values.push_back(v);
   }
   if (n.values.size() != c.metrics.size())
@@ -124,6 +130,9 @@ bool decode_metrics(std::string_view rest, Chunk& c, std::size_t ln, std::string
   while (!rest.empty()) {
     std::string_view m = word(rest);
     if (!is_metric(m)) return fail(error, ln, "unknown metric '" + std::string(m) + "'");
+    // A metric listed twice would count its values twice.
+    for (const std::string& seen : c.metrics)
+      if (seen == m) return fail(error, ln, "metric '" + std::string(m) + "' listed twice");
     c.metrics.emplace_back(m);
   }
   if (c.metrics.empty()) return fail(error, ln, "no metrics");
@@ -149,17 +158,22 @@ bool decode(std::string_view text, Chunk& c, std::string& error) {
       if (!have_metrics) return fail(error, r.lineno, "node before metrics");
       if (!decode_node(rest, c, r.lineno, error)) return false;
     } else if (key == "seq" || key == "from" || key == "until" || key == "end") {
-      if (!parse_uint(rest, v)) return fail(error, r.lineno, "bad number after " + std::string(key));
+      if (!parse_uint(rest, v))
+        return fail(error, r.lineno, "bad number after " + std::string(key) + " (a whole number up to 2^63-1)");
       if (key == "seq") { c.seq = v; have_seq = true; }
       else if (key == "from") c.from_ns = v;
       else if (key == "until") c.until_ns = v;
       else {
         if (v != c.nodes.size()) return fail(error, r.lineno, "end count does not match nodes");
         if (!have_seq) return fail(error, r.lineno, "no seq header");
+        // Required by the grammar; a chunk without it decoded, and did not
+        // encode back (found by fuzz/fuzz_wire).
+        if (!have_metrics) return fail(error, r.lineno, "no metrics header");
         if (r.pos < text.size()) return fail(error, r.lineno + 1, "data after end");
         return true;
       }
     } else if (key == "metrics") {
+      if (have_metrics) return fail(error, r.lineno, "metrics listed twice");
       if (!decode_metrics(rest, c, r.lineno, error)) return false;
       have_metrics = true;
     } else {

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration<double>(a.seconds);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(a.threads));
   for (int t = 0; t < a.threads; ++t)
     threads.emplace_back([&] {
       httplib::Client c("127.0.0.1", a.port);

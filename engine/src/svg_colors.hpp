@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "luaflame/hash.hpp"
+
 namespace lf {
 namespace detail {
 
@@ -67,16 +69,6 @@ inline double namehash(std::string_view name) {
     if (mod > 12) break;
   }
   return 1 - vector / max;
-}
-
-// FNV-1a: a fixed, documented hash, so colours never change between builds.
-inline uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 // stackcollapse-perf.pl's annotations: _[k] kernel, _[j] JIT, _[i] inlined,
@@ -146,7 +138,7 @@ inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
     v1 = namehash(name);
     v2 = v3 = namehash(rev);
   } else {
-    uint64_t h = fnv1a(name);
+    uint64_t h = lf::fnv1a(name);  // fixed: colours never change between builds
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 32;

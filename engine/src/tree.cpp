@@ -1,6 +1,6 @@
 // engine, stage 2: the call tree.
 //
-// Nodes live in columns (links, depth, self, total) rather than as fat
+// Nodes live in columns (links, child counts, self, total) rather than as fat
 // structs: a 200,000-stack profile has millions of nodes and the bytes per
 // node decide the peak memory. Children are found through one open-addressing
 // table keyed by (parent, frame); consecutive stacks sharing a prefix skip

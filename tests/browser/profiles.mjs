@@ -114,3 +114,82 @@ export function wireChunk(seq, metrics, stacks, fromNs, untilNs) {
   out += `end ${nodeLines.length}\n`;
   return out;
 }
+
+/** A small profile with recursion (rec calls itself) for the sandwich checks. */
+export function recursiveProfile() {
+  return [
+    'main;a;rec;rec;rec;leaf 50',
+    'main;a;rec;rec 7',
+    'main;b;rec;leaf 30',
+    'main;b;rec;other 20',
+    'main;b;rec;x;rec;other 5',
+    'main;c 40',
+  ].join('\n') + '\n';
+}
+
+/**
+ * The sandwich of `fn` computed from folded text, independently of the server:
+ * total (stacks holding fn, each once), self (stacks ending in it), and the
+ * direct callers (frame before its outermost call) and callees (frame after its
+ * innermost call) with their values.
+ */
+export function sandwichOf(folded, fn) {
+  const out = { total: 0, self: 0, callers: {}, callees: {} };
+  for (const l of folded.split('\n')) {
+    const i = l.lastIndexOf(' ');
+    if (i < 0) continue;
+    const v = +l.slice(i + 1);
+    const fr = l.slice(0, i).split(';');
+    const a = fr.indexOf(fn);
+    if (a < 0) continue;
+    const b = fr.lastIndexOf(fn);
+    out.total += v;
+    if (b === fr.length - 1) out.self += v;
+    if (a > 0) out.callers[fr[a - 1]] = (out.callers[fr[a - 1]] || 0) + v;
+    if (b < fr.length - 1) out.callees[fr[b + 1]] = (out.callees[fr[b + 1]] || 0) + v;
+  }
+  return out;
+}
+
+/** A Lua file of `n` lines: functions of 50 lines each. */
+export function luaSource(n) {
+  const out = [];
+  for (let i = 1; i <= n; i++) {
+    if (i % 50 === 1) out.push(`local function f${i}(x)`);
+    else if (i % 50 === 0) out.push('end');
+    else out.push(`  x = x + ${i} -- <line ${i}> & "quoted"`);
+  }
+  return out.join('\n') + '\n';
+}
+
+/**
+ * Stacks as the collector writes them with lines = true: frames `NAME SOURCE:LINE`,
+ * the leaf at its current line, callers at their line defined. Functions of app.lua
+ * (`n` lines, luaSource's layout) and a few of other.lua, whose text is not shipped.
+ */
+export function linesProfile(n, seed = 7) {
+  const r = rng(seed);
+  const stacks = new Map();
+  for (let k = 0; k < 6000; k++) {
+    const def = Math.floor(r() * (n / 50)) * 50 + 1;
+    const cur = def + 1 + Math.floor(r() ** 2 * 47);
+    const s = r() < 0.05
+      ? `main app.lua:0;g other.lua:10;g other.lua:${11 + Math.floor(r() * 5)}`
+      : `main app.lua:0;f${def} app.lua:${def};f${def} app.lua:${cur}`;
+    stacks.set(s, (stacks.get(s) || 0) + 1 + Math.floor(r() * 9));
+  }
+  return [...stacks].map(([s, v]) => `${s} ${v}`).join('\n') + '\n';
+}
+
+/** line -> self value of the leaf frames of `file` (frames `NAME SOURCE:LINE`), from folded text. */
+export function lineHeatOf(folded, file) {
+  const out = {};
+  for (const l of folded.split('\n')) {
+    const i = l.lastIndexOf(' ');
+    if (i < 0) continue;
+    const leaf = l.slice(0, i).split(';').pop();
+    const m = / (\S+):(\d+)$/.exec(leaf);
+    if (m && m[1] === file) out[+m[2]] = (out[+m[2]] || 0) + +l.slice(i + 1);
+  }
+  return out;
+}

@@ -30,6 +30,14 @@ a=$(echo 'print("stdin", ...)' | "$LUA" - x y 2>&1; echo "rc=$?")
 b=$(cd "$work" && echo 'print("stdin", ...)' | "$LF" run -q - x y 2>&1; echo "rc=$?")
 [ "$a" = "$b" ] || fail "stdin script: <$a> vs <$b>"
 
+# 2b. Everything after the script name is the script's, untouched, even when it
+# looks like luaflame's own options (argument parsing is CLI11's prefix mode).
+a=$(cd "$work" && echo 'print(select("#", ...), ...)' > args.lua && "$LUA" args.lua --hz 5 -- -q "two words" --help -o)
+b=$(cd "$work" && "$LF" run -q -o args.folded args.lua --hz 5 -- -q "two words" --help -o)
+[ "$a" = "$b" ] || fail "script arguments: <$a> vs <$b>"
+b=$(cd "$work" && "$LF" run -q -o args.folded -- args.lua -x)
+[ "$b" = "$(printf '1\t-x')" ] || fail "-- before the script: <$b>"
+
 # 3. Output files: the first metric in the file, the others beside it.
 (cd "$work" && rm -f *.folded && "$LF" run -q --mode both --hz 999 -o out.folded "$DATA/runner/ok.lua" > /dev/null)
 [ -e "$work/out.folded" ] || fail "--mode both: out.folded missing"  # may be empty: ok.lua runs < 1 ms

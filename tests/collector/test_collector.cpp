@@ -7,6 +7,7 @@
 //   - sample and time shares, C functions, coroutines, hooks chained.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -242,6 +243,116 @@ TEST_CASE("sample: a function with three quarters of the CPU time has 75% of the
   CHECK(per_ms <= 1.2);
 }
 
+namespace {
+
+// The program run under `mode` (plus `extra` start options); its folded
+// profile of the mode's first metric.
+Folded profile_of(const std::string& body, const std::string& mode, const std::string& extra = "") {
+  Lua lua;
+  std::string err = lua.run("local lf = require 'luaflame'\n" + body + "\nlf.start{mode = '" + mode + "', hz = 999" + extra +
+                            "}\nmain()\nF = lf.folded()\nlf.stop()\n");
+  REQUIRE(err == "");
+  return parse_folded(lua.global("F"));
+}
+
+// 200 arithmetic lines then a math.abs call, in a loop: the loop body.
+std::string abs_loop() {
+  std::string body = "function main()\n  local x = 0.5\n  for i = 1, 60000 do\n";
+  for (int i = 0; i < 200; ++i) body += "    x = x * 1.0000001 + 0.0000001\n";
+  return body + "    x = math.abs(x)\n  end\n  return x\nend\n";
+}
+
+}  // namespace
+
+// Regression (issue 10): the hook armed by the signal runs at the next
+// call or return, and used to charge the stack of that moment: 341 of 342
+// samples went to [C] math.abs. The signal now records the running
+// CallInfo and the hook walks from there.
+TEST_CASE("sample: charged where the timer fired, not at the next call or return") {
+  struct Case {
+    const char* name;
+    std::string code;
+    const char* leaf;
+    double min_self;  ///< percent of samples with `leaf` as the leaf frame
+  };
+  const Case cases[] = {
+      {"200 arithmetic lines then math.abs", abs_loop(), "main ", 95},
+      {"a long string.rep", "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end",
+       "[C] string.rep", 90},
+      {"a tight loop with no call", "function main() local x = 0 for i = 1, 3e7 do x = x + i % 7 end end", "main ", 95},
+  };
+  for (const Case& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    Folded f = profile_of(c.code, "sample");
+    CAPTURE(f.size());
+    CHECK(total(f) > 50);
+    CHECK(share_leaf(f, c.leaf) >= c.min_self);
+  }
+}
+
+// Sampled self shares against traced ones, run apart (tracing slows calls).
+TEST_CASE("sample: self shares within 5 points of trace mode (calls; C calling back into Lua)") {
+  struct Case {
+    const char* name;
+    const char* code;
+    std::vector<const char*> leaves;
+  };
+  const Case cases[] = {
+      {"a tight loop with calls",
+       "function f(x) for j = 1, 40 do x = x * 1.0000001 + 0.5 end return x end\n"
+       "function main() local x = 0 for i = 1, 6e5 do x = f(x) for j = 1, 120 do x = x * 0.9999 + j end end end",
+       {"main ", "f "}},
+      {"lpeg.match calling a Lua callback",
+       "local lpeg = require 'lpeg'\n"
+       "function cb(s) local x = 0 for i = 1, 40 do x = x + i end return #s + x end\n"
+       "local p = lpeg.Ct(((lpeg.C(lpeg.R('az') ^ 1) / cb) + 1) ^ 0)\n"
+       "local text = string.rep('hello world abc defgh ', 20000)\n"
+       "function main() for i = 1, 30 do lpeg.match(p, text) end end",
+       {"[C] lpeg.match", "cb "}},
+  };
+  for (const Case& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    // Trace time is the TSC's wall time: on a loaded machine a descheduled
+    // thread charges its wait to the frame on top. Up to three pairs, the
+    // first where every leaf agrees counts (the sampled CPU clock is steady).
+    double worst = 100;
+    std::string last;
+    for (int attempt = 0; attempt < 3 && worst > 5; ++attempt) {
+      Folded sampled = profile_of(c.code, "sample"), traced = profile_of(c.code, "trace");
+      CHECK(total(sampled) > 100);
+      worst = 0;
+      last.clear();
+      for (const std::string leaf : c.leaves) {
+        const double s = share_leaf(sampled, leaf), t = share_leaf(traced, leaf);
+        CHECK(t > 10);
+        worst = std::max(worst, std::fabs(s - t));
+        last += leaf + ": sampled " + std::to_string(s) + " traced " + std::to_string(t) + "\n";
+      }
+    }
+    CAPTURE(last);
+    CHECK(worst <= 5);
+  }
+}
+
+// The direct reads of Lua's structures (collector/luaint.hpp) are all on
+// for the Lua CI builds with: a Lua update that changes a layout turns one
+// off (slower or less exact, said in the summary) and fails here.
+TEST_CASE("luaint: every fast path is on for this Lua") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    lf.start{mode = 'both'}
+    local s = lf.stop()
+    ON, OFF = s.fast_paths, s.fast_paths_off or ''
+  )");
+  REQUIRE(err == "");
+  CAPTURE(lua.global("OFF"));
+  CHECK(lua.global("ON") == "ci_walk signal_position hook_count lua_ident c_ident");
+  CHECK(lua.global("OFF") == "");
+}
+
 TEST_CASE("sample: time inside a C function is charged to it") {
   Lua lua;
   std::string err = lua.run(R"(
@@ -417,6 +528,83 @@ TEST_CASE("alloc: a function making 90% of the garbage has about 90% of the byte
   }
 }
 
+// Regression (issue 10): allocations were charged at the next hook event,
+// so tables built right before a C call landed on the C function (99% on
+// [C] string.find, {i, tostring(i) .. "x"} on [C] tostring).
+TEST_CASE("alloc: a table built right before a C call is charged to the Lua function that built it") {
+  for (std::string rate : {"16384", "0"}) {
+    CAPTURE(rate);
+    Lua lua;
+    std::string err = lua.run(R"(
+      local lf = require 'luaflame'
+      function work()
+        local n = 0
+        for i = 1, 100000 do
+          local t = {i, i + 1, i + 2}
+          if string.find('abc', 'b', 1, true) then n = n + #t end
+        end
+      end
+      function conv() local r for i = 1, 50000 do r = {i, tostring(i) .. 'x'} end end
+      lf.start{mode = 'alloc', alloc_rate = )" + rate + R"(}
+      work() conv()
+      BYTES = lf.folded('alloc_bytes')
+      lf.stop()
+    )");
+    REQUIRE(err == "");
+    Folded f = parse_folded(lua.global("BYTES"));
+    CAPTURE(lua.global("BYTES"));
+    double tables = 0, under_c = 0;
+    for (const auto& kv : f) {
+      if (kv.first.find("[alloc] table") == std::string::npos) continue;
+      tables += kv.second;
+      if (kv.first.find("[C] string.find") != std::string::npos || kv.first.find("[C] tostring") != std::string::npos)
+        under_c += kv.second;
+    }
+    CHECK(tables > 0);
+    CHECK(under_c / tables < 0.01);
+    CHECK(share_leaf(f, "[alloc] table") > 20);
+  }
+}
+
+// Regression (issue 10): a function keeping 10% of the bytes alive had 0%
+// of live_bytes, the one churning 90% (all freed) had 100%. Whatever holds
+// the kept objects, they are under the keeper.
+TEST_CASE("alloc: live bytes of a keeper are under the keeper, whatever container holds them") {
+  struct Case {
+    const char* container;
+    const char* setup;  ///< defines put(v)
+  };
+  const Case cases[] = {
+      {"global", "KEPT = {} function put(v) KEPT[#KEPT + 1] = v end"},
+      {"upvalue", "local kept = {} function put(v) kept[#kept + 1] = v end"},
+      {"registry", "local reg = debug.getregistry() reg.kept = {} function put(v) reg.kept[#reg.kept + 1] = v end"},
+      {"local table", "local holder = {list = {}} function put(v) local l = holder.list l[#l + 1] = v end"},
+  };
+  for (std::string rate : {"16384", "0"}) {
+    for (const Case& c : cases) {
+      const std::string container = c.container;
+      CAPTURE(rate);
+      CAPTURE(container);
+      Lua lua;
+      std::string err = lua.run(std::string(R"(
+        local lf = require 'luaflame'
+        )") + c.setup + R"(
+        local function churn() for i = 1, 9000 do local t = {i, i, i, i, i, i, i, i} end end
+        local function keep() for i = 1, 1000 do put({i, i, i, i, i, i, i, i}) end end
+        lf.start{mode = 'alloc', alloc_rate = )" + rate + R"(, output = 'alloc_keeper_test.folded'}
+        for r = 1, 4 do churn() keep() end
+        lf.stop()
+      )");
+      REQUIRE(err == "");
+      Folded live = parse_folded(read_file("alloc_keeper_test.live_bytes.folded"));
+      CAPTURE(read_file("alloc_keeper_test.live_bytes.folded"));
+      CHECK(share_containing(live, "keep ") >= 90);
+      for (const char* f : {"alloc_keeper_test.folded", "alloc_keeper_test.alloc_count.folded", "alloc_keeper_test.live_bytes.folded"})
+        std::remove(f);
+    }
+  }
+}
+
 TEST_CASE("alloc: a leak shows in live bytes, an equal churn that is freed does not") {
   Lua lua;
   std::string err = lua.run(R"(
@@ -460,6 +648,173 @@ TEST_CASE("alloc: live bytes by stack: the leak's frames, not the churn's") {
   CHECK(std::fabs(share_containing(bytes, "leak ") - share_containing(bytes, "churn ")) < 15);
   for (const char* f : {"alloc_live_test.folded", "alloc_live_test.alloc_count.folded", "alloc_live_test.live_bytes.folded"})
     std::remove(f);
+}
+
+// Regression (issue 10): the program's own hooks lost events (a line hook
+// 53 of 4,000,003 lines, a count hook every 100,000 instructions fired
+// 804-818 times of 1,000), and an instruction-limit sandbox hung under
+// sample/both (and trace on a coroutine): arming reset the thread's count.
+TEST_CASE("hooks: the program's line, count and call/return hooks and a sandbox keep their semantics in every mode") {
+  for (std::string mode : {"sample", "trace", "both", "sample+alloc"}) {
+    CAPTURE(mode);
+    Lua lua;
+    std::string err = lua.run("MODE = '" + mode + "'\n" + R"LUA(local lf = require 'luaflame'
+local function loop(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
+local function lines()
+  local n = 0
+  debug.sethook(function() n = n + 1 end, 'l')
+  loop(300000)
+  debug.sethook()
+  return n
+end
+local function counts()
+  local n = 0
+  debug.sethook(function() n = n + 1 end, '', 1000)
+  loop(300000)
+  debug.sethook()
+  return n
+end
+local function callret()
+  local c, r = 0, 0
+  debug.sethook(function(e) if e == 'return' then r = r + 1 else c = c + 1 end end, 'cr')
+  for i = 1, 30000 do math.abs(i) loop(3) end
+  debug.sethook()
+  return c, r
+end
+local function sandbox()
+  debug.sethook(function() error('limit', 0) end, '', 1e7)
+  for i = 1, 2e9 do end
+end
+local want = {lines(), counts(), callret()}
+lf.start{mode = MODE, hz = 999}
+local got = {lines(), counts(), callret()}
+local ok, e = pcall(sandbox)
+debug.sethook()
+local co = coroutine.create(sandbox)
+local cok, ce = coroutine.resume(co)
+local s = lf.stop()
+RESULT = string.format('lines %d/%d count %d/%d call %d/%d return %d/%d sandbox %s %s coroutine %s %s',
+  got[1], want[1], got[2], want[2], got[3], want[3], got[4], want[4], ok, e, cok, ce)
+assert(got[1] == want[1] and got[2] == want[2] and got[3] == want[3] and got[4] == want[4], RESULT)
+assert(not ok and e == 'limit' and not cok and ce == 'limit', RESULT)
+if MODE ~= 'trace' then assert(s.sample_events > 50, RESULT .. ': ' .. s.sample_events .. ' sample events') end
+)LUA");
+    CHECK(err == "");
+  }
+}
+
+// A coverage hook (as luacov's: a line hook counting hits per line) gets
+// exact counts whichever of it and luaflame starts first.
+TEST_CASE("hooks: a coverage hook counts every line exactly, started before or after luaflame") {
+  for (std::string mode : {"sample", "trace", "both"}) {
+    for (std::string order : {"coverage first", "luaflame first"}) {
+      CAPTURE(mode);
+      CAPTURE(order);
+      Lua lua;
+      std::string err = lua.run("MODE, ORDER = '" + mode + "', '" + order + "'\n" + R"(
+        local lf = require 'luaflame'
+        local function work()
+          local t = {}
+          for i = 1, 200000 do
+            if i % 3 == 0 then t[#t + 1] = i
+            elseif i % 5 == 0 then t[#t + 1] = -i end
+          end
+          for _, v in ipairs(t) do if v < 0 then t[1] = v end end
+          return #t
+        end
+        local function covered(profile)
+          local hits = {}
+          local function hook(_, line) hits[line] = (hits[line] or 0) + 1 end
+          if profile and ORDER == 'luaflame first' then lf.start{mode = MODE, hz = 999} end
+          debug.sethook(hook, 'l')
+          if profile and ORDER == 'coverage first' then lf.start{mode = MODE, hz = 999} end
+          work()
+          if profile then lf.stop() end
+          debug.sethook()
+          return hits
+        end
+        local want, got = covered(false), covered(true)
+        for line, n in pairs(want) do
+          assert(got[line] == n, 'line ' .. line .. ': ' .. tostring(got[line]) .. ' hits, want ' .. n)
+        end
+        for line, n in pairs(got) do assert(want[line], 'line ' .. line .. ' was not run') end
+      )");
+      CHECK(err == "");
+    }
+  }
+}
+
+// Regression (issue 10): a function's frame text depended on the call that
+// was seen first (dkjson's encode2 was <anon> in two runs of four: its
+// first call is a tail call, which has no name). Names now come from the
+// definition's text, so whichever call comes first gives the same frame.
+TEST_CASE("frames: the same function has the same frame text whatever call is seen first") {
+  const std::string path = "frames_stable_test.lua";
+  {
+    std::ofstream out(path);
+    out << "local step\n"
+           "local function via_tail(n) return step(n) end\n"
+           "step = function(n) local x = 0 for i = 1, n do x = x + i end return x end\n"
+           "local M = {}\n"
+           "function M.run(first_tail) if first_tail then via_tail(10) end step(10) via_tail(10)\n"
+           "  return pcall(step, 10) end\n"
+           "return M\n";
+  }
+  std::vector<std::string> texts;
+  for (const char* first_tail : {"true", "false"}) {
+    CAPTURE(first_tail);
+    Lua lua;
+    std::string err = lua.run(std::string(R"(
+      local lf = require 'luaflame'
+      local M = dofile('frames_stable_test.lua')
+      local json = require 'dkjson'
+      lf.start{mode = 'trace'}
+      M.run()" + std::string(first_tail) + R"()
+      json.encode({a = {1, 2, {b = 'c'}}, d = {e = {f = true}}})
+      CALLS = lf.folded('calls')
+      lf.stop()
+    )"));
+    REQUIRE(err == "");
+    std::string calls = lua.global("CALLS");
+    CAPTURE(calls);
+    CHECK(calls.find(";step frames_stable_test.lua:3 ") != std::string::npos);
+    CHECK(calls.find("<anon> frames_stable_test.lua") == std::string::npos);
+    CHECK(calls.find("encode2 /usr/share/lua/5.4/dkjson.lua:259") != std::string::npos);
+    Folded f = parse_folded(calls);
+    std::string frames;
+    for (const auto& kv : f) frames += kv.first.substr(kv.first.rfind(';') + 1) + "\n";
+    texts.push_back(frames);
+  }
+  std::remove(path.c_str());
+  CHECK(texts[0] == texts[1]);
+}
+
+TEST_CASE("frames: C iterators named after what made them, to-be-closed metamethods as such") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local f = io.open('frames_iter_test.txt', 'w') f:write('a\nb\n') f:close()
+    local closer = setmetatable({}, {__close = function() end})
+    lf.start{mode = 'trace'}
+    for _, v in ipairs({1, 2}) do end
+    for w in ('a b'):gmatch('%a') do end
+    for l in io.lines('frames_iter_test.txt') do end
+    for p, c in utf8.codes('ab') do end
+    do local x <close> = closer end
+    local s = string.rep('x', 100000)
+    CALLS = lf.folded('calls')
+    lf.stop()
+    os.remove('frames_iter_test.txt')
+  )", "@frames_iter_test.lua");
+  REQUIRE(err == "");
+  const std::string calls = lua.global("CALLS");
+  CAPTURE(calls);
+  for (const char* frame : {";[C] ipairs iterator ", ";[C] string.gmatch iterator ", ";[C] io.lines iterator ",
+                            ";[C] utf8.codes iterator ", ";[C] string.rep;[C] buffer __close "}) {
+    CAPTURE(frame);
+    CHECK(calls.find(frame) != std::string::npos);
+  }
+  CHECK(calls.find("for iterator") == std::string::npos);
 }
 
 TEST_CASE("alloc: blocks from before the session are freed safely; the allocator is restored") {

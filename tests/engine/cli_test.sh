@@ -15,6 +15,17 @@ wellformed() {
   else fail "no XML parser (install libxml2-utils)"; fi
 }
 
+# The CLI's SVG without the embedded script, as golden files store it
+# (tests/engine/golden.hpp's strip_script; the script is tests/data/svg/script.js).
+strip_script() {
+  awk 'state == 0 && /^<script type="text\/ecmascript"><!\[CDATA\[$/ { state = 1 }
+       state == 1 && /^var FS=/ { print; print "/* the script: tests/data/svg/script.js */"; state = 2; next }
+       state == 2 && /^\]\]><\/script>/ { state = 3 }
+       state != 2 { print }' "$1"
+}
+# same_svg OUT GOLDEN: the CLI's SVG is the golden one (script stripped)
+same_svg() { strip_script "$1" | cmp -s - "$2"; }
+
 case $case_name in
 empty_input)
   "$lf" svg </dev/null >"$tmp/out.svg" 2>"$tmp/err"; rc=$?
@@ -31,7 +42,7 @@ stdin_equals_file)
   "$lf" svg - <"$data/svg/lua.folded" >"$tmp/c.svg" || fail "'-' input failed"
   cmp -s "$tmp/a.svg" "$tmp/b.svg" || fail "stdin and file give different SVGs"
   cmp -s "$tmp/a.svg" "$tmp/c.svg" || fail "'-' and file give different SVGs"
-  cmp -s "$tmp/a.svg" "$data/svg/lua.svg" || fail "CLI output differs from the engine's golden file"
+  same_svg "$tmp/a.svg" "$data/svg/lua.svg" || fail "CLI output differs from the engine's golden file"
   # two files are read as one input, as flamegraph.pl reads them
   head -3 "$data/svg/lua.folded" >"$tmp/p1"; tail -n +4 "$data/svg/lua.folded" >"$tmp/p2"
   "$lf" svg "$tmp/p1" "$tmp/p2" >"$tmp/d.svg" || fail "two files failed"
@@ -90,13 +101,51 @@ options)
   "$lf" svg --unit ns "$f" >/dev/null || fail "--unit ns"
   ;;
 bad_usage)
-  "$lf" svg --colors nope "$data/svg/simple.folded" >/dev/null 2>&1 && fail "unknown palette accepted"
-  "$lf" svg --width abc "$data/svg/simple.folded" >/dev/null 2>&1 && fail "bad number accepted"
-  "$lf" svg --frobnicate "$data/svg/simple.folded" >/dev/null 2>&1 && fail "unknown option accepted"
-  "$lf" svg "$tmp/missing.folded" >/dev/null 2>"$tmp/err" && fail "missing file accepted"
+  # bad usage exits 2 in every subcommand (was 1 in svg and diff)
+  f=$data/svg/simple.folded
+  while IFS='|' read -r what args; do
+    eval "set -- $args"
+    "$lf" "$@" >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 2 ] || fail "$what: exit $rc, want 2"
+    grep -q -- "--help describes" "$tmp/err" || fail "$what: no pointer to --help: $(cat "$tmp/err")"
+  done <<EOF2
+unknown palette|svg --colors nope "$f"
+bad number|svg --width abc "$f"
+zero width|svg --width 0 "$f"
+unknown option|svg --frobnicate "$f"
+missing value|svg "$f" --title
+bad unit|svg --unit parsecs "$f"
+bad minwidth|svg --minwidth 5x "$f"
+diff with one file|diff "$f"
+diff bad threshold|diff --threshold 101 "$f" "$f"
+diff report without threshold|diff --report r.md "$f" "$f"
+run unknown option|run --frobnicate "$f"
+run no script|run --hz 5
+push no file|push --name x
+compare no base|compare --head 1
+compare bad threshold|compare --base 1 --head 2 --threshold lots
+unknown command|frobnicate
+EOF2
+  "$lf" svg "$tmp/missing.folded" >/dev/null 2>"$tmp/err"; rc=$?
+  [ $rc -eq 2 ] || fail "missing file: exit $rc, want 2"
   grep -q "cannot read" "$tmp/err" || fail "no message for a missing file"
-  "$lf" diff "$data/svg/simple.folded" >/dev/null 2>&1 && fail "diff with one file accepted"
-  true
+  ;;
+diff_threshold)
+  # the gate runs locally: shares compared by the engine, a Markdown report, exit 1 past it
+  b=$data/diff/simple.before.folded a=$data/diff/simple.after.folded
+  "$lf" diff --threshold 100 "$b" "$a" >"$tmp/d.svg" 2>"$tmp/md"; rc=$?
+  [ $rc -eq 0 ] || fail "--threshold 100: exit $rc"
+  same_svg "$tmp/d.svg" "$data/diff/simple.svg" || fail "--threshold changed the SVG"
+  grep -q '^### Profile comparison: .*simple.after.folded vs .*simple.before.folded' "$tmp/md" || fail "no report: $(cat "$tmp/md")"
+  grep -q '^Passed: no function grew by more than 100.00 points$' "$tmp/md" || fail "no verdict: $(cat "$tmp/md")"
+  printf 'main;fast 90\nmain;slow 10\n' >"$tmp/base.folded"; printf 'main;fast 50\nmain;slow 50\n' >"$tmp/head.folded"
+  "$lf" diff --threshold 5% --report "$tmp/r.md" -o "$tmp/x.svg" "$tmp/base.folded" "$tmp/head.folded"; rc=$?
+  [ $rc -eq 1 ] || fail "a 40-point regression past 5%: exit $rc, want 1"
+  grep -q '^| slow | 10.00 | 50.00 | +40.00 |$' "$tmp/r.md" || fail "report rows: $(cat "$tmp/r.md")"
+  grep -q '^\*\*FAILED\*\*: slow grew by more than 5.00 points$' "$tmp/r.md" || fail "no FAILED line"
+  grep -q '<svg' "$tmp/x.svg" || fail "-o SVG not written with the gate"
+  "$lf" diff --threshold 40 --folded "$tmp/base.folded" "$tmp/head.folded" >/dev/null 2>&1; rc=$?
+  [ $rc -eq 0 ] || fail "exactly 40 points is not past --threshold 40: exit $rc"
   ;;
 xml_wellformed)
   for f in "$data"/svg/*.folded; do
@@ -127,11 +176,11 @@ diff_folded)
   cmp -s "$tmp/n.txt" "$data/diff/simple.normalized.txt" || fail "diff -n --folded differs"
   # its output is a differential profile `luaflame svg` reads
   "$lf" svg "$tmp/d.txt" >"$tmp/d.svg" || fail "svg of diff output: exit $?"
-  cmp -s "$tmp/d.svg" "$data/diff/simple.svg" || fail "svg of the two-column folded differs from diff's SVG"
+  same_svg "$tmp/d.svg" "$data/diff/simple.svg" || fail "svg of the two-column folded differs from diff's SVG"
   ;;
 diff_svg)
   "$lf" diff "$data/diff/simple.before.folded" "$data/diff/simple.after.folded" >"$tmp/d.svg" || fail "exit $?"
-  cmp -s "$tmp/d.svg" "$data/diff/simple.svg" || fail "diff SVG differs from the golden file"
+  same_svg "$tmp/d.svg" "$data/diff/simple.svg" || fail "diff SVG differs from the golden file"
   wellformed "$tmp/d.svg"
   ;;
 deterministic)
@@ -169,6 +218,12 @@ browser_interactive)
 help)
   "$lf" svg --help >"$tmp/h1" && grep -q -- "--minwidth" "$tmp/h1" || fail "svg --help"
   "$lf" diff --help >"$tmp/h2" && grep -q -- "--normalize" "$tmp/h2" || fail "diff --help"
+  grep -q -- "--threshold" "$tmp/h2" || fail "diff --help has no --threshold"
+  for sub in run push compare; do
+    "$lf" $sub --help >"$tmp/h3" 2>&1 || fail "$sub --help: exit $?"
+    grep -q "Exit status" "$tmp/h3" || fail "$sub --help says nothing of exit status"
+  done
+  "$lf" --help | grep -q compare || fail "luaflame --help lists no commands"
   ;;
 *) fail "unknown case" ;;
 esac

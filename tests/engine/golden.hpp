@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,7 +22,9 @@ namespace golden {
 
 namespace fs = std::filesystem;
 
-inline fs::path data_dir(const char* stage) { return fs::path(LUAFLAME_TEST_DATA) / stage; }
+inline fs::path data_dir(const char* stage) {
+  return fs::path(LUAFLAME_TEST_DATA) / stage;
+}
 
 inline std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -58,12 +60,41 @@ inline void check(const fs::path& expected, const std::string& actual) {
   }
 }
 
+// Every SVG embeds the same script (engine/src/svg_script.hpp) after a line of
+// per-graph parameters ("var FS=...;"). Golden SVGs store the parameters but
+// not the script: it is stored once, as tests/data/svg/script.js, and checked
+// once (test_svg.cpp). cli_test.sh's strip_script does the same in awk.
+constexpr const char* kScriptMark = "/* the script: tests/data/svg/script.js */\n";
+
+// `svg` with the script's body replaced by kScriptMark; the body goes to
+// `script` when given. An SVG without a script comes back unchanged.
+inline std::string strip_script(const std::string& svg, std::string* script = nullptr) {
+  const std::size_t open = svg.find("<script type=\"text/ecmascript\"><![CDATA[\n");
+  if (open == std::string::npos) return svg;
+  const std::size_t params = svg.find("\nvar FS=", open);
+  const std::size_t eol = params == std::string::npos ? params : svg.find('\n', params + 1);
+  const std::size_t close = eol == std::string::npos ? eol : svg.find("\n]]></script>", eol - 1);
+  if (close == std::string::npos) return svg;
+  if (script) *script = svg.substr(eol + 1, close + 1 - (eol + 1));
+  return svg.substr(0, eol + 1) + kScriptMark + svg.substr(close + 1);
+}
+
+// check() for an SVG: compared (and regenerated) without its script.
+inline void check_svg(const fs::path& expected, const std::string& svg) {
+  const std::string stripped = strip_script(svg);
+  if (svg.find("<script") != std::string::npos)
+    CHECK_MESSAGE(stripped.find(kScriptMark) != std::string::npos,
+                  "the script is not where strip_script looks");
+  check(expected, stripped);
+}
+
 // Input files of a stage with the given suffix, sorted (deterministic order).
 inline std::vector<fs::path> cases(const char* stage, const std::string& suffix) {
   std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(data_dir(stage))) {
     std::string name = e.path().filename().string();
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
       out.push_back(e.path());
   }
   std::sort(out.begin(), out.end());
@@ -121,7 +152,8 @@ inline std::string xml_problem(const std::string& s) {
     }
     if (s.compare(i, 4, "<!--") == 0) {
       std::size_t end = s.find("--", i + 4);
-      if (end == std::string::npos || s.compare(end, 3, "-->") != 0) return "bad comment at " + std::to_string(i);
+      if (end == std::string::npos || s.compare(end, 3, "-->") != 0)
+        return "bad comment at " + std::to_string(i);
       i = end + 3;
     } else if (s.compare(i, 9, "<![CDATA[") == 0) {
       std::size_t end = s.find("]]>", i + 9);
@@ -135,12 +167,15 @@ inline std::string xml_problem(const std::string& s) {
       std::size_t end = s.find('>', i);
       if (end == std::string::npos) return "unclosed end tag";
       std::string name = s.substr(i + 2, end - i - 2);
-      if (open.empty() || open.back() != name) return "mismatched </" + name + "> at " + std::to_string(i);
+      if (open.empty() || open.back() != name)
+        return "mismatched </" + name + "> at " + std::to_string(i);
       open.pop_back();
       i = end + 1;
     } else {
       std::size_t j = i + 1;
-      while (j < n && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == ':' || s[j] == '-')) ++j;
+      while (j < n &&
+             (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == ':' || s[j] == '-'))
+        ++j;
       std::string name = s.substr(i + 1, j - i - 1);
       if (name.empty()) return "bad '<' at byte " + std::to_string(i);
       // attributes: name="value" with no '<' in the value
@@ -157,7 +192,9 @@ inline std::string xml_problem(const std::string& s) {
           break;
         }
         std::size_t a = j;
-        while (j < n && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == ':' || s[j] == '-' || s[j] == '_')) ++j;
+        while (j < n && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == ':' ||
+                         s[j] == '-' || s[j] == '_'))
+          ++j;
         if (j == a || j + 1 >= n || s[j] != '=' || (s[j + 1] != '"' && s[j + 1] != '\''))
           return "bad attribute in <" + name + "> at byte " + std::to_string(j);
         char q = s[j + 1];
@@ -165,7 +202,8 @@ inline std::string xml_problem(const std::string& s) {
         if (close == std::string::npos) return "unclosed attribute";
         for (std::size_t k = j + 2; k < close; ++k) {
           if (s[k] == '<') return "'<' in attribute at byte " + std::to_string(k);
-          if (s[k] == '&' && !entity_ok(k)) return "bad entity in attribute at byte " + std::to_string(k);
+          if (s[k] == '&' && !entity_ok(k))
+            return "bad entity in attribute at byte " + std::to_string(k);
         }
         j = close + 1;
       }

@@ -10,10 +10,10 @@
 
 #include "golden.hpp"
 #include "luaflame/diff.hpp"
+#include "luaflame/hash.hpp"
 
 namespace {
 
-using golden::folded_of;
 using golden::tree_of;
 
 
@@ -86,8 +86,24 @@ TEST_CASE("data: tests/data/svg/*.folded -> .svg, byte for byte, well-formed") {
     if (golden::fs::exists(base + ".opts")) o = options_from(golden::read(base + ".opts"));
     std::string svg = svg_of(golden::read(in), o);
     CHECK(golden::xml_problem(svg) == "");
-    golden::check(base + ".svg", svg);
+    golden::check_svg(base + ".svg", svg);
   }
+}
+
+TEST_CASE("the embedded script, once: tests/data/svg/script.js, the same in every graph") {
+  std::string first;
+  for (const auto& in : golden::cases("svg", ".folded")) {
+    CAPTURE(in.string());
+    std::string base = in.string().substr(0, in.string().size() - 7);
+    lf::SvgOptions o;
+    if (golden::fs::exists(base + ".opts")) o = options_from(golden::read(base + ".opts"));
+    std::string script;
+    golden::strip_script(svg_of(golden::read(in), o), &script);
+    REQUIRE(script.find("function init(evt)") != std::string::npos);
+    if (first.empty()) first = script;
+    CHECK(script == first);  // options live in the parameter line, never in the script
+  }
+  golden::check(golden::data_dir("svg") / "script.js", first);
 }
 
 TEST_CASE("titles are flamegraph.pl's: NAME (COUNT COUNTNAME, PCT%)") {
@@ -389,4 +405,11 @@ TEST_CASE("regression: a shrink too small to show is -0.00%, as flamegraph.pl pr
   CHECK(frame(svg, "big").find("(100,000 samples, 100.00%; 0.00%)") != std::string::npos);
   // flamegraph.pl's largest change starts at 1: a change of 1 is full colour.
   CHECK(attr(frame(svg, "tiny"), "fill") == "#00f");
+}
+
+TEST_CASE("fnv1a: fixed values (colours and the server's stored stack hashes depend on them)") {
+  // Regression: three copies of this hash existed; the one left must give what they gave.
+  CHECK(lf::fnv1a("") == 1469598103934665603ull);
+  CHECK(lf::fnv1a("a") == ((1469598103934665603ull ^ 'a') * 1099511628211ull));
+  CHECK(lf::fnv1a("main;work") == lf::fnv1a("work", lf::fnv1a("main;")));  // pieces hash as one string
 }

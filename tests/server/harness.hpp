@@ -27,6 +27,7 @@ class ServerProc {
   ServerProc& operator=(const ServerProc&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   /// A client with timeouts, for this server.
   httplib::Client client() const;

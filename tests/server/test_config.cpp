@@ -1,6 +1,10 @@
 // Config: flags, LUAFLAME_* variables, sizes, and clear errors.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "config.hpp"
 
 using lfs::parse_config;
@@ -70,4 +74,37 @@ TEST_CASE("help lists every variable") {
     CAPTURE(v);
     CHECK(u.find(v) != std::string::npos);
   }
+}
+
+TEST_CASE("issue 12 options: token files, public URL, limits") {
+  char tmpl[] = "/tmp/luaflame-config-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string dir = tmpl, tf = dir + "/token";
+  { std::FILE* f = std::fopen(tf.c_str(), "w"); REQUIRE(f); std::fputs("s3cret \n", f); std::fclose(f); }
+  auto r = lfs::parse_config({"--token-file", tf, "--read-token-file", tf, "--public-url", "https://f.example:8443/",
+                              "--max-client-workers", "8", "--header-timeout", "3", "--max-json-depth", "10"},
+                             {});
+  CAPTURE(r.error);
+  REQUIRE(r.error.empty());
+  CHECK(r.config.token == "s3cret");
+  CHECK(r.config.read_token == "s3cret");
+  CHECK(r.config.public_url == "https://f.example:8443");
+  CHECK(r.config.max_client_workers == 8);
+  CHECK(r.config.header_timeout_seconds == 3);
+  CHECK(r.config.max_json_depth == 10);
+  struct Bad { std::vector<std::string> args; const char* want; };
+  const Bad bad[] = {
+      {{"--token-file", dir + "/missing"}, "cannot read"},
+      {{"--public-url", "ftp://x"}, "--public-url wants"},
+      {{"--public-url", "http://x/path"}, "without a path"},
+      {{"--max-connections", "5000"}, "from 1 to 900"},
+      {{"--max-headers", "2"}, "from 8 to 10000"},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.want);
+    auto e = lfs::parse_config(b.args, {});
+    CHECK(e.error.find(b.want) != std::string::npos);
+  }
+  std::remove(tf.c_str());
+  rmdir(dir.c_str());
 }

@@ -287,7 +287,8 @@ TEST_CASE("bad input: every error code, nothing stored, never a 500") {
       {"/api/diff?base=" + std::to_string(good) + "&head=" + std::to_string(good) + "&threshold=lots", 422},
       {"/api/diff.svg?base=" + std::to_string(good) + "&head=" + std::to_string(good) + "&normalize=2", 422},
   };
-  for (const auto& [target, status] : gets) {
+  for (const auto& [target_ref, status] : gets) {
+    const auto& target = target_ref;  // CAPTURE's lambda: clang-tidy 14 rejects a binding there
     CAPTURE(target);
     auto res = c.Get(target.c_str());
     REQUIRE(res);
@@ -346,7 +347,8 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   CHECK(live["hz"] == 999);
   auto svg = c.Get((base + "/flamegraph.svg").c_str());
   CHECK(svg->status == 200);
-  CHECK(svg->get_header_value("ETag").empty());  // live: not cached
+  const std::string live_etag = svg->get_header_value("ETag");
+  CHECK(!live_etag.empty());  // live: cached per revision
   CHECK(body_json(c.Get("/api/runs?status=live"))["total"] == 1);
 
   auto window = c.Get((base + "/profile.folded?from=105&until=110").c_str());
@@ -362,6 +364,7 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   CHECK(fin->status == 200);
   json done = body_json(c.Get(base.c_str()));
   CHECK(done["status"] == "finished");
+  CHECK(c.Get((base + "/flamegraph.svg").c_str())->get_header_value("ETag") != live_etag);  // finish: a new revision
   CHECK(done["stats"]["samples_delivered"] == 22);
   auto late = c.Post((base + "/chunks").c_str(), chunk(2, 111 * s, 112 * s, {{{"main"}, 1}}), "text/plain");
   CHECK(late->status == 409);
@@ -425,6 +428,13 @@ TEST_CASE("diff: JSON with markdown, threshold gives 412, base by name and tag, 
   json byname = body_json(c.Get(("/api/diff?base_name=app&base_tag=branch=main&head=" + std::to_string(head)).c_str()));
   CHECK(byname["base"] == main2);
   CHECK(byname["base"] != main1);
+  // head by name and tag: the newest such run, in the same request (what `luaflame compare` sends)
+  json headname = body_json(c.Get("/api/diff?base_name=app&base_tag=branch=main&head_name=app&head_tag=branch=feature"));
+  CHECK(headname["head"] == head);
+  CHECK(headname["base"] == main2);
+  CHECK(c.Get("/api/diff?base_name=app&head_name=app&head_tag=branch=none")->status == 404);
+  CHECK(c.Get(("/api/diff?base=1&head_name=app&head=" + std::to_string(head)).c_str())->status == 422);
+  CHECK(c.Get((q + "&threshold=25%25").c_str())->status == 412);  // "25%", as the CLI accepts it
   auto svg = c.Get(("/api/diff.svg?base=" + std::to_string(main2) + "&head=" + std::to_string(head)).c_str());
   CHECK(svg->status == 200);
   CHECK(svg->body.find("<svg") != std::string::npos);

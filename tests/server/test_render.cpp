@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "batch.hpp"
 #include "cache.hpp"
 #include "render.hpp"
 
@@ -27,7 +28,10 @@ struct Fixture {
     lfs::Batch b;
     b.metrics = {0};
     b.from_ns = b.until_ns = 5000000000;
-    b.stacks = {{"main;a;b", {10}}, {"main;a;c", {5}}, {"main;d", {3}}};
+    lfs::BatchBuilder bb(b);
+    bb.add(bb.path("main;a;b"), 0, 10);
+    bb.add(bb.path("main;a;c"), 0, 5);
+    bb.add(bb.path("main;d"), 0, 3);
     run = store->create_run(r, b);
   }
   ~Fixture() { std::filesystem::remove_all(dir); }
@@ -59,7 +63,7 @@ TEST_CASE("views: focus keeps the subtree, reverse flips stacks, windows select 
   CHECK(lfs::load_tree(*f.store, f.run, v).total() == 18);
 }
 
-TEST_CASE("tree cache: finished runs shared, live runs loaded each time, forget drops") {
+TEST_CASE("tree cache: views shared per revision (a live run's next chunk loads again), forget drops") {
   Fixture f;
   lfs::TreeCache cache(1000);
   lfs::RunInfo info = f.info();
@@ -73,7 +77,11 @@ TEST_CASE("tree cache: finished runs shared, live runs loaded each time, forget 
   CHECK(cache.get(*f.store, info, v) != a);
   info.status = "live";
   auto l1 = cache.get(*f.store, info, v);
-  CHECK(cache.get(*f.store, info, v) != l1);
+  CHECK(cache.get(*f.store, info, v) == l1);  // same revision: the same data
+  info.revision += 1;                         // a chunk arrived
+  auto l2 = cache.get(*f.store, info, v);
+  CHECK(l2 != l1);
+  CHECK(cache.get(*f.store, info, v) == l2);
   lfs::TreeCache tiny(4);  // too small to keep a 6-node tree
   auto t1 = tiny.get(*f.store, f.info(), v);
   CHECK(tiny.get(*f.store, f.info(), v) != t1);
@@ -106,9 +114,13 @@ TEST_CASE("function tables of a run too large for the tree cache are computed on
   CHECK(tables.bytes() == 0);
   CHECK(tables.get(tiny, *f.store, f.info(), v) != t1);
   lfs::RunInfo live = f.info();
-  live.status = "live";  // may still change: never kept
+  live.status = "live";  // kept per revision
   auto l1 = tables.get(tiny, *f.store, live, v);
+  CHECK(tables.get(tiny, *f.store, live, v) == l1);
+  const std::size_t one_revision = tables.bytes();
+  live.revision += 1;
   CHECK(tables.get(tiny, *f.store, live, v) != l1);
+  CHECK(tables.bytes() == one_revision);  // the older revision was dropped
   lfs::TableCache small(64);  // a table over a quarter of the budget is not kept
   auto s1 = small.get(tiny, *f.store, f.info(), v);
   CHECK(small.get(tiny, *f.store, f.info(), v) != s1);
@@ -228,4 +240,34 @@ TEST_CASE("svg cache: a comparison is forgotten with either of its runs") {
     CHECK(cache.get("graph|5") == body);
     CHECK(cache.bytes() == body->size());
   }
+}
+
+namespace {
+std::size_t string_cost(const std::string& s) { return s.size(); }
+}  // namespace
+
+TEST_CASE("RunLru, the server's one cache: recency, the cost bound, forgetting a run") {
+  lfs::RunLru<std::string, string_cost> lru(100, 4);  // entries of at most 25
+  auto v = [](std::size_t n) { return std::make_shared<const std::string>(n, 'x'); };
+  lru.put(1, "a", v(20));
+  lru.put(2, "b", v(20));
+  lru.put(3, "c", v(26));  // over a quarter of the budget: not kept
+  CHECK(lru.get("c") == nullptr);
+  CHECK(lru.cost() == 40);
+  REQUIRE(lru.get("a") != nullptr);  // a is now the most recent
+  lru.put(4, "d", v(25));
+  lru.put(5, "e", v(25));
+  lru.put(7, "f", v(25));  // 115 > 100: the least recent (b) goes
+  CHECK(lru.get("b") == nullptr);
+  CHECK(lru.get("a") != nullptr);
+  CHECK(lru.cost() == 95);
+  lru.put(6, "cmp", v(5), 1);  // a comparison of runs 6 and 1
+  lru.put(4, "d", v(10));      // the same key again replaces it
+  CHECK(lru.cost() == 20 + 25 + 25 + 10 + 5);
+  lru.forget(1);  // drops a and the comparison
+  CHECK(lru.get("a") == nullptr);
+  CHECK(lru.get("cmp") == nullptr);
+  CHECK(lru.cost() == 60);
+  CHECK(lru.hits() == 2);
+  CHECK(lru.misses() == 4);
 }

@@ -71,6 +71,14 @@ TEST_CASE("wire: malformed chunks are refused with the line number") {
       {"luaflame-wire 1\nseq 0\nmetrics samples\nf a\nn - 0 1\nend 2\n", "end count"},
       {"luaflame-wire 1\nseq 0\nmetrics samples\nend 0\nf x\n", "data after end"},
       {"luaflame-wire 1\nseq 0\nmetrics samples\nf a;b\nend 0\n", "';'"},
+      // Issue 12: values the server would store wrongly.
+      {"luaflame-wire 1\nseq 9223372036854775808\nmetrics samples\nend 0\n", "up to 2^63-1"},
+      {"luaflame-wire 1\nseq 0\nfrom 18446744073709551615\nmetrics samples\nend 0\n", "up to 2^63-1"},
+      {"luaflame-wire 1\nseq 0\nmetrics samples\nf a\nn - 0 9223372036854775808\nend 1\n", "up to 2^63-1"},
+      {"luaflame-wire 1\nseq 0\nmetrics samples samples\nend 0\n", "metric 'samples' listed twice"},
+      {"luaflame-wire 1\nseq 0\nmetrics samples\nmetrics time\nend 0\n", "metrics listed twice"},
+      // Found by fuzz/fuzz_wire: no metrics line decoded, and did not encode back.
+      {"luaflame-wire 1\nseq 2\nf ms time\nend 0\n", "no metrics header"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);

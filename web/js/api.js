@@ -68,6 +68,10 @@ export const api = {
   foldedURL: (id, p) => url(`/api/runs/${id}/profile.folded`, p),
   speedscopeURL: (id, p) => url(`/api/runs/${id}/speedscope.json`, p),
   diffSvgURL: (p) => url('/api/diff.svg', p),
+  sandwich: (id, p, opts) => getJSON(url(`/api/runs/${id}/sandwich`, p), opts),
+  sandwichSvgURL: (id, p) => url(`/api/runs/${id}/sandwich.svg`, p),
+  source: (id, p, opts) => getJSON(url(`/api/runs/${id}/source`, p), opts),
+  sources: (id) => getJSON(`/api/runs/${id}/sources`),
   // 412 means "a regression over the threshold": still a full answer.
   diff: (p, opts) => getJSON(url('/api/diff', p), opts, [412]),
   upload: (p, body, token) => postBody(url('/api/runs', p), body,

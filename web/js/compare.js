@@ -2,7 +2,7 @@
 // the functions whose share of the total changed most. The base is a run id
 // or "the latest run of NAME with TAGS" (docs/api.md, /api/diff).
 import { api, parseTags, url } from './api.js';
-import { el, $, initHeader, errorBox, toast, copyText, gettingStarted } from './ui.js';
+import { el, $, initHeader, errorBox, toast, copyText, gettingStarted, debounce } from './ui.js';
 import { fmtDate, fmtPct, metricLabel } from './format.js';
 import { FlameGraph, exactRegexSource } from './flame.js';
 
@@ -11,6 +11,9 @@ const LIST = 200;
 const ALL_METRICS = ['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes'];
 let graph = null;
 let runs = [];
+let state = null;      // the compare's state, as in the URL
+let diffKey = '';      // what the tables show now
+let graphKey = '';     // what the graph shows now
 const perf = (window.__lfPerf = { loads: [] });
 
 function readState() {
@@ -19,7 +22,20 @@ function readState() {
     base: q.get('base') || '', head: q.get('head') || '',
     base_name: q.get('base_name') || '', base_tag: q.getAll('base_tag').join(' '),
     metric: q.get('metric') || '', normalize: q.get('normalize') !== '0',
+    focus: q.get('focus') ? q.get('focus').split(';') : [], q: q.get('q') || '', invert: q.get('invert') === '1',
   };
+}
+
+function stateURL(st) {
+  return url('/compare', { ...params(st), normalize: st.normalize ? '' : '0', focus: st.focus.join(';'), q: st.q, invert: st.invert });
+}
+
+/** Changes the graph's state (zoom, search, invert); `push` adds a history entry. */
+function setState(changes, push = true) {
+  state = { ...state, ...changes };
+  const u = stateURL(state);
+  if (u !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', u);
+  show(state);
 }
 
 function runLabel(r) {
@@ -80,7 +96,8 @@ function form(st) {
     if (modeName.checked) { p.base_name = bname.value.trim(); p.base_tag = btag.value.trim().split(/[\s,]+/).filter(Boolean); }
     else p.base = baseSel.value;
     history.pushState(null, '', url('/compare', p));
-    show(readState());
+    state = readState();
+    show(state);
   });
   return f;
 }
@@ -100,6 +117,8 @@ function changeTable(title, cls, rows, hl) {
       el('td.num', fmtPct(f.head_pct)),
       el(`td.num.delta.${f.delta_pct >= 0 ? 'up' : 'down'}`, `${f.delta_pct >= 0 ? '+' : ''}${f.delta_pct.toFixed(2)} pts`));
     tr.addEventListener('click', () => hl(f.name));
+    tr.tabIndex = 0;
+    tr.addEventListener('keydown', (e) => { if (e.key === 'Enter') hl(f.name); });
     return tr;
   });
   return el('div.panel',
@@ -115,47 +134,121 @@ async function show(st) {
   const out = $('#result');
   if (!st.head || (!st.base && !st.base_name)) {
     out.replaceChildren(el('p', { style: 'color:var(--muted)' }, 'Pick a base and a head run, then press Compare. Tip: tick two runs on the Runs page.'));
+    diffKey = '';
     return;
   }
+  const key = JSON.stringify(params(st));
+  if (key !== diffKey) {
+    diffKey = key;
+    graphKey = '';
+    if (!(await showTables(st))) { diffKey = ''; return; }
+  }
+  crumbs(st);
+  $('#diff-invert').setAttribute('aria-pressed', String(st.invert));
+  $('#diff-reset').disabled = !st.focus.length;
+  if ($('#diff-search').value !== st.q) $('#diff-search').value = st.q;
+  await drawDiffGraph(st);
+  app.dataset.loaded = '1';
+}
+
+// The toolbar, verdict, graph panel and the tables of biggest changes.
+async function showTables(st) {
+  const out = $('#result');
   out.replaceChildren(el('div.loading', el('span.spinner'), 'Comparing…'));
   let diff;
   try {
     diff = await api.diff({ ...params(st), limit: 50 });
   } catch (e) {
     out.replaceChildren(errorBox('Could not compare these runs', e, st.base_name ? 'The base is the latest finished run of that name with those tags, other than the head.' : null));
-    return;
+    return false;
   }
   const host = el('div.flame.diff#flame');
-  const matched = el('span.matched#matched');
-  const hl = (name) => {
-    const r = graph.search(exactRegexSource(name));
-    matched.textContent = r && r.count ? `${name}: ${fmtPct(r.pct)} of head` : `${name}: not drawn`;
-  };
+  const matched = el('span.matched#matched', { 'aria-live': 'polite' });
+  const hl = (name) => setState({ q: exactRegexSource(name) }, false);
   const md = el('button#copy-md', { type: 'button', title: 'Markdown summary, e.g. for a pull request comment' }, 'Copy Markdown');
   md.addEventListener('click', async () => toast((await copyText(diff.markdown || '')) ? 'Markdown copied' : 'Copy failed'));
   const baseId = typeof diff.base === 'object' && diff.base ? diff.base.id : diff.base;
   const headId = typeof diff.head === 'object' && diff.head ? diff.head.id : diff.head;
+  const search = el('input#diff-search', { type: 'search', placeholder: 'Search frames (regex)', 'aria-label': 'Search frames', autocomplete: 'off', value: st.q });
+  search.addEventListener('input', debounce(() => setState({ q: search.value }, false), 120));
+  const inv = el('button.toggle#diff-invert', { type: 'button', 'aria-pressed': String(st.invert), title: 'Widths of the base: what shrank or vanished (got faster) is wide enough to see (i)' }, 'Invert');
+  inv.addEventListener('click', () => setState({ invert: !state.invert }));
+  const reset = el('button#diff-reset', { type: 'button', title: 'Reset zoom (Esc)', onclick: () => setState({ focus: [] }) }, 'Reset zoom');
+  const link = el('button#diff-link', { type: 'button', title: 'Copy a link to this exact view' }, 'Copy link');
+  link.addEventListener('click', async () => toast((await copyText(location.href)) ? 'Link to this view copied' : 'Copy failed'));
   out.replaceChildren(
     el('div.toolbar.panel',
       el('span', 'Base ', el('a', { href: `/runs/${baseId}` }, `#${baseId}`), ' → head ', el('a', { href: `/runs/${headId}` }, `#${headId}`), ` · ${metricLabel(diff.metric || st.metric)}`),
       el('span.legend-diff', el('span', el('i', { style: 'background:#e0533f' }), 'grew'), el('span', el('i', { style: 'background:#4f7fe8' }), 'shrank')),
-      matched, el('span.spacer'),
-      el('a.btn', { href: api.diffSvgURL(params(st)), download: `diff-${baseId}-${headId}.svg` }, 'Download SVG'), md),
+      el('div.search', search), matched, el('span.spacer'), inv, reset,
+      el('a.btn#diff-download', { href: api.diffSvgURL(params(st)), download: `diff-${baseId}-${headId}.svg` }, 'Download SVG'), md, link),
     diff.failed ? el('div.verdict.bad', `A function's share grew by more than ${diff.threshold} points.`) : '',
+    el('nav.crumbs#crumbs', { 'aria-label': 'Zoom path' }),
     el('div.panel.graph-panel', host, el('div.details#details', ' ')),
     el('div.changes', changeTable('Biggest regressions', 'reg', diff.regressions || [], hl), changeTable('Biggest improvements', 'imp', diff.improvements || [], hl)));
-  graph = new FlameGraph(host, { onHover: (info, d) => { $('#details').textContent = info ? `${info.name} · ${d}` : ' '; } ,
-    describe: (info) => [info.value, isFinite(info.pct) ? fmtPct(info.pct) : '', info.extra, info.more].filter(Boolean).join(' · ') });
+  graph = new FlameGraph(host, {
+    onHover: (info, d) => { if (info) $('#details').textContent = `${info.name} · ${d}`; },
+    onZoom: (chain) => {
+      const path = chain.length && chain[0] === 'all' ? chain.slice(1) : chain.slice();
+      if (path.join(';') !== state.focus.join(';')) setState({ focus: path });
+    },
+    describe: (info) => [info.value, isFinite(info.pct) ? fmtPct(info.pct) : '', info.extra, info.more].filter(Boolean).join(' · '),
+  });
   window.__lfGraph = graph;
-  try {
-    const width = Math.max(300, Math.round(host.clientWidth));
-    const r = await graph.load(api.diffSvgURL({ ...params(st), width }));
-    perf.loads.push(r);
-    host.dataset.state = 'ready';
-  } catch (e) {
-    host.replaceWith(errorBox('Could not render the differential graph', e));
+  return true;
+}
+
+function crumbs(st) {
+  const box = $('#crumbs');
+  const parts = [st.focus.length ? el('a', { href: stateURL({ ...st, focus: [] }), dataset: { depth: 0 } }, 'all') : el('span.cur', 'all')];
+  st.focus.forEach((name, i) => {
+    parts.push(el('span.sep', '›'));
+    parts.push(i === st.focus.length - 1 ? el('span.cur', { title: name }, name)
+      : el('a', { href: stateURL({ ...st, focus: st.focus.slice(0, i + 1) }), title: name, dataset: { depth: i + 1 } }, name));
+  });
+  parts.push(el('span.hint', st.focus.length ? 'Esc resets zoom · Back returns' : 'Click a frame to zoom into it · / searches · i inverts'));
+  box.replaceChildren(...parts);
+  for (const a of box.querySelectorAll('a')) {
+    a.addEventListener('click', (e) => { e.preventDefault(); setState({ focus: state.focus.slice(0, +a.dataset.depth) }); });
   }
-  app.dataset.loaded = '1';
+}
+
+async function drawDiffGraph(st) {
+  const host = $('#flame');
+  const width = Math.max(300, Math.round(host.clientWidth || host.parentNode.clientWidth - 16));
+  const p = { ...params(st), width, focus: st.focus.join(';'), invert: st.invert ? '1' : '' };
+  const key = JSON.stringify(p);
+  if (key !== graphKey) {
+    try {
+      const r = await graph.load(api.diffSvgURL(p));
+      graphKey = key;
+      perf.loads.push({ ...r, focus: st.focus.length, invert: st.invert });
+      host.dataset.state = r.frames ? 'ready' : 'empty';
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      host.dataset.state = 'error';
+      host.replaceChildren(errorBox('Could not render the differential graph', e, st.focus.length ? 'The zoomed frame may not exist in these runs: press Esc.' : null));
+      return;
+    }
+  }
+  const r = graph.search(st.q);
+  const m = $('#matched');
+  m.textContent = !r ? '' : r.count ? `Matched ≥ ${fmtPct(r.pct)} of the graph (${r.count} frame${r.count === 1 ? '' : 's'})` : 'no match';
+}
+
+function keys(e) {
+  const inField = /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName);
+  if (!$('#diff-search')) return;
+  if ((e.key === '/' && !inField) || ((e.ctrlKey || e.metaKey) && e.key === 'f')) {
+    e.preventDefault();
+    $('#diff-search').focus();
+    $('#diff-search').select();
+  } else if (e.key === 'Escape') {
+    if (inField) document.activeElement.blur();
+    else if (state.focus.length) setState({ focus: [] });
+  } else if (e.key === 'i' && !inField && !e.ctrlKey && !e.metaKey && !e.altKey) {
+    setState({ invert: !state.invert });
+  }
 }
 
 async function main() {
@@ -172,11 +265,13 @@ async function main() {
   }
   const st = readState();
   if (!st.head && !st.base && runs.length >= 2) { st.head = String(runs[0].id); st.base = String(runs[1].id); }
+  state = st;
   app.replaceChildren(
     el('div.page-head', el('h1', 'Compare runs'), el('span.sub', 'What got slower, what got faster')),
     form(st),
     el('div#result'));
-  window.addEventListener('popstate', () => { const s = readState(); $('#compare-form').replaceWith(form(s)); show(s); });
+  window.addEventListener('popstate', () => { state = readState(); $('#compare-form').replaceWith(form(state)); show(state); });
+  document.addEventListener('keydown', keys);
   await show(st);
   app.dataset.loaded = '1';
 }

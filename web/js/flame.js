@@ -26,6 +26,31 @@ function makeRegex(query) {
   }
 }
 
+// The SVG is read by a worker (svg-worker.js) and the frames are built here in
+// chunks of CHUNK, each its own task: no main-thread task grows with the graph.
+const CHUNK = 600;
+let worker = null;
+let workerId = 0;
+const waiting = new Map();
+
+/** {width, frames} from the worker, or null when there is no worker (then DOMParser is used). */
+function readOffThread(text) {
+  if (!window.Worker) return Promise.resolve(null);
+  if (!worker) {
+    try {
+      worker = new Worker(new URL('./svg-worker.js', import.meta.url), { type: 'module' });
+    } catch (_) {
+      return Promise.resolve(null);
+    }
+    worker.onmessage = (e) => { const cb = waiting.get(e.data.id); waiting.delete(e.data.id); if (cb) cb(e.data.error ? null : e.data); };
+    worker.onerror = () => { for (const cb of waiting.values()) cb(null); waiting.clear(); worker = null; };
+  }
+  return new Promise((resolve) => { const id = ++workerId; waiting.set(id, resolve); worker.postMessage({ id, text }); });
+}
+
+const nextTask = () => new Promise((r) => setTimeout(r, 0));
+const escXml = (t) => String(t).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
+
 export function exactRegexSource(name) {
   return `^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`;
 }
@@ -54,7 +79,7 @@ export class FlameGraph {
   }
 
   /** Fetches and shows the SVG at `src`. Resolves to {frames, fetchMs, buildMs}. */
-  async load(src, { inverted = false } = {}) {
+  async load(src, { inverted = false, hideRoot = false } = {}) {
     if (this.abort) this.abort.abort();
     const ctl = new AbortController();
     this.abort = ctl;
@@ -70,11 +95,87 @@ export class FlameGraph {
     const text = await res.text();
     if (ctl.signal.aborted) throw new DOMException('aborted', 'AbortError');
     const t1 = performance.now();
-    this.build(text, inverted);
+    await this.build(text, inverted, hideRoot);
     return { frames: this.frames.length, bytes: text.length, fetchMs: t1 - t0, buildMs: performance.now() - t1 };
   }
 
-  build(text, inverted) {
+  /** Parses and inlines the SVG; `hideRoot` leaves out the "all" frame (the sandwich's halves). */
+  async build(text, inverted, hideRoot = false) {
+    const token = {};
+    this.building = token;
+    const read = await readOffThread(text);
+    if (this.building !== token) throw new DOMException('replaced by a newer graph', 'AbortError');
+    if (read && read.frames.length) return this.buildFrom(read, inverted, hideRoot, token);
+    return this.buildDom(text, inverted, hideRoot);
+  }
+
+  /** Builds the graph from the worker's records, CHUNK frames per task. */
+  async buildFrom(read, inverted, hideRoot, token) {
+    const frames = read.frames;
+    if (hideRoot && frames.length && frames[0].name === 'all') frames.shift();
+    const width = read.width;
+    let minY = Infinity;
+    let maxY = -Infinity;
+    let rootW = 0;
+    const ys = new Set();
+    for (const f of frames) {
+      if (f.y < minY) minY = f.y;
+      if (f.y > maxY) maxY = f.y;
+      if (f.w > rootW) rootW = f.w;
+      ys.add(f.y);
+    }
+    let step = 0;
+    const sorted = [...ys].sort((a, b) => a - b);
+    for (let k = 1; k < sorted.length; k++) if (!step || sorted[k] - sorted[k - 1] < step) step = sorted[k] - sorted[k - 1];
+    const attrH = frames.length ? frames[0].h : 0;
+    const rowH = attrH > 0 ? attrH : step > 1 ? step - 1 : 15;
+    const root = document.createElementNS(SVGNS, 'svg');
+    const viewBox = frames.length ? `0 ${minY - 2} ${width} ${maxY + rowH - minY + 4}` : `0 0 ${width} 1`;
+    root.setAttribute('viewBox', viewBox);
+    root.setAttribute('width', '100%');
+    root.setAttribute('role', 'img');
+    root.setAttribute('aria-label', 'Flame graph');
+    root.style.setProperty('--fh', `${rowH}px`);
+    const box = document.createElementNS(SVGNS, 'g');
+    root.append(box);
+    this.frames = frames;
+    this.rowH = rowH;
+    this.viewBox = viewBox;
+    this.rootW = rootW || width;
+    this.width = width;
+    this.inverted = inverted;
+    this.matched = [];
+    this.svg = root;
+    this.hideTip();
+    this.overlay = document.createElementNS(SVGNS, 'svg');
+    this.overlay.setAttribute('class', 'overlay');
+    this.overlay.setAttribute('viewBox', viewBox);
+    this.overlay.setAttribute('aria-hidden', 'true');
+    this.overlay.style.setProperty('--fh', `${rowH}px`);
+    this.host.replaceChildren(root, this.overlay);
+    for (let at = 0; at < frames.length; at += CHUNK) {
+      if (at) {
+        await nextTask();
+        if (this.building !== token) throw new DOMException('replaced by a newer graph', 'AbortError');
+      }
+      const end = Math.min(frames.length, at + CHUNK);
+      let html = '';
+      for (let i = at; i < end; i++) {
+        const f = frames[i];
+        html += `<g><rect x="${f.x}" y="${f.y}" width="${f.w}"${f.h ? ` height="${f.h}"` : ''} fill="${escXml(f.fill)}"></rect>`;
+        html += f.tx ? `<text x="${escXml(f.tx)}" y="${escXml(f.ty)}">${escXml(f.label)}</text></g>` : '</g>';
+      }
+      box.insertAdjacentHTML('beforeend', html);
+      const gs = box.children;
+      for (let i = at; i < end; i++) {
+        frames[i].g = gs[i];
+        gs[i]._lfi = i;
+      }
+    }
+  }
+
+  /** The DOMParser path: any well-formed flamegraph.pl-shaped SVG. */
+  buildDom(text, inverted, hideRoot) {
     const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
     const root = doc.documentElement;
     if (root.nodeName !== 'svg' || doc.getElementsByTagName('parsererror').length) {
@@ -90,6 +191,7 @@ export class FlameGraph {
     let minY = Infinity;
     let maxY = -Infinity;
     let rootW = 0;
+    let rootG = null;
     for (const g of root.getElementsByTagName('g')) {
       let rect = null;
       let title = null;
@@ -98,6 +200,10 @@ export class FlameGraph {
         else if (c.localName === 'title') title = c;
       }
       if (!rect || !title) continue;
+      if (hideRoot && !frames.length && !rootG && /^all \(/.test(title.textContent)) {
+        rootG = g;  // removed after the walk (the collection is live)
+        continue;
+      }
       if (g.hasAttribute('onmouseover') || g.hasAttribute('onclick')) {
         for (const a of g.getAttributeNames()) if (/^on/i.test(a)) g.removeAttribute(a);
       }
@@ -114,6 +220,7 @@ export class FlameGraph {
       while (n.parentNode && n.parentNode !== root) n = n.parentNode;
       keep.add(n);
     }
+    if (rootG) rootG.remove();
     // Rect height comes from the SVG's stylesheet (dropped here) or an
     // attribute; the level step (smallest gap between frame rows) gives it.
     let step = 0;
@@ -235,7 +342,7 @@ export class FlameGraph {
     more.textContent = [detail, p.more].filter(Boolean).join('\n');
     const hint = document.createElement('div');
     hint.className = 't-hint';
-    hint.textContent = this.opts.onZoom ? 'click to zoom' : '';
+    hint.textContent = this.opts.hint || (this.opts.onZoom ? 'click to zoom' : '');
     hint.hidden = !this.opts.onZoom;
     this.tip.append(nm, more, hint);
     this.tip.hidden = false;

@@ -7,9 +7,12 @@ import { fmtValue } from './format.js';
 const ROWS = 250;
 
 export class FuncTable {
-  constructor(host, { onPick }) {
+  constructor(host, { onPick, onFocus, onSandwich, onSource }) {
     this.host = host;
     this.onPick = onPick;
+    this.onFocus = onFocus || (() => {});
+    this.onSandwich = onSandwich;
+    this.onSource = onSource;
     this.data = { functions: [], total: 0 };
     this.sortKey = 'self';
     this.desc = true;
@@ -34,6 +37,23 @@ export class FuncTable {
       const tr = e.target.closest('tr');
       if (tr && tr._name !== undefined) this.onPick(tr._name);
     });
+    // Keyboard: rows are tab stops; arrows move, Enter picks, s sandwich, o source.
+    this.tbody.addEventListener('focusin', (e) => {
+      const tr = e.target.closest('tr');
+      if (tr && tr._name !== undefined) this.onFocus(tr._name);
+    });
+    this.tbody.addEventListener('keydown', (e) => {
+      const tr = e.target.closest('tr');
+      if (!tr || tr._name === undefined || e.ctrlKey || e.metaKey || e.altKey) return;
+      let handled = true;
+      if (e.key === 'ArrowDown' && tr.nextElementSibling) tr.nextElementSibling.focus();
+      else if (e.key === 'ArrowUp' && tr.previousElementSibling) tr.previousElementSibling.focus();
+      else if (e.key === 'Enter') this.onPick(tr._name);
+      else if (e.key === 's' && this.onSandwich) this.onSandwich(tr._name);
+      else if (e.key === 'o' && this.onSource) this.onSource(tr._name);
+      else handled = false;
+      if (handled) { e.preventDefault(); e.stopPropagation(); }
+    });
     host.replaceChildren(
       el('div.side-head', this.filterInput),
       el('div.scroll', el('table.grid#functions',
@@ -50,6 +70,15 @@ export class FuncTable {
     this.render();
   }
 
+  /** The first function (in the table's order) whose name matches `query` (regex, else text). */
+  firstMatch(query) {
+    if (!query) return null;
+    let re;
+    try { re = new RegExp(query, 'i'); } catch (_) { re = new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'i'); }
+    const f = (this.data.functions || []).find((x) => re.test(x.name));
+    return f ? f.name : null;
+  }
+
   setActive(name) {
     this.active = name;
     for (const tr of this.tbody.children) tr.classList.toggle('active', tr._name === name);
@@ -61,7 +90,9 @@ export class FuncTable {
     if (this.filter) list = list.filter((f) => f.name.toLowerCase().includes(this.filter));
     const k = this.sortKey;
     const dir = this.desc ? -1 : 1;
-    list = list.slice().sort((a, b) => (k === 'name' ? a.name.localeCompare(b.name) : a[k] - b[k]) * dir || a.name.localeCompare(b.name));
+    // Names compare by code unit (localeCompare is ICU: ~100 ms for 5,000 functions with many ties).
+    const byName = (a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+    list = list.slice().sort((a, b) => (k === 'name' ? byName(a, b) : a[k] - b[k]) * dir || byName(a, b));
     for (const [key, h] of Object.entries(this.head)) {
       if (key === k) h.setAttribute('aria-sort', this.desc ? 'descending' : 'ascending');
       else h.removeAttribute('aria-sort');
@@ -74,6 +105,7 @@ export class FuncTable {
         el('td.num.bar', { style: `--w:${pct(f.self).toFixed(1)}%`, title: `${pct(f.self).toFixed(2)}% self` }, val(f.self)),
         el('td.num.bar', { style: `--w:${pct(f.total).toFixed(1)}%`, title: `${pct(f.total).toFixed(2)}% total` }, val(f.total)));
       tr._name = f.name;
+      tr.tabIndex = 0;
       return tr;
     });
     this.tbody.replaceChildren(...rows);

@@ -7,6 +7,8 @@ import { fmtDate, fmtDuration, fmtValue, fmtPct, metricLabel } from './format.js
 import { FlameGraph, exactRegexSource } from './flame.js';
 import { FuncTable } from './functable.js';
 import { drawTimeline } from './timeline.js';
+import { SandwichView } from './sandwich.js';
+import { SourceView, frameSource } from './source.js';
 
 const LIVE_MS = 5000;
 // Frames narrower than this many pixels are left out by the server: they
@@ -20,10 +22,13 @@ let run = null;
 let view = readView();
 let graph = null;
 let table = null;
+let sandwich = null;
+let source = null;
+let picked = '';          // the frame last hovered or the row last focused: what s / o act on
 let loadedKey = '';       // what the graph shows now
 let fnKey = '';           // what the table shows now
 let lastWidth = 0;
-const perf = (window.__lfPerf = { loads: [] });
+const perf = (window.__lfPerf = { loads: [], sandwiches: [], sources: [] });
 
 function readView() {
   const q = new URLSearchParams(location.search);
@@ -35,6 +40,10 @@ function readView() {
     until: q.get('until') || '',
     inverted: q.get('inverted') === '1',
     q: q.get('q') || '',
+    view: ['sandwich', 'source'].includes(q.get('view')) ? q.get('view') : '',
+    fn: q.get('fn') || '',
+    file: q.get('file') || '',
+    line: +(q.get('line') || 0),
   };
 }
 
@@ -46,7 +55,23 @@ function viewURL(v) {
     until: v.until,
     inverted: v.inverted,
     q: v.q,
+    view: v.view,
+    fn: v.view === 'sandwich' || v.view === 'source' ? v.fn : '',
+    file: v.view === 'source' ? v.file : '',
+    line: v.view === 'source' && v.line ? v.line : '',
   });
+}
+
+/** The sandwich of `name` (a frame name). */
+function openSandwich(name) {
+  if (name) setView({ view: 'sandwich', fn: name });
+}
+
+/** The source of `name`'s file at its line, when it is a Lua frame. */
+function openSource(name) {
+  const s = frameSource(name);
+  if (!s) { toast(`${name || 'This frame'} has no Lua source (a C function or a marker frame)`); return; }
+  setView({ view: 'source', fn: name, file: s.file, line: s.line });
 }
 
 /** Changes the view; `push` adds a history entry (zoom, metric, range), else replaces it. */
@@ -99,6 +124,13 @@ function toolbar() {
   const search = el('input#search', { type: 'search', placeholder: 'Search frames (regex)', value: view.q, 'aria-label': 'Search frames', autocomplete: 'off' });
   const applySearch = debounce(() => { view.q = search.value; history.replaceState(null, '', viewURL(view)); doSearch(); }, 120);
   search.addEventListener('input', applySearch);
+  // Enter in the sandwich view: the sandwich of the first function matching the search.
+  search.addEventListener('keydown', (e) => {
+    if (e.key !== 'Enter' || view.view !== 'sandwich') return;
+    const hit = table.firstMatch(search.value);
+    if (hit) openSandwich(hit);
+    else toast('No function matches');
+  });
   const inv = el('button.toggle#inverted', { type: 'button', 'aria-pressed': String(view.inverted), title: 'Icicle graph: roots at the top' }, 'Inverted');
   inv.addEventListener('click', () => setView({ inverted: !view.inverted }));
   const reset = el('button#reset-zoom', { type: 'button', title: 'Reset zoom (Esc)', onclick: () => resetZoom() }, 'Reset zoom');
@@ -116,7 +148,13 @@ function toolbar() {
   document.addEventListener('click', () => { dl.hidden = true; });
   const copy = el('button#copy-link', { type: 'button', title: 'Copy a link to this exact view' }, 'Copy link');
   copy.addEventListener('click', async () => toast((await copyText(location.href)) ? 'Link to this view copied' : 'Copy failed'));
+  const tabs = el('div.seg.tabs#views', { role: 'tablist', 'aria-label': 'View' },
+    [['', 'Flame graph', '1'], ['sandwich', 'Sandwich', '2'], ['source', 'Source', '3']].map(([v, label, key]) => el('button', {
+      type: 'button', role: 'tab', dataset: { view: v }, 'aria-selected': String(view.view === v), title: `${label} (${key})`,
+      onclick: () => switchView(v),
+    }, label)));
   return el('div.panel.toolbar',
+    tabs,
     seg,
     el('div.search', search),
     el('span.matched#matched', { 'aria-live': 'polite' }),
@@ -328,17 +366,58 @@ function resetZoom() {
   if (view.focus.length) setView({ focus: [] });
 }
 
+function switchView(v) {
+  if (v === view.view) return;
+  if (v === 'source' && !view.file) {
+    const s = frameSource(view.fn || picked);
+    if (s) { setView({ view: v, fn: view.fn || picked, file: s.file, line: s.line }); return; }
+  }
+  setView({ view: v, fn: view.fn || (v ? picked : view.fn) });
+}
+
+/** Shows the chosen view's panel and draws it. */
+async function drawView() {
+  const v = view.view;
+  for (const b of document.querySelectorAll('#views button')) b.setAttribute('aria-selected', String(b.dataset.view === v));
+  $('#graph-panel').hidden = v !== '';
+  $('#crumbs').hidden = v !== '';
+  $('#sandwich').hidden = v !== 'sandwich';
+  $('#source').hidden = v !== 'source';
+  const w = { metric: metric(), from: view.from, until: view.until };
+  if (v === 'sandwich') {
+    const width = Math.max(300, Math.round($('#workspace').clientWidth - ($('#workspace').classList.contains('no-side') ? 0 : $('#side').offsetWidth + 16) - 24));
+    const r = await sandwich.show(id, view.fn, w, width, unitsOf(metric()));
+    if (r) perf.sandwiches.push({ ...r, doneAt: performance.now() });
+  } else if (v === 'source') {
+    const r = await source.show(id, view.file, view.line, w, (run && run.metrics) || {});
+    if (r) perf.sources.push({ ...r, doneAt: performance.now() });
+  }
+}
+
 async function render() {
+  await drawView();
   for (const b of document.querySelectorAll('#metrics button')) b.setAttribute('aria-pressed', String(b.dataset.metric === metric()));
   $('#inverted').setAttribute('aria-pressed', String(view.inverted));
   $('#reset-zoom').disabled = !view.focus.length;
   if ($('#search').value !== view.q) $('#search').value = view.q;
   crumbs();
   // The graph first: on a big run every request makes the server merge the
-  // stacks, and the graph is what people wait for.
-  await drawGraph();
+  // stacks, and the graph is what people wait for. In the other views the
+  // graph is drawn when it is shown.
+  if (!view.view) await drawGraph();
   await Promise.all([loadFunctions(), timeline()]);
   app.dataset.loaded = '1';
+  warmSandwich();
+}
+
+// Loads the view's stacks for sandwiches on the server in idle time, so the
+// first sandwich of this view is quick (one request per view, answered from then on).
+let warmKey = '';
+function warmSandwich() {
+  const key = JSON.stringify([metric(), view.from, view.until]);
+  if (key === warmKey || (run && run.status === 'live')) return;
+  warmKey = key;
+  api.sandwich(id, { metric: view.metric, from: view.from, until: view.until }).catch(() => { warmKey = ''; });
 }
 
 // ---- live runs -----------------------------------------------------------
@@ -359,14 +438,34 @@ async function pollLive() {
 
 function keys(e) {
   const inField = /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName);
+  const plain = !inField && !e.ctrlKey && !e.metaKey && !e.altKey;
   if ((e.key === '/' && !inField) || ((e.ctrlKey || e.metaKey) && e.key === 'f')) {
     e.preventDefault();
     $('#search').focus();
     $('#search').select();
   } else if (e.key === 'Escape') {
     if (inField) document.activeElement.blur();
-    resetZoom();
+    else if (view.view) setView({ view: '' });
+    else resetZoom();
+  } else if (plain && ['1', '2', '3'].includes(e.key)) {
+    switchView(['', 'sandwich', 'source'][+e.key - 1]);
+  } else if (plain && e.key === 's' && picked) {
+    openSandwich(picked);
+  } else if (plain && e.key === 'o' && picked) {
+    openSource(picked);
+  } else if (plain && view.view === 'source' && (e.key === 'n' || e.key === 'N')) {
+    source.jump(e.key === 'n' ? 1 : -1);
   }
+}
+
+/** The details line under the graph: the hovered frame and what can be done with it. */
+function showPicked(info, detail) {
+  if (info) picked = info.name;
+  const box = $('#details');
+  if (!info) return;  // keep the last frame, so its buttons can be reached
+  const sw = el('button.mini#pick-sandwich', { type: 'button', title: 'Sandwich of this function (s)', onclick: () => openSandwich(info.name) }, 'Sandwich');
+  const src = el('button.mini#pick-source', { type: 'button', title: 'Source with line heat (o)', onclick: () => openSource(info.name), disabled: !frameSource(info.name) }, 'Source');
+  box.replaceChildren(el('span.d-text', `${info.name} · ${detail}`), sw, src);
 }
 
 function skeleton() {
@@ -379,7 +478,9 @@ function skeleton() {
     el('nav.crumbs#crumbs', { 'aria-label': 'Zoom path' }),
     el('div#graph-error'),
     el('div.workspace#workspace',
-      el('div.panel.graph-panel#graph-panel', el('div.flame#flame'), el('div.details#details', ' ')),
+      el('div.panel.graph-panel#graph-panel', el('div.flame#flame'), el('div.details#details', el('span.d-text', 'Hover a frame: click zooms, s opens its sandwich, o its source'))),
+      el('div.panel.sandwich#sandwich', { hidden: true }),
+      el('div.panel.source#source', { hidden: true }),
       el('aside.panel.side#side')),
   ];
 }
@@ -393,19 +494,32 @@ async function main() {
       const path = fullPath(chain);
       if (path.join(';') !== view.focus.join(';')) setView({ focus: path });
     },
-    onHover: (info, detail) => { $('#details').textContent = info ? `${info.name} · ${detail}` : ' '; },
+    onHover: showPicked,
     describe,
+    hint: 'click: zoom · s: sandwich · o: source',
   });
+  sandwich = new SandwichView($('#sandwich'), {
+    onPick: (name) => openSandwich(name),
+    onSource: (name) => openSource(name),
+    describe: (info, share) => [info.value, `${fmtPct(share)} of the function`, info.extra].filter(Boolean).join(' · '),
+  });
+  window.__lfSandwich = sandwich;  // for the browser tests
+  source = new SourceView($('#source'), { onFile: (file) => setView({ file, line: 0 }) });
   window.__lfGraph = graph;  // for the browser tests and the curious
   table = new FuncTable($('#side'), {
     onPick: (name) => {
+      if (view.view === 'sandwich') { openSandwich(name); return; }
+      if (view.view === 'source') { openSource(name); return; }
       const q = exactRegexSource(name);
       setView({ q: view.q === q ? '' : q }, false);
     },
+    onFocus: (name) => { picked = name; },
+    onSandwich: openSandwich,
+    onSource: openSource,
   });
   crumbs();
   // The run's details and the graph load side by side.
-  const early = drawGraph();
+  const early = view.view ? Promise.resolve() : drawGraph();
   try {
     run = await api.run(id, {});
   } catch (e) {

@@ -93,17 +93,20 @@ function row(run) {
     el('td', metricsCell(run)));
 }
 
-function pager(total) {
+// total is exact unless exact === false (the server stops counting a filter's matches at
+// 10,000): then it is a lower bound, and "Older" stays enabled.
+function pager(total, exact) {
   const pages = Math.max(1, Math.ceil(total / PAGE));
+  const more = state.page < pages || exact === false;
   const first = total ? (state.page - 1) * PAGE + 1 : 0;
   const last = Math.min(total, state.page * PAGE);
   const go = (p) => () => { state.page = p; writeURL(false); load(); window.scrollTo(0, 0); };
   return el('div.pager',
-    el('span.info', `${first.toLocaleString('en')}–${last.toLocaleString('en')} of ${total.toLocaleString('en')} runs`),
+    el('span.info', `${first.toLocaleString('en')}–${last.toLocaleString('en')} of ${total.toLocaleString('en')}${exact === false ? '+' : ''} runs`),
     el('button#page-first', { disabled: state.page <= 1, onclick: go(1) }, '« First'),
     el('button#page-prev', { disabled: state.page <= 1, onclick: go(state.page - 1) }, '‹ Newer'),
     el('span', `page ${state.page} of ${pages}`),
-    el('button#page-next', { disabled: state.page >= pages, onclick: go(state.page + 1) }, 'Older ›'),
+    el('button#page-next', { disabled: !more, onclick: go(state.page + 1) }, 'Older ›'),
     el('button#page-last', { disabled: state.page >= pages, onclick: go(pages) }, 'Last »'));
 }
 
@@ -113,7 +116,7 @@ function table(data) {
       el('thead', el('tr', el('th', { style: 'width:32px' }), el('th', 'Name'), el('th', 'Tags'), el('th', 'Started'),
         el('th.num', 'Duration'), el('th.num', 'Total'), el('th', 'Metrics'))),
       el('tbody', data.runs.map(row))),
-    pager(data.total));
+    pager(data.total, data.total_exact));
 }
 
 async function load() {

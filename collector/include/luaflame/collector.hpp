@@ -22,15 +22,19 @@ struct Options {
   bool alloc = false;    ///< mode includes the allocation profiler
   double hz = 999;       ///< hz: samples per second of the chosen clock (default 999)
   bool cpu_clock = true; ///< clock: "cpu" (default, the Lua thread's CPU time) or "wall"
-  std::string output;    ///< output: folded file; other metrics go to OUTPUT-minus-.folded.METRIC.folded ("" = none)
+  std::string output;    ///< output: file, format by extension (.svg, .folded, .json); see output_path ("" = none)
   std::string server;    ///< server: http://host:port of luaflame-server ("" = do not stream)
   std::string token;     ///< token: bearer token for the server ("" = none)
   std::string name;      ///< name: the run's name on the server (default "lua", the runner uses the script's name)
   std::map<std::string, std::string> tags;  ///< tags: "k=v,k=v" or a Lua table (default none)
   double flush_interval = 5.0;  ///< flush_interval: seconds between streamed chunks (default 5)
   bool lines = false;    ///< lines: leaf frames carry the current line, not the line defined (default false)
+  bool sources = false;  ///< sources: send the text of the profiled .lua files to the server (default false; sources.hpp)
   bool quiet = false;    ///< quiet: the runner prints no report on stderr (default false)
   double alloc_rate = 512 * 1024;  ///< alloc_rate: mean bytes between allocation samples; 0 = every allocation (default 512 KiB)
+  double max_output = 512.0 * 1024 * 1024;  ///< max_output: bytes one output file may take; a bigger profile is cut
+                                            ///< with a "[luaflame] truncated" frame (default 512 MiB; also capped at
+                                            ///< half the free space of the file system)
 };
 
 /// The option names, in documentation order.
@@ -47,8 +51,9 @@ bool apply_env(Options& o, std::string& err);
 std::vector<std::string> metrics_of(const Options& o);
 
 /// The file a metric is written to, given the `output` option: the first
-/// metric goes to `output` itself, metric M to BASE.M.folded (BASE = output
-/// without a trailing ".folded").
+/// metric goes to `output` itself, metric M to BASE.M.EXT (EXT = ".svg" or
+/// ".folded" as `output` ends; BASE = output without it; any other name:
+/// BASE = output, EXT = ".folded").
 std::string output_path(const std::string& output, const std::string& metric, bool first);
 
 /// The collector's own account of a session, returned by stop().
@@ -71,11 +76,21 @@ struct Summary {
   uint64_t nodes = 0;            ///< distinct call paths (call tree nodes)
   uint64_t frames = 0;           ///< distinct frames
   uint64_t memory_bytes = 0;     ///< the collector's own memory
-  std::vector<std::string> files;  ///< folded files written
+  std::vector<std::string> files;  ///< output files written
+  std::vector<std::string> file_notes;   ///< per file written: what it holds ("time, 1.2 MiB"), in files' order
+  std::vector<std::string> file_errors;  ///< per file not written (or cut at max_output): why
+  uint64_t files_failed = 0;     ///< files that could not be written (not counting cut ones)
+  uint64_t output_ns = 0;        ///< wall time spent writing the output files
+  uint64_t output_cpu_ns = 0;    ///< CPU time of the thread that wrote them
   std::string run_url;           ///< the run on the server, when streamed
   std::string stream_error;      ///< why streaming failed, if it did
   std::string fallback_file;     ///< undelivered data written here
   uint64_t chunks_sent = 0;
+  /// Direct reads of Lua's structures in use (luaint.hpp), e.g. "ci_walk
+  /// signal_position hook_count lua_ident c_ident"; and why any is off.
+  std::string fast_paths;
+  std::string fast_paths_off;
+  uint64_t samples_moved = 0;  ///< samples whose recorded frame had returned by the hook
 };
 
 /// Starts profiling the thread `L` of a Lua state. Replaces coroutine.resume

@@ -30,7 +30,7 @@ struct SvgOptions {
   std::string colors = "lua";         ///< --colors palette; default "lua" (hot mem io red green blue aqua yellow purple orange lua)
   bool hash = false;                  ///< --hash: colour by name hash; default false (lua palette is always stable by name)
   bool inverted = false;              ///< --inverted: icicle graph; default false
-  bool reverse = false;               ///< --reverse: reverse stacks before merging (done by caller via Tree); default false
+  bool reverse = false;               ///< unused by render_svg(): --reverse is the caller's (lf::reverse_stack before Tree::add)
   bool flamechart = false;            ///< --flamechart: children in input order, not by name (x is time); default false.
                                       ///< For a true flame chart also build the tree with Tree::set_flamechart(true).
   double total = 0;                   ///< --total: override the total used for widths/percentages; default 0 = sum

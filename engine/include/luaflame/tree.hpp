@@ -23,6 +23,7 @@ struct BigAlloc {
   using value_type = T;
   BigAlloc() = default;
   template <class U>
+  // NOLINTNEXTLINE(google-explicit-constructor): allocators convert implicitly
   BigAlloc(const BigAlloc<U>&) {}
   T* allocate(std::size_t n);
   void deallocate(T* p, std::size_t n);

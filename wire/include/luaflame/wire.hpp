@@ -13,7 +13,8 @@
 //   header   = "seq" SP uint LF                     ; 0, 1, 2 ... per run; a retry repeats its seq
 //            | "from" SP uint LF                    ; window start, Unix time in ns
 //            | "until" SP uint LF                   ; window end, Unix time in ns
-//            | "metrics" 1*(SP metric) LF           ; the value columns of every node, in order
+//            | "metrics" 1*(SP metric) LF           ; the value columns of every node, in order;
+//                                                   ; once per chunk, each metric once
 //   frame    = "f" SP text LF                       ; frames are numbered 0, 1, 2 ... in order
 //   node     = "n" SP parent SP frameidx *(SP value) LF
 //                                                   ; nodes numbered 0, 1, 2 ...; parent = "-" (root)
@@ -22,7 +23,7 @@
 //   end      = "end" SP uint LF                     ; the number of nodes, a check against truncation
 //   metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" | "live_bytes" | "live_count"
 //   text     = 1*(any byte but LF, CR and ";")      ; a frame name, as it appears in folded text
-//   uint     = 1*DIGIT
+//   uint     = 1*DIGIT                              ; at most 2^63-1 (9223372036854775807)
 //   value    = uint                                 ; counts, nanoseconds or bytes: integers
 //
 // "seq", "metrics" and "end" are required; "from" and "until" may be omitted
@@ -38,7 +39,9 @@
 //   POST /api/runs/{id}/finish   optional JSON {"stats": {..}} -> 200; later chunks -> 409.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,10 +51,24 @@ namespace lfw {
 inline constexpr int kVersion = 1;
 inline constexpr std::string_view kMagic = "luaflame-wire";
 
-/// The metric names, the same in files, the wire, the server and the pages.
-inline constexpr std::string_view kMetrics[] = {"samples",     "time",        "calls",
-                                                "alloc_bytes", "alloc_count", "live_bytes",
-                                                "live_count"};  // live_count: pprof inuse_objects
+/// A metric: its name (the same in files, the wire, the server and the pages) and the
+/// units of its values (all integers).
+struct Metric {
+  std::string_view name;
+  std::string_view units;
+};
+/// Every metric, in wire order: the one source of truth for names and units.
+inline constexpr Metric kMetricList[] = {{"samples", "samples"},   {"time", "ns"},
+                                         {"calls", "calls"},       {"alloc_bytes", "bytes"},
+                                         {"alloc_count", "count"}, {"live_bytes", "bytes"},
+                                         {"live_count", "count"}};  // live_count: pprof inuse_objects
+inline constexpr std::size_t kMetricCount = std::size(kMetricList);
+/// The metric names alone, in the same order (derived from kMetricList).
+inline constexpr std::array<std::string_view, kMetricCount> kMetrics = [] {
+  std::array<std::string_view, kMetricCount> names{};
+  for (std::size_t i = 0; i < kMetricCount; ++i) names[i] = kMetricList[i].name;
+  return names;
+}();
 bool is_metric(std::string_view name);
 
 /// One node of a chunk's delta tree.
@@ -79,7 +96,8 @@ void encode(const Chunk& chunk, std::string& out);
 bool decode(std::string_view text, Chunk& chunk, std::string& error);
 
 /// Calls `fn(stack, values)` for every node with a non-zero value, where
-/// `stack` is the ';'-joined folded stack from the root. For the server.
+/// `stack` is the ;-joined folded stack from the root. For tests and tools: it builds a
+/// string per stack (the server keeps the tree: server/batch.hpp).
 template <class Fn>
 void for_each_stack(const Chunk& chunk, Fn&& fn) {
   std::vector<std::string> paths(chunk.nodes.size());

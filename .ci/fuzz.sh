@@ -1,0 +1,41 @@
+#!/bin/sh
+# CI job: builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) in
+# build-fuzz/ and runs each for FUZZ_SECONDS (default 60) from a seed corpus
+# made of tests/data. Exits non-zero on the first finding (the crashing input
+# is left in build-fuzz/findings/). Usage: .ci/fuzz.sh [SECONDS]
+set -eu
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${1:-${FUZZ_SECONDS:-60}}
+BUILD=${FUZZ_BUILD:-build-fuzz}
+[ -n "${FUZZ_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --fuzz
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ missing (scripts/install-deps.sh installs clang, libfuzzer-14-dev)"; exit 1; }
+TARGETS="fuzz_folded fuzz_wire fuzz_json_request fuzz_gzip_body fuzz_query"
+SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+start=$(date +%s)
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" -DLUAFLAME_FUZZ=ON -DLUAFLAME_TESTS=OFF -DLUAFLAME_BENCH=OFF \
+  ${CCACHE_DIR:+-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache} >/dev/null
+cmake --build "$BUILD" -j"${JOBS:-2}" --target $TARGETS
+echo "fuzz.sh: built in $(( $(date +%s) - start )) s"
+mkdir -p "$BUILD/findings"
+status=0
+for t in $TARGETS; do
+  corpus="$BUILD/corpus/$t"
+  mkdir -p "$corpus"
+  case $t in
+    fuzz_folded|fuzz_query) find tests/data -name "*.folded" -size -64k | head -200 | while read -r f; do cp "$f" "$corpus/$(echo "$f" | tr / _)"; done ;;
+    fuzz_wire) printf 'luaflame-wire 1\nseq 0\nmetrics samples time\nf main\nf work\nn - 0 1 2\nn 0 1 3 4\nend 2\n' > "$corpus/seed" ;;
+    fuzz_json_request) printf '{"stream":"u","name":"n","tags":{"a":"b"},"metrics":["samples"],"hz":99}' > "$corpus/seed" ;;
+    fuzz_gzip_body) printf 'main;work 3\n' | gzip -c > "$corpus/seed"; (printf 'a 1\n' | gzip -c; printf 'b 2\n' | gzip -c) > "$corpus/two" ;;
+  esac
+  t0=$(date +%s)
+  if ! "$BUILD/fuzz/$t" -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+       -artifact_prefix="$BUILD/findings/$t-" -print_final_stats=1 "$corpus" > "$BUILD/$t.log" 2>&1; then
+    echo "fuzz.sh: $t FAILED (log $BUILD/$t.log, inputs $BUILD/findings/)"; tail -40 "$BUILD/$t.log"; status=1
+  else
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$BUILD/$t.log" | grep -o '[0-9]*$')
+    echo "fuzz.sh: $t ok: $runs runs in $(( $(date +%s) - t0 )) s"
+  fi
+done
+echo "fuzz.sh: total $(( $(date +%s) - start )) s"
+exit $status

@@ -1,0 +1,144 @@
+// Lua 5.4's internals that the collector reads directly, in one place.
+//
+// The public API cannot tell the signal handler where the thread is (no
+// API function is async-signal-safe to call there but lua_sethook), nor
+// walk a long stack in O(depth): for these two the collector reads
+// lua_State.ci and CallInfo.previous itself. Every layout read here is
+// checked once at start by probe() against what the API says on a real
+// stack; a read whose check failed is never used (its caller falls back to
+// the API, slower or less exact, and the summary says why).
+//
+// Layouts (lstate.h, 5.4.0 to 5.4.6, any LP64 ABI):
+//   struct lua_State { CommonHeader (next, tt, marked); lu_byte status,
+//     allowhook; unsigned short nci; StkId top; global_State *l_G;
+//     CallInfo *ci; ... }                         -> ci at 4 pointers
+//   struct CallInfo { StkId func, top; CallInfo *previous, *next;
+//     union { struct { const Instruction *savedpc; ... } l; ... } u; ... }
+//                                                 -> previous at 2 pointers
+//   TValue { Value value_; lu_byte tt_; }         -> tag at 8
+//   LClosure/CClosure { ClosureHeader; Proto *p / lua_CFunction f } -> 24
+//   Proto { ...; int sizecode at 24; int linedefined, lastlinedefined at 44;
+//     TValue *k; Instruction *code at 64; ...; TString *source at 112 }
+//   TString { ...; char contents[] at 24 }
+// The tracer identifies the called function through these (the call cache
+// of tracer.cpp); the allocator reads global_State's GC flags (MirrorGlobal
+// below, 5.4.4 only).
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc::luaint {
+
+constexpr std::size_t kStateCi = 4 * sizeof(void*);  ///< lua_State.ci
+constexpr std::size_t kCiPrevious = 2 * sizeof(void*);  ///< CallInfo.previous
+
+/// The CallInfo below `ci` (null below the base CallInfo).
+inline const void* ci_prev(const void* ci) {
+  const void* p;
+  std::memcpy(&p, static_cast<const char*>(ci) + kCiPrevious, sizeof p);
+  return p;
+}
+
+/// The CallInfo `L` runs now. One aligned pointer load, no call: safe in a
+/// signal handler that interrupted L's own thread (the value is the old or
+/// the new CallInfo, both of which stay allocated until a GC shrinks the
+/// list, and the handler does not dereference it).
+inline const void* state_ci(const lua_State* L) {
+  const void* ci;
+  std::memcpy(&ci, reinterpret_cast<const char*>(L) + kStateCi, sizeof ci);
+  return ci;
+}
+
+/// lua_State.hookcount (the instructions left before the count hook fires)
+/// at byte offset `off`, found by probe(). lua_sethook resets it to the
+/// base count; the collector puts it back after arming so that a program's
+/// count hook (an instruction-limit sandbox, a coverage tool) still fires
+/// at its count. Plain int load/store: safe from the handler on L's thread.
+inline int hookcount(const lua_State* L, std::size_t off) {
+  int v;
+  std::memcpy(&v, reinterpret_cast<const char*>(L) + off, sizeof v);
+  return v;
+}
+inline void set_hookcount(lua_State* L, std::size_t off, int v) {
+  std::memcpy(reinterpret_cast<char*>(L) + off, &v, sizeof v);
+}
+
+// ---- the called function's identity (tracer.cpp's call cache) ----
+constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;  ///< LUA_VLCL | BIT_ISCOLLECTABLE
+constexpr unsigned char kTagLightC = 0x16;             ///< LUA_VLCF
+constexpr unsigned char kTagCClosure = 0x26 | 0x40;    ///< LUA_VCCL | BIT_ISCOLLECTABLE
+constexpr std::size_t kClosureFn = 24;                 ///< LClosure.p / CClosure.f
+constexpr std::size_t kCiSavedpc = 4 * sizeof(void*);  ///< CallInfo.u.l.savedpc
+constexpr std::size_t kProtoSizecode = 24;             ///< Proto.sizecode
+constexpr std::size_t kProtoLine = 44;                 ///< Proto.linedefined, lastlinedefined at +4
+constexpr std::size_t kProtoCode = 64;                 ///< Proto.code
+constexpr std::size_t kProtoSource = 112;              ///< Proto.source
+constexpr std::size_t kTStringContents = 24;           ///< TString.contents
+
+template <class T>
+T at(const void* base, std::size_t off) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(base) + off, sizeof v);
+  return v;
+}
+
+/// The function a CallInfo runs: its tag and its GC object or C function.
+inline void func_of(const void* ci, unsigned char& tag, const void*& value) {
+  const void* func = at<const void*>(ci, 0);  // CallInfo.func -> StackValue
+  value = at<const void*>(func, 0);           // TValue.value_
+  tag = at<unsigned char>(func, 8);           // TValue.tt_
+}
+
+// ---- Lua 5.4.4's lua_State and global_State heads (lstate.h, LP64), for
+// the allocator's "[GC]" flags; checked by alloc.cpp's find_gstate ----
+struct MirrorTValue {
+  void* value;
+  unsigned char tt;
+};
+struct MirrorThread {
+  void* next;
+  unsigned char tt, marked, status, allowhook;
+  unsigned short nci;
+  void* top;
+  const void* l_G;
+};
+struct MirrorGlobal {
+  lua_Alloc frealloc;
+  void* ud;
+  std::ptrdiff_t totalbytes, GCdebt;
+  std::size_t GCestimate, lastatomic;
+  void* strt_hash;
+  int strt_nuse, strt_size;
+  MirrorTValue l_registry, nilvalue;
+  unsigned int seed;
+  unsigned char currentwhite, gcstate, gckind, gcstopem, genminormul, genmajormul, gcstp;
+};
+static_assert(offsetof(MirrorGlobal, gcstopem) == 103 && offsetof(MirrorGlobal, gcstp) == 106, "5.4.4 LP64 layout");
+constexpr unsigned char kVThread = 8;               ///< LUA_VTHREAD
+constexpr unsigned char kVTableCollectable = 0x45;  ///< LUA_VTABLE | BIT_ISCOLLECTABLE
+constexpr unsigned char kGcStpGc = 2;               ///< GCSTPGC: inside a finalizer
+
+/// What probe() found: which direct reads this Lua allows.
+struct Layout {
+  bool ci_prev_ok = false;       ///< CallInfo.previous walks the stack
+  bool state_ci_ok = false;      ///< lua_State.ci is the running CallInfo
+  std::size_t hookcount_off = 0;  ///< lua_State.hookcount, 0 when not found
+  bool lua_ident_ok = false;     ///< a Lua function's Proto (lines, source, code) through its CallInfo
+  bool c_ident_ok = false;       ///< a light C function through its CallInfo
+  /// The fast paths on and off, for the summary: "ci_walk signal_position
+  /// hook_count lua_ident c_ident" (those on).
+  std::string on() const;
+  std::string why;               ///< "" or why a fast path is off
+};
+
+/// Checks every read above on a real two-level stack of L (a Lua function
+/// calling a C function). Calls Lua: not from a hook or a signal handler.
+Layout probe(lua_State* L);
+
+}  // namespace lfc::luaint

@@ -1,0 +1,142 @@
+// Slow and many clients against the real server (issue 12): 200 idle or
+// trickling connections must not delay a new request past 1 s; a head has a
+// deadline, a whole request has one, and one client address gets a bounded
+// number of connections.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "common.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr long kMiB = 1 << 20;
+
+long ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("200 idle and trickling connections: a new request is answered within 1 s") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--header-timeout", "30"});
+  lfh::reset_peak(s.pid());
+  long before = lfh::rss_bytes(s.pid());
+  std::vector<int> idle, trickle;
+  // From four other loopback addresses, 50 each: under the per-client limit of 64.
+  for (int i = 0; i < 200; ++i) {
+    int fd = lfh::connect_from(s.port(), "127.0.0." + std::to_string(2 + i % 4));
+    REQUIRE(fd >= 0);
+    (i % 2 ? idle : trickle).push_back(fd);
+  }
+  for (int fd : trickle) lfh::send_all(fd, "POST /api/runs?name=slow HTTP/1.1\r\n");
+  long worst = 0;
+  for (int round = 0; round < 8; ++round) {
+    for (int fd : trickle) lfh::send_all(fd, "X");  // one byte each, every 300 ms
+    auto t0 = Clock::now();
+    lfh::check_healthz_prompt(s, 1000);
+    worst = std::max(worst, ms_since(t0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  MESSAGE("slowest /healthz with 200 slow connections open: " << worst << " ms");
+  // An upload and a read go through too.
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(2);
+  auto t0 = Clock::now();
+  auto r = c.Post("/api/runs?name=fast", "main;a 1\n", "text/plain");
+  REQUIRE(r);
+  CHECK(r->status == 201);
+  CHECK(ms_since(t0) < 1000);
+  long rise = lfh::peak_rss_bytes(s.pid()) - before;
+  CAPTURE(rise);
+  CHECK(rise < 16 * kMiB);
+  for (int fd : idle) close(fd);
+  for (int fd : trickle) close(fd);
+  lfh::check_healthz_prompt(s);
+}
+
+TEST_CASE("a head not complete within --header-timeout gets 408 and is closed") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--header-timeout", "2"});
+  int fd = lfh::connect_from(s.port(), "127.0.0.2");
+  REQUIRE(fd >= 0);
+  lfh::send_all(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n");
+  auto t0 = Clock::now();
+  std::string raw;
+  for (int i = 0; i < 10 && raw.empty(); ++i) {  // trickle a byte every 500 ms
+    lfh::send_all(fd, "X");
+    raw = lfh::read_all(fd, 500);
+  }
+  close(fd);
+  long took = ms_since(t0);
+  CAPTURE(raw);
+  CAPTURE(took);
+  CHECK(lfh::status_of(raw) == 408);
+  CHECK(raw.find("--header-timeout") != std::string::npos);
+  CHECK(took < 4000);
+  lfh::check_healthz_prompt(s);
+}
+
+TEST_CASE("a body trickled past --request-timeout is cut off and frees its worker") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--request-timeout", "2", "--threads", "2"});
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) {  // more slow bodies than workers
+    int fd = lfh::connect_from(s.port(), "127.0.0.3");
+    REQUIRE(fd >= 0);
+    lfh::send_all(fd, "POST /api/runs?name=slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nmain;a 1\n");
+    fds.push_back(fd);
+  }
+  // One client gets at most a quarter of the workers (here 1 of 2): others are served meanwhile.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  lfh::check_healthz_prompt(s, 1000);
+  auto t0 = Clock::now();
+  for (int fd : fds) {
+    std::string raw = lfh::read_all(fd, 6000);  // closed (with a 400) once the deadline passes
+    CAPTURE(raw);
+    CHECK((raw.empty() || lfh::status_of(raw) == 400));
+    close(fd);
+  }
+  long took = ms_since(t0);
+  CAPTURE(took);
+  CHECK(took < 12000);  // 4 bodies, 1 worker for this client, 2 s each
+  CHECK(s.log().find("--request-timeout") != std::string::npos);
+  auto c = s.client();
+  auto runs = c.Get("/api/runs?name=slow");
+  REQUIRE(runs);
+  CHECK(runs->body.find("\"id\"") == std::string::npos);  // nothing stored
+  lfh::check_healthz_prompt(s);
+}
+
+TEST_CASE("one client address gets at most --max-client-connections; others are still served") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--max-client-connections", "8"});
+  std::vector<int> mine;
+  for (int i = 0; i < 8; ++i) {
+    int fd = lfh::connect_from(s.port(), "127.0.0.9");
+    REQUIRE(fd >= 0);
+    mine.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int extra = lfh::connect_from(s.port(), "127.0.0.9");
+  REQUIRE(extra >= 0);
+  std::string raw = lfh::read_all(extra, 3000);
+  close(extra);
+  CAPTURE(raw);
+  CHECK(lfh::status_of(raw) == 503);
+  CHECK(raw.find("too many connections from 127.0.0.9 (at most 8, --max-client-connections)") != std::string::npos);
+  lfh::check_healthz_prompt(s);  // from 127.0.0.1
+  for (int fd : mine) close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int again = lfh::connect_from(s.port(), "127.0.0.9");
+  REQUIRE(again >= 0);
+  lfh::send_all(again, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  CHECK(lfh::status_of(lfh::read_all(again, 3000)) == 200);
+  close(again);
+}

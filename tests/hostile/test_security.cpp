@@ -1,0 +1,135 @@
+// Deployment defaults (issue 12): --token-file, --read-token, cross-site
+// writes, --public-url instead of Host, escaped log lines, static files only
+// from inside the web folder.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+std::string post(const std::string& path, const std::string& body, const std::string& extra,
+                 const char* type = "text/plain") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + type + "\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n" + extra + "Connection: close\r\n\r\n" + body;
+}
+
+std::string get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra + "Connection: close\r\n\r\n";
+}
+
+std::string body_of(const std::string& raw) {
+  auto p = raw.find("\r\n\r\n");
+  return p == std::string::npos ? std::string() : raw.substr(p + 4);
+}
+
+}  // namespace
+
+TEST_CASE("--token-file keeps the token out of ps; --read-token protects reads, not /healthz") {
+  lft::TempDir dir;
+  std::string tf = dir.path + "/token", rf = dir.path + "/read";
+  std::ofstream(tf) << "s3cret-write\n";
+  std::ofstream(rf) << "s3cret-read\n";
+  lft::ServerProc s(dir.path + "/data", {"--token-file", tf, "--read-token-file", rf});
+  std::ifstream cmd("/proc/" + std::to_string(s.pid()) + "/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+  CHECK(cmdline.find("s3cret") == std::string::npos);
+  std::string raw = lfh::exchange(s.port(), post("/api/runs?name=a", "main 1\n", ""));
+  CHECK(lfh::status_of(raw) == 401);
+  raw = lfh::exchange(s.port(), post("/api/runs?name=a", "main 1\n", "Authorization: Bearer s3cret-write\r\n"));
+  CHECK(lfh::status_of(raw) == 201);
+  raw = lfh::exchange(s.port(), get("/api/runs"));
+  CAPTURE(raw);
+  CHECK(lfh::status_of(raw) == 401);
+  CHECK(raw.find("WWW-Authenticate: Basic") != std::string::npos);
+  CHECK(body_of(raw).find("reads need the read token") != std::string::npos);
+  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/static/app.css"))) == 401);
+  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer s3cret-read\r\n"))) == 200);
+  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer s3cret-write\r\n"))) == 200);
+  // Basic, any user name: "me:s3cret-read"
+  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Basic bWU6czNjcmV0LXJlYWQ=\r\n"))) == 200);
+  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer wrong\r\n"))) == 401);
+  lfh::check_healthz_prompt(s);
+}
+
+TEST_CASE("cross-site simple writes are refused without a token; curl, JSON and same-origin writes pass") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--public-url", "https://flames.example.com"});
+  const std::string evil = "Origin: https://evil.example\r\n";
+  std::string raw = lfh::exchange(s.port(), post("/api/runs?name=csrf", "main 1\n", evil));
+  CAPTURE(raw);
+  CHECK(lfh::status_of(raw) == 403);
+  CHECK(body_of(raw).find("cross-site write refused") != std::string::npos);
+  raw = lfh::exchange(s.port(), post("/api/runs?name=csrf", "main 1\n", evil, "application/x-www-form-urlencoded"));
+  CHECK(lfh::status_of(raw) == 403);
+  raw = lfh::exchange(s.port(), post("/api/runs?name=csrf", "main 1\n", "Sec-Fetch-Site: cross-site\r\n"));
+  CHECK(lfh::status_of(raw) == 403);
+  raw = lfh::exchange(s.port(), "DELETE /api/runs/1 HTTP/1.1\r\nHost: x\r\n" + evil + "Connection: close\r\n\r\n");
+  CHECK(lfh::status_of(raw) == 403);
+  auto c = s.client();
+  auto none = c.Get("/api/runs?name=csrf");
+  REQUIRE(none);
+  CHECK(json::parse(none->body)["runs"].empty());
+  // Not refused: no Origin (curl, agents), a custom header, the public origin.
+  CHECK(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=ok", "main 1\n", ""))) == 201);
+  CHECK(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=ok", "main 1\n", evil + "X-Luaflame: 1\r\n"))) == 201);
+  CHECK(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=ok", "main 1\n", "Origin: https://flames.example.com\r\n"))) ==
+        201);
+  // Links use --public-url, never the Host header.
+  raw = lfh::exchange(s.port(), "POST /api/runs?name=h HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 7\r\n"
+                                "Connection: close\r\n\r\nmain 1\n");
+  json j = json::parse(body_of(raw));
+  CHECK(j["url"].get<std::string>().rfind("https://flames.example.com/runs/", 0) == 0);
+  CHECK(raw.find("evil.example") == std::string::npos);
+  lfh::check_healthz_prompt(s);
+}
+
+TEST_CASE("without --public-url links come from --listen, not from Host") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path);
+  std::string raw = lfh::exchange(s.port(), "POST /api/runs?name=h HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 7\r\n"
+                                            "Connection: close\r\n\r\nmain 1\n");
+  CAPTURE(raw);
+  json j = json::parse(body_of(raw));
+  CHECK(j["url"].get<std::string>().rfind("http://127.0.0.1:" + std::to_string(s.port()) + "/runs/", 0) == 0);
+}
+
+TEST_CASE("control characters in a request path are escaped in the log") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path);
+  lfh::exchange(s.port(), get("/x%0a[info]%20forged%1b[31m"));
+  std::string log = s.log();
+  CHECK(log.find("\\x0a[info] forged\\x1b[31m") != std::string::npos);
+  CHECK(log.find('\x1b') == std::string::npos);
+  CHECK(log.find("\n[info] forged") == std::string::npos);
+  lfh::check_healthz_prompt(s);
+}
+
+TEST_CASE("static files only from inside the web folder: no symlink escape, no %00") {
+  lft::TempDir dir;
+  std::string web = dir.path + "/web";
+  std::filesystem::create_directories(web + "/js");
+  std::ofstream(web + "/app.css") << "body{}\n";
+  std::ofstream(web + "/index.html") << "<html></html>\n";
+  std::filesystem::create_symlink("/etc/passwd", web + "/passwd");
+  std::filesystem::create_directory_symlink("/etc", web + "/etc");
+  lft::ServerProc s(dir.path + "/data", {"--web", web});
+  std::string raw = lfh::exchange(s.port(), get("/static/app.css"));
+  CHECK(lfh::status_of(raw) == 200);
+  CHECK(raw.find("text/css") != std::string::npos);
+  for (const char* p : {"/static/passwd", "/static/etc/passwd", "/static/app.css%00.js", "/static/..%2f..%2fetc%2fpasswd",
+                        "/static/%2e%2e/%2e%2e/etc/passwd", "/static//etc/passwd"}) {
+    CAPTURE(p);
+    raw = lfh::exchange(s.port(), get(p));
+    CHECK(lfh::status_of(raw) == 404);
+    CHECK(raw.find("root:") == std::string::npos);
+    CHECK(raw.find("text/javascript") == std::string::npos);
+  }
+  lfh::check_healthz_prompt(s);
+}
