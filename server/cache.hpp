@@ -29,7 +29,8 @@ struct Payload {
 /// for a comparison), bounded by a cost (bytes, tree nodes) that `Cost` gives;
 /// thread-safe. A value costing more than 1/`largest` of the budget is not
 /// kept, so one huge entry never flushes the rest. Finished runs never change,
-/// so an entry stays valid until its run is deleted (forget()).
+/// so an entry stays valid until its run is deleted (forget()); a live run's entries are
+/// keyed by its revision and replaced when a newer revision is kept.
 template <class T, std::size_t (*Cost)(const T&)>
 class RunLru {
  public:
@@ -49,13 +50,19 @@ class RunLru {
     return it->second->value;
   }
 
-  /// Keeps `value` for `key`, made from `run` (and `run2`, for a comparison of two runs).
-  void put(int64_t run, const std::string& key, Ptr value, int64_t run2 = -1) {
+  /// Keeps `value` for `key`, made from `run` at `revision` (and `run2`, for a comparison
+  /// of two runs). Entries of `run` at another revision (a live run's older states) go.
+  void put(int64_t run, const std::string& key, Ptr value, int64_t run2 = -1, int64_t revision = 0) {
     std::lock_guard<std::mutex> lock(mu_);
     if (Cost(*value) > max_cost_ / largest_) return;
     auto it = index_.find(key);
     if (it != index_.end()) drop(it->second);
-    order_.push_front({run, run2, key, std::move(value)});
+    for (auto e = order_.begin(); e != order_.end();) {
+      auto next = std::next(e);
+      if (e->run == run && e->revision != revision) drop(e);
+      e = next;
+    }
+    order_.push_front({run, run2, revision, key, std::move(value)});
     index_[key] = order_.begin();
     cost_ += Cost(*order_.front().value);
     while (cost_ > max_cost_ && !order_.empty()) drop(std::prev(order_.end()));
@@ -79,6 +86,7 @@ class RunLru {
   struct Entry {
     int64_t run;
     int64_t run2;  ///< the other run of a comparison, or -1
+    int64_t revision;  ///< the run's revision the value was made from
     std::string key;
     Ptr value;
   };

@@ -113,23 +113,7 @@ std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run,
   return flights_.run(key, [&]() -> std::shared_ptr<const lf::Tree> {
     if (auto hit = lru_.get(key)) return hit;  // loaded by a flight that just ended
     auto tree = std::make_shared<const lf::Tree>(load_tree(store, run.id, view));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (tree->size() <= max_nodes_ / 2) {
-      for (auto it = entries_.begin(); it != entries_.end();) {  // a live run's older revisions
-        if (it->run == run.id && it->revision != run.revision) {
-          nodes_ -= it->tree->size();
-          it = entries_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      entries_.push_front({run.id, run.revision, key, tree});
-      nodes_ += tree->size();
-      while (nodes_ > max_nodes_ && !entries_.empty()) {
-        nodes_ -= entries_.back().tree->size();
-        entries_.pop_back();
-      }
-    }
+    lru_.put(run.id, key, tree, -1, run.revision);
     return tree;
   });
 }
@@ -229,23 +213,7 @@ std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& st
   return flights_.run(key, [&]() -> std::shared_ptr<const FunctionTable> {
     if (auto hit = lru_.get(key)) return hit;
     auto table = compute();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (table->bytes() <= max_bytes_ / 4) {
-      for (auto it = entries_.begin(); it != entries_.end();) {  // a live run's older revisions
-        if (it->run == run.id && it->revision != run.revision) {
-          bytes_ -= it->table->bytes();
-          it = entries_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      entries_.push_front({run.id, run.revision, key, table});
-      bytes_ += table->bytes();
-      while (bytes_ > max_bytes_ && !entries_.empty()) {
-        bytes_ -= entries_.back().table->bytes();
-        entries_.pop_back();
-      }
-    }
+    lru_.put(run.id, key, table, -1, run.revision);
     return table;
   });
 }

@@ -93,11 +93,8 @@ class TreeCache {
   void forget(int64_t run);
 
  private:
-  std::shared_ptr<const lf::Tree> find(const std::string& key);
-  struct Entry { int64_t run; int64_t revision; std::string key; std::shared_ptr<const lf::Tree> tree; };
-  std::mutex mu_;
-  std::list<Entry> entries_;  // most recent first
-  std::size_t nodes_ = 0, max_nodes_;
+  static std::size_t nodes(const lf::Tree& t) { return t.size(); }
+  RunLru<lf::Tree, nodes> lru_;  // a tree over half the budget is not kept
   Flights<lf::Tree> flights_;
 };
 
@@ -121,10 +118,8 @@ class TableCache {
   std::size_t bytes() const { return lru_.cost(); }
 
  private:
-  struct Entry { int64_t run; int64_t revision; std::string key; std::shared_ptr<const FunctionTable> table; };
-  mutable std::mutex mu_;
-  std::list<Entry> entries_;  // most recent first
-  std::size_t bytes_ = 0, max_bytes_;
+  static std::size_t table_bytes(const FunctionTable& t) { return t.bytes(); }
+  RunLru<FunctionTable, table_bytes> lru_;
   Flights<FunctionTable> flights_;
 };
 

@@ -22,15 +22,19 @@ uint32_t PathSet::find(std::string_view name) const {
 PathSet load_paths(Store& store, int64_t run, const View& view) {
   PathSet p;
   p.offs.push_back(0);
-  store.read_paths(
-      run, view.metric, view.from_ns, view.until_ns,
-      [&](const std::vector<std::string>& names) { p.names = names; },
-      [&](const uint32_t* ids, std::size_t n, double v) {
-        if (v == 0) return;
-        p.ids.insert(p.ids.end(), ids, ids + n);
-        p.offs.push_back(static_cast<uint32_t>(p.ids.size()));
-        p.values.push_back(v);
-      });
+  StoredTree st;
+  store.read_tree(run, view.metric, view.from_ns, view.until_ns, st);
+  p.names = std::move(st.frames);
+  std::vector<uint32_t> path;
+  for (const auto& [id, v] : st.values) {
+    if (v == 0) continue;
+    path.clear();  // root first: walk up from the node, then reverse
+    for (int64_t n = id; n >= 0; n = st.nodes[static_cast<std::size_t>(n)].parent)
+      path.push_back(st.nodes[static_cast<std::size_t>(n)].frame);
+    p.ids.insert(p.ids.end(), path.rbegin(), path.rend());
+    p.offs.push_back(static_cast<uint32_t>(p.ids.size()));
+    p.values.push_back(static_cast<double>(v));
+  }
   p.ids.shrink_to_fit();
   return p;
 }
