@@ -84,10 +84,11 @@ TEST_CASE("regression: blank and empty frames are accepted, as flamegraph.pl dra
   lfs::Batch b;
   b.metrics = {0};
   CHECK(lfs::parse_folded_batch("write0;  3\na;;b 1\nwrite0; 2\n", strict(), b) == 3);
-  REQUIRE(b.stacks.size() == 3);
-  CHECK(b.stacks[0].first == "write0; ");
-  CHECK(b.stacks[1].first == "a;;b");
-  CHECK(b.stacks[2].first == "write0");
+  auto stacks = stacks_of(b);
+  REQUIRE(stacks.size() == 3);
+  CHECK(stacks["write0; "] == std::vector<int64_t>{3});
+  CHECK(stacks["a;;b"] == std::vector<int64_t>{1});
+  CHECK(stacks["write0"] == std::vector<int64_t>{2});
 }
 
 TEST_CASE("pyroscope name: app, kind and labels") {

@@ -173,11 +173,22 @@ cors)  # --cors-origin: preflights, headers on reads, cross-origin writes only w
   h=$(curl -sS -i -H 'Origin: https://evil.example' "$SHIP_URL/api/runs/1/speedscope.json")
   expect_eq "$(echo "$h" | grep -ci 'Access-Control-Allow')" "0" "other origins get no header"
   post w1 "$SHIP_URL/api/runs?name=x" -H 'Origin: https://www.speedscope.app' --data-binary 'a 1'
-  expect_code 403 "cross-origin write without the token"
+  expect_code 401 "cross-origin write without the token (--token set: every write needs it)"
   post w2 "$SHIP_URL/api/runs?name=x" -H 'Origin: https://evil.example' -H 'Authorization: Bearer sekret' --data-binary 'a 1'
   expect_code 201 "cross-origin write with the token"
   post w3 "$SHIP_URL/api/runs?name=x" -H "Origin: $SHIP_URL" -H 'Authorization: Bearer sekret' --data-binary 'a 1'
   expect_code 201 "same-origin write"
+  ;;
+cors_csrf)  # no --token: a named --cors-origin counts as the server's own in the CSRF rule, others do not
+  start_server "$server" --cors-origin https://www.speedscope.app || exit 1
+  post c1 "$SHIP_URL/api/runs?name=x" -H 'Origin: https://www.speedscope.app' -H 'Content-Type: text/plain' --data-binary 'a 1'
+  expect_code 201 "a simple write from a named --cors-origin"
+  post c2 "$SHIP_URL/api/runs?name=x" -H 'Origin: https://evil.example' -H 'Content-Type: text/plain' --data-binary 'a 1'
+  expect_code 403 "a simple write from another origin (CSRF)"
+  post c3 "$SHIP_URL/api/runs?name=x" -H 'Origin: https://evil.example' -H 'Content-Type: multipart/form-data; boundary=b' --data-binary $'--b\r\nContent-Disposition: form-data; name="profile"\r\n\r\na 1\r\n--b--\r\n'
+  expect_code 403 "a multipart write from another origin (CSRF, refused before the parts are read)"
+  post c4 "$SHIP_URL/api/runs/1/finish" -H 'Content-Type: multipart/form-data; boundary=b' --data-binary $'--b\r\nContent-Disposition: form-data; name="x"\r\n\r\n1\r\n--b--\r\n'
+  expect_code 415 "multipart on a route that takes no multipart"
   ;;
 node_agent)  # the official @pyroscope/nodejs agent: its pushes land as one live run with its totals
   need_node_modules @pyroscope/nodejs
