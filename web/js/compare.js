@@ -8,7 +8,7 @@ import { FlameGraph, exactRegexSource } from './flame.js';
 
 const app = $('#app');
 const LIST = 200;
-const ALL_METRICS = ['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes'];
+const ALL_METRICS = ['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes', 'live_count'];
 let graph = null;
 let runs = [];
 let state = null;      // the compare's state, as in the URL

@@ -90,5 +90,5 @@ export function fmtAgo(ns, nowMs = Date.now()) {
 /** Human name of a metric. */
 export function metricLabel(m) {
   return ({ samples: 'Samples', time: 'Time', calls: 'Calls', alloc_bytes: 'Allocated bytes',
-    alloc_count: 'Allocations', live_bytes: 'Live bytes' })[m] || m;
+    alloc_count: 'Allocations', live_bytes: 'Live bytes', live_count: 'Live objects' })[m] || m;
 }

@@ -83,7 +83,7 @@ function setView(changes, push = true) {
 }
 
 // The server's order of metrics; its default is the first one a run has.
-const METRICS = ['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes'];
+const METRICS = ['samples', 'time', 'calls', 'alloc_bytes', 'alloc_count', 'live_bytes', 'live_count'];
 
 function defaultMetric() {
   const ms = (run && run.metrics) || {};
