@@ -1,10 +1,13 @@
 // Output formats (see out_formats.hpp).
 #include "out_formats.hpp"
 
+#include <algorithm>
 #include <charconv>
 
+#include "luaflame/pprof.hpp"
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
+#include "luaflame/wire.hpp"
 
 namespace lfc {
 
@@ -79,8 +82,8 @@ uint64_t node_cost(Format f, int nm, std::size_t path_len, std::string_view name
       return 512 + 12 * name.size();  // <g>, <title>, <rect>, <text>, escaped
     case Format::speedscope:
       return static_cast<uint64_t>(nm) * 2 * 56;  // an open and a close event
-    case Format::pprof:
-      return 0;
+    case Format::pprof:  // a function, a location and a sample: ids, strings, one value per metric
+      return 48 + name.size() + static_cast<uint64_t>(nm) * 10;
   }
   return 0;
 }
@@ -214,6 +217,34 @@ void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics,
     b += "]}";
   }
   b += "]}\n";
+}
+
+void write_pprof_file(const OutTree& t, const std::vector<std::string>& metrics, OutFile& out) {
+  // One engine tree per metric (the writer takes one series each), with the nodes that
+  // hold a value of that metric; integers below 2^53 convert exactly.
+  const int nm = std::min(static_cast<int>(metrics.size()), t.nm);
+  std::vector<lf::Tree> trees(static_cast<std::size_t>(nm));
+  std::vector<lf::PprofSeries> series;
+  for (int m = 0; m < nm; ++m) {
+    lf::Tree& lt = trees[static_cast<std::size_t>(m)];
+    std::vector<char> live = t.live(m);
+    std::vector<uint32_t> map(t.size(), lf::Tree::kNone), fmap(t.names.size(), lf::Tree::kNone);
+    map[0] = lf::Tree::kRoot;
+    for (uint32_t i = 1; i < t.size(); ++i) {
+      if (!live[i]) continue;
+      uint32_t& f = fmap[t.frame[i]];
+      if (f == lf::Tree::kNone) f = lt.intern(t.name(i));
+      map[i] = lt.child(map[t.parent[i]], f);
+      if (t.value(i, m)) lt.add_self(map[i], static_cast<double>(t.value(i, m)));
+    }
+    lt.finalize();
+    lf::PprofValueType type{std::string(metrics[static_cast<std::size_t>(m)]), "count"};
+    for (const lfw::Metric& wm : lfw::kMetricList)
+      if (wm.name == metrics[static_cast<std::size_t>(m)])
+        type = {std::string(wm.pprof_type), std::string(wm.pprof_unit)};
+    series.push_back({type, &lt, 0});
+  }
+  out.write(lf::write_pprof(series, lf::PprofWriteOptions{}));
 }
 
 }  // namespace lfc

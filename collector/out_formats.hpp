@@ -15,7 +15,7 @@ enum class Format {
   folded,      ///< .folded (and any extension not listed here): one file per metric
   svg,         ///< .svg: one flame graph per metric
   speedscope,  ///< .json: every metric in one file (speedscope's evented profiles)
-  pprof,  ///< .pb.gz: every metric in one file; needs the engine's pprof writer (not in this build)
+  pprof,       ///< .pb.gz: every metric in one file, a sample type each (the engine's write_pprof)
 };
 
 /// The format for an output path, by extension.
@@ -58,5 +58,10 @@ void write_svg(const OutTree& t, int m, const std::string& metric, const std::st
 /// number of nodes and the viewer's "left heavy" view is the flame graph.
 void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics,
                       const std::string& name, OutFile& out);
+
+/// A gzipped pprof profile (engine/include/luaflame/pprof.hpp) with one sample type per
+/// metric, named as lfw::kMetricList says (time -> cpu/nanoseconds, live_bytes ->
+/// inuse_space/bytes, ...), so `go tool pprof` and the server read it back.
+void write_pprof_file(const OutTree& t, const std::vector<std::string>& metrics, OutFile& out);
 
 }  // namespace lfc

@@ -41,14 +41,6 @@ void Session::write_outputs(Summary& sum) {
   if (opt.output.empty()) return;
   const uint64_t t0 = now_ns(), c0 = thread_cpu_ns();
   const Format fmt = format_of(opt.output);
-  if (fmt == Format::pprof) {
-    // The pprof writer belongs to the engine (the pprof issue); until it
-    // lands this format is refused rather than written as something else.
-    sum.file_errors.push_back(opt.output + ": not written: pprof output (.pb.gz) is not in this build; "
-                              "use .svg, .json or .folded");
-    ++sum.files_failed;
-    return;
-  }
   const int nm = static_cast<int>(metrics.size());
   const uint64_t limit = output_limit(opt.output, static_cast<uint64_t>(opt.max_output));
   const uint64_t room = fixed_room(names);
@@ -71,12 +63,13 @@ void Session::write_outputs(Summary& sum) {
       ++sum.files_failed;
     }
   };
-  if (fmt == Format::speedscope) {
+  if (one_file(fmt)) {
     OutFile f(opt.output, limit);
-    if (f.ok()) write_speedscope(t, metrics, opt.name.empty() ? "lua" : opt.name, f);
+    if (f.ok() && fmt == Format::pprof) write_pprof_file(t, metrics, f);
+    else if (f.ok()) write_speedscope(t, metrics, opt.name.empty() ? "lua" : opt.name, f);
     std::string all;
     for (const auto& m : metrics) all += (all.empty() ? "" : " ") + m;
-    finish(f, opt.output, "speedscope: " + all);
+    finish(f, opt.output, (fmt == Format::pprof ? "pprof: " : "speedscope: ") + all);
   } else {
     std::unique_ptr<SvgWriter> svg;
     if (fmt == Format::svg) svg = std::make_unique<SvgWriter>(t);

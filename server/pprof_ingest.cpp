@@ -20,7 +20,7 @@ struct TypeName {
   const char* unit;
   const char* metric;
 };
-// The first entry of a metric is what write_pprof names it.
+// Sample types read as each metric (what they are written as: lfw::kMetricList).
 constexpr TypeName kTypes[] = {
     {"samples", "count", "samples"},
     {"sample", "count", "samples"},
@@ -123,10 +123,9 @@ int pprof_type_metric(const std::string& type, const std::string& unit) {
 }
 
 lf::PprofValueType metric_pprof_type(int metric) {
-  std::string_view name = metric_name(metric);
-  for (const TypeName& t : kTypes)
-    if (name == t.metric) return {t.type, t.unit};
-  return {std::string(name), "count"};
+  if (metric < 0 || metric >= static_cast<int>(lfw::kMetricCount)) return {"unknown", "count"};
+  const lfw::Metric& m = lfw::kMetricList[metric];
+  return {std::string(m.pprof_type), std::string(m.pprof_unit)};
 }
 
 PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::string_view config,

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "luaflame/collector.hpp"
+#include "luaflame/pprof.hpp"
 #include "out_formats.hpp"
 
 namespace {
@@ -279,4 +280,33 @@ TEST_CASE("output: a file that cannot be written says which and why; the limit i
   CHECK(lfc::output_path("o.svg", "calls", false) == "o.calls.svg");
   CHECK(lfc::output_path("o.folded", "time", false) == "o.time.folded");
   CHECK(lfc::output_path("o", "time", false) == "o.time.folded");
+}
+
+TEST_CASE("output: pprof holds every metric as a sample type, read back by the engine") {
+  Built b(2);
+  for (const auto& [stack, v] : kStacks) {
+    b.tree.add(b.node(stack), 0, v);
+    b.tree.add(b.node(stack), 1, 2 * v);
+  }
+  lfc::OutTree t = b.snap(lfc::Format::pprof);
+  std::string dir = tmp_dir(), path = dir + "/p.pb.gz";
+  lfc::OutFile f(path, 0);
+  lfc::write_pprof_file(t, {"time", "live_count"}, f);
+  REQUIRE(f.commit());
+  lf::PprofProfile p;
+  std::string err;
+  REQUIRE(lf::read_pprof(slurp(path), lf::PprofLimits{}, p, err));
+  REQUIRE(p.sample_types.size() == 2);
+  CHECK(p.sample_types[0].type == "cpu");
+  CHECK(p.sample_types[0].unit == "nanoseconds");
+  CHECK(p.sample_types[1].type == "inuse_objects");
+  std::map<std::string, std::vector<int64_t>> got;
+  for (const lf::PprofStack& s : p.stacks) got[s.stack] = s.values;
+  CHECK(got.size() == std::size(kStacks));
+  for (const auto& [stack, v] : kStacks) {
+    CAPTURE(stack);
+    CHECK(got[stack] == std::vector<int64_t>{int64_t(v), int64_t(2 * v)});
+  }
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
 }

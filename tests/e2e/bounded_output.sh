@@ -44,7 +44,14 @@ check "unwritable, program ok: rc $rc <$(cat err1)>" '[ $rc = 3 ] && grep -q "/n
 echo 'error("boom")' >fail.lua
 "$luaflame" run -q --mode trace -o /nonexistent-dir/p.svg fail.lua >/dev/null 2>err2; rc=$?
 check "unwritable, program failed: rc $rc (the program's 1)" '[ $rc = 1 ] && grep -q "/nonexistent-dir/p.svg" err2'
-"$luaflame" run -q -o p.pb.gz "$deep" 10 >/dev/null 2>err3; rc=$?
-check "pprof not in this build: rc $rc <$(cat err3)>" '[ $rc = 3 ] && grep -q "p.pb.gz: not written: pprof" err3'
+# pprof: written by the engine's write_pprof, read back by `luaflame svg` (and go tool pprof when installed).
+"$luaflame" run -q --mode trace -o p.pb.gz "$deep" 10 >/dev/null 2>err3; rc=$?
+check "pprof written: rc $rc <$(cat err3)>" '[ $rc = 0 ] && [ "$(head -c 2 p.pb.gz | od -An -tx1 | tr -d " ")" = 1f8b ]'
+"$luaflame" svg p.pb.gz >p.svg 2>err4; rc=$?
+check "pprof read back by luaflame svg: rc $rc <$(cat err4)>" '[ $rc = 0 ] && grep -q "</svg>" p.svg && [ "$(grep -c "<title>" p.svg)" -gt 3 ]'
+if command -v go >/dev/null; then
+  types=$(go tool pprof -raw p.pb.gz 2>&1 | sed -n '/^Samples:/{n;p;q}')
+  check "go tool pprof reads the sample types: <$types>" 'echo "$types" | grep -q "cpu/nanoseconds"'
+fi
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

@@ -51,17 +51,24 @@ namespace lfw {
 inline constexpr int kVersion = 1;
 inline constexpr std::string_view kMagic = "luaflame-wire";
 
-/// A metric: its name (the same in files, the wire, the server and the pages) and the
-/// units of its values (all integers).
+/// A metric: its name (the same in files, the wire, the server and the pages), the
+/// units of its values (all integers), and the pprof sample type it is written as
+/// (Go's names: cpu, alloc_space, inuse_objects...; read back by the server's pprof ingest).
 struct Metric {
   std::string_view name;
   std::string_view units;
+  std::string_view pprof_type;
+  std::string_view pprof_unit;
 };
 /// Every metric, in wire order: the one source of truth for names and units.
-inline constexpr Metric kMetricList[] = {{"samples", "samples"},   {"time", "ns"},
-                                         {"calls", "calls"},       {"alloc_bytes", "bytes"},
-                                         {"alloc_count", "count"}, {"live_bytes", "bytes"},
-                                         {"live_count", "count"}};  // live_count: pprof inuse_objects
+inline constexpr Metric kMetricList[] = {
+    {"samples", "samples", "samples", "count"},
+    {"time", "ns", "cpu", "nanoseconds"},
+    {"calls", "calls", "calls", "count"},
+    {"alloc_bytes", "bytes", "alloc_space", "bytes"},
+    {"alloc_count", "count", "alloc_objects", "count"},
+    {"live_bytes", "bytes", "inuse_space", "bytes"},
+    {"live_count", "count", "inuse_objects", "count"}};  // live_count: pprof inuse_objects
 inline constexpr std::size_t kMetricCount = std::size(kMetricList);
 /// The metric names alone, in the same order (derived from kMetricList).
 inline constexpr std::array<std::string_view, kMetricCount> kMetrics = [] {
