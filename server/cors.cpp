@@ -48,7 +48,8 @@ bool cors_before(const App& app, const httplib::Request& req, httplib::Response&
 }
 
 void cors_after(const App& app, const httplib::Request& req, httplib::Response& res) {
-  if (same_origin(app, req) || !origin_allowed(app.cfg.cors_origins, req.get_header_value("Origin")))
+  if (same_origin(app, req) ||
+      !origin_allowed(app.cfg.cors_origins, req.get_header_value("Origin")))
     return;
   if (res.has_header("Access-Control-Allow-Origin"))
     return;  // a preflight, answered before routing

@@ -175,7 +175,8 @@ PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::
     // The stack as a path of nodes; each frame checked like strict folded input.
     int32_t node = -1;
     std::size_t depth = 0;
-    for (std::string_view f : lf::split_stack(s.stack.empty() ? std::string_view("[no stack]") : s.stack)) {
+    for (std::string_view f :
+         lf::split_stack(s.stack.empty() ? std::string_view("[no stack]") : s.stack)) {
       ++depth;
       std::string why = f.empty() ? std::string() : lf::check_frame(f, opts);
       if (!why.empty())

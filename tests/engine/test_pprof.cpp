@@ -215,7 +215,9 @@ TEST_CASE("write_pprof: every series a sample type; read back gives the same sta
   CHECK(m["main app.lua:1;alloc x.lua:3"] == std::vector<int64_t>{0, 100});
 }
 
-TEST_CASE("hostile bytes: mutated and truncated profiles are refused or read, never obeyed or crashed on") {
+TEST_CASE(
+    "hostile bytes: mutated and truncated profiles are refused or read, never obeyed or crashed "
+    "on") {
   std::string good = cpu_profile();
   uint32_t seed = 12345;
   auto rnd = [&] { return seed = seed * 1664525u + 1013904223u; };

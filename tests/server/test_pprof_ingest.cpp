@@ -29,7 +29,8 @@ std::map<std::string, std::map<std::string, double>> columns(const lfs::Batch& b
   std::vector<std::string> path(b.nodes.size());
   for (std::size_t i = 0; i < b.nodes.size(); ++i) {
     const auto& n = b.nodes[i];
-    path[i] = (n.parent < 0 ? "" : path[static_cast<std::size_t>(n.parent)] + ";") + b.frames[n.frame];
+    path[i] =
+        (n.parent < 0 ? "" : path[static_cast<std::size_t>(n.parent)] + ";") + b.frames[n.frame];
     bool any = false;
     for (std::size_t c = 0; c < b.metrics.size(); ++c) any = any || b.value(i, c) != 0;
     if (!any) continue;
@@ -134,7 +135,9 @@ TEST_CASE("frames of a profile are checked as strict folded input: named faults,
     CHECK(std::string(e.what()).find("invalid UTF-8") != std::string::npos);
   }
   lf::Tree ok = tree_of("main;write0;  3\n");  // a blank frame is fine, as in folded uploads
-  auto blank = columns(lfs::pprof_to_batch(lf::write_pprof({{{"samples", "count"}, &ok, 0}}, {}), "", "", strict()).batch);
+  auto blank = columns(
+      lfs::pprof_to_batch(lf::write_pprof({{{"samples", "count"}, &ok, 0}}, {}), "", "", strict())
+          .batch);
   CHECK(blank["samples"].size() == 1);
   CHECK(blank["samples"]["main;write0; "] == 3);
 }
