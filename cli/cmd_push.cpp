@@ -147,8 +147,9 @@ int run_push(const CLI::App& app, PushOptions& o) {
   // Large profiles compress about tenfold; small ones are not worth it.
   // A pprof file (gzipped or not) goes as it is: the server reads every sample type.
   const bool pprof = lf::looks_like_pprof(body);
-  const Reply r = http.post("/api/runs", q, body, pprof ? "application/vnd.google.protobuf" : "text/plain",
-                            !pprof && !o.no_gzip && body.size() >= 64 * 1024);
+  const Reply r =
+      http.post("/api/runs", q, body, pprof ? "application/vnd.google.protobuf" : "text/plain",
+                !pprof && !o.no_gzip && body.size() >= 64 * 1024);
   if (r.status != 201 && r.status != 200) return fail(app, http_error(r, shown), kExitError);
   const Json j = Json::parse(r.body, nullptr, false);
   if (!j.is_object() || !j.contains("url") || !j["url"].is_string())

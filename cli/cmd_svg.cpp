@@ -15,10 +15,10 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <memory>
-#include <mutex>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,9 +80,10 @@ void add_options(CLI::App& app, bool diff, Args& a) {
   app.add_option("--countname", o.count_name, "what the counts are (default samples)");
   app.add_option("--nametype", o.name_type,
                  "what the names are, in the details bar (default \"Function:\")");
-  app.add_option("--colors", o.colors,
-                 "lua (default) hot mem io red green blue aqua yellow purple orange; java js perl wakeup "
-                 "chain (per frame, by _[k] _[j] _[i] _[w] and names)");
+  app.add_option(
+      "--colors", o.colors,
+      "lua (default) hot mem io red green blue aqua yellow purple orange; java js perl wakeup "
+      "chain (per frame, by _[k] _[j] _[i] _[w] and names)");
   app.add_flag("--hash", o.hash,
                "colour by name hash, similar names alike (flamegraph.pl's namehash)");
   app.add_flag("--inverted", o.inverted, "icicle graph (root at the top)");
@@ -148,9 +149,10 @@ bool finish_args(const CLI::App& app, Args& a, int& status) {
     return false;
   }
   if (!lf::known_palette(a.svg.colors)) {
-    status = usage_error(app, "unknown palette '" + a.svg.colors +
-                                  "' (lua hot mem io red green blue aqua yellow purple orange java js perl "
-                                  "wakeup chain)");
+    status = usage_error(
+        app, "unknown palette '" + a.svg.colors +
+                 "' (lua hot mem io red green blue aqua yellow purple orange java js perl "
+                 "wakeup chain)");
     return false;
   }
   // Lenient like flamegraph.pl, which takes any frame length and depth:
@@ -164,7 +166,8 @@ bool finish_args(const CLI::App& app, Args& a, int& status) {
     a.parse.max_depth = 65535;
   } else {
     a.parse.strict = a.parse.check_text = true;
-    a.parse.blank_frames = false;  // refused by name: "empty frame (frame N)", "blank frame (frame N)"
+    a.parse.blank_frames =
+        false;  // refused by name: "empty frame (frame N)", "blank frame (frame N)"
   }
   return true;
 }

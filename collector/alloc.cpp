@@ -23,15 +23,24 @@ constexpr int kGrowth = -2;  // a block grown in place or moved (table resize, b
 
 const char* type_frame(int type) {
   switch (type) {
-    case LUA_TSTRING: return "[alloc] string";
-    case LUA_TTABLE: return "[alloc] table";
-    case LUA_TFUNCTION: return "[alloc] function";
-    case LUA_TUSERDATA: return "[alloc] userdata";
-    case LUA_TTHREAD: return "[alloc] thread";
-    case LUA_NUMTYPES: return "[alloc] upvalue";      // LUA_TUPVAL
-    case LUA_NUMTYPES + 1: return "[alloc] proto";   // LUA_TPROTO
-    case kGrowth: return "[alloc] resize";
-    default: return "[alloc] buffer";
+    case LUA_TSTRING:
+      return "[alloc] string";
+    case LUA_TTABLE:
+      return "[alloc] table";
+    case LUA_TFUNCTION:
+      return "[alloc] function";
+    case LUA_TUSERDATA:
+      return "[alloc] userdata";
+    case LUA_TTHREAD:
+      return "[alloc] thread";
+    case LUA_NUMTYPES:
+      return "[alloc] upvalue";  // LUA_TUPVAL
+    case LUA_NUMTYPES + 1:
+      return "[alloc] proto";  // LUA_TPROTO
+    case kGrowth:
+      return "[alloc] resize";
+    default:
+      return "[alloc] buffer";
   }
 }
 
@@ -42,7 +51,8 @@ __attribute__((noinline)) void* alloc_slow(AllocState* a, void* ptr, size_t osiz
   if (!a->active || !r) return r;
   if (!ptr) {
     // A new block: for a new object Lua passes its type as osize.
-    int type = osize >= LUA_TSTRING && osize <= LUA_NUMTYPES + 1 ? static_cast<int>(osize) : kBuffer;
+    int type =
+        osize >= LUA_TSTRING && osize <= LUA_NUMTYPES + 1 ? static_cast<int>(osize) : kBuffer;
     a->on_new(r, nsize, type);
     return r;
   }
@@ -82,7 +92,8 @@ void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
     if (ptr && a->active && a->may_track(ptr)) return free_tracked(a, ptr, osize);
     return a->orig(a->orig_ud, ptr, osize, nsize);
   }
-  if (!ptr && a->fast_new && a->countdown > static_cast<int64_t>(nsize)) return alloc_new(a, osize, nsize);
+  if (!ptr && a->fast_new && a->countdown > static_cast<int64_t>(nsize))
+    return alloc_new(a, osize, nsize);
   return alloc_slow(a, ptr, osize, nsize);
 }
 
@@ -99,7 +110,8 @@ using luaint::MirrorThread;
 // The state's global_State if it matches 5.4.4's layout, else null. Runs
 // after lua_setallocf(L, lf_alloc, a), so frealloc/ud must be ours.
 const unsigned char* find_gstate(lua_State* L, const AllocState* a) {
-  if (LUA_VERSION_RELEASE_NUM != 50404 || lua_version(L) != 504 || sizeof(void*) != 8) return nullptr;
+  if (LUA_VERSION_RELEASE_NUM != 50404 || lua_version(L) != 504 || sizeof(void*) != 8)
+    return nullptr;
   MirrorThread th;
   std::memcpy(&th, L, sizeof th);
   if (th.tt != kVThread || !th.l_G) return nullptr;
@@ -107,9 +119,9 @@ const unsigned char* find_gstate(lua_State* L, const AllocState* a) {
   std::memcpy(&g, th.l_G, sizeof g);
   const bool running = lua_gc(L, LUA_GCISRUNNING) == 1;
   const std::ptrdiff_t kib = lua_gc(L, LUA_GCCOUNT);
-  const bool ok = g.frealloc == lf_alloc && g.ud == a &&
-                  g.l_registry.tt == kVTableCollectable && g.l_registry.value == lua_topointer(L, LUA_REGISTRYINDEX) &&
-                  g.nilvalue.tt == 0 && (g.currentwhite == 8 || g.currentwhite == 16) && g.gcstate <= 8 &&
+  const bool ok = g.frealloc == lf_alloc && g.ud == a && g.l_registry.tt == kVTableCollectable &&
+                  g.l_registry.value == lua_topointer(L, LUA_REGISTRYINDEX) && g.nilvalue.tt == 0 &&
+                  (g.currentwhite == 8 || g.currentwhite == 16) && g.gcstate <= 8 &&
                   g.gckind <= 1 && g.gcstopem == 0 && running == (g.gcstp == 0) &&
                   g.strt_size > 0 && (g.strt_size & (g.strt_size - 1)) == 0 && g.strt_nuse >= 0 &&
                   ((g.totalbytes + g.GCdebt) >> 10) == kib;
@@ -120,7 +132,8 @@ const unsigned char* find_gstate(lua_State* L, const AllocState* a) {
 
 bool AllocState::in_gc() const {
   if (!gstate) return false;
-  return gstate[offsetof(MirrorGlobal, gcstopem)] || (gstate[offsetof(MirrorGlobal, gcstp)] & kGcStpGc);
+  return gstate[offsetof(MirrorGlobal, gcstopem)] ||
+         (gstate[offsetof(MirrorGlobal, gcstp)] & kGcStpGc);
 }
 
 void AllocState::next_countdown() {
@@ -139,9 +152,12 @@ void AllocState::sampled(void* block, std::size_t size, int type) {
     next_countdown();
   }
   lua_State* th = session->current.load(std::memory_order_relaxed);
-  const void* ci = th && session->layout.state_ci_ok && session->ci_walk_ok ? luaint::state_ci(th) : nullptr;
-  if (npending < kPending) pending[npending++] = Pending{block, bytes, count, type, false, in_gc(), th, ci};
-  else lost_bytes += bytes, lost_count += count;
+  const void* ci =
+      th && session->layout.state_ci_ok && session->ci_walk_ok ? luaint::state_ci(th) : nullptr;
+  if (npending < kPending)
+    pending[npending++] = Pending{block, bytes, count, type, false, in_gc(), th, ci};
+  else
+    lost_bytes += bytes, lost_count += count;
   session->request_alloc_sample();
 }
 
@@ -152,7 +168,10 @@ void AllocState::unpend(void* block) {
 
 void Session::request_alloc_sample() {
   alloc_pending.store(true, std::memory_order_relaxed);
-  if (in_critical) { deferred = 1; return; }
+  if (in_critical) {
+    deferred = 1;
+    return;
+  }
   begin_critical();
   arm();
   end_critical();
@@ -220,7 +239,10 @@ void Session::take_alloc(lua_State* L) {
 void Session::stop_alloc(lua_State* L, bool collect) {
   AllocState* a = alloc.get();
   if (!a) return;
-  if (L && a->npending) { a->busy = true; take_alloc(L); }
+  if (L && a->npending) {
+    a->busy = true;
+    take_alloc(L);
+  }
   if (L && collect) {
     // Live bytes are what survives a full collection: a leak graph.
     a->busy = true;

@@ -57,7 +57,7 @@ struct AllocState {
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   Pending pending[kPending];
   std::size_t npending = 0;
-  uint64_t lost_bytes = 0, lost_count = 0;  ///< pending buffer full
+  uint64_t lost_bytes = 0, lost_count = 0;    ///< pending buffer full
   uint64_t total_bytes = 0, total_count = 0;  ///< exact totals, for the report
   std::unordered_map<void*, Live> live;
   std::vector<uint64_t> filter;  ///< bitmap of addresses that may be in `live`
@@ -95,7 +95,8 @@ struct AllocState {
   /// Every free: only blocks in the pending buffer or maybe in `live` cost more.
   void on_free(void* block) {
     if (npending) unpend(block);
-    if (!live.empty() && maybe_live(block)) live.erase(block);  // blocks from before the session are not there
+    if (!live.empty() && maybe_live(block))
+      live.erase(block);  // blocks from before the session are not there
   }
   void sampled(void* block, std::size_t size, int type);
   bool in_gc() const;

@@ -14,7 +14,9 @@ namespace lfc {
 
 #if defined(__x86_64__) || defined(__i386__)
 constexpr bool kHaveCycles = true;
-inline uint64_t read_cycles() { return __rdtsc(); }
+inline uint64_t read_cycles() {
+  return __rdtsc();
+}
 #elif defined(__aarch64__)
 constexpr bool kHaveCycles = true;
 inline uint64_t read_cycles() {
@@ -24,7 +26,9 @@ inline uint64_t read_cycles() {
 }
 #else
 constexpr bool kHaveCycles = false;
-inline uint64_t read_cycles() { return 0; }
+inline uint64_t read_cycles() {
+  return 0;
+}
 #endif
 
 /// Whether read_cycles() ticks at a constant rate that never stops (x86:

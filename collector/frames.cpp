@@ -28,12 +28,17 @@ void sanitize_frame(std::string& s) {
     std::size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
     bool ok = len && i + len <= n && c >= 0xc2 && c <= 0xf4;
     for (std::size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
-    if (ok && len == 3 && c == 0xe0) ok = p[i + 1] >= 0xa0;   // overlong
-    if (ok && len == 3 && c == 0xed) ok = p[i + 1] < 0xa0;    // surrogates
-    if (ok && len == 4 && c == 0xf0) ok = p[i + 1] >= 0x90;   // overlong
-    if (ok && len == 4 && c == 0xf4) ok = p[i + 1] < 0x90;    // beyond U+10FFFF
-    if (ok) { out.append(s, i, len); i += len; }
-    else { out += '?'; ++i; }
+    if (ok && len == 3 && c == 0xe0) ok = p[i + 1] >= 0xa0;  // overlong
+    if (ok && len == 3 && c == 0xed) ok = p[i + 1] < 0xa0;   // surrogates
+    if (ok && len == 4 && c == 0xf0) ok = p[i + 1] >= 0x90;  // overlong
+    if (ok && len == 4 && c == 0xf4) ok = p[i + 1] < 0x90;   // beyond U+10FFFF
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out += '?';
+      ++i;
+    }
   }
   s.swap(out);
 }
@@ -83,7 +88,9 @@ std::string name_on_line(const std::string& text) {
 bool FrameTable::definition_name(const char* source, int line, std::string& name) {
   // '@file' or the chunk's own text; '=name' has no text to read.
   if (!source || source[0] == '=' || line <= 0) return false;
-  std::string key = source[0] == '@' ? std::string(source) : std::string("=") + std::to_string(std::hash<std::string>()(source));
+  std::string key = source[0] == '@'
+                        ? std::string(source)
+                        : std::string("=") + std::to_string(std::hash<std::string>()(source));
   auto it = sources_.find(key);
   if (it == sources_.end()) {
     std::vector<std::string> lines;
@@ -104,7 +111,8 @@ bool FrameTable::definition_name(const char* source, int line, std::string& name
     it = sources_.emplace(std::move(key), std::move(lines)).first;
   }
   if (it->second.empty()) return false;
-  if (static_cast<std::size_t>(line) <= it->second.size()) name = name_on_line(it->second[static_cast<std::size_t>(line) - 1]);
+  if (static_cast<std::size_t>(line) <= it->second.size())
+    name = name_on_line(it->second[static_cast<std::size_t>(line) - 1]);
   return true;
 }
 
@@ -112,7 +120,10 @@ std::string global_name(lua_State* L, int fidx, int budget) {
   std::string found, key;
   int top = lua_gettop(L);
   lua_pushliteral(L, LUA_LOADED_TABLE);
-  if (lua_rawget(L, LUA_REGISTRYINDEX) != LUA_TTABLE) { lua_settop(L, top); return found; }
+  if (lua_rawget(L, LUA_REGISTRYINDEX) != LUA_TTABLE) {
+    lua_settop(L, top);
+    return found;
+  }
   int loaded = lua_gettop(L);
   // Modules first: package.loaded[m][k] == f gives "m.k" ("k" for _G).
   lua_pushnil(L);
@@ -185,7 +196,8 @@ uint32_t FrameTable::of_lua(lua_State* L, lua_Debug* ar, bool leaf_line) {
       name = global_name(L, lua_gettop(L));
       lua_pop(L, 1);
     }
-    if (name.empty() && !has_text && lua_getinfo(L, "n", ar) && ar->name && *ar->name) name = ar->name;
+    if (name.empty() && !has_text && lua_getinfo(L, "n", ar) && ar->name && *ar->name)
+      name = ar->name;
     if (name.empty()) name = "<anon>";
   }
   std::string text = name + " " + ar->short_src + ":" + std::to_string(line);
@@ -199,13 +211,17 @@ uint32_t FrameTable::of_c(lua_State* L, lua_Debug* ar) {
   if (!lua_getinfo(L, "f", ar)) return named("[C] ?");
   const void* fn = reinterpret_cast<const void*>(lua_tocfunction(L, -1));
   auto it = c_.find(fn);
-  if (it != c_.end()) { lua_pop(L, 1); return it->second; }
+  if (it != c_.end()) {
+    lua_pop(L, 1);
+    return it->second;
+  }
   std::string name = global_name(L, lua_gettop(L));
   lua_pop(L, 1);
   // A metamethod with no other name: "__close", "__gc", "__index"...
   if (name.empty() && lua_getinfo(L, "n", ar) && ar->name && *ar->name)
     name = std::strcmp(ar->namewhat, "metamethod") == 0 && std::strncmp(ar->name, "__", 2) != 0
-               ? std::string("__") + ar->name : std::string(ar->name);
+               ? std::string("__") + ar->name
+               : std::string(ar->name);
   if (name.empty()) name = "<anon>";
   uint32_t id = add("[C] " + name, true);
   c_[fn] = id;

@@ -74,7 +74,8 @@ class FrameTable {
   std::unordered_map<const void*, uint32_t> c_;
   std::unordered_map<std::string, uint32_t> synthetic_;
   std::vector<bool> is_c_;
-  std::unordered_map<std::string, std::vector<std::string>> sources_;  ///< lines of each source read
+  std::unordered_map<std::string, std::vector<std::string>>
+      sources_;  ///< lines of each source read
 };
 
 /// Finds a name for the function at stack index `fidx` in package.loaded

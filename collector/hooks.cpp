@@ -33,7 +33,9 @@ lua_CFunction orig(lua_State* L, const char* key) {
   return f;
 }
 
-lua_State* target(lua_State* L) { return lua_type(L, 1) == LUA_TTHREAD ? lua_tothread(L, 1) : L; }
+lua_State* target(lua_State* L) {
+  return lua_type(L, 1) == LUA_TTHREAD ? lua_tothread(L, 1) : L;
+}
 
 // debug.sethook: the original, called in place (no call event of its own,
 // so the program's hook sees the events it would see without luaflame).
@@ -68,8 +70,10 @@ int lf_gethook(lua_State* L) {
       lua_pop(L, 1);
       lua_pushnil(L);
     } else {
-      if (T == L) lua_pushthread(L);
-      else lua_pushvalue(L, 1);
+      if (T == L)
+        lua_pushthread(L);
+      else
+        lua_pushvalue(L, 1);
       lua_rawget(L, -2);
       lua_remove(L, -2);
     }
@@ -111,8 +115,10 @@ void Session::adopt_program_hook(lua_State* L, lua_State* T) {
     // Armed after debug.sethook ran: what we armed over is the program's
     // new hook, put it back (with its count progress). Armed before: the
     // program's hook replaced our one-shot; owed waits for the next signal.
-    if (lua_gethook(T) == lf_hook) disarm();
-    else armed = 0, armed_L = nullptr;
+    if (lua_gethook(T) == lf_hook)
+      disarm();
+    else
+      armed = 0, armed_L = nullptr;
   }
   lua_Hook h = lua_gethook(T);
   if (h == lf_hook) {
@@ -127,8 +133,10 @@ void Session::adopt_program_hook(lua_State* L, lua_State* T) {
     // Remembered weakly, to give it its hook back at stop if it lives.
     lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);
     if (lua_istable(L, -1)) {
-      if (T == L) lua_pushthread(L);
-      else lua_pushvalue(L, 1);
+      if (T == L)
+        lua_pushthread(L);
+      else
+        lua_pushvalue(L, 1);
       lua_pushboolean(L, 1);
       lua_rawset(L, -3);
     }
@@ -138,11 +146,17 @@ void Session::adopt_program_hook(lua_State* L, lua_State* T) {
 
 void install_hook_wrappers(lua_State* L) {
   lua_getglobal(L, "debug");
-  if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
   lua_getfield(L, -1, "sethook");
   lua_getfield(L, -2, "gethook");
   lua_CFunction set = lua_tocfunction(L, -2), get = lua_tocfunction(L, -1);
-  if (!set || !get) { lua_pop(L, 3); return; }
+  if (!set || !get) {
+    lua_pop(L, 3);
+    return;
+  }
   lua_setfield(L, LUA_REGISTRYINDEX, kOrigGethook);
   lua_setfield(L, LUA_REGISTRYINDEX, kOrigSethook);
   if (!g_hookf) g_hookf = learn_hookf(L, set);
@@ -168,7 +182,9 @@ void Session::restore_program_hooks(lua_State* L) {
       lua_sethook(T, c.hook, c.mask, c.count);
     } else if (!warned_hook && !opt.quiet && lua_gethook(T) != nullptr) {
       warned_hook = true;
-      std::fprintf(stderr, "luaflame: a hook set from C while tracing replaced luaflame's; that thread's trace stopped there\n");
+      std::fprintf(stderr,
+                   "luaflame: a hook set from C while tracing replaced luaflame's; that thread's "
+                   "trace stopped there\n");
     }
   };
   give_back(start_L);
@@ -195,8 +211,10 @@ void Session::restore_program_hooks(lua_State* L) {
       const bool mine = lua_tocfunction(L, -1) == ours[i];
       lua_pop(L, 1);
       lua_getfield(L, LUA_REGISTRYINDEX, keys[i]);
-      if (mine && !lua_isnil(L, -1)) lua_setfield(L, -2, names[i]);
-      else lua_pop(L, 1);
+      if (mine && !lua_isnil(L, -1))
+        lua_setfield(L, -2, names[i]);
+      else
+        lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);

@@ -33,9 +33,11 @@ int probe_fn(lua_State* L) {
   const char* code = at<const char*>(proto, kProtoCode);
   const char* pc = at<const char*>(a1.i_ci, kCiSavedpc);
   const int sizecode = at<int>(proto, kProtoSizecode);
-  out->lua_ident_ok = at<int>(proto, kProtoLine) == a1.linedefined && at<int>(proto, kProtoLine + 4) == a1.lastlinedefined &&
-                      src && static_cast<const char*>(src) + kTStringContents == a1.source && code && sizecode > 0 &&
-                      pc > code && pc <= code + 4 * static_cast<std::size_t>(sizecode);
+  out->lua_ident_ok = at<int>(proto, kProtoLine) == a1.linedefined &&
+                      at<int>(proto, kProtoLine + 4) == a1.lastlinedefined && src &&
+                      static_cast<const char*>(src) + kTStringContents == a1.source && code &&
+                      sizecode > 0 && pc > code &&
+                      pc <= code + 4 * static_cast<std::size_t>(sizecode);
   return 0;
 }
 
@@ -60,8 +62,8 @@ std::size_t find_hookcount(lua_State* L) {
     static const char kCode[] = "local x = 1 x = x + 1 return x";
     int nres = 0;
     if (luaL_loadbuffer(T, kCode, sizeof kCode - 1, "=luaflame.probe") != LUA_OK ||
-        lua_resume(T, L, 0, &nres) != LUA_OK || hookcount(T, found) >= b || hookcount(T, found) < b - 16 ||
-        hookcount(T, found - 4) != b)
+        lua_resume(T, L, 0, &nres) != LUA_OK || hookcount(T, found) >= b ||
+        hookcount(T, found) < b - 16 || hookcount(T, found - 4) != b)
       found = 0;
   }
   lua_sethook(T, nullptr, 0, 0);
@@ -95,11 +97,16 @@ Layout probe(lua_State* L) {
   lua_settop(L, top);
   out.hookcount_off = find_hookcount(L);
   lua_settop(L, top);
-  if (!out.ci_prev_ok) out.why = "CallInfo.previous does not match lua_getstack";
-  else if (!out.state_ci_ok) out.why = "lua_State.ci does not match lua_getstack";
-  else if (!out.lua_ident_ok) out.why = "Proto layout differs: trace mode names each call through lua_getinfo";
-  else if (!out.c_ident_ok) out.why = "C function layout differs: trace mode names C calls through lua_getinfo";
-  else if (!out.hookcount_off) out.why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
+  if (!out.ci_prev_ok)
+    out.why = "CallInfo.previous does not match lua_getstack";
+  else if (!out.state_ci_ok)
+    out.why = "lua_State.ci does not match lua_getstack";
+  else if (!out.lua_ident_ok)
+    out.why = "Proto layout differs: trace mode names each call through lua_getinfo";
+  else if (!out.c_ident_ok)
+    out.why = "C function layout differs: trace mode names C calls through lua_getinfo";
+  else if (!out.hookcount_off)
+    out.why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
   return out;
 }
 

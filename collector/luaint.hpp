@@ -35,7 +35,7 @@ extern "C" {
 
 namespace lfc::luaint {
 
-constexpr std::size_t kStateCi = 4 * sizeof(void*);  ///< lua_State.ci
+constexpr std::size_t kStateCi = 4 * sizeof(void*);     ///< lua_State.ci
 constexpr std::size_t kCiPrevious = 2 * sizeof(void*);  ///< CallInfo.previous
 
 /// The CallInfo below `ci` (null below the base CallInfo).
@@ -119,22 +119,23 @@ struct MirrorGlobal {
   unsigned int seed;
   unsigned char currentwhite, gcstate, gckind, gcstopem, genminormul, genmajormul, gcstp;
 };
-static_assert(offsetof(MirrorGlobal, gcstopem) == 103 && offsetof(MirrorGlobal, gcstp) == 106, "5.4.4 LP64 layout");
+static_assert(offsetof(MirrorGlobal, gcstopem) == 103 && offsetof(MirrorGlobal, gcstp) == 106,
+              "5.4.4 LP64 layout");
 constexpr unsigned char kVThread = 8;               ///< LUA_VTHREAD
 constexpr unsigned char kVTableCollectable = 0x45;  ///< LUA_VTABLE | BIT_ISCOLLECTABLE
 constexpr unsigned char kGcStpGc = 2;               ///< GCSTPGC: inside a finalizer
 
 /// What probe() found: which direct reads this Lua allows.
 struct Layout {
-  bool ci_prev_ok = false;       ///< CallInfo.previous walks the stack
-  bool state_ci_ok = false;      ///< lua_State.ci is the running CallInfo
+  bool ci_prev_ok = false;        ///< CallInfo.previous walks the stack
+  bool state_ci_ok = false;       ///< lua_State.ci is the running CallInfo
   std::size_t hookcount_off = 0;  ///< lua_State.hookcount, 0 when not found
-  bool lua_ident_ok = false;     ///< a Lua function's Proto (lines, source, code) through its CallInfo
-  bool c_ident_ok = false;       ///< a light C function through its CallInfo
+  bool lua_ident_ok = false;  ///< a Lua function's Proto (lines, source, code) through its CallInfo
+  bool c_ident_ok = false;    ///< a light C function through its CallInfo
   /// The fast paths on and off, for the summary: "ci_walk signal_position
   /// hook_count lua_ident c_ident" (those on).
   std::string on() const;
-  std::string why;               ///< "" or why a fast path is off
+  std::string why;  ///< "" or why a fast path is off
 };
 
 /// Checks every read above on a real two-level stack of L (a Lua function

@@ -22,16 +22,18 @@ namespace lfc {
 namespace {
 
 const char* type_wanted(const char* name) {
-  if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") || !std::strcmp(name, "alloc_rate") ||
-      !std::strcmp(name, "max_output"))
+  if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") ||
+      !std::strcmp(name, "alloc_rate") || !std::strcmp(name, "max_output"))
     return "number";
-  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet") || !std::strcmp(name, "sources")) return "boolean";
+  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet") || !std::strcmp(name, "sources"))
+    return "boolean";
   if (!std::strcmp(name, "tags")) return "table";
   return "string";
 }
 
 bool known(const char* name) {
-  for (const char* const* n = kOptionNames; *n; ++n) if (!std::strcmp(*n, name)) return true;
+  for (const char* const* n = kOptionNames; *n; ++n)
+    if (!std::strcmp(*n, name)) return true;
   return false;
 }
 
@@ -40,7 +42,8 @@ bool known(const char* name) {
 bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::string& err) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)) {
+    if (lua_type(L, -2) != LUA_TSTRING ||
+        (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)) {
       lua_pop(L, 2);
       return err = std::string(fn) + ": option 'tags' must map strings to strings", false;
     }
@@ -50,7 +53,9 @@ bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::strin
     lua_pop(L, 2);
     if (k.find_first_of(",=") != std::string::npos || v.find(',') != std::string::npos) {
       lua_pop(L, 1);
-      return err = std::string(fn) + ": tag '" + k + "': keys may not contain ',' or '=', values may not contain ','", false;
+      return err = std::string(fn) + ": tag '" + k +
+                   "': keys may not contain ',' or '=', values may not contain ','",
+             false;
     }
     if (!out.empty()) out += ',';
     out += k + "=" + v;
@@ -81,12 +86,14 @@ bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string
   o.name = default_name(L);
   if (!apply_env(o, err)) return err = f + ": " + err, false;
   if (lua_isnoneornil(L, idx)) return true;
-  if (!lua_istable(L, idx)) return err = f + ": options must be a table, got " + luaL_typename(L, idx), false;
+  if (!lua_istable(L, idx))
+    return err = f + ": options must be a table, got " + luaL_typename(L, idx), false;
   idx = lua_absindex(L, idx);
   const int top = lua_gettop(L);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    if (lua_type(L, -2) != LUA_TSTRING) return lua_settop(L, top), err = f + ": option names must be strings", false;
+    if (lua_type(L, -2) != LUA_TSTRING)
+      return lua_settop(L, top), err = f + ": option names must be strings", false;
     const char* name = lua_tostring(L, -2);
     if (!known(name)) {
       set_option(o, name, "", err);
@@ -97,10 +104,16 @@ bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string
     std::string value;
     if (!std::strcmp(want, "table") && t == LUA_TTABLE) {
       if (!tags_text(L, lua_gettop(L), fn, value, err)) return lua_settop(L, top), false;
-    } else if (!std::strcmp(want, "table") && t == LUA_TSTRING) value = lua_tostring(L, -1);
-    else if (!std::strcmp(want, "boolean") && t == LUA_TBOOLEAN) value = lua_toboolean(L, -1) ? "true" : "false";
-    else if (!std::strcmp(want, "number") && t == LUA_TNUMBER) { lua_pushvalue(L, -1); value = lua_tostring(L, -1); lua_pop(L, 1); }
-    else if (!std::strcmp(want, "string") && t == LUA_TSTRING) value = lua_tostring(L, -1);
+    } else if (!std::strcmp(want, "table") && t == LUA_TSTRING)
+      value = lua_tostring(L, -1);
+    else if (!std::strcmp(want, "boolean") && t == LUA_TBOOLEAN)
+      value = lua_toboolean(L, -1) ? "true" : "false";
+    else if (!std::strcmp(want, "number") && t == LUA_TNUMBER) {
+      lua_pushvalue(L, -1);
+      value = lua_tostring(L, -1);
+      lua_pop(L, 1);
+    } else if (!std::strcmp(want, "string") && t == LUA_TSTRING)
+      value = lua_tostring(L, -1);
     else {
       err = f + ": option '" + name + "' must be a " + want + ", got " + luaL_typename(L, -1);
       return lua_settop(L, top), false;
@@ -113,18 +126,34 @@ bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string
 
 // Raises `msg` as a Lua error once the caller's C++ objects are gone: the
 // message is pushed inside their scope, lua_error is called outside it.
-void push_message(lua_State* L, const std::string& msg) { lua_pushlstring(L, msg.data(), msg.size()); }
+void push_message(lua_State* L, const std::string& msg) {
+  lua_pushlstring(L, msg.data(), msg.size());
+}
 
-void set_num(lua_State* L, const char* k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
-void set_int(lua_State* L, const char* k, uint64_t v) { lua_pushinteger(L, static_cast<lua_Integer>(v)); lua_setfield(L, -2, k); }
-void set_str(lua_State* L, const char* k, const std::string& v) { lua_pushlstring(L, v.data(), v.size()); lua_setfield(L, -2, k); }
+void set_num(lua_State* L, const char* k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+void set_int(lua_State* L, const char* k, uint64_t v) {
+  lua_pushinteger(L, static_cast<lua_Integer>(v));
+  lua_setfield(L, -2, k);
+}
+void set_str(lua_State* L, const char* k, const std::string& v) {
+  lua_pushlstring(L, v.data(), v.size());
+  lua_setfield(L, -2, k);
+}
 
 void push_summary(lua_State* L, const Summary& s) {
   lua_createtable(L, 0, 24);
   set_str(L, "mode", s.mode);
   lua_createtable(L, static_cast<int>(s.metrics.size()), 0);
-  for (std::size_t i = 0; i < s.metrics.size(); ++i) { set_str(L, "x", s.metrics[i]); lua_getfield(L, -1, "x"); lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1)); }
-  lua_pushnil(L); lua_setfield(L, -2, "x");
+  for (std::size_t i = 0; i < s.metrics.size(); ++i) {
+    set_str(L, "x", s.metrics[i]);
+    lua_getfield(L, -1, "x");
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_pushnil(L);
+  lua_setfield(L, -2, "x");
   lua_setfield(L, -2, "metrics");
   set_num(L, "hz_asked", s.hz_asked);
   set_num(L, "hz_delivered", s.hz_delivered);
@@ -177,7 +206,8 @@ int l_start(lua_State* L) {
 }
 
 int l_stop(lua_State* L) {
-  if (!running()) return luaL_error(L, "luaflame.stop: luaflame is not running (call luaflame.start first)");
+  if (!running())
+    return luaL_error(L, "luaflame.stop: luaflame is not running (call luaflame.start first)");
   {
     Summary s = stop(L);
     push_summary(L, s);
@@ -240,8 +270,8 @@ int l_running(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kFuncs[] = {{"start", l_start},   {"stop", l_stop},     {"profile", l_profile},
-                           {"flush", l_flush},   {"folded", l_folded}, {"running", l_running},
+const luaL_Reg kFuncs[] = {{"start", l_start}, {"stop", l_stop},     {"profile", l_profile},
+                           {"flush", l_flush}, {"folded", l_folded}, {"running", l_running},
                            {nullptr, nullptr}};
 
 }  // namespace

@@ -10,9 +10,9 @@
 
 namespace lfc {
 
-const char* const kOptionNames[] = {"mode",  "hz",   "clock", "output",         "server", "token",
-                                    "name",  "tags", "flush_interval", "lines", "quiet",  "alloc_rate",
-                                    "max_output", "sources", nullptr};
+const char* const kOptionNames[] = {"mode",  "hz",         "clock",      "output",         "server",
+                                    "token", "name",       "tags",       "flush_interval", "lines",
+                                    "quiet", "alloc_rate", "max_output", "sources",        nullptr};
 
 namespace {
 
@@ -39,11 +39,16 @@ bool parse_mode(std::string_view v, Options& o) {
   while (!v.empty()) {
     std::size_t cut = v.find_first_of("+,");
     std::string_view part = v.substr(0, cut);
-    if (part == "sample") sample = true;
-    else if (part == "trace") trace = true;
-    else if (part == "both") sample = trace = true;
-    else if (part == "alloc") alloc = true;
-    else return false;
+    if (part == "sample")
+      sample = true;
+    else if (part == "trace")
+      trace = true;
+    else if (part == "both")
+      sample = trace = true;
+    else if (part == "alloc")
+      alloc = true;
+    else
+      return false;
     if (cut == std::string_view::npos) break;
     v.remove_prefix(cut + 1);
   }
@@ -79,13 +84,18 @@ std::string bad(std::string_view name, std::string_view value, const char* want)
 
 bool set_option(Options& o, std::string_view name, std::string_view value, std::string& err) {
   if (name == "mode") {
-    if (!parse_mode(value, o)) return err = bad(name, value, "expected sample, trace, both or alloc (joined by '+')"), false;
+    if (!parse_mode(value, o))
+      return err = bad(name, value, "expected sample, trace, both or alloc (joined by '+')"), false;
   } else if (name == "hz") {
-    if (!parse_number(value, 1, 100000, o.hz)) return err = bad(name, value, "expected a number from 1 to 100000"), false;
+    if (!parse_number(value, 1, 100000, o.hz))
+      return err = bad(name, value, "expected a number from 1 to 100000"), false;
   } else if (name == "clock") {
-    if (value == "cpu") o.cpu_clock = true;
-    else if (value == "wall") o.cpu_clock = false;
-    else return err = bad(name, value, "expected cpu or wall"), false;
+    if (value == "cpu")
+      o.cpu_clock = true;
+    else if (value == "wall")
+      o.cpu_clock = false;
+    else
+      return err = bad(name, value, "expected cpu or wall"), false;
   } else if (name == "output") {
     o.output = std::string(value);
   } else if (name == "server") {
@@ -106,16 +116,19 @@ bool set_option(Options& o, std::string_view name, std::string_view value, std::
   } else if (name == "lines") {
     if (!parse_bool(value, o.lines)) return err = bad(name, value, "expected true or false"), false;
   } else if (name == "sources") {
-    if (!parse_bool(value, o.sources)) return err = bad(name, value, "expected true or false"), false;
+    if (!parse_bool(value, o.sources))
+      return err = bad(name, value, "expected true or false"), false;
   } else if (name == "quiet") {
     if (!parse_bool(value, o.quiet)) return err = bad(name, value, "expected true or false"), false;
   } else if (name == "alloc_rate") {
-    if (!parse_number(value, 0, 1e12, o.alloc_rate)) return err = bad(name, value, "expected bytes, 0 or more"), false;
+    if (!parse_number(value, 0, 1e12, o.alloc_rate))
+      return err = bad(name, value, "expected bytes, 0 or more"), false;
   } else if (name == "max_output") {
     if (!parse_number(value, 4096, 1e15, o.max_output))
       return err = bad(name, value, "expected bytes, 4096 or more"), false;
   } else {
-    err = "unknown option '" + std::string(name) + "' (known: mode, hz, clock, output, server, token, name, tags, "
+    err = "unknown option '" + std::string(name) +
+          "' (known: mode, hz, clock, output, server, token, name, tags, "
           "flush_interval, lines, quiet, alloc_rate, max_output, sources)";
     return false;
   }
@@ -125,7 +138,8 @@ bool set_option(Options& o, std::string_view name, std::string_view value, std::
 bool apply_env(Options& o, std::string& err) {
   for (const char* const* n = kOptionNames; *n; ++n) {
     std::string var = "LUAFLAME_";
-    for (const char* c = *n; *c; ++c) var += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+    for (const char* c = *n; *c; ++c)
+      var += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
     const char* v = std::getenv(var.c_str());
     if (!v) continue;
     if (!set_option(o, *n, v, err)) {
@@ -139,8 +153,15 @@ bool apply_env(Options& o, std::string& err) {
 std::vector<std::string> metrics_of(const Options& o) {
   std::vector<std::string> m;
   if (o.sample) m.push_back("samples");
-  if (o.trace) { m.push_back("time"); m.push_back("calls"); }
-  if (o.alloc) { m.push_back("alloc_bytes"); m.push_back("alloc_count"); m.push_back("live_bytes"); }
+  if (o.trace) {
+    m.push_back("time");
+    m.push_back("calls");
+  }
+  if (o.alloc) {
+    m.push_back("alloc_bytes");
+    m.push_back("alloc_count");
+    m.push_back("live_bytes");
+  }
   return m;
 }
 

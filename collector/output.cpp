@@ -18,9 +18,12 @@ uint64_t thread_cpu_ns() {
 
 std::string human_bytes(uint64_t b) {
   char buf[32];
-  if (b >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -47,12 +50,13 @@ void Session::write_outputs(Summary& sum) {
   const uint64_t budget = limit > 2 * room ? limit - room : limit / 2;
   OutTree t = snapshot(
       tree, names, [&](uint32_t n, int m) { return tree.value(n, m); },
-      [&](std::size_t len, std::string_view name) { return node_cost(fmt, nm, len, name); }, budget);
+      [&](std::size_t len, std::string_view name) { return node_cost(fmt, nm, len, name); },
+      budget);
   std::string cut;
   if (t.dropped)
-    cut = ": cut at the output limit of " + human_bytes(limit) + ": " + std::to_string(t.dropped) + " of " +
-          std::to_string(tree.size() - 1) + " call paths folded into '" + std::string(kTruncatedFrame) +
-          "' (max_output raises the limit)";
+    cut = ": cut at the output limit of " + human_bytes(limit) + ": " + std::to_string(t.dropped) +
+          " of " + std::to_string(tree.size() - 1) + " call paths folded into '" +
+          std::string(kTruncatedFrame) + "' (max_output raises the limit)";
   auto finish = [&](OutFile& f, const std::string& path, const std::string& what) {
     if (f.commit()) {
       sum.files.push_back(path);
@@ -65,8 +69,10 @@ void Session::write_outputs(Summary& sum) {
   };
   if (one_file(fmt)) {
     OutFile f(opt.output, limit);
-    if (f.ok() && fmt == Format::pprof) write_pprof_file(t, metrics, f);
-    else if (f.ok()) write_speedscope(t, metrics, opt.name.empty() ? "lua" : opt.name, f);
+    if (f.ok() && fmt == Format::pprof)
+      write_pprof_file(t, metrics, f);
+    else if (f.ok())
+      write_speedscope(t, metrics, opt.name.empty() ? "lua" : opt.name, f);
     std::string all;
     for (const auto& m : metrics) all += (all.empty() ? "" : " ") + m;
     finish(f, opt.output, (fmt == Format::pprof ? "pprof: " : "speedscope: ") + all);
@@ -78,8 +84,11 @@ void Session::write_outputs(Summary& sum) {
       std::string path = output_path(opt.output, metric, m == 0);
       OutFile f(path, limit);
       if (f.ok()) {
-        if (svg) svg->write(m, metric, "luaflame: " + (opt.name.empty() ? "lua" : opt.name) + " (" + metric + ")", f);
-        else write_folded_file(t, m, f);
+        if (svg)
+          svg->write(m, metric,
+                     "luaflame: " + (opt.name.empty() ? "lua" : opt.name) + " (" + metric + ")", f);
+        else
+          write_folded_file(t, m, f);
       }
       finish(f, path, metric);
     }
@@ -104,10 +113,12 @@ std::string format_summary(const Summary& s) {
   r += buf;
   if (s.samples_asked || s.sample_events) {
     std::snprintf(buf, sizeof buf,
-                  "; samples: %.0f Hz asked, %.0f Hz delivered (%llu events, %llu asked, %llu recorded over %.3f s of %s)",
+                  "; samples: %.0f Hz asked, %.0f Hz delivered (%llu events, %llu asked, %llu "
+                  "recorded over %.3f s of %s)",
                   s.hz_asked, s.hz_delivered, static_cast<unsigned long long>(s.sample_events),
-                  static_cast<unsigned long long>(s.samples_asked), static_cast<unsigned long long>(s.samples),
-                  static_cast<double>(s.clock_ns) / 1e9, "clock");
+                  static_cast<unsigned long long>(s.samples_asked),
+                  static_cast<unsigned long long>(s.samples), static_cast<double>(s.clock_ns) / 1e9,
+                  "clock");
     r += buf;
   }
   if (s.calls) {
@@ -118,7 +129,8 @@ std::string format_summary(const Summary& s) {
     r += "; allocated " + human_bytes(s.alloc_bytes) + " in " + std::to_string(s.alloc_count) +
          " allocations, live at stop " + human_bytes(s.live_bytes);
   }
-  std::snprintf(buf, sizeof buf, "; collector: %.1f ms in %llu hooks, %s for %llu stacks and %llu frames",
+  std::snprintf(buf, sizeof buf,
+                "; collector: %.1f ms in %llu hooks, %s for %llu stacks and %llu frames",
                 static_cast<double>(s.hook_ns) / 1e6, static_cast<unsigned long long>(s.hook_calls),
                 human_bytes(s.memory_bytes).c_str(), static_cast<unsigned long long>(s.nodes),
                 static_cast<unsigned long long>(s.frames));
@@ -132,13 +144,16 @@ std::string format_summary(const Summary& s) {
   }
   if (!s.files.empty()) {
     std::snprintf(buf, sizeof buf, "luaflame: output written in %.1f ms (%.1f ms of CPU)\n",
-                  static_cast<double>(s.output_ns) / 1e6, static_cast<double>(s.output_cpu_ns) / 1e6);
+                  static_cast<double>(s.output_ns) / 1e6,
+                  static_cast<double>(s.output_cpu_ns) / 1e6);
     r += buf;
   }
   // s.file_errors are printed by stop() itself, quiet or not.
-  if (!s.run_url.empty()) r += "luaflame: streamed " + std::to_string(s.chunks_sent) + " chunks to " + s.run_url + "\n";
+  if (!s.run_url.empty())
+    r += "luaflame: streamed " + std::to_string(s.chunks_sent) + " chunks to " + s.run_url + "\n";
   if (!s.stream_error.empty()) r += "luaflame: streaming failed: " + s.stream_error + "\n";
-  if (!s.fallback_file.empty()) r += "luaflame: undelivered profile written to " + s.fallback_file + "\n";
+  if (!s.fallback_file.empty())
+    r += "luaflame: undelivered profile written to " + s.fallback_file + "\n";
   return r;
 }
 

@@ -25,15 +25,18 @@ void on_signal(int) {
   int saved = errno;
   Session* s = g_session.load(std::memory_order_relaxed);
   if (s) {
-    if (s->in_critical) s->deferred = 1;
-    else s->note_position(), s->arm();
+    if (s->in_critical)
+      s->deferred = 1;
+    else
+      s->note_position(), s->arm();
   }
   errno = saved;
 }
 
 void sleep_ns(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
 }
 
 void sampler_main(Session* s) {
@@ -61,11 +64,13 @@ void sampler_main(Session* s) {
 // A signal nobody else handles: SIGPROF, else a free real-time one.
 int pick_signal() {
   struct sigaction cur;
-  if (sigaction(SIGPROF, nullptr, &cur) == 0 && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN) &&
-      !(cur.sa_flags & SA_SIGINFO))
+  if (sigaction(SIGPROF, nullptr, &cur) == 0 &&
+      (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN) && !(cur.sa_flags & SA_SIGINFO))
     return SIGPROF;
   for (int sig = SIGRTMIN + 4; sig <= SIGRTMAX; ++sig)
-    if (sigaction(sig, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL && !(cur.sa_flags & SA_SIGINFO)) return sig;
+    if (sigaction(sig, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL &&
+        !(cur.sa_flags & SA_SIGINFO))
+      return sig;
   return 0;
 }
 
@@ -123,7 +128,10 @@ void Session::disarm(int consumed) {
 void Session::end_critical() {
   for (;;) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (deferred) { deferred = 0; arm(); }
+    if (deferred) {
+      deferred = 0;
+      arm();
+    }
     std::atomic_signal_fence(std::memory_order_seq_cst);
     in_critical = 0;
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -142,16 +150,25 @@ void Session::note_position() {
   sig_npos = n + 1;
 }
 
-bool Session::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T, const void* from_ci) {
+bool Session::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T,
+                   const void* from_ci) {
   out.clear();
   int at = -1;
-  for (std::size_t i = chain.size(); i-- > 0;) if (chain[i] == L) { at = static_cast<int>(i); break; }
+  for (std::size_t i = chain.size(); i-- > 0;)
+    if (chain[i] == L) {
+      at = static_cast<int>(i);
+      break;
+    }
   int first = at < 0 ? 0 : at;
   if (from_T && from_T != L) {
     // The recorded thread must be one of L's resumers.
     if (at < 0) return false;
     first = -1;
-    for (int i = at - 1; i >= 0; --i) if (chain[static_cast<std::size_t>(i)] == from_T) { first = i; break; }
+    for (int i = at - 1; i >= 0; --i)
+      if (chain[static_cast<std::size_t>(i)] == from_T) {
+        first = i;
+        break;
+      }
     if (first < 0) return false;
   }
   lua_Debug ar;
@@ -215,7 +232,11 @@ void Session::take_sample(lua_State* L) {
   // coalesce, and a full buffer keeps the last slot); none recorded (a
   // signal deferred by a critical section, or no layout): the hook's stack.
   for (int i = 0; i < n || (i == 0 && n == 0); ++i) {
-    const uint64_t k = n == 0 ? w : (i + 1 < n ? 1 : (w > static_cast<uint64_t>(n - 1) ? w - static_cast<uint64_t>(n - 1) : 1));
+    const uint64_t k =
+        n == 0 ? w
+               : (i + 1 < n
+                      ? 1
+                      : (w > static_cast<uint64_t>(n - 1) ? w - static_cast<uint64_t>(n - 1) : 1));
     bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
     if (!ok) {
       if (n > 0) samples_moved += k;
@@ -236,13 +257,16 @@ void Session::take_sample(lua_State* L) {
 
 bool Session::start_sampler(std::string& err) {
   signo = pick_signal();
-  if (!signo) return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)", false;
+  if (!signo)
+    return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)",
+           false;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  if (sigaction(signo, &sa, &old_action) != 0) return err = std::string("sigaction: ") + std::strerror(errno), false;
+  if (sigaction(signo, &sa, &old_action) != 0)
+    return err = std::string("sigaction: ") + std::strerror(errno), false;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, signo);
@@ -270,7 +294,8 @@ void Session::stop_sampler() {
   pthread_sigmask(SIG_BLOCK, &set, &old);
   sigset_t pending;
   timespec zero{0, 0};
-  while (sigpending(&pending) == 0 && sigismember(&pending, signo)) sigtimedwait(&set, nullptr, &zero);
+  while (sigpending(&pending) == 0 && sigismember(&pending, signo))
+    sigtimedwait(&set, nullptr, &zero);
   sigaction(signo, &old_action, nullptr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   signo = 0;

@@ -34,7 +34,9 @@ int g_after_mask = 0, g_after_count = 0;
 const char* const kOrigResume = "luaflame.orig.resume";
 const char* const kOrigWrap = "luaflame.orig.wrap";
 
-int event_mask(int ev) { return ev == LUA_HOOKTAILCALL ? LUA_MASKCALL : (1 << ev); }
+int event_mask(int ev) {
+  return ev == LUA_HOOKTAILCALL ? LUA_MASKCALL : (1 << ev);
+}
 
 }  // namespace
 
@@ -51,22 +53,30 @@ uint64_t unix_now_ns() {
 }
 
 Session::Session(lua_State* L, const Options& o)
-    : opt(o), metrics(metrics_of(o)), tree(static_cast<int>(metrics.size())), start_L(L), main_L(L) {
+    : opt(o),
+      metrics(metrics_of(o)),
+      tree(static_cast<int>(metrics.size())),
+      start_L(L),
+      main_L(L) {
   if (opt.sources && !opt.server.empty()) frames.sources = &source_files;
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     const std::string& m = metrics[i];
     int c = static_cast<int>(i);
-    if (m == "samples") col_samples = c;
-    else if (m == "time") col_time = c;
-    else if (m == "calls") col_calls = c;
-    else if (m == "alloc_bytes") col_abytes = c;
-    else if (m == "alloc_count") col_acount = c;
-    else if (m == "live_bytes") col_live = c;
+    if (m == "samples")
+      col_samples = c;
+    else if (m == "time")
+      col_time = c;
+    else if (m == "calls")
+      col_calls = c;
+    else if (m == "alloc_bytes")
+      col_abytes = c;
+    else if (m == "alloc_count")
+      col_acount = c;
+    else if (m == "live_bytes")
+      col_live = c;
   }
   tree.overflow_frame = frames.named("[luaflame] too many stacks");
 }
-
-
 
 uint64_t Session::clock_ns_read() const {
   timespec ts;
@@ -114,7 +124,8 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
     end_critical();
     if (alloc) alloc->busy = was_busy;
   }
-  if (fwd && fwd != lf_hook && (fwd_mask & event_mask(ev)) && (ev != LUA_HOOKCOUNT || !was_armed || count_due))
+  if (fwd && fwd != lf_hook && (fwd_mask & event_mask(ev)) &&
+      (ev != LUA_HOOKCOUNT || !was_armed || count_due))
     fwd(L, ar);
 }
 
@@ -156,8 +167,14 @@ void Session::enter(lua_State* L, lua_State* co) {
 
 void Session::leave(lua_State* L, lua_State* co) {
   begin_critical();
-  if (!chain.empty() && chain.back() == co) chain.pop_back();
-  else for (std::size_t i = chain.size(); i-- > 0;) if (chain[i] == co) { chain.erase(chain.begin() + i); break; }
+  if (!chain.empty() && chain.back() == co)
+    chain.pop_back();
+  else
+    for (std::size_t i = chain.size(); i-- > 0;)
+      if (chain[i] == co) {
+        chain.erase(chain.begin() + i);
+        break;
+      }
   if (chain.empty()) chain.push_back(L);
   current.store(chain.back(), std::memory_order_relaxed);
   if (armed && armed_L == co) disarm(), arm();
@@ -250,7 +267,10 @@ int lf_wrap(lua_State* L) {
 // Swaps coroutine.resume/wrap for ours, keeping the originals in the registry.
 void install_coroutine_wrappers(lua_State* L) {
   lua_getglobal(L, "coroutine");
-  if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
   lua_getfield(L, -1, "resume");
   lua_setfield(L, LUA_REGISTRYINDEX, kOrigResume);
   lua_getfield(L, -1, "wrap");
@@ -265,7 +285,10 @@ void install_coroutine_wrappers(lua_State* L) {
 // Puts the originals back where ours still are.
 void restore_coroutine_wrappers(lua_State* L) {
   lua_getglobal(L, "coroutine");
-  if (!lua_istable(L, -1)) { lua_pop(L, 1); return; }
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
   const char* names[] = {"resume", "wrap"};
   const char* keys[] = {kOrigResume, kOrigWrap};
   lua_CFunction ours[] = {lf_resume, lf_wrap};
@@ -274,8 +297,10 @@ void restore_coroutine_wrappers(lua_State* L) {
     bool mine = lua_tocfunction(L, -1) == ours[i];
     lua_pop(L, 1);
     lua_getfield(L, LUA_REGISTRYINDEX, keys[i]);
-    if (mine && !lua_isnil(L, -1)) lua_setfield(L, -2, names[i]);
-    else lua_pop(L, 1);
+    if (mine && !lua_isnil(L, -1))
+      lua_setfield(L, -2, names[i]);
+    else
+      lua_pop(L, 1);
   }
   lua_pop(L, 1);
 }
@@ -289,7 +314,8 @@ int on_state_close(lua_State* L) {
     g_closing = true;
     Summary sum = stop(L);
     g_closing = false;
-    if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty()) std::fprintf(stderr, "%s", format_summary(sum).c_str());
+    if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
+      std::fprintf(stderr, "%s", format_summary(sum).c_str());
   }
   return 0;
 }
@@ -297,7 +323,8 @@ int on_state_close(lua_State* L) {
 void at_process_exit() {
   if (!g_session.load()) return;
   Summary sum = stop(nullptr);
-  if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty()) std::fprintf(stderr, "%s", format_summary(sum).c_str());
+  if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
+    std::fprintf(stderr, "%s", format_summary(sum).c_str());
 }
 
 void register_close_finalizer(lua_State* L) {
@@ -311,16 +338,20 @@ void register_close_finalizer(lua_State* L) {
 
 }  // namespace
 
-bool running() { return g_session.load() != nullptr; }
+bool running() {
+  return g_session.load() != nullptr;
+}
 
 bool start(lua_State* L, const Options& o, std::string& err) {
-  if (g_session.load()) return err = "luaflame is already running (call luaflame.stop() first)", false;
+  if (g_session.load())
+    return err = "luaflame is already running (call luaflame.stop() first)", false;
   static std::once_flag exit_once;
   std::call_once(exit_once, [] { std::atexit(at_process_exit); });
   auto s = std::make_unique<Session>(L, o);
   s->layout = luaint::probe(L);
   s->ci_walk_ok = s->layout.ci_prev_ok;
-  if (!s->layout.lua_ident_ok) s->ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
+  if (!s->layout.lua_ident_ok)
+    s->ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
   if (!s->layout.c_ident_ok) s->ident_c = -1;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   s->main_L = lua_tothread(L, -1);
@@ -341,7 +372,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   if (pthread_getcpuclockid(s->lua_thread, &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
   s->start_clock = s->clock_ns_read();
   if (s->opt.trace) {
-    if (!s->ci_walk_ok) return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
+    if (!s->ci_walk_ok)
+      return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
     Shadow& sh = s->shadows[L];
     s->seed_shadow(L, sh, L);
     s->last_L = L;
@@ -353,7 +385,10 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   }
   Session* raw = s.get();
   g_session.store(raw);
-  if (raw->opt.alloc && !raw->start_alloc(err)) { g_session.store(nullptr); return false; }
+  if (raw->opt.alloc && !raw->start_alloc(err)) {
+    g_session.store(nullptr);
+    return false;
+  }
   if (raw->opt.trace) {
     lua_sethook(L, lf_hook, raw->base_mask(), raw->prev_count);
     if (raw->main_L && raw->main_L != L && lua_gethook(raw->main_L) != lf_hook)
@@ -411,7 +446,9 @@ Summary stop(lua_State* L) {
     sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s->opt.hz / 1e9);
     sum.sample_events = s->sample_events;
     sum.samples = s->samples;
-    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->sample_events) * 1e9 / static_cast<double>(sum.clock_ns) : 0;
+    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->sample_events) * 1e9 /
+                                          static_cast<double>(sum.clock_ns)
+                                    : 0;
   }
   // Trace hooks: the mean of the measured events (1 in 256, wall ticks)
   // leaving out those the thread was preempted in (one preempted
@@ -419,8 +456,10 @@ Summary stop(lua_State* L) {
   // run), times the events. The time in hooks cannot exceed the thread's
   // CPU time: that bounds it when the clock is the CPU's.
   if (s->opt.trace && s->hook_kept_n)
-    sum.hook_ns = s->hook_ns + s->tclock.to_ns(static_cast<uint64_t>(
-                      static_cast<double>(s->hook_kept) / static_cast<double>(s->hook_kept_n) * static_cast<double>(s->trace_events)));
+    sum.hook_ns =
+        s->hook_ns + s->tclock.to_ns(static_cast<uint64_t>(static_cast<double>(s->hook_kept) /
+                                                           static_cast<double>(s->hook_kept_n) *
+                                                           static_cast<double>(s->trace_events)));
   else
     sum.hook_ns = s->hook_ns;
   if (s->opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
@@ -461,7 +500,8 @@ bool folded(const std::string& metric, std::string& out, std::string& err) {
   int col = 0;
   if (!metric.empty()) {
     col = -1;
-    for (std::size_t i = 0; i < s->metrics.size(); ++i) if (s->metrics[i] == metric) col = static_cast<int>(i);
+    for (std::size_t i = 0; i < s->metrics.size(); ++i)
+      if (s->metrics[i] == metric) col = static_cast<int>(i);
     if (col < 0) {
       err = "metric '" + metric + "' is not recorded in this mode (recorded:";
       for (const auto& m : s->metrics) err += " " + m;

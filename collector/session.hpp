@@ -20,8 +20,8 @@
 
 #include "cycles.hpp"
 #include "frames.hpp"
-#include "luaint.hpp"
 #include "luaflame/collector.hpp"
+#include "luaint.hpp"
 #include "tree.hpp"
 
 extern "C" {
@@ -61,7 +61,9 @@ struct Shadow {
       push_fast(e);
     }
     void pop_back() { --n_; }
-    void resize(std::size_t k) { if (k < n_) n_ = k; }
+    void resize(std::size_t k) {
+      if (k < n_) n_ = k;
+    }
     void clear() { n_ = 0; }
 
    private:
@@ -72,12 +74,14 @@ struct Shadow {
   uint32_t root = 0;  ///< node the thread's frames hang under (the resumer's frame)
   std::atomic<uint64_t>* root_slots = nullptr;
   uint32_t top() const { return stack.empty() ? root : stack.back().node; }
-  std::atomic<uint64_t>* top_slots() const { return stack.empty() ? root_slots : stack.back().slots; }
+  std::atomic<uint64_t>* top_slots() const {
+    return stack.empty() ? root_slots : stack.back().slots;
+  }
 };
 
-uint64_t now_ns();        ///< CLOCK_MONOTONIC
-uint64_t unix_now_ns();   ///< CLOCK_REALTIME
-using luaint::ci_prev;  // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
+uint64_t now_ns();       ///< CLOCK_MONOTONIC
+uint64_t unix_now_ns();  ///< CLOCK_REALTIME
+using luaint::ci_prev;   // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
 
 /// The tracer's clock: the cycle counter (cycles.hpp: x86's TSC, arm64's
 /// virtual counter) scaled to nanoseconds when it is constant and non-stop
@@ -89,7 +93,8 @@ struct TraceClock {
   void init();
   uint64_t now() const { return tsc ? read_cycles() : now_ns(); }
   uint64_t to_ns(uint64_t ticks) const {
-    return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32) : ticks;
+    return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32)
+               : ticks;
   }
 };
 
@@ -101,8 +106,10 @@ struct CallCache {
   static constexpr int kBits = 12;  ///< 4096 entries, direct-mapped
   /// The entry for (ident, parent): a multiply's top bits.
   static std::size_t slot(const void* ident, uint32_t parent) {
-    return static_cast<std::size_t>(((reinterpret_cast<uintptr_t>(ident) ^ (parent * 0x9e3779b97f4a7c15ull)) *
-                                     0xbf58476d1ce4e5b9ull) >> (64 - kBits));
+    return static_cast<std::size_t>(
+        ((reinterpret_cast<uintptr_t>(ident) ^ (parent * 0x9e3779b97f4a7c15ull)) *
+         0xbf58476d1ce4e5b9ull) >>
+        (64 - kBits));
   }
   const void* ident = nullptr;
   const void* check = nullptr;
@@ -126,11 +133,12 @@ class Session {
   Tree tree;
   lua_State* start_L;
   lua_State* main_L;
-  luaint::Layout layout;     ///< which direct reads of Lua's structures this Lua allows
+  luaint::Layout layout;    ///< which direct reads of Lua's structures this Lua allows
   bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
 
   // ---- hooks ----
-  lua_Hook prev_hook = nullptr;  ///< the start thread's hook before start (chained, restored at stop)
+  lua_Hook prev_hook =
+      nullptr;  ///< the start thread's hook before start (chained, restored at stop)
   int prev_mask = 0, prev_count = 0;
   /// A hook the program keeps on a thread: luaflame's hook forwards it
   /// exactly the events of its mask, its count events when its count is due.
@@ -149,34 +157,41 @@ class Session {
     return Chained{prev_hook, prev_mask, prev_count};
   }
   int base_mask() const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | prev_mask; }
-  int thread_mask(lua_State* L) const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | chained_for(L).mask; }
+  int thread_mask(lua_State* L) const {
+    return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | chained_for(L).mask;
+  }
   /// After the program's debug.sethook on T while tracing: its hook is
   /// chained, luaflame's goes back (hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
   void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
   bool warned_hook = false;
-  void hook_rest(lua_State* L, lua_Debug* ar, int ev);  ///< armed thread or chained hook (lf_hook's slow part)
+  void hook_rest(lua_State* L, lua_Debug* ar,
+                 int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
 
   // ---- coroutine tracking (coroutine.resume / coroutine.wrap wrappers) ----
-  std::vector<lua_State*> chain;            ///< resume chain: chain.back() runs
+  std::vector<lua_State*> chain;             ///< resume chain: chain.back() runs
   std::atomic<lua_State*> current{nullptr};  ///< the running thread, read by the signal handler
-  void enter(lua_State* L, lua_State* co);  ///< L resumes co
-  void leave(lua_State* L, lua_State* co);  ///< co yielded, returned or failed back to L
+  void enter(lua_State* L, lua_State* co);   ///< L resumes co
+  void leave(lua_State* L, lua_State* co);   ///< co yielded, returned or failed back to L
 
   // ---- signal-safe arming (sampler.cpp) ----
   volatile sig_atomic_t in_critical = 0, deferred = 0, armed = 0;
   lua_State* armed_L = nullptr;
   lua_Hook armed_hook = nullptr;
   int armed_mask = 0, armed_count = 0;
-  int armed_left = 0;  ///< the armed thread's hookcount before arming (its own count hook's progress), 0 unknown
-  std::atomic<uint64_t> owed{0};        ///< periods elapsed not yet sampled
+  int armed_left =
+      0;  ///< the armed thread's hookcount before arming (its own count hook's progress), 0 unknown
+  std::atomic<uint64_t> owed{0};  ///< periods elapsed not yet sampled
   std::atomic<bool> alloc_pending{false};
-  void arm();                            ///< from the handler or a critical section
+  void arm();  ///< from the handler or a critical section
   /// Restores the armed thread's hook, and its count hook's progress less
   /// the `consumed` instructions our count hook took.
   void disarm(int consumed = 0);
-  void begin_critical() { in_critical = 1; std::atomic_signal_fence(std::memory_order_seq_cst); }
+  void begin_critical() {
+    in_critical = 1;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
   void end_critical();
   // Where the thread was when each signal fell. Written only by the signal
   // handler outside critical sections (slot first, then the count, with a
@@ -188,14 +203,16 @@ class Session {
   static constexpr int kSigPos = 16;
   SigPos sig_pos[kSigPos] = {};
   volatile sig_atomic_t sig_npos = 0;
-  uint64_t samples_moved = 0;  ///< the recorded frame had returned by the hook: charged to the hook's stack
-  void note_position();        ///< from the handler
+  uint64_t samples_moved =
+      0;  ///< the recorded frame had returned by the hook: charged to the hook's stack
+  void note_position();  ///< from the handler
   void take_sample(lua_State* L);
   /// The frames of L's stack and its resumers', leaf first. With `from_T`,
   /// the walk starts at `from_ci` on thread from_T (a frame the signal or
   /// the allocator recorded): false, `out` undefined, when from_T is not
   /// in L's resume chain or from_ci no longer on from_T's stack.
-  bool walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T = nullptr, const void* from_ci = nullptr);
+  bool walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T = nullptr,
+            const void* from_ci = nullptr);
   uint32_t path_node(const std::vector<uint32_t>& leaf_first);
   bool start_sampler(std::string& err);
   void stop_sampler();
@@ -206,20 +223,24 @@ class Session {
   Shadow* last_sh = nullptr;
   uint64_t last_tick = 0;
   TraceClock tclock;
-  uint64_t hook_est = 0;            ///< mean ticks inside the trace hook (sampled), not charged
+  uint64_t hook_est = 0;  ///< mean ticks inside the trace hook (sampled), not charged
   uint64_t hook_sampled = 0, hook_sampled_n = 0, trace_events = 0;
-  uint64_t hook_kept = 0, hook_kept_n = 0;  ///< measurements without preemption (< 100 us), for the report
-  int ident_lua = 0, ident_c = 0;   ///< layout checks: 0 not yet, 1 good, -1 bad
+  uint64_t hook_kept = 0,
+           hook_kept_n = 0;        ///< measurements without preemption (< 100 us), for the report
+  int ident_lua = 0, ident_c = 0;  ///< layout checks: 0 not yet, 1 good, -1 bad
   std::vector<CallCache> call_cache;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
   inline void trace_event(lua_State* L, lua_Debug* ar);  ///< tracer.cpp, inlined in lf_hook
   inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
   void unwind(Shadow::Stack& st, const void* ci, int ev);
-  inline bool trace_fast(lua_State* L, lua_Debug* ar);  ///< the common event, or false having done nothing
-  void hook(lua_State* L, lua_Debug* ar);                ///< every other event (lf_hook's slow path)
-  bool trace_fast_ok = false;  ///< trace mode, TSC clock, no chained hook: lf_hook may take trace_fast  ///< rare: a tail call or frames an error skipped
+  inline bool trace_fast(lua_State* L,
+                         lua_Debug* ar);   ///< the common event, or false having done nothing
+  void hook(lua_State* L, lua_Debug* ar);  ///< every other event (lf_hook's slow path)
+  bool trace_fast_ok = false;  ///< trace mode, TSC clock, no chained hook: lf_hook may take
+                               ///< trace_fast  ///< rare: a tail call or frames an error skipped
   void measure_hook(uint64_t t0);
-  void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread (API calls)
+  void seed_shadow(lua_State* T, Shadow& sh,
+                   lua_State* via);  ///< `via`: the running thread (API calls)
   void reroot(Shadow& sh, uint32_t root);
   void charge_now();
 

@@ -34,7 +34,8 @@ std::string make_uuid() {
 using Clock = std::chrono::steady_clock;
 
 Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace
@@ -130,17 +131,26 @@ void Streamer::build_chunks(uint64_t until_ns) {
     for (int m = 0; m < nm; ++m) {
       std::size_t k = static_cast<std::size_t>(i) * nm + m;
       uint64_t v = t.value(i, m);
-      if (v > sent_[k]) { delta[k] = v - sent_[k]; sent_[k] = v; keep[i] = 1; any = true; }
+      if (v > sent_[k]) {
+        delta[k] = v - sent_[k];
+        sent_[k] = v;
+        keep[i] = 1;
+        any = true;
+      }
     }
   }
   if (!any) return;
-  for (uint32_t i = n - 1; i >= 1; --i) if (keep[i]) keep[t.parent(i)] = 1;
+  for (uint32_t i = n - 1; i >= 1; --i)
+    if (keep[i]) keep[t.parent(i)] = 1;
   // Children of kept nodes (0 = none: the root is nobody's child), then preorder.
   std::vector<uint32_t> first(n, 0), next(n, 0), last(n, 0);
   for (uint32_t i = 1; i < n; ++i) {
     if (!keep[i]) continue;
     uint32_t p = t.parent(i);
-    if (!first[p]) first[p] = i; else next[last[p]] = i;
+    if (!first[p])
+      first[p] = i;
+    else
+      next[last[p]] = i;
     last[p] = i;
   }
   std::vector<uint32_t> order, st;
@@ -148,9 +158,15 @@ void Streamer::build_chunks(uint64_t until_ns) {
   while (!st.empty()) {
     uint32_t node = st.back();
     order.push_back(node);
-    if (first[node]) { st.push_back(first[node]); continue; }
+    if (first[node]) {
+      st.push_back(first[node]);
+      continue;
+    }
     while (!st.empty()) {
-      if (uint32_t sib = next[st.back()]) { st.back() = sib; break; }
+      if (uint32_t sib = next[st.back()]) {
+        st.back() = sib;
+        break;
+      }
       st.pop_back();
     }
   }
@@ -180,7 +196,8 @@ void Streamer::build_chunks(uint64_t until_ns) {
       node.parent = p == 0 ? -1 : static_cast<int64_t>(index[p]);
       node.frame = findex[f];
       if (with_values) {
-        node.values.assign(delta.begin() + static_cast<long>(i) * nm, delta.begin() + static_cast<long>(i + 1) * nm);
+        node.values.assign(delta.begin() + static_cast<long>(i) * nm,
+                           delta.begin() + static_cast<long>(i + 1) * nm);
         pend.deltas.push_back({i, node.values});
       } else {
         node.values.assign(static_cast<std::size_t>(nm), 0);
@@ -206,7 +223,9 @@ void Streamer::build_chunks(uint64_t until_ns) {
 // Timeouts that grow with the request: 2 s, plus 1 s per 64 KiB of body
 // (a loaded server ingests a big chunk more slowly than a small one: on a
 // 2-core machine at load 15 a 16k-node chunk, ~400 KB, took over 3 s).
-double Streamer::timeout_for(std::size_t body_bytes) { return 2.0 + static_cast<double>(body_bytes) / (64.0 * 1024); }
+double Streamer::timeout_for(std::size_t body_bytes) {
+  return 2.0 + static_cast<double>(body_bytes) / (64.0 * 1024);
+}
 
 void Streamer::set_timeouts(std::size_t body_bytes) {
   double secs = timeout_for(body_bytes);
@@ -227,7 +246,8 @@ bool Streamer::send_chunk() {
   int status = 0;
   std::string answer;
   set_timeouts(queue_.front().body.size());
-  bool ok = post("/api/runs/" + std::to_string(run_id_) + "/chunks", queue_.front().body, "text/plain", status, answer);
+  bool ok = post("/api/runs/" + std::to_string(run_id_) + "/chunks", queue_.front().body,
+                 "text/plain", status, answer);
   set_timeouts(0);
   if (!ok) return false;
   bytes_sent_ += queue_.front().body.size();
@@ -280,7 +300,10 @@ void Streamer::finish(Summary& sum) {
   // the request in flight is cut (a server that accepts and never answers).
   const auto t0 = Clock::now();
   std::atomic<double> allowed{kFinishSeconds};
-  auto deadline = [&] { return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(allowed.load())); };
+  auto deadline = [&] {
+    return t0 + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(allowed.load()));
+  };
   std::atomic<bool> done{false};
   std::thread last([&] {
     if (th_.joinable()) th_.join();
@@ -292,7 +315,8 @@ void Streamer::finish(Summary& sum) {
         build_chunks(unix_now_ns());
         built = true;
         // More to send, more time: one second per MiB, within the cap.
-        allowed.store(std::min(kFinishMaxSeconds, kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20)));
+        allowed.store(std::min(kFinishMaxSeconds,
+                               kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20)));
         if (queue_.empty()) break;
       }
       if (send_chunk()) {
@@ -311,7 +335,8 @@ void Streamer::finish(Summary& sum) {
     // request's timeout (and the wait for it) grow with that too.
     const double finish_secs = timeout_for(bytes_sent_ / 8);
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-    allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + finish_secs + 0.5)));
+    allowed.store(
+        std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + finish_secs + 0.5)));
     set_timeouts(bytes_sent_ / 8);
     wait = 0.1;
     while (!given_up_ && queue_.empty() && !aborted_.load() && (run_id_ >= 0 || create_run())) {
@@ -322,7 +347,8 @@ void Streamer::finish(Summary& sum) {
     if (finished_ && s_.opt.sources) send_sources();
     done.store(true);
   });
-  while (!done.load() && Clock::now() < deadline()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!done.load() && Clock::now() < deadline())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!done.load()) {
     aborted_.store(true);
     cli_->stop();
@@ -335,7 +361,8 @@ void Streamer::finish(Summary& sum) {
     write_fallback(sum);
   } else if (!finished_) {
     // Every chunk arrived, but the run stays "live" on the server.
-    sum.stream_error = "the run was not marked finished on the server: " + (error_.empty() ? "no answer" : error_);
+    sum.stream_error =
+        "the run was not marked finished on the server: " + (error_.empty() ? "no answer" : error_);
   }
 }
 
@@ -355,7 +382,8 @@ bool Streamer::finish_run(const Summary& sum) {
   j["stats"] = st;
   int status = 0;
   std::string answer;
-  return post("/api/runs/" + std::to_string(run_id_) + "/finish", j.dump(), "application/json", status, answer);
+  return post("/api/runs/" + std::to_string(run_id_) + "/finish", j.dump(), "application/json",
+              status, answer);
 }
 
 void Streamer::send_sources() {
@@ -363,7 +391,8 @@ void Streamer::send_sources() {
   if (body.empty()) return;
   int status = 0;
   std::string answer;
-  if (!post("/api/runs/" + std::to_string(run_id_) + "/sources", body, "application/json", status, answer) ||
+  if (!post("/api/runs/" + std::to_string(run_id_) + "/sources", body, "application/json", status,
+            answer) ||
       status != 200)
     error_ = "sources not stored (" + std::to_string(status) + ")";
 }
@@ -383,8 +412,10 @@ void Streamer::write_fallback(Summary& sum) {
     }
   for (const Pending& p : queue_)
     for (const auto& [node, vals] : p.deltas)
-      for (int m = 0; m < nm; ++m) left[static_cast<std::size_t>(node) * nm + m] += vals[static_cast<std::size_t>(m)];
-  std::string base = s_.opt.output.empty() ? "luaflame-" + std::to_string(getpid()) + ".folded" : s_.opt.output;
+      for (int m = 0; m < nm; ++m)
+        left[static_cast<std::size_t>(node) * nm + m] += vals[static_cast<std::size_t>(m)];
+  std::string base =
+      s_.opt.output.empty() ? "luaflame-" + std::to_string(getpid()) + ".folded" : s_.opt.output;
   for (std::string_view ext : {".folded", ".svg", ".json", ".pb.gz"})
     if (base.size() > ext.size() && base.compare(base.size() - ext.size(), ext.size(), ext) == 0)
       base.resize(base.size() - ext.size());
@@ -392,14 +423,19 @@ void Streamer::write_fallback(Summary& sum) {
   const uint64_t limit = output_limit(base, static_cast<uint64_t>(s_.opt.max_output));
   OutTree out = snapshot(
       t, s_.names, [&](uint32_t i, int m) { return left[static_cast<std::size_t>(i) * nm + m]; },
-      [&](std::size_t len, std::string_view name) { return node_cost(Format::folded, nm, len, name); }, limit);
+      [&](std::size_t len, std::string_view name) {
+        return node_cost(Format::folded, nm, len, name);
+      },
+      limit);
   bool wrote = false;
   for (int m = 0; m < nm; ++m) {
     std::string path = output_path(base, s_.metrics[static_cast<std::size_t>(m)], m == 0);
     OutFile f(path, limit);
     if (f.ok()) write_folded_file(out, m, f);
-    if (f.commit()) wrote = true;
-    else sum.file_errors.push_back(path + ": " + f.error());
+    if (f.commit())
+      wrote = true;
+    else
+      sum.file_errors.push_back(path + ": " + f.error());
   }
   if (wrote) sum.fallback_file = base;
 }

@@ -23,7 +23,9 @@
 
 #include "luaflame/collector.hpp"
 
-namespace httplib { class Client; }
+namespace httplib {
+class Client;
+}
 
 namespace lfc {
 
@@ -72,16 +74,16 @@ class Streamer {
   std::string uuid_;
   long long run_id_ = -1;
   std::string run_url_;
-  uint64_t seq_ = 0;             ///< the next chunk's seq
+  uint64_t seq_ = 0;  ///< the next chunk's seq
   uint64_t last_until_ = 0;
   std::vector<uint64_t> sent_;  ///< node * nmetrics: values put into chunks so far
   struct Pending {
     std::string body;  ///< the encoded chunk (its seq fixed)
     std::vector<std::pair<uint32_t, std::vector<uint64_t>>> deltas;  ///< its tree nodes and values
   };
-  std::deque<Pending> queue_;   ///< built, not yet acknowledged; the front is in flight
-  bool finished_ = false;       ///< the server answered the finish request
-  bool given_up_ = false;       ///< a 4xx answer: the server will not take this run
+  std::deque<Pending> queue_;         ///< built, not yet acknowledged; the front is in flight
+  bool finished_ = false;             ///< the server answered the finish request
+  bool given_up_ = false;             ///< a 4xx answer: the server will not take this run
   std::atomic<bool> aborted_{false};  ///< the final wait ran out
   std::string error_;
   uint64_t chunks_sent_ = 0;

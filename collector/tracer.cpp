@@ -50,7 +50,8 @@ constexpr uint64_t kMeasureMask = 255;
 
 // Index of the topmost entry entered with `ci`, or -1.
 long find_ci(const Shadow::Stack& st, const void* ci) {
-  for (std::size_t k = st.size(); k-- > 0;) if (st[k].ci == ci) return static_cast<long>(k);
+  for (std::size_t k = st.size(); k-- > 0;)
+    if (st[k].ci == ci) return static_cast<long>(k);
   return -1;
 }
 
@@ -69,27 +70,40 @@ void TraceClock::init() {
   if (!tsc) return;
   // Ticks per nanosecond over ~2 ms of CLOCK_MONOTONIC.
   uint64_t n0 = now_ns(), t0 = read_cycles(), n1, t1;
-  do { n1 = now_ns(); t1 = read_cycles(); } while (n1 - n0 < 2000000);
-  if (t1 <= t0) { tsc = false; return; }
-  mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) * 4294967296.0);
+  do {
+    n1 = now_ns();
+    t1 = read_cycles();
+  } while (n1 - n0 < 2000000);
+  if (t1 <= t0) {
+    tsc = false;
+    return;
+  }
+  mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) *
+                               4294967296.0);
 }
 
 void Session::charge_now() {
   if (!last_sh || col_time < 0) return;
   uint64_t now = tclock.now();
-  if (now > last_tick) tree.add(last_sh->top(), col_time, tclock.to_ns(now - last_tick));  // cold path
+  if (now > last_tick)
+    tree.add(last_sh->top(), col_time, tclock.to_ns(now - last_tick));  // cold path
   last_tick = now;
 }
 
 // The child of `parent` for the function being called: through the call
 // cache when the layouts are known good, else lua_getinfo and the frame table.
-uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots) {
+uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
+                              std::atomic<uint64_t>*& slots) {
   // What naming allocates through the state is the collector's.
   struct Busy {
     AllocState* a;
     bool was;
-    explicit Busy(AllocState* s) : a(s), was(s && s->busy) { if (a) a->busy = true; }
-    ~Busy() { if (a) a->busy = was; }
+    explicit Busy(AllocState* s) : a(s), was(s && s->busy) {
+      if (a) a->busy = true;
+    }
+    ~Busy() {
+      if (a) a->busy = was;
+    }
   } busy(alloc.get());
   unsigned char tag = 0;
   const void* value = nullptr;
@@ -104,8 +118,9 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std:
         // Check the Proto layout against what lua_getinfo says.
         lua_getinfo(L, "S", ar);
         const void* src = at<const void*>(ident, kProtoSource);
-        bool ok = at<int>(ident, kProtoLine) == ar->linedefined && at<int>(ident, kProtoLine + 4) == ar->lastlinedefined &&
-                  src && static_cast<const char*>(src) + kTStringContents == ar->source;
+        bool ok = at<int>(ident, kProtoLine) == ar->linedefined &&
+                  at<int>(ident, kProtoLine + 4) == ar->lastlinedefined && src &&
+                  static_cast<const char*>(src) + kTStringContents == ar->source;
         ident_lua = ok ? 1 : -1;
         if (!ok) ident = nullptr;
       }
@@ -168,9 +183,16 @@ void Session::measure_hook(uint64_t t0) {
   hook_sampled += d;
   // For the report: a measurement the thread was preempted in (wall ticks)
   // is left out rather than clipped; no hook event takes 100 us of CPU.
-  if (tclock.to_ns(d) < 100000) { hook_kept += d; ++hook_kept_n; }
-  if (hook_sampled_n++ < 8) hook_est = hook_sampled / hook_sampled_n;
-  else hook_est += (static_cast<int64_t>(std::min(d, 4 * hook_est + 64)) - static_cast<int64_t>(hook_est)) / 16;
+  if (tclock.to_ns(d) < 100000) {
+    hook_kept += d;
+    ++hook_kept_n;
+  }
+  if (hook_sampled_n++ < 8)
+    hook_est = hook_sampled / hook_sampled_n;
+  else
+    hook_est +=
+        (static_cast<int64_t>(std::min(d, 4 * hook_est + 64)) - static_cast<int64_t>(hook_est)) /
+        16;
 }
 
 // A call: the child of the caller's node for the function being called,
@@ -228,8 +250,10 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
   const void* ci = ar->i_ci;
   const int ev = ar->event;
   if (ev == LUA_HOOKRET) {
-    if (__builtin_expect(!st.empty() && st.back().ci == ci, 1)) st.pop_back();
-    else unwind(st, ci, ev);
+    if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
+      st.pop_back();
+    else
+      unwind(st, ci, ev);
   } else if (ev == LUA_HOOKCALL) {
     if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
     trace_call(L, ar, *sh);
@@ -248,7 +272,8 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
 // in the call cache. Anything else returns false having changed nothing.
 inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   if (!trace_fast_ok || armed || L != last_L || !last_sh) return false;
-  if (((trace_events + 1) & kMeasureMask) == 1) return false;  // hook_est is measured on the slow path
+  if (((trace_events + 1) & kMeasureMask) == 1)
+    return false;  // hook_est is measured on the slow path
   Shadow& sh = *last_sh;
   Shadow::Stack& st = sh.stack;
   std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;

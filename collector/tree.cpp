@@ -7,11 +7,13 @@ namespace {
 constexpr uint64_t kEmpty = ~0ull;
 constexpr int kFrameBits = 20, kKeyBits = 42;
 constexpr uint64_t kKeyMask = (1ull << kKeyBits) - 1;
-static_assert(Tree::kMaxNodes <= (1u << (kKeyBits - kFrameBits)) && FrameNames::kMax <= (1u << kFrameBits),
+static_assert(Tree::kMaxNodes <= (1u << (kKeyBits - kFrameBits)) &&
+                  FrameNames::kMax <= (1u << kFrameBits),
               "node and frame numbers must fit the map's packed slots");
 
 inline uint64_t key_of(uint32_t parent, uint32_t frame) {
-  if (frame >= (1u << kFrameBits)) frame = (1u << kFrameBits) - 1;  // never: frames are < FrameNames::kMax
+  if (frame >= (1u << kFrameBits))
+    frame = (1u << kFrameBits) - 1;  // never: frames are < FrameNames::kMax
   return (static_cast<uint64_t>(parent) << kFrameBits) | frame;
 }
 

@@ -20,7 +20,8 @@ namespace lfc {
 /// Frame names, numbered in order of first sight. Stable storage.
 class FrameNames {
  public:
-  static constexpr uint32_t kMax = 1u << 20;  ///< distinct frames kept; later ones share "[luaflame] too many frames"
+  static constexpr uint32_t kMax =
+      1u << 20;  ///< distinct frames kept; later ones share "[luaflame] too many frames"
   FrameNames();
   ~FrameNames();
   /// Appends a name (Lua thread); returns its number.
@@ -41,7 +42,8 @@ class FrameNames {
 class Tree {
  public:
   static constexpr uint32_t kNoFrame = 0xffffffffu;
-  static constexpr uint32_t kMaxNodes = 1u << 22;  ///< distinct paths kept; later ones go to an overflow node
+  static constexpr uint32_t kMaxNodes =
+      1u << 22;  ///< distinct paths kept; later ones go to an overflow node
 
   explicit Tree(int nmetrics);
   ~Tree();

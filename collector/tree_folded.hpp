@@ -16,17 +16,24 @@ void write_folded(const Tree& t, const FrameNames& f, ValueFn&& value, Sink&& si
   std::vector<uint32_t> first(n, 0), next(n, 0), last(n, 0);
   for (uint32_t i = 1; i < n; ++i) {
     uint32_t p = t.parent(i);
-    if (!first[p]) first[p] = i; else next[last[p]] = i;
+    if (!first[p])
+      first[p] = i;
+    else
+      next[last[p]] = i;
     last[p] = i;
   }
   // Whether a subtree holds any value, so empty branches are skipped.
   std::vector<char> live(n, 0);
   for (uint32_t i = n - 1; i >= 1; --i) {
-    if (live[i] || value(i) != 0) { live[i] = 1; live[t.parent(i)] = 1; }
+    if (live[i] || value(i) != 0) {
+      live[i] = 1;
+      live[t.parent(i)] = 1;
+    }
   }
   std::string path, line;
   std::vector<std::pair<uint32_t, std::size_t>> stack;  // node, path length before it
-  for (uint32_t c = first[0]; c; c = next[c]) if (live[c]) stack.push_back({c, 0});
+  for (uint32_t c = first[0]; c; c = next[c])
+    if (live[c]) stack.push_back({c, 0});
   // Depth first, children in order of creation: push them reversed.
   std::vector<uint32_t> kids;
   while (!stack.empty()) {
@@ -44,7 +51,8 @@ void write_folded(const Tree& t, const FrameNames& f, ValueFn&& value, Sink&& si
       sink(line);
     }
     kids.clear();
-    for (uint32_t c = first[node]; c; c = next[c]) if (live[c]) kids.push_back(c);
+    for (uint32_t c = first[node]; c; c = next[c])
+      if (live[c]) kids.push_back(c);
     for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back({*it, path.size()});
   }
 }

@@ -41,8 +41,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::size_t half = (mode & 2) ? text.size() / 2 : text.size();
     body = gz(text.substr(0, half)) + ((mode & 2) ? gz(text.substr(half)) : std::string());
     valid = true;
-    if ((mode & 12) == 4) { body.resize(at % (body.size() + 1)); valid = false; }   // cut
-    if ((mode & 12) == 8) { body[at % body.size()] ^= 0x20; valid = false; }        // flip
+    if ((mode & 12) == 4) {
+      body.resize(at % (body.size() + 1));
+      valid = false;
+    }  // cut
+    if ((mode & 12) == 8) {
+      body[at % body.size()] ^= 0x20;
+      valid = false;
+    }  // flip
   }
   std::size_t cut = body.empty() ? 0 : (mode >> 4) * body.size() / 16;
   lfs::Gunzip split(limit);
@@ -53,9 +59,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (st == lfs::Gunzip::Status::ok && split.complete()) {
     lfs::Gunzip whole(limit);
     std::string b;
-    if (whole.feed(body.data(), body.size(), b) != lfs::Gunzip::Status::ok || !whole.complete() || a != b) std::abort();
+    if (whole.feed(body.data(), body.size(), b) != lfs::Gunzip::Status::ok || !whole.complete() ||
+        a != b)
+      std::abort();
   }
-  if (valid && text.size() <= limit && !text.empty() && (st != lfs::Gunzip::Status::ok || !split.complete() || a != text))
+  if (valid && text.size() <= limit && !text.empty() &&
+      (st != lfs::Gunzip::Status::ok || !split.complete() || a != text))
     std::abort();
   (void)split.error();
   return 0;

@@ -29,7 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check([&] { lfs::check_name(req.get_param_value("name")); });
   check([&] { (void)lfs::metric_param(req, nullptr); });
   check([&] { (void)lfs::parse_pyroscope_name(req.get_param_value("name")); });
-  check([&] { (void)lfs::upload_metric(req.get_param_value("units"), req.get_param_value("metric")); });
+  check([&] {
+    (void)lfs::upload_metric(req.get_param_value("units"), req.get_param_value("metric"));
+  });
   (void)lfs::log_safe(target);
   return 0;
 }

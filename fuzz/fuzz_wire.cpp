@@ -17,8 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string again;
     lfw::encode(c, again);
     lfw::Chunk d;
-    if (!lfw::decode(again, d, error) || d.seq != c.seq || d.frames != c.frames || d.metrics != c.metrics ||
-        d.nodes.size() != c.nodes.size())
+    if (!lfw::decode(again, d, error) || d.seq != c.seq || d.frames != c.frames ||
+        d.metrics != c.metrics || d.nodes.size() != c.nodes.size())
       std::abort();
   }
   lf::ParseOptions o;

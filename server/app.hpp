@@ -9,11 +9,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <regex>
-#include <vector>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cache.hpp"
 #include "config.hpp"
@@ -29,7 +29,7 @@ struct App {
   Config cfg;
   Store* store = nullptr;
   SvgCache cache;
-  TreeCache trees{2000000};  ///< loaded trees of finished runs, at most 2M nodes in all
+  TreeCache trees{2000000};      ///< loaded trees of finished runs, at most 2M nodes in all
   TableCache tables{16u << 20};  ///< function tables of finished runs (details, /functions), 16 MiB
   PathCache paths{128u << 20};  ///< flat stacks of finished runs for sandwiches (issue 17), 128 MiB
   Metrics metrics;
@@ -77,14 +77,14 @@ void setup(httplib::Server& svr, App& app);
 
 // Route registration per area (handlers_*.cpp).
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
-void add_route(httplib::Server& svr, App& app, const char* method, const char* pattern, const char* route,
-               Handler h);
+void add_route(httplib::Server& svr, App& app, const char* method, const char* pattern,
+               const char* route, Handler h);
 /// Like add_route for POST bodies: the body is read here with the size limit
 /// (after gzip decoding) and the token check, and handed over in req.body.
 /// Multipart bodies are read into req.files on routes made with multipart =
 /// true, and refused with 415 on the others.
-void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h,
-                    bool multipart = false);
+void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route,
+                    Handler h, bool multipart = false);
 /// The request carries the token (always true without --token).
 bool authorized(const App& app, const httplib::Request& req);
 /// The origin of this server's own pages: --public-url, else http://HOST.
@@ -110,15 +110,17 @@ bool accepts_gzip(const httplib::Request& req);
 /// Sends `body`, gzip-compressed when the client accepts it
 /// (using body->gz when present, else compressing now at a fast level).
 /// httplib's own response compression is bypassed: it is very slow on large bodies.
-void send_payload(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> body,
-                  const std::string& type);
-void send_text(const httplib::Request& req, httplib::Response& res, std::string text, const std::string& type);
+void send_payload(const httplib::Request& req, httplib::Response& res,
+                  std::shared_ptr<const Payload> body, const std::string& type);
+void send_text(const httplib::Request& req, httplib::Response& res, std::string text,
+               const std::string& type);
 /// Id from the first regex group; 404 when it is not a stored run.
 RunInfo run_from_path(App& app, const httplib::Request& req, std::size_t group = 1);
 /// Metric from ?metric= (422 when unknown); default: the run's first metric, else samples.
 int metric_param(const httplib::Request& req, const RunInfo* run, const char* name = "metric");
 /// Integer query parameter with bounds (422 when bad).
-int64_t int_param(const httplib::Request& req, const char* name, int64_t def, int64_t lo, int64_t hi);
+int64_t int_param(const httplib::Request& req, const char* name, int64_t def, int64_t lo,
+                  int64_t hi);
 /// Time bound in ns: from=/until= accept Unix ns, or seconds when < 1e11 (422 when bad).
 int64_t time_param(const httplib::Request& req, const char* name, int64_t def);
 /// "K=V" tags from repeated `name` parameters (400 when malformed).

@@ -52,7 +52,8 @@ class RunLru {
 
   /// Keeps `value` for `key`, made from `run` at `revision` (and `run2`, for a comparison
   /// of two runs). Entries of `run` at another revision (a live run's older states) go.
-  void put(int64_t run, const std::string& key, Ptr value, int64_t run2 = -1, int64_t revision = 0) {
+  void put(int64_t run, const std::string& key, Ptr value, int64_t run2 = -1,
+           int64_t revision = 0) {
     std::lock_guard<std::mutex> lock(mu_);
     if (Cost(*value) > max_cost_ / largest_) return;
     auto it = index_.find(key);
@@ -78,14 +79,23 @@ class RunLru {
     }
   }
 
-  uint64_t hits() const { std::lock_guard<std::mutex> l(mu_); return hits_; }
-  uint64_t misses() const { std::lock_guard<std::mutex> l(mu_); return misses_; }
-  std::size_t cost() const { std::lock_guard<std::mutex> l(mu_); return cost_; }  ///< sum of Cost over entries
+  uint64_t hits() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return hits_;
+  }
+  uint64_t misses() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return misses_;
+  }
+  std::size_t cost() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return cost_;
+  }  ///< sum of Cost over entries
 
  private:
   struct Entry {
     int64_t run;
-    int64_t run2;  ///< the other run of a comparison, or -1
+    int64_t run2;      ///< the other run of a comparison, or -1
     int64_t revision;  ///< the run's revision the value was made from
     std::string key;
     Ptr value;
@@ -104,7 +114,9 @@ class RunLru {
   std::unordered_map<std::string, typename std::list<Entry>::iterator> index_;
 };
 
-inline std::size_t payload_bytes(const Payload& p) { return p.size(); }
+inline std::size_t payload_bytes(const Payload& p) {
+  return p.size();
+}
 
 /// Rendered SVGs of finished runs (and comparisons), bounded in bytes.
 class SvgCache : public RunLru<Payload, payload_bytes> {

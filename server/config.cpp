@@ -5,8 +5,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <map>
 
@@ -19,7 +19,7 @@ struct Option {
   const char* flag;  // --flag
   const char* env;   // LUAFLAME_...
   const char* help;
-  Setter set;        // returns an error message, empty when fine
+  Setter set;  // returns an error message, empty when fine
 };
 
 bool parse_int(const std::string& s, long long& out) {
@@ -41,7 +41,8 @@ bool parse_double(const std::string& s, double& out) {
 std::string set_listen(Config& c, const std::string& v) {
   auto colon = v.rfind(':');
   long long port = 0;
-  if (colon == std::string::npos || !parse_int(v.substr(colon + 1), port) || port < 0 || port > 65535)
+  if (colon == std::string::npos || !parse_int(v.substr(colon + 1), port) || port < 0 ||
+      port > 65535)
     return "--listen wants HOST:PORT, got '" + v + "'";
   c.host = v.substr(0, colon);
   if (c.host.size() > 2 && c.host.front() == '[' && c.host.back() == ']')
@@ -100,7 +101,8 @@ Setter int_setter(T Config::*field, const char* name, long long lo, long long hi
 
 const std::vector<Option>& options() {
   static const std::vector<Option> opts = {
-      {"--listen", "LUAFLAME_LISTEN", "HOST:PORT to listen on (default 127.0.0.1:8080)", set_listen},
+      {"--listen", "LUAFLAME_LISTEN", "HOST:PORT to listen on (default 127.0.0.1:8080)",
+       set_listen},
       {"--data", "LUAFLAME_DATA", "folder of the store (default data)",
        [](Config& c, const std::string& v) -> std::string {
          if (v.empty()) return "--data wants a folder";
@@ -116,54 +118,71 @@ const std::vector<Option>& options() {
          return {};
        }},
       {"--token", "LUAFLAME_TOKEN", "writes need 'Authorization: Bearer TOKEN' (default none)",
-       [](Config& c, const std::string& v) -> std::string { c.token = v; return {}; }},
+       [](Config& c, const std::string& v) -> std::string {
+         c.token = v;
+         return {};
+       }},
       {"--cors-origin", "LUAFLAME_CORS_ORIGIN",
        "let pages on ORIGIN read runs (repeatable, or comma-separated; * = any; default none)",
        [](Config& c, const std::string& v) -> std::string {
          std::size_t pos = 0;
          while (pos <= v.size()) {
            std::size_t comma = v.find(',', pos);
-           std::string o = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-           if (o.empty() || (o != "*" && o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0) ||
+           std::string o =
+               v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+           if (o.empty() ||
+               (o != "*" && o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0) ||
                o.back() == '/')
-             return "--cors-origin wants * or an origin such as https://www.speedscope.app, got '" + o + "'";
+             return "--cors-origin wants * or an origin such as https://www.speedscope.app, got '" +
+                    o + "'";
            c.cors_origins.push_back(o);
            if (comma == std::string::npos) break;
            pos = comma + 1;
          }
          return {};
        }},
-      {"--token-file", "LUAFLAME_TOKEN_FILE", "the write token from a file's first line (kept out of ps)",
+      {"--token-file", "LUAFLAME_TOKEN_FILE",
+       "the write token from a file's first line (kept out of ps)",
        file_setter(&Config::token, "--token-file")},
-      {"--read-token", "LUAFLAME_READ_TOKEN", "reads need this token too (Bearer, or Basic password) (default none)",
-       [](Config& c, const std::string& v) -> std::string { c.read_token = v; return {}; }},
+      {"--read-token", "LUAFLAME_READ_TOKEN",
+       "reads need this token too (Bearer, or Basic password) (default none)",
+       [](Config& c, const std::string& v) -> std::string {
+         c.read_token = v;
+         return {};
+       }},
       {"--read-token-file", "LUAFLAME_READ_TOKEN_FILE", "the read token from a file's first line",
        file_setter(&Config::read_token, "--read-token-file")},
-      {"--public-url", "LUAFLAME_PUBLIC_URL", "http(s)://HOST[:PORT] clients use: links and allowed Origin",
-       set_public_url},
+      {"--public-url", "LUAFLAME_PUBLIC_URL",
+       "http(s)://HOST[:PORT] clients use: links and allowed Origin", set_public_url},
       {"--max-json", "LUAFLAME_MAX_JSON", "largest JSON request body (default 1M)",
        size_setter(&Config::max_json_bytes, "--max-json")},
       {"--max-json-depth", "LUAFLAME_MAX_JSON_DEPTH", "deepest nesting of a JSON body (default 32)",
        int_setter(&Config::max_json_depth, "--max-json-depth", 1, 1000)},
-      {"--max-header-bytes", "LUAFLAME_MAX_HEADER_BYTES", "request line and headers, bytes (default 32K)",
+      {"--max-header-bytes", "LUAFLAME_MAX_HEADER_BYTES",
+       "request line and headers, bytes (default 32K)",
        size_setter(&Config::max_header_bytes, "--max-header-bytes")},
       {"--max-headers", "LUAFLAME_MAX_HEADERS", "header lines per request (default 100)",
        int_setter(&Config::max_headers, "--max-headers", 8, 10000)},
       {"--header-timeout", "LUAFLAME_HEADER_TIMEOUT", "seconds to send a request head (default 10)",
        int_setter(&Config::header_timeout_seconds, "--header-timeout", 1, 3600)},
-      {"--request-timeout", "LUAFLAME_REQUEST_TIMEOUT", "seconds for a whole request and its answer (default 120)",
+      {"--request-timeout", "LUAFLAME_REQUEST_TIMEOUT",
+       "seconds for a whole request and its answer (default 120)",
        int_setter(&Config::request_timeout_seconds, "--request-timeout", 1, 86400)},
       {"--max-connections", "LUAFLAME_MAX_CONNECTIONS", "open connections in all (default 512)",
        int_setter(&Config::max_connections, "--max-connections", 1, 900)},
-      {"--max-client-connections", "LUAFLAME_MAX_CLIENT_CONNECTIONS", "open connections per client address (default 64)",
+      {"--max-client-connections", "LUAFLAME_MAX_CLIENT_CONNECTIONS",
+       "open connections per client address (default 64)",
        int_setter(&Config::max_client_connections, "--max-client-connections", 1, 900)},
-      {"--max-client-workers", "LUAFLAME_MAX_CLIENT_WORKERS", "workers per client address (default 0 = threads/4)",
+      {"--max-client-workers", "LUAFLAME_MAX_CLIENT_WORKERS",
+       "workers per client address (default 0 = threads/4)",
        int_setter(&Config::max_client_workers, "--max-client-workers", 0, 256)},
-      {"--disk-reserve", "LUAFLAME_DISK_RESERVE", "space kept free for deletes when the disk fills (default 16M)",
+      {"--disk-reserve", "LUAFLAME_DISK_RESERVE",
+       "space kept free for deletes when the disk fills (default 16M)",
        size_setter(&Config::disk_reserve, "--disk-reserve")},
       {"--max-body", "LUAFLAME_MAX_BODY", "largest request body after gzip decoding (default 64M)",
        size_setter(&Config::max_body, "--max-body")},
-      {"--keep-days", "LUAFLAME_KEEP_DAYS", "delete finished runs older than DAYS (default 0 = keep)",
+      {"--keep-days", "LUAFLAME_KEEP_DAYS",
+       "delete finished runs older than DAYS (default 0 = keep)",
        [](Config& c, const std::string& v) -> std::string {
          double d = 0;
          if (!parse_double(v, d)) return "--keep-days wants a number of days, got '" + v + "'";
@@ -172,25 +191,35 @@ const std::vector<Option>& options() {
        }},
       {"--keep-runs", "LUAFLAME_KEEP_RUNS", "keep only the newest N runs (default 0 = all)",
        int_setter(&Config::keep_runs, "--keep-runs", 0, 1000000000000LL)},
-      {"--disk-budget", "LUAFLAME_DISK_BUDGET", "delete oldest runs above this store size (default 0 = none)",
+      {"--disk-budget", "LUAFLAME_DISK_BUDGET",
+       "delete oldest runs above this store size (default 0 = none)",
        size_setter(&Config::disk_budget, "--disk-budget")},
       {"--log-level", "LUAFLAME_LOG_LEVEL", "trace|debug|info|warn|error|off (default info)",
        [](Config& c, const std::string& v) -> std::string {
-         static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+         static const char* levels[] = {"trace", "debug",    "info", "warn",
+                                        "error", "critical", "off"};
          for (const char* l : levels)
-           if (v == l) { c.log_level = v; return {}; }
+           if (v == l) {
+             c.log_level = v;
+             return {};
+           }
          return "--log-level wants trace|debug|info|warn|error|off, got '" + v + "'";
        }},
       {"--web", "LUAFLAME_WEB", "folder of the web pages (default: the source tree's web/)",
-       [](Config& c, const std::string& v) -> std::string { c.web_dir = v; return {}; }},
+       [](Config& c, const std::string& v) -> std::string {
+         c.web_dir = v;
+         return {};
+       }},
       {"--threads", "LUAFLAME_THREADS", "request worker threads (default 16)",
        int_setter(&Config::threads, "--threads", 1, 256)},
-      {"--keep-alive", "LUAFLAME_KEEP_ALIVE", "seconds an idle connection may hold a worker (default 2)",
+      {"--keep-alive", "LUAFLAME_KEEP_ALIVE",
+       "seconds an idle connection may hold a worker (default 2)",
        int_setter(&Config::keep_alive_seconds, "--keep-alive", 0, 300)},
       {"--cache-mb", "LUAFLAME_CACHE_MB", "memory for cached SVGs in MiB (default 64)",
        [](Config& c, const std::string& v) -> std::string {
          long long n = 0;
-         if (!parse_int(v, n) || n < 0 || n > 65536) return "--cache-mb wants 0..65536, got '" + v + "'";
+         if (!parse_int(v, n) || n < 0 || n > 65536)
+           return "--cache-mb wants 0..65536, got '" + v + "'";
          c.cache_bytes = static_cast<std::size_t>(n) << 20;
          return {};
        }},
@@ -203,7 +232,8 @@ const std::vector<Option>& options() {
       {"--max-tags", "LUAFLAME_MAX_TAGS", "tags per run (default 32)",
        int_setter(&Config::max_tags, "--max-tags", 0, 1024)},
       {"--resolutions", "LUAFLAME_RESOLUTIONS",
-       "time buckets of streams and their retention, WIDTH:KEEP,... (default 1s:1d,10s:1d,1m:7d,10m:7d,1h:30d,1d:30d)",
+       "time buckets of streams and their retention, WIDTH:KEEP,... (default "
+       "1s:1d,10s:1d,1m:7d,10m:7d,1h:30d,1d:30d)",
        [](Config& c, const std::string& v) -> std::string {
          std::vector<Resolution> r;
          std::string err = parse_resolutions(v, r);
@@ -211,15 +241,18 @@ const std::vector<Option>& options() {
          c.resolutions = v;
          return {};
        }},
-      {"--retention-interval", "LUAFLAME_RETENTION_INTERVAL", "seconds between retention passes (default 60)",
+      {"--retention-interval", "LUAFLAME_RETENTION_INTERVAL",
+       "seconds between retention passes (default 60)",
        int_setter(&Config::retention_interval, "--retention-interval", 1, 86400)},
-      {"--sync", "LUAFLAME_SYNC", "full (fsync each commit) or normal (survives kill -9, not power loss)",
+      {"--sync", "LUAFLAME_SYNC",
+       "full (fsync each commit) or normal (survives kill -9, not power loss)",
        [](Config& c, const std::string& v) -> std::string {
          if (v != "full" && v != "normal") return "--sync wants full or normal, got '" + v + "'";
          c.sync_full = v == "full";
          return {};
        }},
-      {"--stale-minutes", "LUAFLAME_STALE_MINUTES", "mark live runs without new data for this long finished (default 60)",
+      {"--stale-minutes", "LUAFLAME_STALE_MINUTES",
+       "mark live runs without new data for this long finished (default 60)",
        int_setter(&Config::stale_minutes, "--stale-minutes", 0, 1000000)},
   };
   return opts;
@@ -263,7 +296,8 @@ std::string config_usage() {
   return s;
 }
 
-ConfigResult parse_config(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+ConfigResult parse_config(const std::vector<std::string>& args,
+                          const std::vector<std::string>& env) {
   ConfigResult r;
 #ifdef LUAFLAME_WEB_DIR
   r.config.web_dir = LUAFLAME_WEB_DIR;
@@ -275,12 +309,18 @@ ConfigResult parse_config(const std::vector<std::string>& args, const std::vecto
     for (const Option& o : options()) {
       if (key != o.env) continue;
       std::string err = o.set(r.config, value);
-      if (!err.empty()) { r.error = o.env + std::string(": ") + err; return r; }
+      if (!err.empty()) {
+        r.error = o.env + std::string(": ") + err;
+        return r;
+      }
     }
   }
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--help" || a == "-h") { r.help = true; return r; }
+    if (a == "--help" || a == "-h") {
+      r.help = true;
+      return r;
+    }
     std::string flag = a, value;
     bool has_value = false;
     auto eq = a.find('=');
@@ -292,13 +332,22 @@ ConfigResult parse_config(const std::vector<std::string>& args, const std::vecto
     const Option* found = nullptr;
     for (const Option& o : options())
       if (flag == o.flag) found = &o;
-    if (!found) { r.error = "unknown option '" + a + "' (see --help)"; return r; }
+    if (!found) {
+      r.error = "unknown option '" + a + "' (see --help)";
+      return r;
+    }
     if (!has_value) {
-      if (i + 1 >= args.size()) { r.error = flag + " needs a value"; return r; }
+      if (i + 1 >= args.size()) {
+        r.error = flag + " needs a value";
+        return r;
+      }
       value = args[++i];
     }
     std::string err = found->set(r.config, value);
-    if (!err.empty()) { r.error = err; return r; }
+    if (!err.empty()) {
+      r.error = err;
+      return r;
+    }
   }
   return r;
 }

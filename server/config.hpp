@@ -21,8 +21,8 @@ struct Config {
   /// --token / LUAFLAME_TOKEN, or --token-file / LUAFLAME_TOKEN_FILE (the file's first line,
   /// kept out of `ps`): when set, writes need "Authorization: Bearer TOKEN". Default none.
   std::string token;
-  /// --cors-origin ORIGIN (repeatable; "*" = any) / LUAFLAME_CORS_ORIGIN (comma-separated): pages on
-  /// these origins may read runs; their writes need the token. Default none (same origin only).
+  /// --cors-origin ORIGIN (repeatable; "*" = any) / LUAFLAME_CORS_ORIGIN (comma-separated): pages
+  /// on these origins may read runs; their writes need the token. Default none (same origin only).
   std::vector<std::string> cors_origins;
   /// --read-token / --read-token-file: when set, reads (the API, pages, /metrics; not /healthz)
   /// need "Authorization: Bearer T" or HTTP Basic with T as the password (or the write token).
@@ -36,7 +36,8 @@ struct Config {
   /// --max-body / LUAFLAME_MAX_BODY: largest request body (after gzip decoding), bytes
   /// (suffixes K, M, G). Default 64 MiB.
   std::size_t max_body = 64u << 20;
-  /// --keep-days / LUAFLAME_KEEP_DAYS: delete finished runs older than this; 0 = forever. Default 0.
+  /// --keep-days / LUAFLAME_KEEP_DAYS: delete finished runs older than this; 0 = forever. Default
+  /// 0.
   double keep_days = 0;
   /// --keep-runs / LUAFLAME_KEEP_RUNS: keep only the newest N runs; 0 = all. Default 0.
   int64_t keep_runs = 0;
@@ -91,7 +92,8 @@ struct Config {
   /// --sync / LUAFLAME_SYNC: "full" (each commit fsynced: survives power loss) or "normal"
   /// (survives a crash or kill -9 of the server, not power loss; faster writes). Default full.
   bool sync_full = true;
-  /// --retention-interval / LUAFLAME_RETENTION_INTERVAL: seconds between retention passes. Default 60.
+  /// --retention-interval / LUAFLAME_RETENTION_INTERVAL: seconds between retention passes.
+  /// Default 60.
   int retention_interval = 60;
   /// --stale-minutes / LUAFLAME_STALE_MINUTES: a live run with no new data for this long is marked
   /// finished (its collector died, or a Pyroscope series stopped); 0 = never. Default 60.
@@ -111,7 +113,8 @@ struct ConfigResult {
 };
 
 /// Parses `args` (without argv[0]) over the environment `env` ("NAME=VALUE" strings).
-ConfigResult parse_config(const std::vector<std::string>& args, const std::vector<std::string>& env);
+ConfigResult parse_config(const std::vector<std::string>& args,
+                          const std::vector<std::string>& env);
 
 /// The --help text.
 std::string config_usage();

@@ -58,10 +58,10 @@ struct Conn {
   int fd = -1;
   std::string peer;
   int peer_port = 0;
-  std::string buf;       // received bytes not yet consumed by httplib
-  std::size_t pos = 0;   // consumed prefix of buf
+  std::string buf;      // received bytes not yet consumed by httplib
+  std::size_t pos = 0;  // consumed prefix of buf
   bool busy = false;
-  bool head_started = false;  // a byte of the next request has arrived
+  bool head_started = false;   // a byte of the next request has arrived
   Clock::time_point deadline;  // waiting: head or idle deadline; busy: request deadline
 };
 
@@ -105,7 +105,10 @@ class ConnStream : public httplib::Stream {
       std::size_t n = std::min(size, c_.buf.size() - c_.pos);
       std::memcpy(ptr, c_.buf.data() + c_.pos, n);
       c_.pos += n;
-      if (c_.pos == c_.buf.size()) { c_.buf.clear(); c_.pos = 0; }
+      if (c_.pos == c_.buf.size()) {
+        c_.buf.clear();
+        c_.pos = 0;
+      }
       return static_cast<ssize_t>(n);
     }
     for (;;) {
@@ -121,7 +124,10 @@ class ConnStream : public httplib::Stream {
     std::size_t done = 0;
     while (done < size) {
       ssize_t w = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL);
-      if (w > 0) { done += static_cast<std::size_t>(w); continue; }
+      if (w > 0) {
+        done += static_cast<std::size_t>(w);
+        continue;
+      }
       if (w < 0 && errno == EINTR) continue;
       if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait(POLLOUT)) continue;
       return -1;
@@ -157,8 +163,12 @@ class ConnStream : public httplib::Stream {
   // Waits for `events` until the request deadline; false on timeout or error.
   bool wait(short events) const {
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-      if (left <= 0) { timed_out_ = true; return false; }
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+      if (left <= 0) {
+        timed_out_ = true;
+        return false;
+      }
       pollfd p{c_.fd, events, 0};
       int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
       if (r > 0) return (p.revents & (events | POLLHUP)) != 0 && !(p.revents & POLLNVAL);
@@ -232,17 +242,21 @@ struct FrontServer::Impl {
     }
     std::string peer = text;
     std::lock_guard<std::mutex> lock(mu);
-    if (stopping || ep < 0) { ::close(fd); return; }
+    if (stopping || ep < 0) {
+      ::close(fd);
+      return;
+    }
     std::size_t& mine = per_client[peer];
     if (conns.size() >= opt.max_connections || mine >= opt.max_client_connections) {
       const bool all = conns.size() >= opt.max_connections;
       if (mine == 0) per_client.erase(peer);
-      spdlog::warn("{}: connection refused: {}", peer, all ? "too many connections" : "too many from this client");
+      spdlog::warn("{}: connection refused: {}", peer,
+                   all ? "too many connections" : "too many from this client");
       refuse(fd, 503, "Service Unavailable",
              all ? "too many open connections (at most " + std::to_string(opt.max_connections) +
                        ", --max-connections)"
-                 : "too many connections from " + peer + " (at most " + std::to_string(opt.max_client_connections) +
-                       ", --max-client-connections)");
+                 : "too many connections from " + peer + " (at most " +
+                       std::to_string(opt.max_client_connections) + ", --max-client-connections)");
       ::close(fd);
       return;
     }
@@ -283,9 +297,12 @@ struct FrontServer::Impl {
         if (c->buf.size() - c->pos > opt.max_header_bytes + sizeof tmp) break;  // judged below
         continue;
       }
-      if (r == 0) eof = true;
-      else if (errno == EINTR) continue;
-      else if (errno != EAGAIN && errno != EWOULDBLOCK) eof = true;
+      if (r == 0)
+        eof = true;
+      else if (errno == EINTR)
+        continue;
+      else if (errno != EAGAIN && errno != EWOULDBLOCK)
+        eof = true;
       break;
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -300,19 +317,24 @@ struct FrontServer::Impl {
     std::size_t have = (end == std::string::npos ? c->buf.size() : end) - c->pos;
     if (have > opt.max_header_bytes) {
       refuse(c->fd, 431, "Request Header Fields Too Large",
-             "request head larger than " + std::to_string(opt.max_header_bytes) + " bytes (--max-header-bytes)");
+             "request head larger than " + std::to_string(opt.max_header_bytes) +
+                 " bytes (--max-header-bytes)");
       spdlog::warn("{}: request head over {} bytes: closed", c->peer, opt.max_header_bytes);
       erase(c);
       return true;
     }
     if (end == std::string::npos) {
-      if (c->pos > 0 && c->pos == c->buf.size()) { c->buf.clear(); c->pos = 0; }
+      if (c->pos > 0 && c->pos == c->buf.size()) {
+        c->buf.clear();
+        c->pos = 0;
+      }
       arm(c, EPOLL_CTL_MOD);
       return false;
     }
     if (std::size_t n = header_lines(*c, end); n > opt.max_headers) {
       refuse(c->fd, 431, "Request Header Fields Too Large",
-             std::to_string(n) + " header lines (at most " + std::to_string(opt.max_headers) + ", --max-headers)");
+             std::to_string(n) + " header lines (at most " + std::to_string(opt.max_headers) +
+                 ", --max-headers)");
       spdlog::warn("{}: {} header lines: closed", c->peer, n);
       erase(c);
       return true;
@@ -335,7 +357,8 @@ struct FrontServer::Impl {
         refuse(c->fd, 408, "Request Timeout",
                "request head not received within " + std::to_string(opt.header_timeout_seconds) +
                    " s (--header-timeout)");
-        spdlog::warn("{}: request head not complete after {} s: closed", c->peer, opt.header_timeout_seconds);
+        spdlog::warn("{}: request head not complete after {} s: closed", c->peer,
+                     opt.header_timeout_seconds);
       }
       erase(c);
     }
@@ -357,7 +380,8 @@ struct FrontServer::Impl {
   }
 
   std::size_t client_cap() const {
-    return opt.max_client_workers ? opt.max_client_workers : std::max<std::size_t>(1, opt.workers / 4);
+    return opt.max_client_workers ? opt.max_client_workers
+                                  : std::max<std::size_t>(1, opt.workers / 4);
   }
 
   // Under mu: the first queued connection whose client is under its share.
@@ -375,7 +399,10 @@ struct FrontServer::Impl {
       auto it = next_eligible();
       if (it == queue.end()) {
         if (stopping && queue.empty()) return;
-        if (stopping) { work_cv.wait_for(lock, std::chrono::milliseconds(50)); continue; }
+        if (stopping) {
+          work_cv.wait_for(lock, std::chrono::milliseconds(50));
+          continue;
+        }
         continue;
       }
       Conn* c = *it;
@@ -394,8 +421,9 @@ struct FrontServer::Impl {
       } else {
         c->busy = false;
         c->head_started = c->pos < c->buf.size();
-        c->deadline = Clock::now() + std::chrono::seconds(c->head_started ? opt.header_timeout_seconds
-                                                                          : opt.keep_alive_seconds);
+        c->deadline =
+            Clock::now() + std::chrono::seconds(c->head_started ? opt.header_timeout_seconds
+                                                                : opt.keep_alive_seconds);
         judge(c);  // a pipelined request already in the buffer goes straight back to the queue
       }
     }
@@ -438,7 +466,9 @@ FrontServer::FrontServer(const FrontOptions& opts) : impl_(std::make_unique<Impl
   };
 }
 
-FrontServer::~FrontServer() { impl_->shutdown(); }
+FrontServer::~FrontServer() {
+  impl_->shutdown();
+}
 
 bool FrontServer::process_and_close_socket(socket_t sock) {
   impl_->adopt(sock);

@@ -23,15 +23,15 @@ namespace lfs {
 
 /// What the front loop enforces; every figure comes from Config (see from()).
 struct FrontOptions {
-  std::size_t workers = 16;               ///< --threads
-  int header_timeout_seconds = 10;        ///< --header-timeout
-  int keep_alive_seconds = 2;             ///< --keep-alive: idle time between requests
-  int request_timeout_seconds = 120;      ///< --request-timeout
+  std::size_t workers = 16;                 ///< --threads
+  int header_timeout_seconds = 10;          ///< --header-timeout
+  int keep_alive_seconds = 2;               ///< --keep-alive: idle time between requests
+  int request_timeout_seconds = 120;        ///< --request-timeout
   std::size_t max_header_bytes = 32 << 10;  ///< --max-header-bytes
-  std::size_t max_headers = 100;          ///< --max-headers
-  std::size_t max_connections = 512;      ///< --max-connections
+  std::size_t max_headers = 100;            ///< --max-headers
+  std::size_t max_connections = 512;        ///< --max-connections
   std::size_t max_client_connections = 64;  ///< --max-client-connections
-  std::size_t max_client_workers = 0;     ///< --max-client-workers; 0 = workers / 4
+  std::size_t max_client_workers = 0;       ///< --max-client-workers; 0 = workers / 4
   static FrontOptions from(const Config& c);
 };
 

@@ -13,10 +13,15 @@ namespace lfs {
 
 Gunzip::Gunzip(std::size_t limit) : limit_(limit) {
   // 15 + 16: gzip wrapper only (zlib checks the CRC-32 and ISIZE trailer).
-  if (inflateInit2(&z_, 15 + 16) != Z_OK) { bad_ = true; error_ = "cannot start gzip decoding"; }
+  if (inflateInit2(&z_, 15 + 16) != Z_OK) {
+    bad_ = true;
+    error_ = "cannot start gzip decoding";
+  }
 }
 
-Gunzip::~Gunzip() { inflateEnd(&z_); }
+Gunzip::~Gunzip() {
+  inflateEnd(&z_);
+}
 
 Gunzip::Status Gunzip::feed(const char* data, std::size_t n, std::string& out) {
   if (bad_) return Status::bad;
@@ -37,11 +42,15 @@ Gunzip::Status Gunzip::feed(const char* data, std::size_t n, std::string& out) {
     if (got > limit_ - std::min(total_, limit_)) return Status::too_big;
     total_ += got;
     out.append(buf, got);
-    if (rc == Z_STREAM_END) { ended_ = true; continue; }
+    if (rc == Z_STREAM_END) {
+      ended_ = true;
+      continue;
+    }
     if (rc == Z_BUF_ERROR && z_.avail_in == 0) break;
     if (rc != Z_OK) {
       bad_ = true;
-      error_ = std::string("bad gzip data (") + (z_.msg ? z_.msg : "error " + std::to_string(rc)) + ")";
+      error_ =
+          std::string("bad gzip data (") + (z_.msg ? z_.msg : "error " + std::to_string(rc)) + ")";
       return Status::bad;
     }
   }
@@ -51,7 +60,8 @@ Gunzip::Status Gunzip::feed(const char* data, std::size_t n, std::string& out) {
 std::string Gunzip::error() const {
   if (bad_) return error_;
   if (!any_) return "empty gzip body";
-  if (!ended_) return "gzip body is truncated: it ends without the end of its last member (CRC and length)";
+  if (!ended_)
+    return "gzip body is truncated: it ends without the end of its last member (CRC and length)";
   return {};
 }
 
@@ -60,27 +70,34 @@ std::size_t json_depth(std::string_view text, std::size_t limit) {
   bool in_string = false, escaped = false;
   for (char ch : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
       continue;
     }
-    if (ch == '"') in_string = true;
+    if (ch == '"')
+      in_string = true;
     else if (ch == '[' || ch == '{') {
       deepest = std::max(deepest, ++depth);
       if (deepest > limit) return limit + 1;
-    } else if ((ch == ']' || ch == '}') && depth > 0) --depth;
+    } else if ((ch == ']' || ch == '}') && depth > 0)
+      --depth;
   }
   return deepest;
 }
 
-nlohmann::json parse_json_request(std::string_view body, std::size_t max_bytes, std::size_t max_depth,
-                                  bool optional) {
+nlohmann::json parse_json_request(std::string_view body, std::size_t max_bytes,
+                                  std::size_t max_depth, bool optional) {
   if (body.empty() && optional) return nlohmann::json::object();
   if (body.size() > max_bytes)
-    throw HttpError(413, "JSON body larger than " + std::to_string(max_bytes) + " bytes (--max-json)");
+    throw HttpError(413,
+                    "JSON body larger than " + std::to_string(max_bytes) + " bytes (--max-json)");
   if (json_depth(body, max_depth) > max_depth)
-    throw HttpError(400, "JSON body nested deeper than " + std::to_string(max_depth) + " levels (--max-json-depth)");
+    throw HttpError(400, "JSON body nested deeper than " + std::to_string(max_depth) +
+                             " levels (--max-json-depth)");
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw HttpError(400, "the body must be a JSON object");
   return j;
@@ -138,10 +155,17 @@ std::string url_decode(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') { out += ' '; continue; }
+    if (s[i] == '+') {
+      out += ' ';
+      continue;
+    }
     if (s[i] == '%' && i + 2 < s.size()) {
       int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
-      if (hi >= 0 && lo >= 0) { out += static_cast<char>(hi * 16 + lo); i += 2; continue; }
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
     }
     out += s[i];
   }
@@ -160,7 +184,8 @@ std::multimap<std::string, std::string> parse_query(std::string_view target) {
     if (part.empty()) continue;
     auto eq = part.find('=');
     std::string key = url_decode(part.substr(0, eq));
-    std::string value = eq == std::string_view::npos ? std::string() : url_decode(part.substr(eq + 1));
+    std::string value =
+        eq == std::string_view::npos ? std::string() : url_decode(part.substr(eq + 1));
     params.emplace(std::move(key), std::move(value));
   }
   return params;
@@ -202,9 +227,11 @@ bool cross_site_simple_write(const httplib::Request& req, const std::string& own
                              const std::vector<std::string>& trusted) {
   const std::string origin = req.get_header_value("Origin");
   // A trusted origin is exact: "*" lets any page read, never write without the token.
-  if (!origin.empty() && std::find(trusted.begin(), trusted.end(), origin) != trusted.end()) return false;
+  if (!origin.empty() && std::find(trusted.begin(), trusted.end(), origin) != trusted.end())
+    return false;
   const std::string site = ascii_lower(req.get_header_value("Sec-Fetch-Site"));
-  bool cross = (!origin.empty() && origin != own_origin) || site == "cross-site" || site == "same-site";
+  bool cross =
+      (!origin.empty() && origin != own_origin) || site == "cross-site" || site == "same-site";
   if (!cross) return false;
   if (req.has_header("X-Luaflame")) return false;  // a custom header needs a preflight
   std::string type = ascii_lower(req.get_header_value("Content-Type"));
@@ -221,7 +248,8 @@ std::string safe_static_path(const std::string& root, const std::string& rel) {
   std::error_code ec;
   std::filesystem::path base = std::filesystem::canonical(root, ec);
   if (ec) return {};
-  std::filesystem::path file = std::filesystem::canonical(base / std::filesystem::path(rel).relative_path(), ec);
+  std::filesystem::path file =
+      std::filesystem::canonical(base / std::filesystem::path(rel).relative_path(), ec);
   if (ec || !std::filesystem::is_regular_file(file, ec)) return {};
   // Inside base after resolving every symlink: base must be a prefix by path components.
   auto b = base.begin(), f = file.begin();

@@ -11,8 +11,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 namespace lfs {
 
@@ -40,7 +40,7 @@ class Gunzip {
   std::size_t total_ = 0;
   bool ended_ = false;  // the last member reached Z_STREAM_END
   bool bad_ = false;
-  bool any_ = false;    // any input seen
+  bool any_ = false;  // any input seen
   std::string error_;
 };
 
@@ -51,8 +51,8 @@ std::size_t json_depth(std::string_view text, std::size_t limit);
 /// A JSON object request body, within `max_bytes` and `max_depth`
 /// (deeper bodies overflowed the stack of the recursive dump). An empty body
 /// is {} when `optional`. Throws HttpError 400 (bad or too deep) or 413.
-nlohmann::json parse_json_request(std::string_view body, std::size_t max_bytes, std::size_t max_depth,
-                                  bool optional);
+nlohmann::json parse_json_request(std::string_view body, std::size_t max_bytes,
+                                  std::size_t max_depth, bool optional);
 
 /// %XX and '+' decoding of one query component.
 std::string url_decode(std::string_view s);

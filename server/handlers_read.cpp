@@ -5,10 +5,10 @@
 #include <limits>
 
 #include "app.hpp"
-#include "luaflame/pprof.hpp"
-#include "pprof_ingest.hpp"
 #include "luaflame/diff.hpp"
 #include "luaflame/hash.hpp"
+#include "luaflame/pprof.hpp"
+#include "pprof_ingest.hpp"
 #include "render.hpp"
 
 namespace lfs {
@@ -68,8 +68,8 @@ std::string etag_of(const std::string& key, const RunInfo& run) {
   return buf;
 }
 
-void send_svg(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> svg,
-              const std::string& etag) {
+void send_svg(const httplib::Request& req, httplib::Response& res,
+              std::shared_ptr<const Payload> svg, const std::string& etag) {
   res.status = 200;
   if (!etag.empty()) {
     res.set_header("ETag", etag);
@@ -127,9 +127,15 @@ void list_runs(App& app, const httplib::Request& req, httplib::Response& res) {
   RunList list = app.store->list_runs(f);
   nlohmann::json runs = nlohmann::json::array();
   for (const RunInfo& r : list.runs) runs.push_back(run_json(r));
-  nlohmann::json next = list.next_cursor ? nlohmann::json(list.next_cursor) : nlohmann::json(nullptr);
-  send_json(res, 200, {{"runs", runs}, {"total", list.total}, {"total_exact", list.total_exact},
-                       {"next_cursor", next}, {"limit", f.limit}, {"offset", f.offset}});
+  nlohmann::json next =
+      list.next_cursor ? nlohmann::json(list.next_cursor) : nlohmann::json(nullptr);
+  send_json(res, 200,
+            {{"runs", runs},
+             {"total", list.total},
+             {"total_exact", list.total_exact},
+             {"next_cursor", next},
+             {"limit", f.limit},
+             {"offset", f.offset}});
 }
 
 // GET /api/runs/{id}
@@ -149,7 +155,10 @@ void functions(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
   std::size_t limit = static_cast<std::size_t>(int_param(req, "limit", 1000, 1, 1000000));
-  send_text(req, res, run_functions(*app.tables.get(app.trees, *app.store, run, view), view.metric, limit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  send_text(req, res,
+            run_functions(*app.tables.get(app.trees, *app.store, run, view), view.metric, limit)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+            "application/json");
 }
 
 // GET /api/runs/{id}/profile.folded
@@ -162,9 +171,11 @@ void folded(App& app, const httplib::Request& req, httplib::Response& res) {
       throw HttpError(422, "bad value for reverse: '" + r + "' (0 or 1)");
     view.reverse = r == "1" || r == "true";
   }
-  send_text(req, res, run_folded(*app.trees.get(*app.store, run, view)), "text/plain; charset=utf-8");
-  res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + "." +
-                                            std::string(metric_name(view.metric)) + ".folded\"");
+  send_text(req, res, run_folded(*app.trees.get(*app.store, run, view)),
+            "text/plain; charset=utf-8");
+  res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) +
+                                            "." + std::string(metric_name(view.metric)) +
+                                            ".folded\"");
 }
 
 // GET /api/runs/{id}/profile.pb.gz?from=&until=&focus=  (pprof: every metric a sample type)
@@ -188,15 +199,20 @@ void pprof(App& app, const httplib::Request& req, httplib::Response& res) {
   }
   res.status = 200;
   res.set_content(lf::write_pprof(series, o), "application/octet-stream");
-  res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + ".pb.gz\"");
+  res.set_header("Content-Disposition",
+                 "attachment; filename=\"run-" + std::to_string(run.id) + ".pb.gz\"");
 }
 
 // GET /api/runs/{id}/speedscope.json
 void speedscope(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
-  send_text(req, res, run_speedscope(*app.trees.get(*app.store, run, view), run, view.metric).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
-  res.set_header("Content-Disposition", "attachment; filename=\"run-" + std::to_string(run.id) + ".speedscope.json\"");
+  send_text(req, res,
+            run_speedscope(*app.trees.get(*app.store, run, view), run, view.metric)
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+            "application/json");
+  res.set_header("Content-Disposition",
+                 "attachment; filename=\"run-" + std::to_string(run.id) + ".speedscope.json\"");
 }
 
 // GET /api/runs/{id}/timeline?metric=&step=SECONDS
@@ -209,7 +225,8 @@ void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
   int64_t step_s = int_param(req, "step", 0, 0, 86400 * 365);
   int64_t step = step_s * 1000000000LL;
   if (step == 0) {  // about 100 points, whole seconds
-    step = std::max<int64_t>(1000000000LL, ((until - from) / 100 + 999999999LL) / 1000000000LL * 1000000000LL);
+    step = std::max<int64_t>(1000000000LL,
+                             ((until - from) / 100 + 999999999LL) / 1000000000LL * 1000000000LL);
   }
   int64_t origin = from - from % 1000000000LL;
   std::size_t n = static_cast<std::size_t>((until - origin + step - 1) / step);
@@ -220,9 +237,13 @@ void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
     std::size_t i = static_cast<std::size_t>((p.t_ns - origin) / step);
     if (i < values.size()) values[i] += p.value;
   }
-  send_json(res, 200, {{"metric", metric_name(metric)}, {"units", metric_units(metric)}, {"from_ns", origin},
-                       {"until_ns", origin + static_cast<int64_t>(values.size()) * step}, {"step_ns", step},
-                       {"values", values}});
+  send_json(res, 200,
+            {{"metric", metric_name(metric)},
+             {"units", metric_units(metric)},
+             {"from_ns", origin},
+             {"until_ns", origin + static_cast<int64_t>(values.size()) * step},
+             {"step_ns", step},
+             {"values", values}});
 }
 
 // head_name=NAME&head_tag=K=V: the newest run of NAME with those tags, any status
@@ -235,7 +256,8 @@ RunInfo newest_run(App& app, const httplib::Request& req) {
   f.tags = tag_params(req, "head_tag", 64);
   f.limit = 1;
   RunList list = app.store->list_runs(f);
-  if (list.runs.empty()) throw HttpError(404, "head_name=" + f.name + ": no run with that name and those tags");
+  if (list.runs.empty())
+    throw HttpError(404, "head_name=" + f.name + ": no run with that name and those tags");
   return list.runs.front();
 }
 
@@ -246,7 +268,8 @@ std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
     std::string v = req.get_param_value(name);
     char* end = nullptr;
     long long id = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || id <= 0) throw HttpError(422, std::string(name) + " must be a run id, got '" + v + "'");
+    if (v.empty() || *end != '\0' || id <= 0)
+      throw HttpError(422, std::string(name) + " must be a run id, got '" + v + "'");
     auto r = app.store->get_run(id);
     if (!r) throw HttpError(404, std::string("no run ") + v + " (" + name + ")");
     return *r;
@@ -255,10 +278,13 @@ std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
     throw HttpError(422, "head=ID or head_name=NAME (with head_tag=K=V) is required");
   RunInfo head = req.has_param("head_name") ? newest_run(app, req) : by_id("head");
   if (req.has_param("base")) return {by_id("base"), head};
-  if (!req.has_param("base_name")) throw HttpError(422, "base=ID or base_name=NAME (with base_tag=K=V) is required");
+  if (!req.has_param("base_name"))
+    throw HttpError(422, "base=ID or base_name=NAME (with base_tag=K=V) is required");
   Tags tags = tag_params(req, "base_tag", 64);
   auto id = app.store->latest_run(req.get_param_value("base_name"), tags, head.id);
-  if (!id) throw HttpError(404, "no finished run named '" + req.get_param_value("base_name") + "' with those tags");
+  if (!id)
+    throw HttpError(
+        404, "no finished run named '" + req.get_param_value("base_name") + "' with those tags");
   auto base = app.store->get_run(*id);
   if (!base) throw HttpError(404, "base run vanished");
   return {*base, head};
@@ -293,20 +319,24 @@ void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
   // invert=1: widths from the base, so what shrank or vanished (got faster) is wide enough
   // to see; colours keep their meaning (red grew, blue shrank).
   std::string inv = req.get_param_value("invert");
-  if (!inv.empty() && inv != "0" && inv != "1") throw HttpError(422, "invert is 1 or 0, got '" + inv + "'");
+  if (!inv.empty() && inv != "0" && inv != "1")
+    throw HttpError(422, "invert is 1 or 0, got '" + inv + "'");
   opts.differential_as_after = inv != "1";
   if (!req.has_param("title"))
-    opts.title = "Differential: " + head.name + " #" + std::to_string(head.id) + " vs #" + std::to_string(base.id);
+    opts.title = "Differential: " + head.name + " #" + std::to_string(head.id) + " vs #" +
+                 std::to_string(base.id);
   if (!req.has_param("subtitle"))
-    opts.subtitle = std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
-                    (opts.differential_as_after ? "" : ", widths of the base") + "; red grew, blue shrank" +
-                    (view.focus.empty() ? "" : "; focus: " + view.focus);
+    opts.subtitle =
+        std::string(metric_name(view.metric)) + (normalize ? ", normalised to equal totals" : "") +
+        (opts.differential_as_after ? "" : ", widths of the base") + "; red grew, blue shrank" +
+        (view.focus.empty() ? "" : "; focus: " + view.focus);
   // Two finished runs never change: their comparison is cached like a graph,
   // under both ids (a deleted run drops it) and its resolved base (base_name=).
   const bool cacheable = base.status == "finished" && head.status == "finished";
   std::string key, etag;
   if (cacheable) {
-    key = "diff|" + std::to_string(base.id) + "|" + std::to_string(base.ended_ns) + "|" + cache_key(req);
+    key = "diff|" + std::to_string(base.id) + "|" + std::to_string(base.ended_ns) + "|" +
+          cache_key(req);
     etag = etag_of(key, head);
     if (req.get_header_value("If-None-Match") == etag) {
       res.status = 304;
@@ -344,7 +374,8 @@ void diff_json(App& app, const httplib::Request& req, httplib::Response& res) {
 }  // namespace
 
 void setup_read_routes(httplib::Server& svr, App& app) {
-  auto route = [&](const char* pattern, const char* name, void (*fn)(App&, const httplib::Request&, httplib::Response&)) {
+  auto route = [&](const char* pattern, const char* name,
+                   void (*fn)(App&, const httplib::Request&, httplib::Response&)) {
     add_route(svr, app, "GET", pattern, name,
               [&app, fn](const httplib::Request& q, httplib::Response& r) { fn(app, q, r); });
   };

@@ -60,7 +60,10 @@ Body body_of(const httplib::Request& req) {
   if (req.is_multipart_form_data()) {
     bool found = false;
     b.text = part(req, "profile", &found);
-    if (!found) throw HttpError(400, "a multipart body needs a 'profile' part (and may have prev_profile, sample_type_config)");
+    if (!found)
+      throw HttpError(400,
+                      "a multipart body needs a 'profile' part (and may have prev_profile, "
+                      "sample_type_config)");
     b.prev = part(req, "prev_profile");
     b.config = part(req, "sample_type_config");
   } else {
@@ -89,7 +92,8 @@ void upload(App& app, const httplib::Request& req, httplib::Response& res) {
     batch.metrics = {upload_metric(req.get_param_value("units"), req.get_param_value("metric"))};
     lines = parse_folded_batch(body.text, parse_options(app), batch);
   }
-  if (batch.nodes.empty()) throw HttpError(400, "the body holds no stacks", {{"line", 0}, {"reason", "empty input"}});
+  if (batch.nodes.empty())
+    throw HttpError(400, "the body holds no stacks", {{"line", 0}, {"reason", "empty input"}});
   run.source = "upload";
   run.started_ns = run.ended_ns = now_ns();
   run.metrics = batch.metrics;
@@ -125,16 +129,19 @@ void open_stream(App& app, const httplib::Request& req, httplib::Response& res) 
       // Samples per second: positive and at most 1 MHz (a -5 or 1e300 was stored).
       const auto& hz = j["hz"];
       if (!hz.is_number() || !(hz.get<double>() > 0) || hz.get<double>() > 1e6)
-        throw HttpError(400, "hz must be a number of samples per second above 0 and at most 1000000");
+        throw HttpError(400,
+                        "hz must be a number of samples per second above 0 and at most 1000000");
       run.hz = hz.get<double>();
     }
   } catch (const nlohmann::json::exception& e) {
     throw HttpError(400, std::string("bad stream JSON: ") + e.what());
   }
-  if (run.stream.empty() || run.stream.size() > 128) throw HttpError(400, "stream must be a uuid (1 to 128 bytes)");
+  if (run.stream.empty() || run.stream.size() > 128)
+    throw HttpError(400, "stream must be a uuid (1 to 128 bytes)");
   check_name(run.name);
   if (run.tags.size() > app.cfg.max_tags)
-    throw HttpError(400, "too many tags (at most " + std::to_string(app.cfg.max_tags) + " per run, --max-tags)");
+    throw HttpError(400, "too many tags (at most " + std::to_string(app.cfg.max_tags) +
+                             " per run, --max-tags)");
   if (run.started_ns < 0 || run.started_ns > kMaxTimeNs)
     throw HttpError(400, "started_ns must be Unix time in ns, from 1970 to 2261");
   run.source = "stream";
@@ -150,7 +157,8 @@ void open_stream(App& app, const httplib::Request& req, httplib::Response& res) 
 // POST /api/runs/{id}/chunks  (a wire chunk)
 void append_chunk(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
-  if (run.status != "live") throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
+  if (run.status != "live")
+    throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
   Batch batch;
   lfw::Chunk chunk = decode_chunk(req.body, parse_options(app), batch);
   if (chunk.from_ns > uint64_t(kMaxTimeNs) || chunk.until_ns > uint64_t(kMaxTimeNs))
@@ -161,7 +169,8 @@ void append_chunk(App& app, const httplib::Request& req, httplib::Response& res)
   if (batch.until_ns < batch.from_ns) throw HttpError(400, "bad chunk: until is before from");
   AppendStatus st = app.store->append(run.id, static_cast<int64_t>(chunk.seq), batch);
   if (st == AppendStatus::not_found) throw HttpError(404, "no run " + std::to_string(run.id));
-  if (st == AppendStatus::finished) throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
+  if (st == AppendStatus::finished)
+    throw HttpError(409, "run " + std::to_string(run.id) + " is finished; it takes no more chunks");
   if (st == AppendStatus::ok) app.metrics.ingested(req.body.size(), batch.nodes.size());
   send_json(res, 200, {{"seq", chunk.seq}, {"duplicate", st == AppendStatus::duplicate}});
 }
@@ -201,10 +210,13 @@ int64_t pyroscope_time(const httplib::Request& req, const char* name, int64_t de
   long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || n < 0)
     throw HttpError(422, std::string(name) + " must be Unix time in seconds, got '" + v + "'");
-  int64_t scale = 1;                                      // nanoseconds
-  if (n < 100000000000LL) scale = 1000000000LL;           // seconds
-  else if (n < 100000000000000LL) scale = 1000000LL;      // milliseconds
-  else if (n < 100000000000000000LL) scale = 1000LL;      // microseconds
+  int64_t scale = 1;  // nanoseconds
+  if (n < 100000000000LL)
+    scale = 1000000000LL;  // seconds
+  else if (n < 100000000000000LL)
+    scale = 1000000LL;  // milliseconds
+  else if (n < 100000000000000000LL)
+    scale = 1000LL;  // microseconds
   // Seconds from 9,223,372,037 overflowed int64 ns (a run "started" in 1702).
   long long ns = 0;
   if (__builtin_mul_overflow(n, scale, &ns) || ns > kMaxTimeNs)
@@ -220,9 +232,11 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   if (format != "folded" && format != "lines" && format != "pprof")  // e.g. the Java agent's jfr
     throw HttpError(422, "format '" + format + "' is not supported here (folded, lines or pprof)");
   Body body = body_of(req);
-  std::string aggregation = req.has_param("aggregationType") ? req.get_param_value("aggregationType")
-                                                             : req.get_param_value("aggregrationType");
-  int metric = body.pprof ? 0 : pyroscope_metric(req.get_param_value("units"), aggregation, pn.kind);
+  std::string aggregation = req.has_param("aggregationType")
+                                ? req.get_param_value("aggregationType")
+                                : req.get_param_value("aggregrationType");
+  int metric =
+      body.pprof ? 0 : pyroscope_metric(req.get_param_value("units"), aggregation, pn.kind);
   double hz = 100;  // Pyroscope's default sampleRate
   if (req.has_param("sampleRate")) {
     hz = static_cast<double>(int_param(req, "sampleRate", 100, 1, 1000000));
@@ -247,15 +261,20 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
     lines = pb.samples;
   } else {
     std::string folded = format == "lines" ? lines_to_folded(body.text) : std::string();
-    lines = parse_folded_batch(format == "lines" ? std::string_view(folded) : body.text, parse_options(app), batch);
+    lines = parse_folded_batch(format == "lines" ? std::string_view(folded) : body.text,
+                               parse_options(app), batch);
   }
   NewRun run;
   run.name = pn.app;
   check_name(run.name);
   run.tags = pn.labels;
-  if (!spy.empty()) { check_tag("spy", spy); run.tags["spy"] = spy; }
+  if (!spy.empty()) {
+    check_tag("spy", spy);
+    run.tags["spy"] = spy;
+  }
   if (!pn.kind.empty()) run.tags["kind"] = pn.kind;
-  if (run.tags.size() > app.cfg.max_tags) throw HttpError(400, "too many labels (at most " + std::to_string(app.cfg.max_tags) + ")");
+  if (run.tags.size() > app.cfg.max_tags)
+    throw HttpError(400, "too many labels (at most " + std::to_string(app.cfg.max_tags) + ")");
   run.source = "ingest";
   run.finished = false;
   run.stream = ingest_key(pn, from);
@@ -267,7 +286,8 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   int64_t id = app.store->open_stream(run, created);
   if (!batch.nodes.empty()) {
     AppendStatus st = app.store->append(id, -1, batch);
-    if (st == AppendStatus::finished) throw HttpError(409, "the run of this series for that day is finished");
+    if (st == AppendStatus::finished)
+      throw HttpError(409, "the run of this series for that day is finished");
   }
   app.metrics.ingested(req.body.size(), lines);
   send_json(res, 200, run_links(req, id));
@@ -284,16 +304,20 @@ void remove(App& app, const httplib::Request& req, httplib::Response& res) {
 }  // namespace
 
 void setup_write_routes(httplib::Server& svr, App& app) {
-  add_body_route(svr, app, R"(/api/runs)", "/api/runs POST",
-                 [&app](const httplib::Request& q, httplib::Response& r) { upload(app, q, r); }, true);
-  add_body_route(svr, app, R"(/api/streams)", "/api/streams",
-                 [&app](const httplib::Request& q, httplib::Response& r) { open_stream(app, q, r); });
-  add_body_route(svr, app, R"(/api/runs/([^/]+)/chunks)", "/api/runs/{id}/chunks",
-                 [&app](const httplib::Request& q, httplib::Response& r) { append_chunk(app, q, r); });
+  add_body_route(
+      svr, app, R"(/api/runs)", "/api/runs POST",
+      [&app](const httplib::Request& q, httplib::Response& r) { upload(app, q, r); }, true);
+  add_body_route(
+      svr, app, R"(/api/streams)", "/api/streams",
+      [&app](const httplib::Request& q, httplib::Response& r) { open_stream(app, q, r); });
+  add_body_route(
+      svr, app, R"(/api/runs/([^/]+)/chunks)", "/api/runs/{id}/chunks",
+      [&app](const httplib::Request& q, httplib::Response& r) { append_chunk(app, q, r); });
   add_body_route(svr, app, R"(/api/runs/([^/]+)/finish)", "/api/runs/{id}/finish",
                  [&app](const httplib::Request& q, httplib::Response& r) { finish(app, q, r); });
-  add_body_route(svr, app, R"(/ingest)", "/ingest",
-                 [&app](const httplib::Request& q, httplib::Response& r) { ingest(app, q, r); }, true);
+  add_body_route(
+      svr, app, R"(/ingest)", "/ingest",
+      [&app](const httplib::Request& q, httplib::Response& r) { ingest(app, q, r); }, true);
   add_route(svr, app, "DELETE", R"(/api/runs/([^/]+))", "/api/runs/{id} DELETE",
             [&app](const httplib::Request& q, httplib::Response& r) { remove(app, q, r); });
 }

@@ -9,8 +9,8 @@
 
 #include "app.hpp"
 #include "cors.hpp"
-#include "multipart.hpp"
 #include "guard.hpp"
+#include "multipart.hpp"
 
 namespace lfs {
 namespace {
@@ -46,11 +46,13 @@ void reparse_query(httplib::Request& req) {
 
 // SQLite says "database or disk is full" (SQLITE_FULL); the OS says ENOSPC.
 bool is_disk_full(const std::string& what) {
-  return what.find("disk is full") != std::string::npos || what.find("No space left") != std::string::npos;
+  return what.find("disk is full") != std::string::npos ||
+         what.find("No space left") != std::string::npos;
 }
 
 // Runs `h`, turning every exception into a JSON error.
-void guarded(const char* route, const Handler& h, const httplib::Request& in, httplib::Response& res) {
+void guarded(const char* route, const Handler& h, const httplib::Request& in,
+             httplib::Response& res) {
   t_route = route;
   try {
     // httplib owns the request object (not const); fixing params in place
@@ -69,8 +71,10 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in, ht
     if (is_disk_full(e.what())) {
       spdlog::error("{} {}: disk full: {}", in.method, log_safe(in.path), e.what());
       if (t_app && t_app->on_disk_full) t_app->on_disk_full();
-      send_json(res, 507, {{"error", std::string("insufficient storage: the disk holding the store is full (") +
-                                         e.what() + "); delete runs or free space, then retry"}});
+      send_json(
+          res, 507,
+          {{"error", std::string("insufficient storage: the disk holding the store is full (") +
+                         e.what() + "); delete runs or free space, then retry"}});
       return;
     }
     spdlog::error("{} {}: {}", in.method, log_safe(in.path), e.what());
@@ -96,7 +100,8 @@ std::string own_origin(const App& app, const httplib::Request& req) {
 }
 
 bool cross_site_refused(const App& app, const httplib::Request& req) {
-  return app.cfg.token.empty() && cross_site_simple_write(req, own_origin(app, req), app.cfg.cors_origins);
+  return app.cfg.token.empty() &&
+         cross_site_simple_write(req, own_origin(app, req), app.cfg.cors_origins);
 }
 
 // httplib 0.11 keeps a connection open whatever the response headers say, and
@@ -127,7 +132,8 @@ bool refuse_early(const App& app, httplib::Request& req, httplib::Response& res)
   // Ranges are ignored (a 200 with the whole body is a valid answer): on a
   // generated body 400 ranges once built a 913 MB multipart answer.
   req.ranges.clear();
-  auto refuse = [&](int status, const std::string& why, nlohmann::json extra = nlohmann::json::object()) {
+  auto refuse = [&](int status, const std::string& why,
+                    nlohmann::json extra = nlohmann::json::object()) {
     extra["error"] = why;
     send_json(res, status, extra);
     return true;
@@ -138,29 +144,38 @@ bool refuse_early(const App& app, httplib::Request& req, httplib::Response& res)
   if (chunked && req.has_header("Content-Length"))
     return refuse(400, "both Content-Length and Transfer-Encoding");
   if (chunked && ascii_lower(req.get_header_value("Transfer-Encoding")) != "chunked")
-    return refuse(400, "Transfer-Encoding '" + log_safe(req.get_header_value("Transfer-Encoding"), 64) +
+    return refuse(400, "Transfer-Encoding '" +
+                           log_safe(req.get_header_value("Transfer-Encoding"), 64) +
                            "' is not supported (chunked or none)");
   if (req.has_header("Content-Encoding")) {
-    if (req.get_header_value_count("Content-Encoding") > 1) return refuse(415, "more than one Content-Encoding header");
+    if (req.get_header_value_count("Content-Encoding") > 1)
+      return refuse(415, "more than one Content-Encoding header");
     std::string enc = ascii_lower(req.get_header_value("Content-Encoding"));
-    if (enc == "gzip" || enc == "x-gzip") t_gzip = true;
+    if (enc == "gzip" || enc == "x-gzip")
+      t_gzip = true;
     else if (enc != "identity")
-      return refuse(415, "Content-Encoding '" + log_safe(enc, 64) + "' is not supported (gzip or none)");
+      return refuse(415,
+                    "Content-Encoding '" + log_safe(enc, 64) + "' is not supported (gzip or none)");
     req.headers.erase("Content-Encoding");  // decoded by add_body_route, never by httplib
   }
-  const bool has_body = chunked || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+  const bool has_body = chunked || (req.has_header("Content-Length") &&
+                                    req.get_header_value("Content-Length") != "0");
   if (has_body) {
-    if (req.method != "POST") return refuse(400, req.method + " " + log_safe(req.path, 200) + " takes no request body");
+    if (req.method != "POST")
+      return refuse(400, req.method + " " + log_safe(req.path, 200) + " takes no request body");
     bool takes = false;
     for (const std::regex& re : app.body_routes) takes = takes || std::regex_match(req.path, re);
     if (!takes) return refuse(404, "no such endpoint: POST " + log_safe(req.path, 200));
   }
-  if (!app.cfg.read_token.empty() && (req.method == "GET" || req.method == "HEAD") && req.path != "/healthz") {
+  if (!app.cfg.read_token.empty() && (req.method == "GET" || req.method == "HEAD") &&
+      req.path != "/healthz") {
     const std::string auth = req.get_header_value("Authorization");
     if (!carries_token(auth, app.cfg.read_token) && !carries_token(auth, app.cfg.token)) {
       res.set_header("WWW-Authenticate", "Basic realm=\"luaflame\", charset=\"UTF-8\"");
-      return refuse(401, "reads need the read token: 'Authorization: Bearer TOKEN' (or any user name and the token "
-                         "as the password)");
+      return refuse(401,
+                    "reads need the read token: 'Authorization: Bearer TOKEN' (or any user name "
+                    "and the token "
+                    "as the password)");
     }
   }
   return false;
@@ -169,13 +184,15 @@ bool refuse_early(const App& app, httplib::Request& req, httplib::Response& res)
 }  // namespace
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
 void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                  "application/json");
 }
 
 std::string gzip_text(const std::string& text, int level) {
@@ -201,8 +218,8 @@ const std::string& Payload::gz() const {
   return gz_;
 }
 
-void send_payload(const httplib::Request& req, httplib::Response& res, std::shared_ptr<const Payload> body,
-                  const std::string& type) {
+void send_payload(const httplib::Request& req, httplib::Response& res,
+                  std::shared_ptr<const Payload> body, const std::string& type) {
   if (res.status == -1 || res.status == 0) res.status = 200;
   const std::string* data = &body->raw;
   if (accepts_gzip(req) && body->raw.size() > 1024 && !body->gz().empty()) {
@@ -216,19 +233,22 @@ void send_payload(const httplib::Request& req, httplib::Response& res, std::shar
   res.set_content(*data, type);
 }
 
-void send_text(const httplib::Request& req, httplib::Response& res, std::string text, const std::string& type) {
+void send_text(const httplib::Request& req, httplib::Response& res, std::string text,
+               const std::string& type) {
   auto p = std::make_shared<Payload>();
   p->raw = std::move(text);
   send_payload(req, res, std::move(p), type);
 }
 
-void add_route(httplib::Server& svr, App& app, const char* method, const char* pattern, const char* route,
-               Handler h) {
-  auto wrapped = [&app, route, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+void add_route(httplib::Server& svr, App& app, const char* method, const char* pattern,
+               const char* route, Handler h) {
+  auto wrapped = [&app, route, h = std::move(h)](const httplib::Request& req,
+                                                 httplib::Response& res) {
     std::string m = req.method;
     t_route = route;
     if ((m == "DELETE" || m == "POST") && !authorized(app, req)) {
-      send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+      send_json(res, 401,
+                {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
       return;
     }
     if ((m == "DELETE" || m == "POST") && cross_site_refused(app, req)) {
@@ -238,16 +258,20 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
     guarded(route, h, req, res);
   };
   std::string mth = method;
-  if (mth == "GET") svr.Get(pattern, wrapped);
-  else if (mth == "DELETE") svr.Delete(pattern, wrapped);
-  else if (mth == "POST") svr.Post(pattern, wrapped);
+  if (mth == "GET")
+    svr.Get(pattern, wrapped);
+  else if (mth == "DELETE")
+    svr.Delete(pattern, wrapped);
+  else if (mth == "POST")
+    svr.Post(pattern, wrapped);
 }
 
-void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route, Handler h,
-                    bool multipart) {
+void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route,
+                    Handler h, bool multipart) {
   app.body_routes.emplace_back(pattern);
-  svr.Post(pattern, [&app, route, h = std::move(h), multipart](const httplib::Request& req, httplib::Response& res,
-                                                               const httplib::ContentReader& reader) {
+  svr.Post(pattern, [&app, route, h = std::move(h), multipart](
+                        const httplib::Request& req, httplib::Response& res,
+                        const httplib::ContentReader& reader) {
     t_route = route;
     const bool ok_token = authorized(app, req);
     const bool cross = ok_token && cross_site_refused(app, req);
@@ -259,27 +283,33 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
     // throws bad_function_call): read the parts where the route takes them.
     if (req.is_multipart_form_data()) {
       if (!ok_token) {
-        send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+        send_json(res, 401,
+                  {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
         return close_after_response(res);
       }
       if (!multipart) {
-        send_json(res, 415, {{"error", std::string("multipart/form-data is not taken here (") + route +
-                                           "); send the body as it is"}});
+        send_json(res, 415,
+                  {{"error", std::string("multipart/form-data is not taken here (") + route +
+                                 "); send the body as it is"}});
         return close_after_response(res);
       }
       if (t_gzip) {  // the parts are read as they come: a gzip multipart body is not decoded
-        send_json(res, 415, {{"error", "a multipart/form-data body cannot be gzip-encoded; gzip the parts"}});
+        send_json(res, 415,
+                  {{"error", "a multipart/form-data body cannot be gzip-encoded; gzip the parts"}});
         return close_after_response(res);
       }
       auto& files = const_cast<httplib::Request&>(req).files;  // httplib owns req; files were empty
       MultipartRead r = read_multipart(reader, app.cfg.max_body, files);
       if (r == MultipartRead::too_big) {
-        send_json(res, 413, {{"error", "request body larger than the limit of " + std::to_string(app.cfg.max_body) +
-                                           " bytes (--max-body)"}});
+        send_json(res, 413,
+                  {{"error", "request body larger than the limit of " +
+                                 std::to_string(app.cfg.max_body) + " bytes (--max-body)"}});
         return close_after_response(res);
       }
       if (r == MultipartRead::bad) {
-        send_json(res, 400, {{"error", "could not read the multipart/form-data body (malformed or truncated)"}});
+        send_json(
+            res, 400,
+            {{"error", "could not read the multipart/form-data body (malformed or truncated)"}});
         return close_after_response(res);
       }
       return guarded(route, h, req, res);
@@ -296,11 +326,20 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
     // it gets the answer rather than a reset; then the connection is closed.
     constexpr std::size_t kDrain = 8u << 20;
     bool read_ok = reader([&](const char* data, std::size_t n) {
-      if (!ok_token || too_big || bad_gzip) { discarded += n; return discarded <= kDrain; }
+      if (!ok_token || too_big || bad_gzip) {
+        discarded += n;
+        return discarded <= kDrain;
+      }
       if (gunzip) {
         Gunzip::Status st = gunzip->feed(data, n, body);
-        if (st == Gunzip::Status::too_big) { too_big = true; std::string().swap(body); }
-        if (st == Gunzip::Status::bad) { bad_gzip = true; std::string().swap(body); }
+        if (st == Gunzip::Status::too_big) {
+          too_big = true;
+          std::string().swap(body);
+        }
+        if (st == Gunzip::Status::bad) {
+          bad_gzip = true;
+          std::string().swap(body);
+        }
         return true;
       }
       if (body.size() + n > app.cfg.max_body) {
@@ -313,24 +352,29 @@ void add_body_route(httplib::Server& svr, App& app, const char* pattern, const c
       return true;
     });
     if (too_big || res.status == 413) {
-      send_json(res, 413, {{"error", "request body larger than the limit of " + std::to_string(app.cfg.max_body) +
-                                         " bytes (--max-body)"}});
+      send_json(res, 413,
+                {{"error", "request body larger than the limit of " +
+                               std::to_string(app.cfg.max_body) + " bytes (--max-body)"}});
       return close_after_response(res);
     }
     if (!ok_token) {
-      send_json(res, 401, {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
+      send_json(res, 401,
+                {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
       if (!read_ok) close_after_response(res);
       return;
     }
     if (!read_ok) {
-      send_json(res, 400, {{"error", "could not read the request body (truncated, or bad Content-Encoding)"}});
+      send_json(
+          res, 400,
+          {{"error", "could not read the request body (truncated, or bad Content-Encoding)"}});
       return close_after_response(res);
     }
     if (gunzip && !gunzip->complete()) {
       send_json(res, 400, {{"error", gunzip->error()}});
       return bad_gzip ? close_after_response(res) : void();
     }
-    const_cast<httplib::Request&>(req).body = std::move(body);  // httplib owns req; the body was empty
+    const_cast<httplib::Request&>(req).body =
+        std::move(body);  // httplib owns req; the body was empty
     guarded(route, h, req, res);
   });
 }
@@ -357,21 +401,26 @@ void setup(httplib::Server& svr, App& app) {
   });
   svr.set_post_routing_handler(
       [&app](const httplib::Request& req, httplib::Response& res) { cors_after(app, req, res); });
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_json(res, 500, {{"error", "internal error: " + what}});
-  });
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_json(res, 500, {{"error", "internal error: " + what}});
+      });
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty() || res.content_provider_) return;  // a handler already said why
-    if (res.status == 404) send_json(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path}});
-    else if (res.status == 413) send_json(res, 413, {{"error", "request body larger than the limit (--max-body)"}});
-    else send_json(res, res.status, {{"error", "request refused (HTTP " + std::to_string(res.status) + ")"}});
+    if (res.status == 404)
+      send_json(res, 404, {{"error", "no such endpoint: " + req.method + " " + req.path}});
+    else if (res.status == 413)
+      send_json(res, 413, {{"error", "request body larger than the limit (--max-body)"}});
+    else
+      send_json(res, res.status,
+                {{"error", "request refused (HTTP " + std::to_string(res.status) + ")"}});
     // httplib refused the request itself (a body over the limit, a malformed
     // request or body): what follows on the connection may be the rest of it.
     if (res.status == 413 || res.status == 400) close_after_response(res);
@@ -381,10 +430,9 @@ void setup(httplib::Server& svr, App& app) {
     if (t_start == std::chrono::steady_clock::time_point{}) secs = 0;
     const char* route = t_route ? t_route : (res.status == 404 ? "unmatched" : "static");
     app.metrics.request(route, req.method, res.status, secs);
-    spdlog::info("{} {} {} {} {}B {:.2f}ms", req.remote_addr, log_safe(req.method, 16), log_safe(req.path),
-                 res.status,
-                 res.body.empty() ? res.content_length_ : res.body.size(),
-                 secs * 1e3);
+    spdlog::info("{} {} {} {} {}B {:.2f}ms", req.remote_addr, log_safe(req.method, 16),
+                 log_safe(req.path), res.status,
+                 res.body.empty() ? res.content_length_ : res.body.size(), secs * 1e3);
     t_start = {};
   });
   setup_write_routes(svr, app);
@@ -393,7 +441,8 @@ void setup(httplib::Server& svr, App& app) {
 }
 
 RunInfo run_from_path(App& app, const httplib::Request& req, std::size_t group) {
-  const std::string s = req.matches.size() > group ? std::string(req.matches[group]) : std::string();
+  const std::string s =
+      req.matches.size() > group ? std::string(req.matches[group]) : std::string();
   char* end = nullptr;
   long long id = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || id <= 0) throw HttpError(404, "no run '" + s + "'");
@@ -406,22 +455,28 @@ int metric_param(const httplib::Request& req, const RunInfo* run, const char* na
   if (req.has_param(name)) {
     std::string m = req.get_param_value(name);
     int idx = metric_index(m);
-    if (idx < 0) throw HttpError(422, "unknown metric '" + m + "'", {{"metrics", {"samples", "time", "calls", "alloc_bytes", "alloc_count", "live_bytes", "live_count"}}});
+    if (idx < 0)
+      throw HttpError(422, "unknown metric '" + m + "'",
+                      {{"metrics",
+                        {"samples", "time", "calls", "alloc_bytes", "alloc_count", "live_bytes",
+                         "live_count"}}});
     return idx;
   }
   if (run && !run->totals.empty()) return run->totals.begin()->first;
   return 0;
 }
 
-int64_t int_param(const httplib::Request& req, const char* name, int64_t def, int64_t lo, int64_t hi) {
+int64_t int_param(const httplib::Request& req, const char* name, int64_t def, int64_t lo,
+                  int64_t hi) {
   if (!req.has_param(name)) return def;
   std::string v = req.get_param_value(name);
   char* end = nullptr;
   errno = 0;
   long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > hi)
-    throw HttpError(422, std::string("bad value for ") + name + ": '" + v + "' (a whole number from " +
-                             std::to_string(lo) + " to " + std::to_string(hi) + ")");
+    throw HttpError(422, std::string("bad value for ") + name + ": '" + v +
+                             "' (a whole number from " + std::to_string(lo) + " to " +
+                             std::to_string(hi) + ")");
   return n;
 }
 
@@ -437,21 +492,25 @@ int64_t time_param(const httplib::Request& req, const char* name, int64_t def) {
   if (d < 1e11) d *= 1e9;
   // Seconds from 9,223,372,037 on overflow int64 ns (a run "started" in 1702).
   if (d > 9.2e18)
-    throw HttpError(422, std::string("bad value for ") + name + ": '" + v + "' (after the year 2261)");
+    throw HttpError(422,
+                    std::string("bad value for ") + name + ": '" + v + "' (after the year 2261)");
   return static_cast<int64_t>(d);
 }
 
 void check_name(const std::string& name) {
   if (name.empty()) throw HttpError(400, "a run needs a name (name=...)");
-  if (!valid_text(name, 200)) throw HttpError(400, "a run name is at most 200 bytes without control characters");
+  if (!valid_text(name, 200))
+    throw HttpError(400, "a run name is at most 200 bytes without control characters");
 }
 
 void check_tag(const std::string& key, const std::string& value) {
-  if (key.empty() || key.size() > 64) throw HttpError(400, "a tag key is 1 to 64 bytes: '" + key + "'");
+  if (key.empty() || key.size() > 64)
+    throw HttpError(400, "a tag key is 1 to 64 bytes: '" + key + "'");
   for (unsigned char c : key)
     if (!(std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == '/'))
       throw HttpError(400, "a tag key holds letters, digits and _ - . / only: '" + key + "'");
-  if (!valid_text(value, 256)) throw HttpError(400, "a tag value is at most 256 bytes without control characters");
+  if (!valid_text(value, 256))
+    throw HttpError(400, "a tag value is at most 256 bytes without control characters");
 }
 
 Tags tag_params(const httplib::Request& req, const char* name, std::size_t max_tags) {
@@ -466,8 +525,8 @@ Tags tag_params(const httplib::Request& req, const char* name, std::size_t max_t
     tags[k] = v;
   }
   if (tags.size() > max_tags)
-    throw HttpError(400, "too many tags: " + std::to_string(tags.size()) + " (at most " + std::to_string(max_tags) +
-                             " per run, --max-tags)");
+    throw HttpError(400, "too many tags: " + std::to_string(tags.size()) + " (at most " +
+                             std::to_string(max_tags) + " per run, --max-tags)");
   return tags;
 }
 

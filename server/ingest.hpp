@@ -42,6 +42,7 @@ struct PyroscopeName {
 PyroscopeName parse_pyroscope_name(const std::string& name);
 
 /// Metric for Pyroscope's units/aggregationType, falling back on KIND (422 when unknown).
-int pyroscope_metric(const std::string& units, const std::string& aggregation, const std::string& kind);
+int pyroscope_metric(const std::string& units, const std::string& aggregation,
+                     const std::string& kind);
 
 }  // namespace lfs

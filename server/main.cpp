@@ -3,10 +3,10 @@
 // Startup: config, store (migrated), routes; then listen. SIGTERM/SIGINT:
 // stop accepting, let in-flight requests finish, close the store cleanly.
 // A retention thread deletes old runs as configured.
+#include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -16,8 +16,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <mutex>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "app.hpp"
@@ -31,7 +31,8 @@ namespace {
 // collector that died, a Pyroscope series that stopped), so they are cached
 // and fall under retention.
 void finish_stale(lfs::App& app) {
-  const int64_t cutoff = lfs::now_ns() - static_cast<int64_t>(app.cfg.stale_minutes) * 60000000000LL;
+  const int64_t cutoff =
+      lfs::now_ns() - static_cast<int64_t>(app.cfg.stale_minutes) * 60000000000LL;
   lfs::RunFilter f;
   f.status = "live";
   f.limit = 1000;
@@ -62,14 +63,17 @@ class DiskReserve {
   void refill() {
     std::lock_guard<std::mutex> lock(mu_);
     if (held_ || size_ == 0) return;
-    struct statvfs fs{};
+    struct statvfs fs {};
     if (statvfs(path_.c_str(), &fs) != 0 && statvfs(dir().c_str(), &fs) != 0) return;
     if (uint64_t(fs.f_bavail) * fs.f_frsize < size_ + (1u << 20)) return;
     int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return;
     int rc = posix_fallocate(fd, 0, static_cast<off_t>(size_));
     ::close(fd);
-    if (rc != 0) { ::unlink(path_.c_str()); return; }
+    if (rc != 0) {
+      ::unlink(path_.c_str());
+      return;
+    }
     held_ = true;
     spdlog::info("disk reserve of {} bytes in place ({})", size_, path_);
   }
@@ -82,8 +86,8 @@ class DiskReserve {
   bool held_ = false;
 };
 
-void retention_loop(lfs::App& app, DiskReserve& reserve, std::mutex& mu, std::condition_variable& cv,
-                    bool& stopping) {
+void retention_loop(lfs::App& app, DiskReserve& reserve, std::mutex& mu,
+                    std::condition_variable& cv, bool& stopping) {
   const lfs::Config& c = app.cfg;
   std::unique_lock<std::mutex> lock(mu);
   while (!stopping) {
@@ -93,7 +97,8 @@ void retention_loop(lfs::App& app, DiskReserve& reserve, std::mutex& mu, std::co
       // On a shared database one server runs retention; the others skip the pass.
       if (app.store->leads_retention()) {
         if (c.stale_minutes > 0) finish_stale(app);
-        int64_t older = c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
+        int64_t older =
+            c.keep_days > 0 ? lfs::now_ns() - static_cast<int64_t>(c.keep_days * 86400e9) : 0;
         lfs::RetainOptions ro;
         ro.now_ns = lfs::now_ns();
         ro.older_than_ns = older;
@@ -126,7 +131,10 @@ std::string bind_error(const std::string& host, int port) {
   int err = 0;
   for (addrinfo* a = res; a; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) { err = errno; continue; }
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
     int yes = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     err = bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
@@ -135,8 +143,10 @@ std::string bind_error(const std::string& host, int port) {
   }
   freeaddrinfo(res);
   std::string where = host + ":" + std::to_string(port);
-  if (err == EADDRINUSE) return where + " is in use (another luaflame-server or program listens there)";
-  return "cannot listen on " + where + (err ? std::string(": ") + std::strerror(err) : std::string());
+  if (err == EADDRINUSE)
+    return where + " is in use (another luaflame-server or program listens there)";
+  return "cannot listen on " + where +
+         (err ? std::string(": ") + std::strerror(err) : std::string());
 }
 
 }  // namespace
@@ -145,8 +155,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc), env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   lfs::ConfigResult parsed = lfs::parse_config(args, env);
-  if (parsed.help) { std::cout << lfs::config_usage(); return 0; }
-  if (!parsed.error.empty()) { std::cerr << "luaflame-server: " << parsed.error << "\n"; return 2; }
+  if (parsed.help) {
+    std::cout << lfs::config_usage();
+    return 0;
+  }
+  if (!parsed.error.empty()) {
+    std::cerr << "luaflame-server: " << parsed.error << "\n";
+    return 2;
+  }
   const lfs::Config& cfg = parsed.config;
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
 
@@ -203,11 +219,15 @@ int main(int argc, char** argv) {
   };
   std::thread retention([&] { retention_loop(app, reserve, mu, cv, stopping); });
 
-  spdlog::info("luaflame-server {} listening on http://{}:{} (store {}, web {})", LUAFLAME_SERVER_VERSION, cfg.host,
-               cfg.port, lfs::describe_store(cfg.store.empty() ? cfg.data_dir : cfg.store), cfg.web_dir);
+  spdlog::info("luaflame-server {} listening on http://{}:{} (store {}, web {})",
+               LUAFLAME_SERVER_VERSION, cfg.host, cfg.port,
+               lfs::describe_store(cfg.store.empty() ? cfg.data_dir : cfg.store), cfg.web_dir);
   svr.listen_after_bind();  // returns after stop(), once the workers are done
 
-  { std::lock_guard<std::mutex> lock(mu); stopping = true; }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
   cv.notify_all();
   retention.join();
   store->close();

@@ -53,12 +53,17 @@ std::string state_of(const PGresult* r) {
 }  // namespace
 
 std::string_view Result::text(int row, int col) const {
-  return {PQgetvalue(r_.get(), row, col), static_cast<std::size_t>(PQgetlength(r_.get(), row, col))};
+  return {PQgetvalue(r_.get(), row, col),
+          static_cast<std::size_t>(PQgetlength(r_.get(), row, col))};
 }
 
-int64_t Result::i64(int row, int col) const { return std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10); }
+int64_t Result::i64(int row, int col) const {
+  return std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10);
+}
 
-double Result::dbl(int row, int col) const { return std::strtod(PQgetvalue(r_.get(), row, col), nullptr); }
+double Result::dbl(int row, int col) const {
+  return std::strtod(PQgetvalue(r_.get(), row, col), nullptr);
+}
 
 int64_t Result::bin_i64(int row, int col) const {
   return static_cast<int64_t>(get64(PQgetvalue(r_.get(), row, col)));
@@ -85,7 +90,9 @@ Params& Params::push(std::string bytes, int format, unsigned type, bool is_null)
   return *this;
 }
 
-Params& Params::add(std::string_view text) { return push(std::string(text), 0, kText); }
+Params& Params::add(std::string_view text) {
+  return push(std::string(text), 0, kText);
+}
 Params& Params::add(int64_t v) {
   std::string b;
   put64(b, static_cast<uint64_t>(v));
@@ -98,18 +105,28 @@ Params& Params::add(double v) {
   put64(b, bits);
   return push(std::move(b), 1, kFloat8);
 }
-Params& Params::null() { return push({}, 0, 0, true); }
-Params& Params::bytea(std::string_view v) { return push(std::string(v), 1, kBytea); }
+Params& Params::null() {
+  return push({}, 0, 0, true);
+}
+Params& Params::bytea(std::string_view v) {
+  return push(std::string(v), 1, kBytea);
+}
 
 Params& Params::array(const std::vector<int64_t>& v) {
   std::string b = array_header(kInt8, v.size());
-  for (int64_t x : v) { put32(b, 8); put64(b, static_cast<uint64_t>(x)); }
+  for (int64_t x : v) {
+    put32(b, 8);
+    put64(b, static_cast<uint64_t>(x));
+  }
   return push(std::move(b), 1, kInt8Array);
 }
 
 Params& Params::array(const std::vector<int32_t>& v) {
   std::string b = array_header(kInt4, v.size());
-  for (int32_t x : v) { put32(b, 4); put32(b, static_cast<uint32_t>(x)); }
+  for (int32_t x : v) {
+    put32(b, 4);
+    put32(b, static_cast<uint32_t>(x));
+  }
   return push(std::move(b), 1, kInt4Array);
 }
 
@@ -135,7 +152,8 @@ Params& Params::array(const std::vector<std::string_view>& v, bool bytea_elems) 
 
 const char* const* Params::values() const {
   ptrs_.resize(values_.size());
-  for (std::size_t i = 0; i < values_.size(); ++i) ptrs_[i] = nulls_[i] ? nullptr : values_[i].data();
+  for (std::size_t i = 0; i < values_.size(); ++i)
+    ptrs_[i] = nulls_[i] ? nullptr : values_[i].data();
   return ptrs_.data();
 }
 
@@ -149,7 +167,8 @@ Conn::Conn(const std::string& conninfo) {
     throw Error("store: cannot connect to PostgreSQL: " + msg, "08001");
   }
   // Notices (e.g. "relation already exists, skipping") are not errors: keep them out of stderr.
-  PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      c_, [](void*, const char*) {}, nullptr);
 }
 
 Conn::~Conn() {
@@ -166,19 +185,23 @@ Result Conn::check(PGresult* r, const char* what) {
   throw Error(std::string("store: ") + what + ": " + msg, state);
 }
 
-void Conn::exec(const char* sql) { check(PQexec(c_, sql), "query"); }
+void Conn::exec(const char* sql) {
+  check(PQexec(c_, sql), "query");
+}
 
 Result Conn::query(const char* name, const char* sql, const Params& p, bool binary) {
   if (std::find(prepared_.begin(), prepared_.end(), name) == prepared_.end()) {
     check(PQprepare(c_, name, sql, p.size(), p.types()), name);
     prepared_.emplace_back(name);
   }
-  return check(PQexecPrepared(c_, name, p.size(), p.values(), p.lengths(), p.formats(), binary ? 1 : 0), name);
+  return check(
+      PQexecPrepared(c_, name, p.size(), p.values(), p.lengths(), p.formats(), binary ? 1 : 0),
+      name);
 }
 
 Result Conn::query_once(const std::string& sql, const Params& p, bool binary) {
-  return check(PQexecParams(c_, sql.c_str(), p.size(), p.types(), p.values(), p.lengths(), p.formats(),
-                            binary ? 1 : 0),
+  return check(PQexecParams(c_, sql.c_str(), p.size(), p.types(), p.values(), p.lengths(),
+                            p.formats(), binary ? 1 : 0),
                "query");
 }
 

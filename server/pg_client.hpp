@@ -19,7 +19,8 @@ namespace lfs::pg {
 /// A failed query or connection; `sqlstate` is PostgreSQL's error code ("40P01", ...).
 struct Error : std::runtime_error {
   std::string sqlstate;
-  Error(const std::string& msg, std::string state) : std::runtime_error(msg), sqlstate(std::move(state)) {}
+  Error(const std::string& msg, std::string state)
+      : std::runtime_error(msg), sqlstate(std::move(state)) {}
 };
 
 /// A query result (owns the PGresult).

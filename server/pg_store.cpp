@@ -30,7 +30,8 @@ constexpr int64_t kRetentionLock = 0x6c7566'0002;  // held by the server that ru
 constexpr int64_t kWhole = 0;                      // the width under which the merged tree is kept
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-constexpr int64_t kCountCap = 10000;  // a listing's total is counted up to here (then a lower bound)
+constexpr int64_t kCountCap =
+    10000;  // a listing's total is counted up to here (then a lower bound)
 // Rough bytes a row takes beside its blob (tuple header, item pointer, index entry), for the
 // disk budget: PostgreSQL reuses deleted space after VACUUM, so the database's size cannot
 // tell what a deletion freed; runs.bytes can.
@@ -60,17 +61,22 @@ const char* const kSchemaV1 = R"(
   CREATE TABLE chunks(run bigint NOT NULL, seq bigint NOT NULL, PRIMARY KEY(run, seq));)";
 
 const char* const kRunColumns =
-    "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision FROM runs";
+    "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision FROM "
+    "runs";
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-std::vector<std::string_view> views(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+std::vector<std::string_view> views(const std::vector<std::string>& v) {
+  return {v.begin(), v.end()};
+}
 
 // Column `c` of `b` as (run node id, value) pairs, sorted, repeats merged; returns their sum.
-int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>& node_of, Values& vals) {
+int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>& node_of,
+                      Values& vals) {
   const std::size_t cols = b.metrics.size();
   vals.clear();
   for (std::size_t i = 0; i < b.nodes.size(); ++i) {
@@ -93,16 +99,20 @@ int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>
 }
 
 // Reads a run's dictionary on `c`.
-void load_dict(pg::Conn& c, int64_t run, std::vector<std::string>& frames, std::vector<Batch::Node>& nodes) {
-  auto q = c.query("load_dict", "SELECT kind::int8, data FROM dict WHERE run=$1 ORDER BY kind, first",
-                   pg::Params().add(run), /*binary=*/true);
+void load_dict(pg::Conn& c, int64_t run, std::vector<std::string>& frames,
+               std::vector<Batch::Node>& nodes) {
+  auto q =
+      c.query("load_dict", "SELECT kind::int8, data FROM dict WHERE run=$1 ORDER BY kind, first",
+              pg::Params().add(run), /*binary=*/true);
   for (int i = 0; i < q.rows(); ++i) {
-    if (q.bin_i64(i, 0) == 0) decode_frames(q.bytes(i, 1), frames);
+    if (q.bin_i64(i, 0) == 0)
+      decode_frames(q.bytes(i, 1), frames);
     else if (!decode_nodes(q.bytes(i, 1), nodes))
       throw std::runtime_error("store: run " + std::to_string(run) + ": bad node blob");
   }
   for (const Batch::Node& n : nodes)
-    if (n.frame >= frames.size()) throw std::runtime_error("store: run " + std::to_string(run) + ": node names no frame");
+    if (n.frame >= frames.size())
+      throw std::runtime_error("store: run " + std::to_string(run) + ": node names no frame");
 }
 
 // A live run's dictionary as this server last wrote it, valid while the run has `revision`.
@@ -141,7 +151,8 @@ class PgStore : public Store {
   int64_t open_stream(const NewRun& run, bool& created) override {
     pg::Pool::Lease c(pool_);
     for (int attempt = 0; attempt < 2; ++attempt) {
-      auto r = c->query("stream_find", "SELECT id FROM runs WHERE stream=$1", pg::Params().add(run.stream));
+      auto r = c->query("stream_find", "SELECT id FROM runs WHERE stream=$1",
+                        pg::Params().add(run.stream));
       if (r.rows()) {
         created = false;
         return r.i64(0, 0);
@@ -168,7 +179,8 @@ class PgStore : public Store {
     if (r.text(0, 0) != "live") return AppendStatus::finished;
     const int64_t revision = r.i64(0, 1);
     if (seq >= 0) {
-      auto ins = c->query("chunk_seen", "INSERT INTO chunks(run, seq) VALUES($1, $2) ON CONFLICT DO NOTHING",
+      auto ins = c->query("chunk_seen",
+                          "INSERT INTO chunks(run, seq) VALUES($1, $2) ON CONFLICT DO NOTHING",
                           pg::Params().add(run).add(seq));
       if (ins.affected() == 0) return AppendStatus::duplicate;
     }
@@ -187,7 +199,10 @@ class PgStore : public Store {
   bool finish(int64_t run, const std::string& stats_json, int64_t ended_ns) override {
     pg::Pool::Lease c(pool_);
     pg::Params p;
-    if (stats_json.empty()) p.null(); else p.add(stats_json);
+    if (stats_json.empty())
+      p.null();
+    else
+      p.add(stats_json);
     p.add(ended_ns).add(run);
     auto r = c->query("finish",
                       "UPDATE runs SET status='finished', stats=COALESCE($1, stats),"
@@ -199,7 +214,8 @@ class PgStore : public Store {
 
   std::optional<RunInfo> get_run(int64_t id) override {
     pg::Pool::Lease c(pool_);
-    auto r = c->query("get_run", (std::string(kRunColumns) + " WHERE id=$1").c_str(), pg::Params().add(id));
+    auto r = c->query("get_run", (std::string(kRunColumns) + " WHERE id=$1").c_str(),
+                      pg::Params().add(id));
     if (!r.rows()) return std::nullopt;
     std::vector<RunInfo> runs{read_run(r, 0)};
     fill_runs(*c, runs);
@@ -212,8 +228,14 @@ class PgStore : public Store {
     pg::Params p;
     int n = 0;
     auto arg = [&n] { return "$" + std::to_string(++n); };
-    if (!f.name.empty()) { where += " AND name=" + arg(); p.add(f.name); }
-    if (!f.status.empty()) { where += " AND status=" + arg(); p.add(f.status); }
+    if (!f.name.empty()) {
+      where += " AND name=" + arg();
+      p.add(f.name);
+    }
+    if (!f.status.empty()) {
+      where += " AND status=" + arg();
+      p.add(f.status);
+    }
     for (const auto& [k, v] : f.tags) {
       where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=" + arg();
       where += " AND value=" + arg() + ")";
@@ -228,7 +250,10 @@ class PgStore : public Store {
                     .i64(0, 0);
     if (out.total > kCountCap) out.total_exact = false;
     std::string page = where;
-    if (f.before_id > 0) { page += " AND id<" + arg(); p.add(f.before_id); }
+    if (f.before_id > 0) {
+      page += " AND id<" + arg();
+      p.add(f.before_id);
+    }
     page += " ORDER BY id DESC LIMIT " + arg();
     page += " OFFSET " + arg();
     p.add(f.limit + 1).add(f.offset);
@@ -243,7 +268,8 @@ class PgStore : public Store {
     return out;
   }
 
-  std::optional<int64_t> latest_run(const std::string& name, const Tags& tags, int64_t exclude) override {
+  std::optional<int64_t> latest_run(const std::string& name, const Tags& tags,
+                                    int64_t exclude) override {
     pg::Pool::Lease c(pool_);
     std::string sql = "SELECT id FROM runs WHERE name=$1 AND status='finished' AND id<>$2";
     pg::Params p;
@@ -259,9 +285,11 @@ class PgStore : public Store {
     return std::nullopt;
   }
 
-  void read_tree(int64_t run, int metric, int64_t from_ns, int64_t until_ns, StoredTree& out) override {
+  void read_tree(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
+                 StoredTree& out) override {
     pg::Pool::Lease c(pool_);
-    pg::Txn snapshot(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // dictionary and values agree
+    pg::Txn snapshot(
+        *c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // dictionary and values agree
     out = StoredTree{};
     load_dict(*c, run, out.frames, out.nodes);
     std::vector<int64_t> width, lo, hi;
@@ -270,7 +298,8 @@ class PgStore : public Store {
       lo = {kMin};
       hi = {kMax};
     } else {
-      for (const Piece& piece : cover(from_ns, until_ns, opts_.resolutions, horizons(*c, run, metric))) {
+      for (const Piece& piece :
+           cover(from_ns, until_ns, opts_.resolutions, horizons(*c, run, metric))) {
         width.push_back(opts_.resolutions[static_cast<std::size_t>(piece.level)].width_ns);
         lo.push_back(piece.lo);
         hi.push_back(piece.hi);
@@ -280,21 +309,24 @@ class PgStore : public Store {
     // statistics pick a scan of all the run's buckets).
     std::vector<pg::Result> parts;
     for (std::size_t k = 0; k < width.size(); ++k)
-      parts.push_back(c->query("read_piece",
-                               "SELECT data FROM buckets WHERE run=$1 AND metric=$2 AND width=$3 AND bucket>=$4"
-                               " AND bucket<$5",
-                               pg::Params().add(run).add(metric).add(width[k]).add(lo[k]).add(hi[k]),
-                               /*binary=*/true));
+      parts.push_back(
+          c->query("read_piece",
+                   "SELECT data FROM buckets WHERE run=$1 AND metric=$2 AND width=$3 AND bucket>=$4"
+                   " AND bucket<$5",
+                   pg::Params().add(run).add(metric).add(width[k]).add(lo[k]).add(hi[k]),
+                   /*binary=*/true));
     snapshot.commit();
     std::vector<int64_t> dense(out.nodes.size(), 0);
     for (const pg::Result& q : parts)
       for (int i = 0; i < q.rows(); ++i)
-        if (!add_blob(q.bytes(i, 0), dense)) throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+        if (!add_blob(q.bytes(i, 0), dense))
+          throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
     for (std::size_t i = 0; i < dense.size(); ++i)
       if (dense[i] != 0) out.values.emplace_back(static_cast<uint32_t>(i), dense[i]);
   }
 
-  std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns, int64_t step_ns) override {
+  std::vector<TimePoint> timeline(int64_t run, int metric, int64_t from_ns, int64_t until_ns,
+                                  int64_t step_ns) override {
     pg::Pool::Lease c(pool_);
     pg::Txn snapshot(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     const std::vector<int64_t> horizon = horizons(*c, run, metric);
@@ -308,13 +340,15 @@ class PgStore : public Store {
     for (std::size_t l = level; l < opts_.resolutions.size() && from_ns < until; ++l) {
       const int64_t w = opts_.resolutions[l].width_ns;
       const int64_t lo = std::max(from_ns, horizon[l] == kMax ? until : horizon[l]);
-      auto q = c->query("timeline",
-                        "SELECT bucket, total FROM buckets WHERE run=$1 AND metric=$2 AND width=$3 AND bucket>=$4"
-                        " AND bucket<$5 ORDER BY bucket DESC",
-                        pg::Params().add(run).add(metric).add(w).add(lo).add(until), /*binary=*/true);
+      auto q = c->query(
+          "timeline",
+          "SELECT bucket, total FROM buckets WHERE run=$1 AND metric=$2 AND width=$3 AND bucket>=$4"
+          " AND bucket<$5 ORDER BY bucket DESC",
+          pg::Params().add(run).add(metric).add(w).add(lo).add(until), /*binary=*/true);
       for (int i = 0; i < q.rows(); ++i) out.push_back({q.bin_i64(i, 0), w, q.bin_i64(i, 1)});
       if (horizon[l] != kMax) until = std::min(until, horizon[l]);
-      until = bucket_of(until, opts_.resolutions[std::min(l + 1, opts_.resolutions.size() - 1)].width_ns);
+      until = bucket_of(until,
+                        opts_.resolutions[std::min(l + 1, opts_.resolutions.size() - 1)].width_ns);
     }
     std::reverse(out.begin(), out.end());
     snapshot.commit();
@@ -338,7 +372,8 @@ class PgStore : public Store {
     leader_.reset();
     try {
       auto c = pool_.connect();
-      auto r = c->query("try_lead", "SELECT pg_try_advisory_lock($1)", pg::Params().add(kRetentionLock));
+      auto r =
+          c->query("try_lead", "SELECT pg_try_advisory_lock($1)", pg::Params().add(kRetentionLock));
       if (r.text(0, 0) == "t") leader_ = std::move(c);
     } catch (const std::exception&) {
       return false;
@@ -351,9 +386,10 @@ class PgStore : public Store {
   StoreStats stats() override {
     pg::Pool::Lease c(pool_);
     StoreStats s;
-    auto r = c->query("stats",
-                      "SELECT COUNT(*), COUNT(*) FILTER (WHERE status='live'), COALESCE(SUM(bytes), 0),"
-                      " pg_database_size(current_database()) FROM runs");
+    auto r =
+        c->query("stats",
+                 "SELECT COUNT(*), COUNT(*) FILTER (WHERE status='live'), COALESCE(SUM(bytes), 0),"
+                 " pg_database_size(current_database()) FROM runs");
     s.runs = r.i64(0, 0);
     s.live_runs = r.i64(0, 1);
     s.stored_bytes = r.i64(0, 2);
@@ -381,9 +417,10 @@ class PgStore : public Store {
       throw std::runtime_error("store: the database has schema version " + std::to_string(version) +
                                ", newer than this server's " + std::to_string(latest));
     if (version < 1) c.exec(kSchemaV1);
-    c.query("schema_set",
-            "INSERT INTO luaflame_meta VALUES('schema', $1) ON CONFLICT(key) DO UPDATE SET value=$1",
-            pg::Params().add(latest));
+    c.query(
+        "schema_set",
+        "INSERT INTO luaflame_meta VALUES('schema', $1) ON CONFLICT(key) DO UPDATE SET value=$1",
+        pg::Params().add(latest));
     txn.commit();
   }
 
@@ -391,21 +428,30 @@ class PgStore : public Store {
   int64_t insert_run(pg::Conn& c, const NewRun& run) {
     pg::Params p;
     p.add(run.name).add(run.source).add(std::string_view(run.finished ? "finished" : "live"));
-    if (run.stream.empty()) p.null(); else p.add(run.stream);
+    if (run.stream.empty())
+      p.null();
+    else
+      p.add(run.stream);
     p.add(run.started_ns).add(std::max(run.ended_ns, run.started_ns)).add(now_ns()).add(run.hz);
-    auto r = c.query("insert_run",
-                     "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz)"
-                     " VALUES($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT(stream) DO NOTHING RETURNING id",
-                     p);
+    auto r = c.query(
+        "insert_run",
+        "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz)"
+        " VALUES($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT(stream) DO NOTHING RETURNING id",
+        p);
     if (!r.rows()) return 0;
     const int64_t id = r.i64(0, 0);
     std::vector<std::string> keys, values;
-    for (const auto& [k, v] : run.tags) { keys.push_back(k); values.push_back(v); }
-    c.query("insert_tags", "INSERT INTO tags(run, key, value) SELECT $1, * FROM unnest($2::text[], $3::text[])",
+    for (const auto& [k, v] : run.tags) {
+      keys.push_back(k);
+      values.push_back(v);
+    }
+    c.query("insert_tags",
+            "INSERT INTO tags(run, key, value) SELECT $1, * FROM unnest($2::text[], $3::text[])",
             pg::Params().add(id).array(views(keys), false).array(views(values), false));
     std::vector<int32_t> metrics(run.metrics.begin(), run.metrics.end());
     c.query("insert_metrics",
-            "INSERT INTO metrics(run, metric) SELECT DISTINCT $1, m FROM unnest($2::int4[]) m ON CONFLICT DO NOTHING",
+            "INSERT INTO metrics(run, metric) SELECT DISTINCT $1, m FROM unnest($2::int4[]) m ON "
+            "CONFLICT DO NOTHING",
             pg::Params().add(id).array(metrics));
     return id;
   }
@@ -414,10 +460,11 @@ class PgStore : public Store {
   std::vector<int64_t> horizons(pg::Conn& c, int64_t run, int metric) const {
     std::vector<int64_t> widths;
     for (const Resolution& res : opts_.resolutions) widths.push_back(res.width_ns);
-    auto q = c.query("horizons",
-                     "SELECT (SELECT MIN(bucket) FROM buckets WHERE run=$1 AND metric=$2 AND width=w)"
-                     " FROM unnest($3::int8[]) WITH ORDINALITY AS x(w, o) ORDER BY o",
-                     pg::Params().add(run).add(metric).array(widths));
+    auto q =
+        c.query("horizons",
+                "SELECT (SELECT MIN(bucket) FROM buckets WHERE run=$1 AND metric=$2 AND width=w)"
+                " FROM unnest($3::int8[]) WITH ORDINALITY AS x(w, o) ORDER BY o",
+                pg::Params().add(run).add(metric).array(widths));
     std::vector<int64_t> out;
     for (int i = 0; i < q.rows(); ++i) out.push_back(q.null(i, 0) ? kMax : q.i64(i, 0));
     return out;
@@ -439,12 +486,14 @@ class PgStore : public Store {
     for (std::string& f : frames) tree.add_frame(std::move(f));
     for (const Batch::Node& n : nodes) tree.add_node(n.parent, n.frame);
     // Stacks: nodes with a value in the run's merged tree.
-    auto q = c.query("tree_valued", "SELECT data FROM buckets WHERE run=$1 AND width=0", pg::Params().add(run),
+    auto q = c.query("tree_valued", "SELECT data FROM buckets WHERE run=$1 AND width=0",
+                     pg::Params().add(run),
                      /*binary=*/true);
     std::vector<int64_t> any(tree.nodes.size(), 0);
     for (int i = 0; i < q.rows(); ++i) add_blob(q.bytes(i, 0), any);
     for (std::size_t i = 0; i < any.size(); ++i) tree.valued[i] = any[i] != 0;
-    auto s = c.query("tree_stacks", "SELECT stack_count FROM runs WHERE id=$1", pg::Params().add(run));
+    auto s =
+        c.query("tree_stacks", "SELECT stack_count FROM runs WHERE id=$1", pg::Params().add(run));
     tree.stack_count = s.rows() ? s.i64(0, 0) : 0;
     cached->revision = revision;
     std::lock_guard<std::mutex> lock(trees_mu_);
@@ -493,12 +542,18 @@ class PgStore : public Store {
     if (runs.empty()) return;
     std::vector<int64_t> ids;
     std::unordered_map<int64_t, RunInfo*> by_id;
-    for (RunInfo& r : runs) { ids.push_back(r.id); by_id[r.id] = &r; }
-    auto t = c.query("fill_tags", "SELECT run, key, value FROM tags WHERE run=ANY($1::int8[])", pg::Params().array(ids));
-    for (int i = 0; i < t.rows(); ++i) by_id[t.i64(i, 0)]->tags.emplace(t.text(i, 1), t.text(i, 2));
-    auto m = c.query("fill_totals", "SELECT run, metric, total FROM metrics WHERE run=ANY($1::int8[])",
+    for (RunInfo& r : runs) {
+      ids.push_back(r.id);
+      by_id[r.id] = &r;
+    }
+    auto t = c.query("fill_tags", "SELECT run, key, value FROM tags WHERE run=ANY($1::int8[])",
                      pg::Params().array(ids));
-    for (int i = 0; i < m.rows(); ++i) by_id[m.i64(i, 0)]->totals[static_cast<int>(m.i64(i, 1))] = m.i64(i, 2);
+    for (int i = 0; i < t.rows(); ++i) by_id[t.i64(i, 0)]->tags.emplace(t.text(i, 1), t.text(i, 2));
+    auto m =
+        c.query("fill_totals", "SELECT run, metric, total FROM metrics WHERE run=ANY($1::int8[])",
+                pg::Params().array(ids));
+    for (int i = 0; i < m.rows(); ++i)
+      by_id[m.i64(i, 0)]->totals[static_cast<int>(m.i64(i, 1))] = m.i64(i, 2);
   }
 
   StoreOptions opts_;
@@ -514,9 +569,11 @@ class PgStore : public Store {
 // resolution (the finest only unless all_resolutions) and into the merged tree, the buckets
 // read in one query and rewritten in another.
 // Every sum is checked before anything is written.
-void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree, bool all_resolutions) {
+void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
+                        bool all_resolutions) {
   const std::size_t cols = b.metrics.size();
-  if (b.values.size() != b.nodes.size() * cols) throw std::runtime_error("store: batch values do not match its nodes");
+  if (b.values.size() != b.nodes.size() * cols)
+    throw std::runtime_error("store: batch values do not match its nodes");
   for (const Batch::Node& n : b.nodes)
     if (n.frame >= b.frames.size()) throw std::runtime_error("store: batch node names no frame");
   const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
@@ -540,7 +597,8 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
   if (!blobs.empty()) {
     for (const std::string& s : blobs) bytes += kRowBytes + static_cast<int64_t>(s.size());
     c.query("add_dict",
-            "INSERT INTO dict(run, kind, first, data) SELECT $1, * FROM unnest($2::int4[], $3::int4[], $4::bytea[])",
+            "INSERT INTO dict(run, kind, first, data) SELECT $1, * FROM unnest($2::int4[], "
+            "$3::int4[], $4::bytea[])",
             pg::Params().add(run).array(kinds).array(firsts).array(views(blobs), true));
   }
   // The buckets one metric's values go to: one per resolution, and the merged tree.
@@ -568,10 +626,11 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
             pg::Params().add(run).add(metric).add(total));
     // All four key columns in the index condition (the cross product of widths and starts,
     // at most 7 x 7 probes): one plan whatever the table's statistics say; exact pairs below.
-    auto q = c.query("merge_read",
-                     "SELECT width, bucket, total, data FROM buckets WHERE run=$1 AND metric=$2"
-                     " AND width=ANY($3::int8[]) AND bucket=ANY($4::int8[])",
-                     pg::Params().add(run).add(metric).array(widths).array(starts), /*binary=*/true);
+    auto q =
+        c.query("merge_read",
+                "SELECT width, bucket, total, data FROM buckets WHERE run=$1 AND metric=$2"
+                " AND width=ANY($3::int8[]) AND bucket=ANY($4::int8[])",
+                pg::Params().add(run).add(metric).array(widths).array(starts), /*binary=*/true);
     std::vector<int64_t> totals(widths.size(), 0);
     std::vector<std::string_view> datas(widths.size());
     std::vector<bool> found(widths.size(), false);
@@ -586,23 +645,32 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
     std::vector<std::string> new_datas;
     for (std::size_t k = 0; k < widths.size(); ++k) {
       cur.clear();
-      if (found[k] && !merge_blob(datas[k], cur)) throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+      if (found[k] && !merge_blob(datas[k], cur))
+        throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
       merge_values(cur, vals, 1);
       new_totals.push_back(checked_add(totals[k], sum, "a bucket's total"));
       new_datas.emplace_back();
       encode_values(cur, new_datas.back());
-      bytes += static_cast<int64_t>(new_datas.back().size()) - static_cast<int64_t>(datas[k].size()) +
-               (found[k] ? 0 : kRowBytes);
+      bytes += static_cast<int64_t>(new_datas.back().size()) -
+               static_cast<int64_t>(datas[k].size()) + (found[k] ? 0 : kRowBytes);
     }
     c.query("merge_write",
             "INSERT INTO buckets(run, metric, width, bucket, total, data)"
             " SELECT $1, $2, * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[])"
-            " ON CONFLICT(run, metric, width, bucket) DO UPDATE SET total=excluded.total, data=excluded.data",
-            pg::Params().add(run).add(metric).array(widths).array(starts).array(new_totals).array(views(new_datas), true));
+            " ON CONFLICT(run, metric, width, bucket) DO UPDATE SET total=excluded.total, "
+            "data=excluded.data",
+            pg::Params()
+                .add(run)
+                .add(metric)
+                .array(widths)
+                .array(starts)
+                .array(new_totals)
+                .array(views(new_datas), true));
   }
   c.query("add_run",
           "UPDATE runs SET stack_count=$2, revision=revision+1, ended_ns=GREATEST(ended_ns, $3),"
-          " started_ns=CASE WHEN $4>0 AND $4<started_ns THEN $4 ELSE started_ns END, bytes=bytes+$5 WHERE id=$1",
+          " started_ns=CASE WHEN $4>0 AND $4<started_ns THEN $4 ELSE started_ns END, "
+          "bytes=bytes+$5 WHERE id=$1",
           pg::Params().add(run).add(tree.stack_count).add(b.until_ns).add(b.from_ns).add(bytes));
 }
 
@@ -616,34 +684,46 @@ int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>&
     const Resolution& res = opts_.resolutions[l];
     if (res.keep_ns <= 0) continue;
     const bool coarsest = l + 1 == opts_.resolutions.size();
-    const int64_t cutoff = o.now_ns - res.keep_ns - res.width_ns;  // buckets that ended before now - keep
+    const int64_t cutoff =
+        o.now_ns - res.keep_ns - res.width_ns;  // buckets that ended before now - keep
     pg::Txn txn(c);
-    auto runs = c.query("trim_runs",
-                        "SELECT id FROM runs WHERE source<>'upload' AND id IN"
-                        " (SELECT DISTINCT run FROM buckets WHERE width=$1 AND bucket<$2) ORDER BY id FOR UPDATE",
-                        pg::Params().add(res.width_ns).add(cutoff));
+    auto runs = c.query(
+        "trim_runs",
+        "SELECT id FROM runs WHERE source<>'upload' AND id IN"
+        " (SELECT DISTINCT run FROM buckets WHERE width=$1 AND bucket<$2) ORDER BY id FOR UPDATE",
+        pg::Params().add(res.width_ns).add(cutoff));
     if (!runs.rows()) continue;
     std::vector<int64_t> ids;
     for (int i = 0; i < runs.rows(); ++i) ids.push_back(runs.i64(i, 0));
     if (coarsest) {
-      auto q = c.query("trim_old",
-                       "SELECT run, metric::int8, total, data FROM buckets WHERE width=$1 AND bucket<$2"
-                       " AND run=ANY($3::int8[]) ORDER BY run, metric",
-                       pg::Params().add(res.width_ns).add(cutoff).array(ids), /*binary=*/true);
-      struct Sub { int64_t run; int metric; int64_t sum; Values v; };
+      auto q =
+          c.query("trim_old",
+                  "SELECT run, metric::int8, total, data FROM buckets WHERE width=$1 AND bucket<$2"
+                  " AND run=ANY($3::int8[]) ORDER BY run, metric",
+                  pg::Params().add(res.width_ns).add(cutoff).array(ids), /*binary=*/true);
+      struct Sub {
+        int64_t run;
+        int metric;
+        int64_t sum;
+        Values v;
+      };
       std::vector<Sub> subs;
       for (int i = 0; i < q.rows(); ++i) {
         const int64_t run = q.bin_i64(i, 0);
         const int metric = static_cast<int>(q.bin_i64(i, 1));
-        if (subs.empty() || subs.back().run != run || subs.back().metric != metric) subs.push_back({run, metric, 0, {}});
+        if (subs.empty() || subs.back().run != run || subs.back().metric != metric)
+          subs.push_back({run, metric, 0, {}});
         subs.back().sum += q.bin_i64(i, 2);
-        if (!merge_blob(q.bytes(i, 3), subs.back().v)) throw std::runtime_error("store: bad bucket");
+        if (!merge_blob(q.bytes(i, 3), subs.back().v))
+          throw std::runtime_error("store: bad bucket");
       }
       for (const Sub& s : subs) {
-        auto w = c.query("trim_whole", "SELECT total, data FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
+        auto w = c.query("trim_whole",
+                         "SELECT total, data FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
                          pg::Params().add(s.run).add(s.metric), /*binary=*/true);
         Values cur;
-        if (w.rows() && !merge_blob(w.bytes(0, 1), cur)) throw std::runtime_error("store: bad bucket");
+        if (w.rows() && !merge_blob(w.bytes(0, 1), cur))
+          throw std::runtime_error("store: bad bucket");
         merge_values(cur, s.v, -1);
         std::string blob;
         encode_values(cur, blob);
@@ -651,19 +731,22 @@ int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>&
           c.query("trim_whole_del", "DELETE FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
                   pg::Params().add(s.run).add(s.metric));
         else
-          c.query("trim_whole_set", "UPDATE buckets SET total=total-$3, data=$4 WHERE run=$1 AND metric=$2 AND width=0",
-                  pg::Params().add(s.run).add(s.metric).add(s.sum).bytea(blob));
+          c.query(
+              "trim_whole_set",
+              "UPDATE buckets SET total=total-$3, data=$4 WHERE run=$1 AND metric=$2 AND width=0",
+              pg::Params().add(s.run).add(s.metric).add(s.sum).bytea(blob));
         c.query("trim_total", "UPDATE metrics SET total=total-$3 WHERE run=$1 AND metric=$2",
                 pg::Params().add(s.run).add(s.metric).add(s.sum));
       }
     }
-    auto d = c.query("trim_delete",
-                     "WITH gone AS (DELETE FROM buckets WHERE width=$1 AND bucket<$2 AND run=ANY($3::int8[])"
-                     " RETURNING run, length(data) AS n)"
-                     " UPDATE runs r SET revision=revision+1, bytes=bytes-g.b FROM"
-                     " (SELECT run, SUM(n + $4)::int8 AS b, COUNT(*) AS k FROM gone GROUP BY run) g"
-                     " WHERE r.id=g.run RETURNING r.id, g.k",
-                     pg::Params().add(res.width_ns).add(cutoff).array(ids).add(kRowBytes));
+    auto d = c.query(
+        "trim_delete",
+        "WITH gone AS (DELETE FROM buckets WHERE width=$1 AND bucket<$2 AND run=ANY($3::int8[])"
+        " RETURNING run, length(data) AS n)"
+        " UPDATE runs r SET revision=revision+1, bytes=bytes-g.b FROM"
+        " (SELECT run, SUM(n + $4)::int8 AS b, COUNT(*) AS k FROM gone GROUP BY run) g"
+        " WHERE r.id=g.run RETURNING r.id, g.k",
+        pg::Params().add(res.width_ns).add(cutoff).array(ids).add(kRowBytes));
     txn.commit();
     for (int i = 0; i < d.rows(); ++i) {
       touched.push_back(d.i64(i, 0));
@@ -680,7 +763,9 @@ RetainResult PgStore::retain(const RetainOptions& o) {
   RetainResult out;
   if (!leads_retention()) return out;
   pg::Pool::Lease c(pool_);
-  auto stored = [&] { return c->query("retain_stored", "SELECT COALESCE(SUM(bytes), 0) FROM runs").i64(0, 0); };
+  auto stored = [&] {
+    return c->query("retain_stored", "SELECT COALESCE(SUM(bytes), 0) FROM runs").i64(0, 0);
+  };
   const int64_t before = stored();
   std::vector<int64_t> doomed;
   if (o.older_than_ns > 0) {

@@ -13,8 +13,14 @@ namespace lfs {
 namespace {
 
 bool parse_bool(const std::string& v, bool& out) {
-  if (v == "1" || v == "true" || v == "yes" || v == "on" || v.empty()) { out = true; return true; }
-  if (v == "0" || v == "false" || v == "no" || v == "off") { out = false; return true; }
+  if (v == "1" || v == "true" || v == "yes" || v == "on" || v.empty()) {
+    out = true;
+    return true;
+  }
+  if (v == "0" || v == "false" || v == "no" || v == "off") {
+    out = false;
+    return true;
+  }
   return false;
 }
 
@@ -53,7 +59,10 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
       path_of(id, path);
       if (view.reverse) std::reverse(path.begin(), path.end());
       s.clear();
-      for (uint32_t f : path) { if (!s.empty()) s += ';'; s += st.frames[f]; }
+      for (uint32_t f : path) {
+        if (!s.empty()) s += ';';
+        s += st.frames[f];
+      }
       if (under_focus(s, view.focus)) tree.add(s, static_cast<double>(v));
     }
     tree.finalize();
@@ -65,13 +74,16 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
     // Walk the stored tree itself: only the nodes on a path to a value become tree nodes.
     std::vector<uint8_t> needed(st.nodes.size(), 0);
     for (const auto& [id, v] : st.values)
-      for (int64_t n = id; n >= 0 && !needed[static_cast<std::size_t>(n)]; n = st.nodes[static_cast<std::size_t>(n)].parent)
+      for (int64_t n = id; n >= 0 && !needed[static_cast<std::size_t>(n)];
+           n = st.nodes[static_cast<std::size_t>(n)].parent)
         needed[static_cast<std::size_t>(n)] = 1;
     std::vector<uint32_t> tnode(st.nodes.size(), lf::Tree::kRoot);
     for (std::size_t i = 0; i < st.nodes.size(); ++i) {
       if (!needed[i]) continue;
       const Batch::Node& n = st.nodes[i];
-      tnode[i] = tree.child(n.parent < 0 ? lf::Tree::kRoot : tnode[static_cast<std::size_t>(n.parent)], tree_frame[n.frame]);
+      tnode[i] =
+          tree.child(n.parent < 0 ? lf::Tree::kRoot : tnode[static_cast<std::size_t>(n.parent)],
+                     tree_frame[n.frame]);
     }
     for (const auto& [id, v] : st.values) tree.add_self(tnode[id], static_cast<double>(v));
   } else {
@@ -79,10 +91,14 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
     bool focus_found = true;
     if (!view.focus.empty()) {
       std::unordered_map<std::string_view, uint32_t> by_name;
-      for (std::size_t i = 0; i < st.frames.size(); ++i) by_name.emplace(st.frames[i], static_cast<uint32_t>(i));
+      for (std::size_t i = 0; i < st.frames.size(); ++i)
+        by_name.emplace(st.frames[i], static_cast<uint32_t>(i));
       for (std::string_view f : lf::split_stack(view.focus)) {
         auto it = by_name.find(f);
-        if (it == by_name.end()) { focus_found = false; break; }
+        if (it == by_name.end()) {
+          focus_found = false;
+          break;
+        }
         focus.push_back(it->second);
       }
     }
@@ -90,7 +106,8 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
       if (!focus_found) break;
       path_of(id, path);
       if (view.reverse) std::reverse(path.begin(), path.end());
-      if (path.size() < focus.size() || !std::equal(focus.begin(), focus.end(), path.begin())) continue;
+      if (path.size() < focus.size() || !std::equal(focus.begin(), focus.end(), path.begin()))
+        continue;
       uint32_t node = lf::Tree::kRoot;
       for (uint32_t f : path) node = tree.child(node, tree_frame[f]);
       tree.add_self(node, static_cast<double>(v));
@@ -102,7 +119,8 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
 }
 
 std::string view_key(const RunInfo& run, const View& view) {
-  return std::to_string(run.id) + "@" + std::to_string(run.revision) + "|" + std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
+  return std::to_string(run.id) + "@" + std::to_string(run.revision) + "|" +
+         std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
          std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
 }
 
@@ -118,13 +136,18 @@ std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run,
   });
 }
 
-void TreeCache::forget(int64_t run) { lru_.forget(run); }
+void TreeCache::forget(int64_t run) {
+  lru_.forget(run);
+}
 
 std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, bool& reverse) {
   std::string_view units = metric_units(metric);
   o.count_name = std::string(units);
   if (units == "ns") o.unit = "ns";
-  if (units == "bytes") { o.unit = "bytes"; o.colors = "mem"; }
+  if (units == "bytes") {
+    o.unit = "bytes";
+    o.colors = "mem";
+  }
   bool title_set = false;
   for (const auto& kv : p) {
     // Named references, not a structured binding: clang 14 (the fuzz build)
@@ -133,38 +156,60 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
     const std::string& v = kv.second;
     double d = 0;
     bool b = false;
-    auto bad = [&](const std::string& want) { return "bad value for " + key + ": '" + v + "' (" + want + ")"; };
-    if (key == "title") { o.title = v; title_set = true; }
-    else if (key == "subtitle") o.subtitle = v;
-    else if (key == "countname") o.count_name = v;
-    else if (key == "nametype") o.name_type = v;
-    else if (key == "notes") o.notes = v;
-    else if (key == "fonttype") o.font_type = v;
-    else if (key == "width") { if (!parse_number(v, 100, 100000, d)) return bad("100..100000"); o.width = static_cast<int>(d); }
-    else if (key == "height") { if (!parse_number(v, 4, 200, d)) return bad("4..200"); o.frame_height = static_cast<int>(d); }
-    else if (key == "fontsize") { if (!parse_number(v, 1, 100, d)) return bad("1..100"); o.font_size = d; }
-    else if (key == "minwidth") {
+    auto bad = [&](const std::string& want) {
+      return "bad value for " + key + ": '" + v + "' (" + want + ")";
+    };
+    if (key == "title") {
+      o.title = v;
+      title_set = true;
+    } else if (key == "subtitle")
+      o.subtitle = v;
+    else if (key == "countname")
+      o.count_name = v;
+    else if (key == "nametype")
+      o.name_type = v;
+    else if (key == "notes")
+      o.notes = v;
+    else if (key == "fonttype")
+      o.font_type = v;
+    else if (key == "width") {
+      if (!parse_number(v, 100, 100000, d)) return bad("100..100000");
+      o.width = static_cast<int>(d);
+    } else if (key == "height") {
+      if (!parse_number(v, 4, 200, d)) return bad("4..200");
+      o.frame_height = static_cast<int>(d);
+    } else if (key == "fontsize") {
+      if (!parse_number(v, 1, 100, d)) return bad("1..100");
+      o.font_size = d;
+    } else if (key == "minwidth") {
       std::string num = v;
       bool percent = !num.empty() && num.back() == '%';
       if (percent) num.pop_back();
       if (!parse_number(num, 0, percent ? 100 : 100000, d)) return bad("pixels, or N%");
       o.min_width = d;
       o.min_width_percent = percent;
-    }
-    else if (key == "colors") {
-      static const char* palettes[] = {"hot", "mem", "io", "red", "green", "blue", "aqua",
-                                       "yellow", "purple", "orange", "lua"};
-      if (std::none_of(std::begin(palettes), std::end(palettes), [&](const char* s) { return v == s; }))
+    } else if (key == "colors") {
+      static const char* palettes[] = {"hot",  "mem",    "io",     "red",    "green", "blue",
+                                       "aqua", "yellow", "purple", "orange", "lua"};
+      if (std::none_of(std::begin(palettes), std::end(palettes),
+                       [&](const char* s) { return v == s; }))
         return bad("hot mem io red green blue aqua yellow purple orange lua");
       o.colors = v;
-    }
-    else if (key == "total") { if (!parse_number(v, 0, 1e300, d)) return bad("a number >= 0"); o.total = d; }
-    else if (key == "factor") { if (!parse_number(v, 1e-300, 1e300, d)) return bad("a number > 0"); o.factor = d; }
-    else if (key == "hash" || key == "inverted" || key == "reverse" || key == "flamechart" || key == "negate") {
+    } else if (key == "total") {
+      if (!parse_number(v, 0, 1e300, d)) return bad("a number >= 0");
+      o.total = d;
+    } else if (key == "factor") {
+      if (!parse_number(v, 1e-300, 1e300, d)) return bad("a number > 0");
+      o.factor = d;
+    } else if (key == "hash" || key == "inverted" || key == "reverse" || key == "flamechart" ||
+               key == "negate") {
       if (!parse_bool(v, b)) return bad("1 or 0");
       if (key == "hash") o.hash = b;
       if (key == "inverted") o.inverted = b;
-      if (key == "reverse") { o.reverse = b; reverse = b; }
+      if (key == "reverse") {
+        o.reverse = b;
+        reverse = b;
+      }
       if (key == "flamechart") o.flamechart = b;  // the caller copies it into View
       if (key == "negate") o.negate = b;
     }
@@ -176,8 +221,9 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
 std::string render_run_svg(const lf::Tree& tree, const View& view, const lf::SvgOptions& opts) {
   std::string out;
   if (tree.total() <= 0) {
-    lf::render_empty_svg(opts, view.focus.empty() ? "No data in this run for this metric and time range"
-                                                  : "No data under the focused frame",
+    lf::render_empty_svg(opts,
+                         view.focus.empty() ? "No data in this run for this metric and time range"
+                                            : "No data under the focused frame",
                          out);
     return out;
   }
@@ -204,9 +250,11 @@ FunctionTable function_table(const lf::Tree& tree) {
   return t;
 }
 
-std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& store, const RunInfo& run,
-                                                     const View& view) {
-  auto compute = [&] { return std::make_shared<const FunctionTable>(function_table(*trees.get(store, run, view))); };
+std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& store,
+                                                     const RunInfo& run, const View& view) {
+  auto compute = [&] {
+    return std::make_shared<const FunctionTable>(function_table(*trees.get(store, run, view)));
+  };
   if (view.flamechart) return compute();
   const std::string key = view_key(run, view);
   if (auto hit = lru_.get(key)) return hit;
@@ -218,7 +266,9 @@ std::shared_ptr<const FunctionTable> TableCache::get(TreeCache& trees, Store& st
   });
 }
 
-void TableCache::forget(int64_t run) { lru_.forget(run); }
+void TableCache::forget(int64_t run) {
+  lru_.forget(run);
+}
 
 nlohmann::json run_functions(const FunctionTable& table, int metric, std::size_t limit) {
   nlohmann::json fns = nlohmann::json::array();
@@ -245,11 +295,17 @@ nlohmann::json top_functions(const FunctionTable& table, std::size_t limit) {
                       });
     nlohmann::json out = nlohmann::json::array();
     for (std::size_t i = 0; i < n; ++i)
-      out.push_back({{"name", stats[idx[i]].name}, {"self", stats[idx[i]].self}, {"total", stats[idx[i]].total}});
+      out.push_back({{"name", stats[idx[i]].name},
+                     {"self", stats[idx[i]].self},
+                     {"total", stats[idx[i]].total}});
     return out;
   };
-  return {{"self", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) { return a.self > b.self; })},
-          {"total", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) { return a.total > b.total; })}};
+  return {{"self", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) {
+             return a.self > b.self;
+           })},
+          {"total", list([](const lf::FunctionStat& a, const lf::FunctionStat& b) {
+             return a.total > b.total;
+           })}};
 }
 
 nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit) {
@@ -283,14 +339,20 @@ nlohmann::json run_speedscope(const lf::Tree& tree, const RunInfo& run, int metr
   return {{"$schema", "https://www.speedscope.app/file-format-schema.json"},
           {"shared", {{"frames", frames}}},
           {"profiles",
-           {{{"type", "sampled"}, {"name", name}, {"unit", unit}, {"startValue", 0},
-             {"endValue", tree.total()}, {"samples", samples}, {"weights", weights}}}},
+           {{{"type", "sampled"},
+             {"name", name},
+             {"unit", unit},
+             {"startValue", 0},
+             {"endValue", tree.total()},
+             {"samples", samples},
+             {"weights", weights}}}},
           {"name", name},
           {"activeProfileIndex", 0},
           {"exporter", "luaflame-server"}};
 }
 
-std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize, lf::SvgOptions opts) {
+std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize,
+                            lf::SvgOptions opts) {
   lf::DiffOptions d;
   d.normalize = normalize;
   lf::Tree diff = lf::diff_trees(base, head, d);
@@ -315,21 +377,28 @@ DiffReport diff_report(const lf::Tree& base, const lf::Tree& head, const RunInfo
                           {"base_total_pct", lf::round_share(r.base_total)},
                           {"head_total_pct", lf::round_share(r.head_total)}};
   };
-  nlohmann::json frames = nlohmann::json::array(), reg = nlohmann::json::array(), imp = nlohmann::json::array();
+  nlohmann::json frames = nlohmann::json::array(), reg = nlohmann::json::array(),
+                 imp = nlohmann::json::array();
   for (const lf::ShareChange& r : c.rows) {
     if (frames.size() < limit) frames.push_back(row_json(r));
     if (r.delta() > lf::kShareNoise && reg.size() < limit) reg.push_back(row_json(r));
     if (r.delta() < -lf::kShareNoise && imp.size() < limit) imp.push_back(row_json(r));
   }
   const std::string heading = "Profile comparison: " + lf::markdown_escape(head_run.name) + " #" +
-                              std::to_string(head_run.id) + " vs " + lf::markdown_escape(base_run.name) + " #" +
-                              std::to_string(base_run.id) + " (" + std::string(metric_name(metric)) +
-                              ", self share of total)";
+                              std::to_string(head_run.id) + " vs " +
+                              lf::markdown_escape(base_run.name) + " #" +
+                              std::to_string(base_run.id) + " (" +
+                              std::string(metric_name(metric)) + ", self share of total)";
   DiffReport rep;
   rep.failed = c.failed;
-  rep.json = {{"base", base_run.id}, {"head", head_run.id}, {"metric", metric_name(metric)},
-              {"base_total", base.total()}, {"head_total", head.total()},
-              {"frames", frames}, {"regressions", reg}, {"improvements", imp},
+  rep.json = {{"base", base_run.id},
+              {"head", head_run.id},
+              {"metric", metric_name(metric)},
+              {"base_total", base.total()},
+              {"head_total", head.total()},
+              {"frames", frames},
+              {"regressions", reg},
+              {"improvements", imp},
               {"markdown", lf::comparison_markdown(c, heading, std::min<std::size_t>(limit, 10))},
               {"threshold", threshold >= 0 ? nlohmann::json(threshold) : nlohmann::json(nullptr)},
               {"failed", c.failed}};

@@ -8,18 +8,18 @@
 #include <future>
 #include <limits>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cache.hpp"
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
-#include "cache.hpp"
 #include "store.hpp"
 
 namespace lfs {
@@ -29,9 +29,10 @@ struct View {
   int metric = 0;                                          ///< metric index; default samples
   int64_t from_ns = std::numeric_limits<int64_t>::min();   ///< buckets from here; default all
   int64_t until_ns = std::numeric_limits<int64_t>::max();  ///< buckets before this; default all
-  std::string focus;  ///< "a;b;c": keep only stacks under this path; default none
+  std::string focus;     ///< "a;b;c": keep only stacks under this path; default none
   bool reverse = false;  ///< reverse each stack before merging (--reverse); default false
-  bool flamechart = false;  ///< keep stored order, merge only neighbours (--flamechart); default false
+  bool flamechart =
+      false;  ///< keep stored order, merge only neighbours (--flamechart); default false
 };
 
 /// Query parameters as httplib gives them.
@@ -113,7 +114,8 @@ class TableCache {
  public:
   explicit TableCache(std::size_t max_bytes) : lru_(max_bytes, 4) {}
   /// The table of `run` for `view`, computed from trees.get() when not cached.
-  std::shared_ptr<const FunctionTable> get(TreeCache& trees, Store& store, const RunInfo& run, const View& view);
+  std::shared_ptr<const FunctionTable> get(TreeCache& trees, Store& store, const RunInfo& run,
+                                           const View& view);
   void forget(int64_t run);
   std::size_t bytes() const { return lru_.cost(); }
 
@@ -151,7 +153,8 @@ nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit);
 nlohmann::json run_speedscope(const lf::Tree& tree, const RunInfo& run, int metric);
 
 /// Differential SVG of base -> head.
-std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize, lf::SvgOptions opts);
+std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize,
+                            lf::SvgOptions opts);
 
 /// Comparison of function shares (self value as a percentage of the total).
 struct DiffReport {

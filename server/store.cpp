@@ -24,7 +24,6 @@ std::string_view metric_units(int index) {
   return lfw::kMetricList[index].units;
 }
 
-
 namespace {
 constexpr int64_t kSec = 1000000000LL;
 constexpr int64_t kDay = 86400 * kSec;
@@ -103,6 +102,8 @@ std::unique_ptr<Store> open_store(const std::string& url, const StoreOptions& op
                            "' names a store this server was built without (sqlite:DIR, DIR)");
 }
 
-std::string describe_store(const std::string& url) { return is_postgres(url) ? pg::redact(url) : url; }
+std::string describe_store(const std::string& url) {
+  return is_postgres(url) ? pg::redact(url) : url;
+}
 
 }  // namespace lfs

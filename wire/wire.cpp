@@ -25,18 +25,39 @@ void encode(const Chunk& c, std::string& out) {
   out += "\nseq ";
   put_uint(out, c.seq);
   out += '\n';
-  if (c.from_ns) { out += "from "; put_uint(out, c.from_ns); out += '\n'; }
-  if (c.until_ns) { out += "until "; put_uint(out, c.until_ns); out += '\n'; }
+  if (c.from_ns) {
+    out += "from ";
+    put_uint(out, c.from_ns);
+    out += '\n';
+  }
+  if (c.until_ns) {
+    out += "until ";
+    put_uint(out, c.until_ns);
+    out += '\n';
+  }
   out += "metrics";
-  for (const auto& m : c.metrics) { out += ' '; out += m; }
+  for (const auto& m : c.metrics) {
+    out += ' ';
+    out += m;
+  }
   out += '\n';
-  for (const auto& f : c.frames) { out += "f "; out += f; out += '\n'; }
+  for (const auto& f : c.frames) {
+    out += "f ";
+    out += f;
+    out += '\n';
+  }
   for (const Node& n : c.nodes) {
     out += "n ";
-    if (n.parent < 0) out += '-'; else put_uint(out, static_cast<uint64_t>(n.parent));
+    if (n.parent < 0)
+      out += '-';
+    else
+      put_uint(out, static_cast<uint64_t>(n.parent));
     out += ' ';
     put_uint(out, n.frame);
-    for (uint64_t v : n.values) { out += ' '; put_uint(out, v); }
+    for (uint64_t v : n.values) {
+      out += ' ';
+      put_uint(out, v);
+    }
     out += '\n';
   }
   out += "end ";
@@ -90,9 +111,9 @@ bool check_magic(std::string_view line, std::string& error) {
   std::string_view rest = line;
   if (word(rest) != kMagic) return fail(error, 1, "not a luaflame-wire chunk");
   if (rest != std::to_string(kVersion))
-    return fail(error, 1, "luaflame-wire " + std::string(rest) +
-                              " is not supported; this reader reads version " +
-                              std::to_string(kVersion));
+    return fail(error, 1,
+                "luaflame-wire " + std::string(rest) +
+                    " is not supported; this reader reads version " + std::to_string(kVersion));
   return true;
 }
 
@@ -100,19 +121,24 @@ bool decode_node(std::string_view rest, Chunk& c, std::size_t ln, std::string& e
   Node n;
   std::string_view p = word(rest), f = word(rest);
   uint64_t v = 0;
-  if (p == "-") n.parent = -1;
-  else if (parse_uint(p, v) && v < c.nodes.size()) n.parent = static_cast<int64_t>(v);
-  else return fail(error, ln, "node parent '" + std::string(p) + "' is not an earlier node");
+  if (p == "-")
+    n.parent = -1;
+  else if (parse_uint(p, v) && v < c.nodes.size())
+    n.parent = static_cast<int64_t>(v);
+  else
+    return fail(error, ln, "node parent '" + std::string(p) + "' is not an earlier node");
   if (!parse_uint(f, v) || v >= c.frames.size())
     return fail(error, ln, "node frame '" + std::string(f) + "' is not a defined frame");
   n.frame = static_cast<uint32_t>(v);
   while (!rest.empty()) {
-    if (!parse_uint(word(rest), v)) return fail(error, ln, "bad node value (a whole number up to 2^63-1)");
+    if (!parse_uint(word(rest), v))
+      return fail(error, ln, "bad node value (a whole number up to 2^63-1)");
     n.values.push_back(v);
   }
   if (n.values.size() != c.metrics.size())
-    return fail(error, ln, "node has " + std::to_string(n.values.size()) + " values for " +
-                               std::to_string(c.metrics.size()) + " metrics");
+    return fail(error, ln,
+                "node has " + std::to_string(n.values.size()) + " values for " +
+                    std::to_string(c.metrics.size()) + " metrics");
   c.nodes.push_back(std::move(n));
   return true;
 }
@@ -159,10 +185,15 @@ bool decode(std::string_view text, Chunk& c, std::string& error) {
       if (!decode_node(rest, c, r.lineno, error)) return false;
     } else if (key == "seq" || key == "from" || key == "until" || key == "end") {
       if (!parse_uint(rest, v))
-        return fail(error, r.lineno, "bad number after " + std::string(key) + " (a whole number up to 2^63-1)");
-      if (key == "seq") { c.seq = v; have_seq = true; }
-      else if (key == "from") c.from_ns = v;
-      else if (key == "until") c.until_ns = v;
+        return fail(error, r.lineno,
+                    "bad number after " + std::string(key) + " (a whole number up to 2^63-1)");
+      if (key == "seq") {
+        c.seq = v;
+        have_seq = true;
+      } else if (key == "from")
+        c.from_ns = v;
+      else if (key == "until")
+        c.until_ns = v;
       else {
         if (v != c.nodes.size()) return fail(error, r.lineno, "end count does not match nodes");
         if (!have_seq) return fail(error, r.lineno, "no seq header");

@@ -42,21 +42,44 @@ struct Rng {  // splitmix64: fast, deterministic everywhere
   }
 };
 
-const char* kModules[] = {"parser", "lexer", "gen", "vm", "json", "http", "router", "db", "orm",
-                          "tpl", "cache", "auth", "sess", "util", "str", "tbl", "ev", "sched",
-                          "net.sock", "log"};
-const char* kVerbs[] = {"parse", "read", "write", "emit", "check", "resolve", "visit", "encode",
-                        "decode", "load", "store", "find", "match", "build", "render", "dispatch",
-                        "handle", "apply", "merge", "split", "next", "step", "eval", "call"};
-const char* kNouns[] = {"expr", "stmt", "block", "token", "node", "value", "field", "table", "key",
-                        "list", "request", "response", "header", "row", "query", "state", "frame",
-                        "scope", "string", "number", "args", "chunk", "buffer", "item"};
-const char* kCFuncs[] = {"[C] string.gsub", "[C] string.find", "[C] string.format", "[C] string.sub",
-                         "[C] string.rep", "[C] string.byte", "[C] table.insert", "[C] table.concat",
-                         "[C] table.sort", "[C] table.remove", "[C] ipairs", "[C] pairs", "[C] next",
-                         "[C] select", "[C] tostring", "[C] tonumber", "[C] setmetatable", "[C] pcall",
-                         "[C] error", "[C] require", "[C] io.read", "[C] io.write", "[C] math.floor",
-                         "[C] coroutine.resume", "[C] coroutine.yield", "[C] type", "[C] rawget"};
+const char* kModules[] = {"parser", "lexer", "gen", "vm",    "json",     "http", "router",
+                          "db",     "orm",   "tpl", "cache", "auth",     "sess", "util",
+                          "str",    "tbl",   "ev",  "sched", "net.sock", "log"};
+const char* kVerbs[] = {"parse", "read",   "write",  "emit",     "check",  "resolve",
+                        "visit", "encode", "decode", "load",     "store",  "find",
+                        "match", "build",  "render", "dispatch", "handle", "apply",
+                        "merge", "split",  "next",   "step",     "eval",   "call"};
+const char* kNouns[] = {"expr",   "stmt",   "block", "token", "node",    "value",
+                        "field",  "table",  "key",   "list",  "request", "response",
+                        "header", "row",    "query", "state", "frame",   "scope",
+                        "string", "number", "args",  "chunk", "buffer",  "item"};
+const char* kCFuncs[] = {"[C] string.gsub",
+                         "[C] string.find",
+                         "[C] string.format",
+                         "[C] string.sub",
+                         "[C] string.rep",
+                         "[C] string.byte",
+                         "[C] table.insert",
+                         "[C] table.concat",
+                         "[C] table.sort",
+                         "[C] table.remove",
+                         "[C] ipairs",
+                         "[C] pairs",
+                         "[C] next",
+                         "[C] select",
+                         "[C] tostring",
+                         "[C] tonumber",
+                         "[C] setmetatable",
+                         "[C] pcall",
+                         "[C] error",
+                         "[C] require",
+                         "[C] io.read",
+                         "[C] io.write",
+                         "[C] math.floor",
+                         "[C] coroutine.resume",
+                         "[C] coroutine.yield",
+                         "[C] type",
+                         "[C] rawget"};
 const char* kInternal[] = {"[GC]", "[alloc] table", "[alloc] string", "[alloc] closure", "[hook]"};
 
 std::vector<std::string> make_functions(Rng& r, uint32_t lua_count) {
@@ -84,9 +107,12 @@ int main(int argc, char** argv) {
   uint64_t seed = 42;
   bool sorted = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--stacks") && i + 1 < argc) stacks = uint32_t(std::atol(argv[++i]));
-    else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--sorted")) sorted = true;
+    if (!std::strcmp(argv[i], "--stacks") && i + 1 < argc)
+      stacks = uint32_t(std::atol(argv[++i]));
+    else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc)
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--sorted"))
+      sorted = true;
     else {
       std::fprintf(stderr, "usage: gen_folded [--stacks N] [--seed S] [--sorted]\n");
       return 2;
@@ -117,7 +143,8 @@ int main(int argc, char** argv) {
     std::size_t depth = 5 + std::size_t(55 * std::pow(r.unit(), 1.8));
     if (!recent.empty() && r.below(50) != 0) {
       // Keep a recent stack but its last ~14 frames (geometric), grow anew.
-      const std::vector<uint32_t>& base = recent[recent.size() - 1 - r.skewed(uint32_t(recent.size()), 1.2)];
+      const std::vector<uint32_t>& base =
+          recent[recent.size() - 1 - r.skewed(uint32_t(recent.size()), 1.2)];
       std::size_t t = 1 + std::size_t(-std::log(1 - r.unit()) * 10);
       std::size_t keep = base.size() > t ? base.size() - t : 1;
       keep = std::max<std::size_t>(1, std::min(keep, depth - 1));

@@ -1,7 +1,8 @@
 // Loopback load generator for luaflame-server, bounded in time.
 //
 //   server_load --port P --mode upload --file F [--seconds S] [--threads N]
-//   server_load --port P --mode svg-cached|svg-304|svg-uncached|svg-cold --run ID [--seconds S] [--threads N]
+//   server_load --port P --mode svg-cached|svg-304|svg-uncached|svg-cold --run ID [--seconds S]
+//   [--threads N]
 //
 // upload:       POST F to /api/runs repeatedly; prints MB/s of folded text acknowledged (201).
 // svg-cached:   GET the same flame graph of a finished run (served from the cache).
@@ -36,13 +37,22 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--port") a.port = std::atoi(v.c_str());
-    else if (k == "--mode") a.mode = v;
-    else if (k == "--file") a.file = v;
-    else if (k == "--run") a.run = std::atol(v.c_str());
-    else if (k == "--seconds") a.seconds = std::atof(v.c_str());
-    else if (k == "--threads") a.threads = std::atoi(v.c_str());
-    else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); std::exit(2); }
+    if (k == "--port")
+      a.port = std::atoi(v.c_str());
+    else if (k == "--mode")
+      a.mode = v;
+    else if (k == "--file")
+      a.file = v;
+    else if (k == "--run")
+      a.run = std::atol(v.c_str());
+    else if (k == "--seconds")
+      a.seconds = std::atof(v.c_str());
+    else if (k == "--threads")
+      a.threads = std::atoi(v.c_str());
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
   }
   return a;
 }
@@ -54,7 +64,10 @@ int main(int argc, char** argv) {
   std::string body;
   if (a.mode == "upload") {
     std::ifstream in(a.file, std::ios::binary);
-    if (!in) { std::fprintf(stderr, "cannot read %s\n", a.file.c_str()); return 2; }
+    if (!in) {
+      std::fprintf(stderr, "cannot read %s\n", a.file.c_str());
+      return 2;
+    }
     std::ostringstream ss;
     ss << in.rdbuf();
     body = ss.str();
@@ -80,10 +93,12 @@ int main(int argc, char** argv) {
       while (std::chrono::steady_clock::now() < deadline) {
         int want = a.mode == "upload" ? 201 : a.mode == "svg-304" ? 304 : 200;
         auto send = [&]() {
-          if (a.mode == "upload") return c.Post("/api/runs?name=bench&tag=bench=upload", body, "text/plain");
+          if (a.mode == "upload")
+            return c.Post("/api/runs?name=bench&tag=bench=upload", body, "text/plain");
           if (a.mode == "svg-cached") return c.Get(svg.c_str());
           if (a.mode == "svg-304") return c.Get(svg.c_str(), {{"If-None-Match", etag}});
-          if (a.mode == "svg-cold") return c.Get((svg + "?from=" + std::to_string(++counter)).c_str());
+          if (a.mode == "svg-cold")
+            return c.Get((svg + "?from=" + std::to_string(++counter)).c_str());
           return c.Get((svg + "?title=t" + std::to_string(counter++)).c_str());
         };
         httplib::Result r = send();
@@ -97,7 +112,7 @@ int main(int argc, char** argv) {
     });
   for (auto& th : threads) th.join();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%-13s requests %6ld failures %ld seconds %.2f  %9.1f req/s  %8.1f MB/s\n", a.mode.c_str(), ok.load(),
-              failed.load(), secs, ok / secs, bytes / secs / 1e6);
+  std::printf("%-13s requests %6ld failures %ld seconds %.2f  %9.1f req/s  %8.1f MB/s\n",
+              a.mode.c_str(), ok.load(), failed.load(), secs, ok / secs, bytes / secs / 1e6);
   return failed > 0 ? 1 : 0;
 }

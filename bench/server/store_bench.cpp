@@ -41,7 +41,9 @@ const int64_t kT0 = (std::chrono::duration_cast<std::chrono::seconds>(
                     86400 * kS;
 
 double wall_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // PostgreSQL works in its own processes, which this thread's CPU time does not see: with a
@@ -236,9 +238,12 @@ int fleet(lfs::Store& st, int argc, char** argv) {
   const int stacks = static_cast<int>(arg(argc, argv, "--stacks", 500));
   // --first N: services N.. (a second bench process on the same database plays a second server)
   const int first = static_cast<int>(arg(argc, argv, "--first", 0));
-  std::printf("fleet: %d services, %d simulated days, one %d-stack chunk per service every %lld simulated s "
-              "(10 s chunks reduced %lldx)\n",
-              services, days, stacks, static_cast<long long>(interval), static_cast<long long>(interval / 10));
+  std::printf(
+      "fleet: %d services, %d simulated days, one %d-stack chunk per service every %lld simulated "
+      "s "
+      "(10 s chunks reduced %lldx)\n",
+      services, days, stacks, static_cast<long long>(interval),
+      static_cast<long long>(interval / 10));
   std::vector<std::vector<std::string>> pools;
   std::vector<int64_t> ids;
   for (int s = 0; s < services; ++s) {
@@ -271,14 +276,16 @@ int fleet(lfs::Store& st, int argc, char** argv) {
     lfs::RetainResult rr = st.retain(ro);
     double retain_ms = cpu_ms() - rc;
     lfs::StoreStats ss = st.stats();
-    std::printf("day %2d: %lld chunks in %.1f s (%.0f chunks/s, append CPU median %.2f ms); retention %.0f ms CPU, "
-                "%lld buckets trimmed, %.1f MB freed; disk %.1f MB, in use %.1f MB\n",
-                day, static_cast<long long>(per_day * services), day_wall,
-                static_cast<double>(per_day * services) / day_wall, median(cpu), retain_ms,
-                static_cast<long long>(rr.buckets_trimmed), static_cast<double>(rr.bytes_freed) / 1e6,
-                // a database server's disk: the store's own figure (PostgreSQL: pg_database_size)
-                static_cast<double>(disk_bytes(argv[2]) < 0 ? ss.file_bytes : disk_bytes(argv[2])) / 1e6,
-                static_cast<double>(ss.stored_bytes) / 1e6);
+    std::printf(
+        "day %2d: %lld chunks in %.1f s (%.0f chunks/s, append CPU median %.2f ms); retention %.0f "
+        "ms CPU, "
+        "%lld buckets trimmed, %.1f MB freed; disk %.1f MB, in use %.1f MB\n",
+        day, static_cast<long long>(per_day * services), day_wall,
+        static_cast<double>(per_day * services) / day_wall, median(cpu), retain_ms,
+        static_cast<long long>(rr.buckets_trimmed), static_cast<double>(rr.bytes_freed) / 1e6,
+        // a database server's disk: the store's own figure (PostgreSQL: pg_database_size)
+        static_cast<double>(disk_bytes(argv[2]) < 0 ? ss.file_bytes : disk_bytes(argv[2])) / 1e6,
+        static_cast<double>(ss.stored_bytes) / 1e6);
     (void)day_cpu;
     cpu.clear();
     std::fflush(stdout);

@@ -53,7 +53,9 @@ Tree diff_trees(const Tree& before, const Tree& after, const DiffOptions& opts) 
 
 namespace {
 
-double percent(double v, double total) { return total > 0 ? 100.0 * v / total : 0.0; }
+double percent(double v, double total) {
+  return total > 0 ? 100.0 * v / total : 0.0;
+}
 
 std::string fixed2(double v, bool sign) {
   char buf[64];
@@ -61,7 +63,8 @@ std::string fixed2(double v, bool sign) {
   return buf;
 }
 
-void markdown_table(std::string& md, const char* title, const std::vector<const ShareChange*>& rows) {
+void markdown_table(std::string& md, const char* title,
+                    const std::vector<const ShareChange*>& rows) {
   md += std::string("**") + title + "**\n\n";
   if (rows.empty()) {
     md += "none\n\n";
@@ -98,7 +101,8 @@ Comparison compare_shares(const Tree& base, const Tree& head, double threshold) 
     c.rows.push_back(std::move(s));
   }
   std::sort(c.rows.begin(), c.rows.end(), [](const ShareChange& a, const ShareChange& b) {
-    if (std::fabs(a.delta()) != std::fabs(b.delta())) return std::fabs(a.delta()) > std::fabs(b.delta());
+    if (std::fabs(a.delta()) != std::fabs(b.delta()))
+      return std::fabs(a.delta()) > std::fabs(b.delta());
     return a.name < b.name;
   });
   if (threshold < 0) return c;
@@ -123,7 +127,9 @@ bool parse_threshold(std::string_view text, double& out) {
   return true;
 }
 
-double round_share(double v) { return std::round(v * 1000.0) / 1000.0; }
+double round_share(double v) {
+  return std::round(v * 1000.0) / 1000.0;
+}
 
 std::string markdown_escape(std::string_view name) {
   std::string out;
@@ -135,7 +141,8 @@ std::string markdown_escape(std::string_view name) {
   return out;
 }
 
-std::string comparison_markdown(const Comparison& c, const std::string& heading, std::size_t limit) {
+std::string comparison_markdown(const Comparison& c, const std::string& heading,
+                                std::size_t limit) {
   std::vector<const ShareChange*> grew, shrank;
   for (const ShareChange& r : c.rows) {
     if (r.delta() > kShareNoise && grew.size() < limit) grew.push_back(&r);
@@ -146,8 +153,9 @@ std::string comparison_markdown(const Comparison& c, const std::string& heading,
   markdown_table(md, "Improvements", shrank);
   if (c.threshold >= 0) {
     const std::string t = fixed2(c.threshold, false);
-    md += c.failed ? "**FAILED**: " + markdown_escape(c.worst) + " grew by more than " + t + " points\n"
-                   : "Passed: no function grew by more than " + t + " points\n";
+    md += c.failed
+              ? "**FAILED**: " + markdown_escape(c.worst) + " grew by more than " + t + " points\n"
+              : "Passed: no function grew by more than " + t + " points\n";
   }
   return md;
 }

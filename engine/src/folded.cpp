@@ -38,10 +38,16 @@ bool parse_number(std::string_view tok, double& out) {
     while (i < n && tok[i] >= '0' && tok[i] <= '9') ++i;
     if (i - start > 0 && i - start <= 18) {
       double frac = 0, div = 1;
-      for (std::size_t k = start; k < i; ++k) { frac = frac * 10 + (tok[k] - '0'); div *= 10; }
+      for (std::size_t k = start; k < i; ++k) {
+        frac = frac * 10 + (tok[k] - '0');
+        div *= 10;
+      }
       v += frac / div;
     } else {
-      for (std::size_t k = start; k < i; ++k) { v += (tok[k] - '0') * scale; scale /= 10; }
+      for (std::size_t k = start; k < i; ++k) {
+        v += (tok[k] - '0') * scale;
+        scale /= 10;
+      }
     }
   }
   if (i != n) return false;
@@ -165,7 +171,8 @@ struct LineParser {
       fl.value = first;
       stack = stack2;
     }
-    if (!std::isfinite(fl.value) || !std::isfinite(fl.value2)) return fail(line_no, "non-finite count");
+    if (!std::isfinite(fl.value) || !std::isfinite(fl.value2))
+      return fail(line_no, "non-finite count");
     // Perl's split drops trailing empty fields: flamegraph.pl draws "a;b;" as "a;b".
     if (opts.blank_frames)
       while (!stack.empty() && stack.back() == ';') stack.remove_suffix(1);
@@ -272,7 +279,8 @@ void append_count(std::string& out, double value) {
     // Plain decimal, trailing zeros dropped: parse_folded (and
     // flamegraph.pl) read no exponents.
     n = std::snprintf(buf, sizeof buf, "%.9f", value);
-    if (n < 0 || n >= int(sizeof buf)) n = std::snprintf(buf, sizeof buf, "%.0f", value);
+    if (n < 0 || n >= int(sizeof buf))
+      n = std::snprintf(buf, sizeof buf, "%.0f", value);
     else {
       while (n > 0 && buf[n - 1] == '0') --n;
       if (n > 0 && buf[n - 1] == '.') --n;

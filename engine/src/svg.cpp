@@ -26,8 +26,8 @@ using namespace detail;
 
 namespace {
 
-constexpr double kXPad = 10;      // left and right padding
-constexpr double kFramePad = 1;   // vertical gap between frames
+constexpr double kXPad = 10;     // left and right padding
+constexpr double kFramePad = 1;  // vertical gap between frames
 constexpr std::size_t kFlushBytes = 1 << 20;
 
 // Where frames are written: one growing buffer, handed to the sink every
@@ -48,8 +48,10 @@ class Writer {
   }
   void flush() {
     if (!len_) return;
-    if (sink_) (*sink_)(std::string_view(buf_.data(), len_));
-    else whole_->append(buf_.data(), len_);
+    if (sink_)
+      (*sink_)(std::string_view(buf_.data(), len_));
+    else
+      whole_->append(buf_.data(), len_);
     len_ = 0;
   }
 
@@ -99,7 +101,9 @@ void put_comment_text(std::string& out, const std::string& text) {
   out += safe;
 }
 
-void put_num(std::string& out, double v) { put_fixed(out, v, 2, true); }
+void put_num(std::string& out, double v) {
+  put_fixed(out, v, 2, true);
+}
 
 void put_text_el(std::string& out, const char* id, double x, double y, const std::string& text,
                  const char* extra = "") {
@@ -139,12 +143,14 @@ void put_header(std::string& out, const SvgOptions& o, const Layout& l, const ch
     put_comment_text(out, o.notes);
     out += " -->\n";
   }
-  out += "<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
-         "<stop stop-color=\"";
+  out +=
+      "<defs><linearGradient id=\"background\" y1=\"0\" y2=\"1\" x1=\"0\" x2=\"0\">"
+      "<stop stop-color=\"";
   out += bg1;
   out += "\" offset=\"5%\"/><stop stop-color=\"";
   out += bg2;
-  out += "\" offset=\"95%\"/></linearGradient></defs>\n<style type=\"text/css\">\ntext{font-family:";
+  out +=
+      "\" offset=\"95%\"/></linearGradient></defs>\n<style type=\"text/css\">\ntext{font-family:";
   out += safe_font(o.font_type);
   out += ";font-size:";
   put_num(out, o.font_size);
@@ -186,7 +192,8 @@ void put_header(std::string& out, const SvgOptions& o, const Layout& l, const ch
   put_text_el(out, "unzoom", kXPad, o.font_size * 2, "Reset Zoom", " class=\"hide\"");
   put_text_el(out, "search", l.width - kXPad - 100, o.font_size * 2, "Search");
   put_text_el(out, "ignorecase", l.width - kXPad - 16, o.font_size * 2, "ic");
-  put_text_el(out, "matched", l.width - kXPad - 100, l.height - l.ypad2 / 2, " ", " class=\"hide\"");
+  put_text_el(out, "matched", l.width - kXPad - 100, l.height - l.ypad2 / 2, " ",
+              " class=\"hide\"");
 }
 
 // A frame to draw: its node, depth, and where it starts (in count units).
@@ -209,7 +216,7 @@ struct Renderer {
   std::vector<uint32_t> colors;    // 0xRRGGBB + 1 per frame (0 = not yet)
   std::string count_name;          // " COUNTNAME", escaped
   Palette pal;
-  bool exact_attr = false;         // titles show other than the count: give the script the exact value
+  bool exact_attr = false;  // titles show other than the count: give the script the exact value
   std::size_t frames_written = 0;
 
   Renderer(const Tree& t, const SvgOptions& opts, Writer& writer)
@@ -332,8 +339,10 @@ struct Renderer {
     double self = tree.self_at(n, col);
     if (o.show_self && self > 0 && self < total && n != Tree::kRoot) {
       p = w_lit(p, ", self ");
-      if (o.unit.empty()) p = w_count(p, self * o.factor);
-      else p = put_value(p, self * o.factor);
+      if (o.unit.empty())
+        p = w_count(p, self * o.factor);
+      else
+        p = put_value(p, self * o.factor);
     }
     return w_lit(p, "</title>");
   }
@@ -415,7 +424,8 @@ struct Renderer {
     timemax = o.total > time ? o.total : time;
     double width = o.width > 0 ? o.width : 1200;
     wpt = timemax > 0 ? (width - 2 * kXPad) / timemax : 0;
-    min_time = o.min_width_percent ? timemax * o.min_width / 100 : (wpt > 0 ? o.min_width / wpt : 0);
+    min_time =
+        o.min_width_percent ? timemax * o.min_width / 100 : (wpt > 0 ? o.min_width / wpt : 0);
     char_w = o.font_size * (o.font_width > 0 ? o.font_width : 0.59);
     exact_attr = !o.unit.empty() || o.factor != 1;
     count_name = " ";
@@ -423,13 +433,16 @@ struct Renderer {
     // flamegraph.pl's $maxdelta starts at 1: changes below one count stay pale.
     if (tree.differential()) {
       max_delta = 1;
-      for (uint32_t i = 1; i < tree.size(); ++i) max_delta = std::max(max_delta, std::fabs(delta(i)));
+      for (uint32_t i = 1; i < tree.size(); ++i)
+        max_delta = std::max(max_delta, std::fabs(delta(i)));
     }
     l = layout(o, depth_max());
     const char* bg1 = "#eeeeee";
     const char* bg2 = "#eeeeb0";
-    if (tree.differential()) bg2 = "#eeeeee";
-    else if (pal == Palette::mem || pal == Palette::io) bg2 = "#e0e0ff";
+    if (tree.differential())
+      bg2 = "#eeeeee";
+    else if (pal == Palette::mem || pal == Palette::io)
+      bg2 = "#e0e0ff";
     std::string head;
     put_header(head, o, l, bg1, bg2);
     head += "<g id=\"frames\" data-nametype=\"";
@@ -445,7 +458,9 @@ struct Renderer {
 
 }  // namespace
 
-bool known_palette(const std::string& name) { return palette_known(name); }
+bool known_palette(const std::string& name) {
+  return palette_known(name);
+}
 
 std::size_t render_svg(const Tree& tree, const SvgOptions& opts, std::string& out) {
   Writer w(&out, nullptr);

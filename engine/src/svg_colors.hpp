@@ -23,12 +23,29 @@ namespace lf {
 namespace detail {
 
 enum class Palette {
-  lua, hot, mem, io, red, green, blue, aqua, yellow, purple, orange,
-  java, js, perl, wakeup, chain  // flamegraph.pl's multi palettes: a colour palette chosen per frame
+  lua,
+  hot,
+  mem,
+  io,
+  red,
+  green,
+  blue,
+  aqua,
+  yellow,
+  purple,
+  orange,
+  java,
+  js,
+  perl,
+  wakeup,
+  chain  // flamegraph.pl's multi palettes: a colour palette chosen per frame
 };
 
 inline bool palette_lookup(const std::string& name, Palette& p) {
-  static const struct { const char* n; Palette p; } kAll[] = {
+  static const struct {
+    const char* n;
+    Palette p;
+  } kAll[] = {
       {"lua", Palette::lua},       {"hot", Palette::hot},       {"mem", Palette::mem},
       {"io", Palette::io},         {"red", Palette::red},       {"green", Palette::green},
       {"blue", Palette::blue},     {"aqua", Palette::aqua},     {"yellow", Palette::yellow},
@@ -86,7 +103,9 @@ inline std::string_view strip_annotation(std::string_view name) {
   return annotation(name) ? name.substr(0, name.size() - 4) : name;
 }
 
-inline bool has(std::string_view s, std::string_view what) { return s.find(what) != s.npos; }
+inline bool has(std::string_view s, std::string_view what) {
+  return s.find(what) != s.npos;
+}
 
 // flamegraph.pl's java palette: /^L?(java|javax|jdk|net|org|com|io|sun)\//.
 inline bool java_package(std::string_view name) {
@@ -123,13 +142,18 @@ inline Palette pick_palette(Palette p, std::string_view name) {
       if (has(name, "_[k]")) return Palette::orange;
       return Palette::red;
     }
-    case Palette::wakeup: return Palette::aqua;
-    case Palette::chain: return has(name, "_[w]") ? Palette::aqua : Palette::blue;
-    default: return p;
+    case Palette::wakeup:
+      return Palette::aqua;
+    case Palette::chain:
+      return has(name, "_[w]") ? Palette::aqua : Palette::blue;
+    default:
+      return p;
   }
 }
 
-inline uint32_t rgb(int r, int g, int b) { return uint32_t(r) << 16 | uint32_t(g) << 8 | uint32_t(b); }
+inline uint32_t rgb(int r, int g, int b) {
+  return uint32_t(r) << 16 | uint32_t(g) << 8 | uint32_t(b);
+}
 
 inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
   double v1, v2, v3;
@@ -150,15 +174,25 @@ inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
   if (p == Palette::lua) {
     // Annotated frames (perf captures) keep their kind's colour, as in java/js.
     switch (annotation(name)) {
-      case 'k': p = Palette::orange; break;
-      case 'j': p = Palette::green; break;
-      case 'i': case 'w': p = Palette::aqua; break;
-      default: break;
+      case 'k':
+        p = Palette::orange;
+        break;
+      case 'j':
+        p = Palette::green;
+        break;
+      case 'i':
+      case 'w':
+        p = Palette::aqua;
+        break;
+      default:
+        break;
     }
   }
   switch (p) {
-    case Palette::hot: return rgb(205 + int(50 * v3), int(230 * v1), int(55 * v2));
-    case Palette::mem: return rgb(0, 190 + int(50 * v2), int(210 * v1));
+    case Palette::hot:
+      return rgb(205 + int(50 * v3), int(230 * v1), int(55 * v2));
+    case Palette::mem:
+      return rgb(0, 190 + int(50 * v2), int(210 * v1));
     case Palette::io: {
       int r = 80 + int(60 * v1);
       return rgb(r, r, 190 + int(55 * v2));
@@ -183,9 +217,12 @@ inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
       int x = 190 + int(65 * v1);
       return rgb(x, 80 + int(60 * v1), x);
     }
-    case Palette::aqua: return rgb(50 + int(60 * v1), 165 + int(55 * v1), 165 + int(55 * v1));
-    case Palette::orange: return rgb(190 + int(65 * v1), 90 + int(65 * v1), 0);
-    default: break;  // lua (the multi palettes were resolved above)
+    case Palette::aqua:
+      return rgb(50 + int(60 * v1), 165 + int(55 * v1), 165 + int(55 * v1));
+    case Palette::orange:
+      return rgb(190 + int(65 * v1), 90 + int(65 * v1), 0);
+    default:
+      break;  // lua (the multi palettes were resolved above)
   }
   if (name.size() >= 4 && name.compare(0, 4, "[C] ") == 0)  // C function: aqua..blue
     return rgb(60 + int(50 * v1), 150 + int(60 * v2), 200 + int(50 * v3));
@@ -200,8 +237,10 @@ inline uint32_t frame_color(Palette p, std::string_view name, bool hash) {
 inline uint32_t diff_color(double delta, double max, bool negate) {
   if (negate) delta = -delta;
   int r = 255, g = 255, b = 255;
-  if (max > 0 && delta > 0) g = b = int(210 * (max - delta) / max);
-  else if (max > 0 && delta < 0) r = g = int(210 * (max + delta) / max);
+  if (max > 0 && delta > 0)
+    g = b = int(210 * (max - delta) / max);
+  else if (max > 0 && delta < 0)
+    r = g = int(210 * (max + delta) / max);
   return rgb(r, g, b);
 }
 
@@ -209,7 +248,8 @@ inline uint32_t diff_color(double delta, double max, bool negate) {
 inline char* w_rgb(char* p, uint32_t c) {
   static const char kHex[] = "0123456789abcdef";
   *p++ = '#';
-  for (int shift = 16; shift >= 0; shift -= 8) *p++ = kHex[(((c >> shift) & 0xFF) * 15 + 127) / 255];
+  for (int shift = 16; shift >= 0; shift -= 8)
+    *p++ = kHex[(((c >> shift) & 0xFF) * 15 + 127) / 255];
   return p;
 }
 

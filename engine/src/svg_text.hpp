@@ -26,8 +26,10 @@ inline void sanitize(std::string_view in, std::string& out, std::size_t max_byte
   for (std::size_t i = 0; i < n;) {
     unsigned char c = s[i];
     if (c < 0x80) {
-      if (c < 0x20 || c == 0x7F) out.append(kBad, 3);
-      else out += char(c);
+      if (c < 0x20 || c == 0x7F)
+        out.append(kBad, 3);
+      else
+        out += char(c);
       ++i;
       continue;
     }
@@ -52,12 +54,23 @@ inline void escape(std::string_view in, std::string& out) {
   for (std::size_t i = 0; i < in.size(); ++i) {
     const char* rep;
     switch (in[i]) {
-      case '&': rep = "&amp;"; break;
-      case '<': rep = "&lt;"; break;
-      case '>': rep = "&gt;"; break;
-      case '"': rep = "&quot;"; break;
-      case '\'': rep = "&#39;"; break;
-      default: continue;
+      case '&':
+        rep = "&amp;";
+        break;
+      case '<':
+        rep = "&lt;";
+        break;
+      case '>':
+        rep = "&gt;";
+        break;
+      case '"':
+        rep = "&quot;";
+        break;
+      case '\'':
+        rep = "&#39;";
+        break;
+      default:
+        continue;
     }
     out.append(in.data() + start, i - start);
     out += rep;
@@ -150,8 +163,10 @@ inline void put_unit(std::string& out, double v, const std::string& unit) {
     v /= base;
     ++k;
   }
-  if (k == 0) put_count(out, v);
-  else put_fixed(out, v, 2, false);
+  if (k == 0)
+    put_count(out, v);
+  else
+    put_fixed(out, v, 2, false);
   out += ' ';
   out += names[k];
 }

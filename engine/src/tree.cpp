@@ -5,8 +5,8 @@
 // node decide the peak memory. Children are found through one open-addressing
 // table keyed by (parent, frame); consecutive stacks sharing a prefix skip
 // even that (see add()).
-#include <algorithm>
 #include <sys/mman.h>
+#include <algorithm>
 
 #include <cstring>
 #include <new>
@@ -32,8 +32,10 @@ void* detail::big_alloc(std::size_t bytes) {
 }
 
 void detail::big_free(void* p, std::size_t bytes) {
-  if (bytes < kBigBytes) ::operator delete(p);
-  else ::munmap(p, bytes);
+  if (bytes < kBigBytes)
+    ::operator delete(p);
+  else
+    ::munmap(p, bytes);
 }
 
 using detail::hash_bytes;
@@ -191,9 +193,11 @@ uint32_t Tree::new_node(uint32_t parent, uint32_t frame) {
     uint8_t k = nkids_[parent];
     if (k < 255) nkids_[parent] = ++k;
     if (k >= kWide && index_valid_) {
-      if (child_slots_.empty() || (child_count_ + kWide + 1) * 2 > child_slots_.size()) index_grow();
+      if (child_slots_.empty() || (child_count_ + kWide + 1) * 2 > child_slots_.size())
+        index_grow();
       if (k == kWide) {
-        for (uint32_t c = links_[parent].first_child; c != kNone; c = links_[c].next_sibling) index_insert(c);
+        for (uint32_t c = links_[parent].first_child; c != kNone; c = links_[c].next_sibling)
+          index_insert(c);
       } else {
         index_insert(n);
       }

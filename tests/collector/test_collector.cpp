@@ -160,9 +160,12 @@ TEST_CASE("output paths: first metric in the file, others beside it") {
 }
 
 TEST_CASE("frames: never a ';' or a line break, always valid UTF-8") {
-  struct Case { std::string in, out; };
-  const Case cases[] = {{"a;b", "a_b"}, {"x\ny\r", "x_y_"}, {"caf\xc3\xa9", "caf\xc3\xa9"},
-                        {"bad\xff", "bad?"}, {"\xe0\x80\x80", "???"}, {"tab\there", "tab_here"}};
+  struct Case {
+    std::string in, out;
+  };
+  const Case cases[] = {
+      {"a;b", "a_b"},      {"x\ny\r", "x_y_"},      {"caf\xc3\xa9", "caf\xc3\xa9"},
+      {"bad\xff", "bad?"}, {"\xe0\x80\x80", "???"}, {"tab\there", "tab_here"}};
   for (const auto& c : cases) {
     CAPTURE(c.in);
     std::string s = c.in;
@@ -181,7 +184,8 @@ TEST_CASE("tree: shared prefixes, folded export of self values") {
   t.add(nac, 0, 2);
   t.add(na, 0, 1);
   std::string out;
-  lfc::write_folded(t, names, [&](uint32_t n) { return t.value(n, 0); }, [&](const std::string& l) { out += l; });
+  lfc::write_folded(
+      t, names, [&](uint32_t n) { return t.value(n, 0); }, [&](const std::string& l) { out += l; });
   CHECK(out == "a 1\na;b 3\na;c 2\n");
 }
 
@@ -216,7 +220,9 @@ TEST_CASE("trace: exact call counts (tests/data/collector/trace)") {
   CHECK(cases >= 4);
 }
 
-TEST_CASE("sample: a function with three quarters of the CPU time has 75% of the samples, within 5 points") {
+TEST_CASE(
+    "sample: a function with three quarters of the CPU time has 75% of the samples, within 5 "
+    "points") {
   Lua lua;
   std::string err = lua.run(R"(
     local lf = require 'luaflame'
@@ -249,8 +255,9 @@ namespace {
 // profile of the mode's first metric.
 Folded profile_of(const std::string& body, const std::string& mode, const std::string& extra = "") {
   Lua lua;
-  std::string err = lua.run("local lf = require 'luaflame'\n" + body + "\nlf.start{mode = '" + mode + "', hz = 999" + extra +
-                            "}\nmain()\nF = lf.folded()\nlf.stop()\n");
+  std::string err =
+      lua.run("local lf = require 'luaflame'\n" + body + "\nlf.start{mode = '" + mode +
+              "', hz = 999" + extra + "}\nmain()\nF = lf.folded()\nlf.stop()\n");
   REQUIRE(err == "");
   return parse_folded(lua.global("F"));
 }
@@ -277,9 +284,11 @@ TEST_CASE("sample: charged where the timer fired, not at the next call or return
   };
   const Case cases[] = {
       {"200 arithmetic lines then math.abs", abs_loop(), "main ", 95},
-      {"a long string.rep", "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end",
+      {"a long string.rep",
+       "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end",
        "[C] string.rep", 90},
-      {"a tight loop with no call", "function main() local x = 0 for i = 1, 3e7 do x = x + i % 7 end end", "main ", 95},
+      {"a tight loop with no call",
+       "function main() local x = 0 for i = 1, 3e7 do x = x + i % 7 end end", "main ", 95},
   };
   for (const Case& c : cases) {
     const std::string name = c.name;
@@ -301,7 +310,8 @@ TEST_CASE("sample: self shares within 5 points of trace mode (calls; C calling b
   const Case cases[] = {
       {"a tight loop with calls",
        "function f(x) for j = 1, 40 do x = x * 1.0000001 + 0.5 end return x end\n"
-       "function main() local x = 0 for i = 1, 6e5 do x = f(x) for j = 1, 120 do x = x * 0.9999 + j end end end",
+       "function main() local x = 0 for i = 1, 6e5 do x = f(x) for j = 1, 120 do x = x * 0.9999 + "
+       "j end end end",
        {"main ", "f "}},
       {"lpeg.match calling a Lua callback",
        "local lpeg = require 'lpeg'\n"
@@ -414,7 +424,10 @@ TEST_CASE("hooks: a hook set before start keeps running and is restored at stop"
 }
 
 TEST_CASE("module: bad use raises clear Lua errors") {
-  struct Case { const char* code; const char* message; };
+  struct Case {
+    const char* code;
+    const char* message;
+  };
   const Case cases[] = {
       {"lf.start{hz = 'x'}", "option 'hz' must be a number, got string"},
       {"lf.start{bogus = 1}", "unknown option 'bogus'"},
@@ -491,7 +504,8 @@ TEST_CASE("trace: recursion 200 deep gives 200 nested paths, each called once") 
     std::size_t depth = 0, pos = 0;
     while ((pos = kv.first.find(" rec.lua:2", pos)) != std::string::npos) ++depth, ++pos;
     const std::string leaf = " rec.lua:2";
-    if (kv.first.size() > leaf.size() && kv.first.compare(kv.first.size() - leaf.size(), leaf.size(), leaf) == 0) {
+    if (kv.first.size() > leaf.size() &&
+        kv.first.compare(kv.first.size() - leaf.size(), leaf.size(), leaf) == 0) {
       ++rec_paths;
       CHECK(kv.second == 1);
     }
@@ -503,7 +517,8 @@ TEST_CASE("trace: recursion 200 deep gives 200 nested paths, each called once") 
   CHECK(f["rec.lua rec.lua:0;after rec.lua:7"] == 1);
 }
 
-TEST_CASE("alloc: a function making 90% of the garbage has about 90% of the bytes (sampled and exact)") {
+TEST_CASE(
+    "alloc: a function making 90% of the garbage has about 90% of the bytes (sampled and exact)") {
   for (std::string rate : {"65536", "0"}) {
     CAPTURE(rate);
     Lua lua;
@@ -511,7 +526,8 @@ TEST_CASE("alloc: a function making 90% of the garbage has about 90% of the byte
       local lf = require 'luaflame'
       local function big() for i = 1, 900 do local s = string.rep('a', 100000) end end
       local function small() for i = 1, 100 do local s = string.rep('b', 100000) end end
-      lf.start{mode = 'alloc', alloc_rate = )") + rate + R"(}
+      lf.start{mode = 'alloc', alloc_rate = )") +
+                              rate + R"(}
       for i = 1, 3 do big() small() end
       BYTES = lf.folded('alloc_bytes')
       S = lf.stop()
@@ -531,7 +547,8 @@ TEST_CASE("alloc: a function making 90% of the garbage has about 90% of the byte
 // Regression (issue 10): allocations were charged at the next hook event,
 // so tables built right before a C call landed on the C function (99% on
 // [C] string.find, {i, tostring(i) .. "x"} on [C] tostring).
-TEST_CASE("alloc: a table built right before a C call is charged to the Lua function that built it") {
+TEST_CASE(
+    "alloc: a table built right before a C call is charged to the Lua function that built it") {
   for (std::string rate : {"16384", "0"}) {
     CAPTURE(rate);
     Lua lua;
@@ -545,7 +562,8 @@ TEST_CASE("alloc: a table built right before a C call is charged to the Lua func
         end
       end
       function conv() local r for i = 1, 50000 do r = {i, tostring(i) .. 'x'} end end
-      lf.start{mode = 'alloc', alloc_rate = )" + rate + R"(}
+      lf.start{mode = 'alloc', alloc_rate = )" +
+                              rate + R"(}
       work() conv()
       BYTES = lf.folded('alloc_bytes')
       lf.stop()
@@ -557,7 +575,8 @@ TEST_CASE("alloc: a table built right before a C call is charged to the Lua func
     for (const auto& kv : f) {
       if (kv.first.find("[alloc] table") == std::string::npos) continue;
       tables += kv.second;
-      if (kv.first.find("[C] string.find") != std::string::npos || kv.first.find("[C] tostring") != std::string::npos)
+      if (kv.first.find("[C] string.find") != std::string::npos ||
+          kv.first.find("[C] tostring") != std::string::npos)
         under_c += kv.second;
     }
     CHECK(tables > 0);
@@ -577,8 +596,11 @@ TEST_CASE("alloc: live bytes of a keeper are under the keeper, whatever containe
   const Case cases[] = {
       {"global", "KEPT = {} function put(v) KEPT[#KEPT + 1] = v end"},
       {"upvalue", "local kept = {} function put(v) kept[#kept + 1] = v end"},
-      {"registry", "local reg = debug.getregistry() reg.kept = {} function put(v) reg.kept[#reg.kept + 1] = v end"},
-      {"local table", "local holder = {list = {}} function put(v) local l = holder.list l[#l + 1] = v end"},
+      {"registry",
+       "local reg = debug.getregistry() reg.kept = {} function put(v) reg.kept[#reg.kept + 1] = v "
+       "end"},
+      {"local table",
+       "local holder = {list = {}} function put(v) local l = holder.list l[#l + 1] = v end"},
   };
   for (std::string rate : {"16384", "0"}) {
     for (const Case& c : cases) {
@@ -591,7 +613,8 @@ TEST_CASE("alloc: live bytes of a keeper are under the keeper, whatever containe
         )") + c.setup + R"(
         local function churn() for i = 1, 9000 do local t = {i, i, i, i, i, i, i, i} end end
         local function keep() for i = 1, 1000 do put({i, i, i, i, i, i, i, i}) end end
-        lf.start{mode = 'alloc', alloc_rate = )" + rate + R"(, output = 'alloc_keeper_test.folded'}
+        lf.start{mode = 'alloc', alloc_rate = )" +
+                                rate + R"(, output = 'alloc_keeper_test.folded'}
         for r = 1, 4 do churn() keep() end
         lf.stop()
       )");
@@ -599,7 +622,8 @@ TEST_CASE("alloc: live bytes of a keeper are under the keeper, whatever containe
       Folded live = parse_folded(read_file("alloc_keeper_test.live_bytes.folded"));
       CAPTURE(read_file("alloc_keeper_test.live_bytes.folded"));
       CHECK(share_containing(live, "keep ") >= 90);
-      for (const char* f : {"alloc_keeper_test.folded", "alloc_keeper_test.alloc_count.folded", "alloc_keeper_test.live_bytes.folded"})
+      for (const char* f : {"alloc_keeper_test.folded", "alloc_keeper_test.alloc_count.folded",
+                            "alloc_keeper_test.live_bytes.folded"})
         std::remove(f);
     }
   }
@@ -646,7 +670,8 @@ TEST_CASE("alloc: live bytes by stack: the leak's frames, not the churn's") {
   CHECK(share_containing(live, "leak ") > 90);
   CHECK(share_containing(live, "churn ") < 5);
   CHECK(std::fabs(share_containing(bytes, "leak ") - share_containing(bytes, "churn ")) < 15);
-  for (const char* f : {"alloc_live_test.folded", "alloc_live_test.alloc_count.folded", "alloc_live_test.live_bytes.folded"})
+  for (const char* f : {"alloc_live_test.folded", "alloc_live_test.alloc_count.folded",
+                        "alloc_live_test.live_bytes.folded"})
     std::remove(f);
 }
 
@@ -654,7 +679,9 @@ TEST_CASE("alloc: live bytes by stack: the leak's frames, not the churn's") {
 // 53 of 4,000,003 lines, a count hook every 100,000 instructions fired
 // 804-818 times of 1,000), and an instruction-limit sandbox hung under
 // sample/both (and trace on a coroutine): arming reset the thread's count.
-TEST_CASE("hooks: the program's line, count and call/return hooks and a sandbox keep their semantics in every mode") {
+TEST_CASE(
+    "hooks: the program's line, count and call/return hooks and a sandbox keep their semantics in "
+    "every mode") {
   for (std::string mode : {"sample", "trace", "both", "sample+alloc"}) {
     CAPTURE(mode);
     Lua lua;
@@ -805,12 +832,14 @@ TEST_CASE("frames: C iterators named after what made them, to-be-closed metameth
     CALLS = lf.folded('calls')
     lf.stop()
     os.remove('frames_iter_test.txt')
-  )", "@frames_iter_test.lua");
+  )",
+                            "@frames_iter_test.lua");
   REQUIRE(err == "");
   const std::string calls = lua.global("CALLS");
   CAPTURE(calls);
-  for (const char* frame : {";[C] ipairs iterator ", ";[C] string.gmatch iterator ", ";[C] io.lines iterator ",
-                            ";[C] utf8.codes iterator ", ";[C] string.rep;[C] buffer __close "}) {
+  for (const char* frame :
+       {";[C] ipairs iterator ", ";[C] string.gmatch iterator ", ";[C] io.lines iterator ",
+        ";[C] utf8.codes iterator ", ";[C] string.rep;[C] buffer __close "}) {
     CAPTURE(frame);
     CHECK(calls.find(frame) != std::string::npos);
   }
@@ -888,9 +917,15 @@ TEST_CASE("alloc: allocations made inside the garbage collector sit under [GC] (
   // bytes, never interned); the collector runs them, so they are its bytes.
   // Short-string churn makes the string table grow (user code) and shrink
   // in checkSizes during GC steps (a shrink allocates no new bytes).
-  struct Case { const char* name; const char* before; const char* after; bool gc; };
+  struct Case {
+    const char* name;
+    const char* before;
+    const char* after;
+    bool gc;
+  };
   const Case cases[] = {
-      {"finalizers, GC running", "collectgarbage('setpause', 100)", "collectgarbage() collectgarbage()", true},
+      {"finalizers, GC running", "collectgarbage('setpause', 100)",
+       "collectgarbage() collectgarbage()", true},
       {"GC stopped", "collectgarbage('stop')", "", false},
   };
   for (const Case& c : cases) {

@@ -41,10 +41,10 @@ struct FakeServer {
   std::mutex mu;
   int fail_chunks = 0;
   int creates = 0, finishes = 0, chunk_posts = 0;
-  std::vector<uint64_t> seqs;             // accepted, in arrival order
+  std::vector<uint64_t> seqs;              // accepted, in arrival order
   std::map<uint64_t, std::string> bodies;  // seq -> body (a retry must repeat it)
   std::vector<std::string> metrics;
-  std::map<std::string, Totals> totals;    // metric -> stack -> sum
+  std::map<std::string, Totals> totals;  // metric -> stack -> sum
   std::string decode_error, create_body;
   bool resent_different = false;
 
@@ -83,7 +83,8 @@ struct FakeServer {
             if (v[m]) totals[c.metrics[m]][stack] += v[m];
         });
       }
-      res.set_content("{\"seq\": " + std::to_string(c.seq) + ", \"duplicate\": " + (dup ? "true" : "false") + "}",
+      res.set_content("{\"seq\": " + std::to_string(c.seq) +
+                          ", \"duplicate\": " + (dup ? "true" : "false") + "}",
                       "application/json");
     });
     srv.Post("/api/runs/7/finish", [this](const httplib::Request&, httplib::Response& res) {
@@ -93,7 +94,8 @@ struct FakeServer {
     });
     port = srv.bind_to_any_port("127.0.0.1");
     th = std::thread([this] { srv.listen_after_bind(); });
-    for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int i = 0; i < 200 && !srv.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ~FakeServer() {
     srv.stop();
@@ -124,15 +126,22 @@ std::string run_workload(const std::string& opts, double* stop_secs = nullptr) {
       "local lf = require 'luaflame'\n"
       "local function leaf(i) return i * 2 end\n"
       "local function mid(n) local s = 0 for i = 1, n do s = s + leaf(i) end return s end\n"
-      "local function spin(ms) local t = os.clock() while os.clock() - t < ms / 1000 do mid(50) end end\n"
-      "lf.start(" + opts + ")\n"
+      "local function spin(ms) local t = os.clock() while os.clock() - t < ms / 1000 do mid(50) "
+      "end end\n"
+      "lf.start(" +
+      opts +
+      ")\n"
       "for i = 1, 6 do spin(100) end\n";
   std::string err;
   if (luaL_dostring(L, code.c_str()) != LUA_OK) err = lua_tostring(L, -1);
   auto t0 = std::chrono::steady_clock::now();
-  if (err.empty() && luaL_dostring(L, "SUMMARY = require('luaflame').stop() FALLBACK = SUMMARY.fallback_file or ''") != LUA_OK)
+  if (err.empty() &&
+      luaL_dostring(
+          L, "SUMMARY = require('luaflame').stop() FALLBACK = SUMMARY.fallback_file or ''") !=
+          LUA_OK)
     err = lua_tostring(L, -1);
-  if (stop_secs) *stop_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stop_secs)
+    *stop_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   lua_getglobal(L, "FALLBACK");
   std::string fallback = lua_tostring(L, -1) ? lua_tostring(L, -1) : "";
   lua_close(L);
@@ -146,9 +155,9 @@ TEST_CASE("stream: chunks every flush_interval, seq 0, 1, 2..., totals equal to 
   FakeServer fake;
   REQUIRE(fake.port > 0);
   const std::string out = "stream_test_ok.folded";
-  std::string fallback = run_workload("{mode = 'both', server = '" + fake.url() +
-                                      "', flush_interval = 0.1, name = 'unit', tags = {branch = 'main'}, output = '" +
-                                      out + "'}");
+  std::string fallback = run_workload(
+      "{mode = 'both', server = '" + fake.url() +
+      "', flush_interval = 0.1, name = 'unit', tags = {branch = 'main'}, output = '" + out + "'}");
   CHECK(fallback == "");
   std::lock_guard<std::mutex> lk(fake.mu);
   CHECK(fake.decode_error == "");
@@ -161,7 +170,8 @@ TEST_CASE("stream: chunks every flush_interval, seq 0, 1, 2..., totals equal to 
   CHECK(fake.totals["calls"] == read_folded("stream_test_ok.calls.folded"));
   CHECK(fake.totals["time"] == read_folded("stream_test_ok.time.folded"));
   CHECK(fake.totals["samples"] == read_folded(out));
-  for (const char* f : {"stream_test_ok.folded", "stream_test_ok.calls.folded", "stream_test_ok.time.folded"})
+  for (const char* f :
+       {"stream_test_ok.folded", "stream_test_ok.calls.folded", "stream_test_ok.time.folded"})
     std::remove(f);
 }
 
@@ -217,8 +227,10 @@ int closed_port() {
 TEST_CASE("stream: a server that never answers does not hold the program past the bounded wait") {
   SilentServer silent;
   double stop_secs = 0;
-  std::string fallback = run_workload("{mode = 'sample', server = 'http://127.0.0.1:" + std::to_string(silent.port) +
-                                      "', flush_interval = 0.1, output = 'stream_test_silent.folded'}", &stop_secs);
+  std::string fallback =
+      run_workload("{mode = 'sample', server = 'http://127.0.0.1:" + std::to_string(silent.port) +
+                       "', flush_interval = 0.1, output = 'stream_test_silent.folded'}",
+                   &stop_secs);
   CHECK(stop_secs < 4.0);
   CHECK(fallback == "stream_test_silent.undelivered.folded");
   std::remove("stream_test_silent.folded");
@@ -229,14 +241,18 @@ TEST_CASE("stream: server down: the program runs on, the data lands in a fallbac
   int dead_port = closed_port();
   const std::string out = "stream_test_down.folded";
   double stop_secs = 0;
-  std::string fallback = run_workload("{mode = 'trace', server = 'http://127.0.0.1:" + std::to_string(dead_port) +
-                                      "', flush_interval = 0.1, output = '" + out + "'}", &stop_secs);
+  std::string fallback =
+      run_workload("{mode = 'trace', server = 'http://127.0.0.1:" + std::to_string(dead_port) +
+                       "', flush_interval = 0.1, output = '" + out + "'}",
+                   &stop_secs);
   CHECK(stop_secs < 4.0);  // the final wait is bounded (3 s)
   REQUIRE(fallback == "stream_test_down.undelivered.folded");
   CHECK(read_folded(fallback) == read_folded(out));
-  CHECK(read_folded("stream_test_down.undelivered.calls.folded") == read_folded("stream_test_down.calls.folded"));
+  CHECK(read_folded("stream_test_down.undelivered.calls.folded") ==
+        read_folded("stream_test_down.calls.folded"));
   CHECK_FALSE(read_folded(out).empty());
-  for (const char* f : {"stream_test_down.folded", "stream_test_down.calls.folded",
-                        "stream_test_down.undelivered.folded", "stream_test_down.undelivered.calls.folded"})
+  for (const char* f :
+       {"stream_test_down.folded", "stream_test_down.calls.folded",
+        "stream_test_down.undelivered.folded", "stream_test_down.undelivered.calls.folded"})
     std::remove(f);
 }

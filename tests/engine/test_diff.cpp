@@ -11,7 +11,6 @@ namespace {
 using golden::folded_of;
 using golden::tree_of;
 
-
 }  // namespace
 
 TEST_CASE("data: tests/data/diff/<case>.before.folded + .after.folded") {
@@ -76,17 +75,21 @@ TEST_CASE("normalizing an empty side does not divide by zero") {
 
 TEST_CASE("compare_shares: self shares, sorted by change, the threshold gate") {
   // base: slow is 10% of 100; head: slow is 50% of 10 (counts differ, shares compare)
-  lf::Tree base = tree_of("main;fast 90\nmain;slow 10\n"), head = tree_of("main;fast 5\nmain;slow 5\n");
+  lf::Tree base = tree_of("main;fast 90\nmain;slow 10\n"),
+           head = tree_of("main;fast 5\nmain;slow 5\n");
   lf::Comparison none = lf::compare_shares(base, head);
   CHECK_FALSE(none.failed);
-  REQUIRE(none.rows.size() == 3);  // fast, slow, and main (self 0 in both)
+  REQUIRE(none.rows.size() == 3);      // fast, slow, and main (self 0 in both)
   CHECK(none.rows[0].name == "fast");  // |-40| ties |+40|: by name
   CHECK(none.rows[0].delta() == doctest::Approx(-40));
   CHECK(none.rows[1].name == "slow");
   CHECK(none.rows[1].delta() == doctest::Approx(40));
   CHECK(none.rows[1].base_total == doctest::Approx(10));
   CHECK(none.rows[2].head_total == doctest::Approx(100));
-  const struct { double threshold; bool failed; } gates[] = {{39.9, true}, {40, false}, {0, true}, {100, false}};
+  const struct {
+    double threshold;
+    bool failed;
+  } gates[] = {{39.9, true}, {40, false}, {0, true}, {100, false}};
   for (const auto& g : gates) {
     CAPTURE(g.threshold);
     lf::Comparison c = lf::compare_shares(base, head, g.threshold);
@@ -105,14 +108,19 @@ TEST_CASE("comparison_markdown: tables, escaping, verdict") {
   std::string pass = lf::comparison_markdown(lf::compare_shares(base, base, 1), "T", 10);
   CHECK(pass.find("**Regressions**\n\nnone\n") != std::string::npos);
   CHECK(pass.find("Passed: no function grew by more than 1.00 points\n") != std::string::npos);
-  CHECK(lf::comparison_markdown(lf::compare_shares(base, head), "T", 0).find("Passed") == std::string::npos);
+  CHECK(lf::comparison_markdown(lf::compare_shares(base, head), "T", 0).find("Passed") ==
+        std::string::npos);
 }
 
 TEST_CASE("parse_threshold: points from 0 to 100, an optional %") {
-  const struct { const char* text; bool ok; double value; } cases[] = {
-      {"5", true, 5}, {"5%", true, 5}, {"0.5", true, 0.5}, {"0", true, 0}, {"100", true, 100},
-      {"", false, 0}, {"%", false, 0}, {"-1", false, 0}, {"101", false, 0}, {"5x", false, 0},
-      {" 5", false, 0}, {"nan", false, 0}, {"5%%", false, 0}};
+  const struct {
+    const char* text;
+    bool ok;
+    double value;
+  } cases[] = {{"5", true, 5},     {"5%", true, 5},  {"0.5", true, 0.5}, {"0", true, 0},
+               {"100", true, 100}, {"", false, 0},   {"%", false, 0},    {"-1", false, 0},
+               {"101", false, 0},  {"5x", false, 0}, {" 5", false, 0},   {"nan", false, 0},
+               {"5%%", false, 0}};
   for (const auto& c : cases) {
     CAPTURE(c.text);
     double v = -7;

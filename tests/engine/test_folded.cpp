@@ -43,9 +43,10 @@ std::string dump(const Parsed& p) {
     }
     out += " [" + p.stacks[i] + "]\n";
   }
-  for (const lf::ParseError& e : p.result.errors) out += "error " + std::to_string(e.line) + ": " + e.reason + "\n";
-  out += "lines " + std::to_string(p.result.lines) + ", accepted " + std::to_string(p.result.accepted) +
-         ", rejected " + std::to_string(p.result.rejected) +
+  for (const lf::ParseError& e : p.result.errors)
+    out += "error " + std::to_string(e.line) + ": " + e.reason + "\n";
+  out += "lines " + std::to_string(p.result.lines) + ", accepted " +
+         std::to_string(p.result.accepted) + ", rejected " + std::to_string(p.result.rejected) +
          (p.result.differential ? ", differential" : "") + "\n";
   return out;
 }
@@ -139,7 +140,8 @@ TEST_CASE("counts: integers, decimals, one white space before the count") {
   CHECK(p.stacks[0] == "a;b");
   CHECK(p.lines[0].value == 10);
   CHECK(p.lines[1].value == 2.5);
-  CHECK(p.stacks[2] == "d e  ");  // one white space goes with the count, the rest stays (flamegraph.pl)
+  CHECK(p.stacks[2] ==
+        "d e  ");  // one white space goes with the count, the rest stays (flamegraph.pl)
   CHECK(p.lines[2].value == 3);
   CHECK(p.lines[3].value == 0);
   CHECK(p.lines[4].value == 7);

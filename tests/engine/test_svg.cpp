@@ -16,7 +16,6 @@ namespace {
 
 using golden::tree_of;
 
-
 std::string svg_of(const std::string& folded, const lf::SvgOptions& o = {}) {
   lf::Tree t = tree_of(folded, o.flamechart);
   std::string out;
@@ -54,24 +53,42 @@ lf::SvgOptions options_from(const std::string& text) {
     std::size_t eq = line.find('=');
     if (eq == std::string::npos) continue;
     std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    if (k == "title") o.title = v;
-    else if (k == "subtitle") o.subtitle = v;
-    else if (k == "width") o.width = std::stoi(v);
-    else if (k == "height") o.frame_height = std::stoi(v);
-    else if (k == "minwidth") o.min_width = std::stod(v);
-    else if (k == "minwidth_percent") o.min_width_percent = v == "1";
-    else if (k == "colors") o.colors = v;
-    else if (k == "hash") o.hash = v == "1";
-    else if (k == "inverted") o.inverted = v == "1";
-    else if (k == "flamechart") o.flamechart = v == "1";
-    else if (k == "countname") o.count_name = v;
-    else if (k == "nametype") o.name_type = v;
-    else if (k == "unit") o.unit = v;
-    else if (k == "factor") o.factor = std::stod(v);
-    else if (k == "total") o.total = std::stod(v);
-    else if (k == "negate") o.negate = v == "1";
-    else if (k == "notes") o.notes = v;
-    else FAIL("unknown option in .opts: " << k);
+    if (k == "title")
+      o.title = v;
+    else if (k == "subtitle")
+      o.subtitle = v;
+    else if (k == "width")
+      o.width = std::stoi(v);
+    else if (k == "height")
+      o.frame_height = std::stoi(v);
+    else if (k == "minwidth")
+      o.min_width = std::stod(v);
+    else if (k == "minwidth_percent")
+      o.min_width_percent = v == "1";
+    else if (k == "colors")
+      o.colors = v;
+    else if (k == "hash")
+      o.hash = v == "1";
+    else if (k == "inverted")
+      o.inverted = v == "1";
+    else if (k == "flamechart")
+      o.flamechart = v == "1";
+    else if (k == "countname")
+      o.count_name = v;
+    else if (k == "nametype")
+      o.name_type = v;
+    else if (k == "unit")
+      o.unit = v;
+    else if (k == "factor")
+      o.factor = std::stod(v);
+    else if (k == "total")
+      o.total = std::stod(v);
+    else if (k == "negate")
+      o.negate = v == "1";
+    else if (k == "notes")
+      o.notes = v;
+    else
+      FAIL("unknown option in .opts: " << k);
   }
   return o;
 }
@@ -111,7 +128,8 @@ TEST_CASE("titles are flamegraph.pl's: NAME (COUNT COUNTNAME, PCT%)") {
   CHECK(svg.find("<title>all (10,000 samples, 100%)</title>") != std::string::npos);
   CHECK(svg.find("<title>work a.lua:5 (1,234 samples, 12.34%)</title>") != std::string::npos);
   // self is added after the flamegraph.pl part, only when it says something
-  CHECK(svg.find("<title>main a.lua:1 (10,000 samples, 100.00%), self 8,766</title>") != std::string::npos);
+  CHECK(svg.find("<title>main a.lua:1 (10,000 samples, 100.00%), self 8,766</title>") !=
+        std::string::npos);
   lf::SvgOptions o;
   o.count_name = "calls";
   o.factor = 2;
@@ -124,7 +142,7 @@ TEST_CASE("one <g> per frame with title, rect and text; rect geometry like flame
   std::string svg = svg_of("a;b 1\na;c 3\n");
   CHECK(count(svg, "<g>") == 4);  // all, a, b, c
   std::string c = frame(svg, "c");
-  CHECK(attr(c, "x") == "305");   // 10 + 1/4 of 1180
+  CHECK(attr(c, "x") == "305");  // 10 + 1/4 of 1180
   CHECK(attr(c, "width") == "885");
   CHECK(c.find("<text") != std::string::npos);
   std::string all = frame(svg, "all");
@@ -166,11 +184,20 @@ TEST_CASE("output is byte-identical for the same input, whatever its line order"
 }
 
 TEST_CASE("hostile frame names stay text: well-formed XML, no markup, no script") {
-  std::vector<std::string> names = {
-      "<script>alert(1)</script>", "]]><script>alert(2)</script>", "</script><svg onload=alert(3)>",
-      "a\"b'c&d<e>f", "&amp&#x3c&lt", "<!-- comment -->", "<![CDATA[x]]>",
-      "ctl\x01\x02\x1b[31m\x7f", "bad\xff\xfe utf8 \xc3", "\xed\xa0\x80 surrogate", "nonchar \xef\xbf\xbf",
-      "tab\there", std::string(50000, 'L'), "emoji \xf0\x9f\x94\xa5 ok"};
+  std::vector<std::string> names = {"<script>alert(1)</script>",
+                                    "]]><script>alert(2)</script>",
+                                    "</script><svg onload=alert(3)>",
+                                    "a\"b'c&d<e>f",
+                                    "&amp&#x3c&lt",
+                                    "<!-- comment -->",
+                                    "<![CDATA[x]]>",
+                                    "ctl\x01\x02\x1b[31m\x7f",
+                                    "bad\xff\xfe utf8 \xc3",
+                                    "\xed\xa0\x80 surrogate",
+                                    "nonchar \xef\xbf\xbf",
+                                    "tab\there",
+                                    std::string(50000, 'L'),
+                                    "emoji \xf0\x9f\x94\xa5 ok"};
   // Straight into the tree: the parser would refuse the 50,000-byte name,
   // and the renderer must cope with whatever a tree holds.
   lf::Tree t;
@@ -236,7 +263,8 @@ TEST_CASE("units: ns as us/ms/s, bytes as KiB/MiB") {
 }
 
 TEST_CASE("palettes: lua tells Lua, C and interpreter frames apart; colours stable per name") {
-  std::string svg = svg_of("m.lua;f a.lua:3 5\nm.lua;[C] string.rep 5\nm.lua;[GC] 5\nn.lua;f a.lua:3 5\n");
+  std::string svg =
+      svg_of("m.lua;f a.lua:3 5\nm.lua;[C] string.rep 5\nm.lua;[GC] 5\nn.lua;f a.lua:3 5\n");
   auto rgb = [](const std::string& hex) {
     auto v = [&](int i) { return std::stoi(hex.substr(std::size_t(i), 1), nullptr, 16); };
     return std::vector<int>{v(1), v(2), v(3)};
@@ -249,10 +277,12 @@ TEST_CASE("palettes: lua tells Lua, C and interpreter frames apart; colours stab
   CHECK(gc[2] >= gc[1]);   // purple-ish
   CHECK(gc != c);
   // the same function under two parents: the same colour
-  std::size_t first = svg.find("<title>f a.lua:3 ("), second = svg.find("<title>f a.lua:3 (", first + 1);
+  std::size_t first = svg.find("<title>f a.lua:3 ("),
+              second = svg.find("<title>f a.lua:3 (", first + 1);
   REQUIRE(second != std::string::npos);
   CHECK(attr(svg.substr(first, 200), "fill") == attr(svg.substr(second, 200), "fill"));
-  for (const char* p : {"hot", "mem", "io", "red", "green", "blue", "aqua", "yellow", "purple", "orange", "lua"}) {
+  for (const char* p :
+       {"hot", "mem", "io", "red", "green", "blue", "aqua", "yellow", "purple", "orange", "lua"}) {
     CAPTURE(p);
     CHECK(lf::known_palette(p));
   }
@@ -279,14 +309,18 @@ TEST_CASE("flame chart keeps input order on the x axis") {
 
 TEST_CASE("the sink overload writes the same bytes as the string overload") {
   std::string text;
-  for (int i = 0; i < 30000; ++i) text += "m;f" + std::to_string(i % 977) + ";g" + std::to_string(i) + " 1\n";
+  for (int i = 0; i < 30000; ++i)
+    text += "m;f" + std::to_string(i % 977) + ";g" + std::to_string(i) + " 1\n";
   lf::Tree t = tree_of(text);
   lf::SvgOptions o;
   o.min_width = 0;
   std::string whole, pieces;
   std::size_t drawn = lf::render_svg(t, o, whole);
   int calls = 0;
-  CHECK(lf::render_svg(t, o, [&](std::string_view s) { pieces.append(s); ++calls; }) == drawn);
+  CHECK(lf::render_svg(t, o, [&](std::string_view s) {
+          pieces.append(s);
+          ++calls;
+        }) == drawn);
   CHECK(pieces == whole);
   CHECK(calls > 1);
   // every frame's <g> holds a <title>, a <rect> and a <text> (empty when narrow)
@@ -334,15 +368,21 @@ TEST_CASE("same frames, titles and geometry as flamegraph.pl (tests/data/svg-com
     o.show_self = false;  // flamegraph.pl's titles have no self part
     std::string svg = svg_of(golden::read(in), o);
     std::vector<std::string> rows;
-    std::regex frame_re("<title>(.*?)</title><rect x=\"([0-9.]+)\" y=\"([0-9.]+)\" width=\"([0-9.]+)\"");
+    std::regex frame_re(
+        "<title>(.*?)</title><rect x=\"([0-9.]+)\" y=\"([0-9.]+)\" width=\"([0-9.]+)\"");
     for (std::sregex_iterator it(svg.begin(), svg.end(), frame_re), end; it != end; ++it) {
       std::string title = (*it)[1];
-      for (auto [from, to] : {std::pair<std::string, std::string>{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""},
-                              {"&#39;", "'"}, {"&amp;", "&"}}) {
-        for (std::size_t p = title.find(from); p != std::string::npos; p = title.find(from, p + to.size()))
+      for (auto [from, to] : {std::pair<std::string, std::string>{"&lt;", "<"},
+                              {"&gt;", ">"},
+                              {"&quot;", "\""},
+                              {"&#39;", "'"},
+                              {"&amp;", "&"}}) {
+        for (std::size_t p = title.find(from); p != std::string::npos;
+             p = title.find(from, p + to.size()))
           title.replace(p, from.size(), to);
       }
-      rows.push_back(title + "|" + std::string((*it)[2]) + "|" + std::string((*it)[3]) + "|" + std::string((*it)[4]));
+      rows.push_back(title + "|" + std::string((*it)[2]) + "|" + std::string((*it)[3]) + "|" +
+                     std::string((*it)[4]));
     }
     std::sort(rows.begin(), rows.end());
     std::string got;
@@ -368,8 +408,11 @@ TEST_CASE("regression: _[k] _[j] _[i] _[w] leave titles and labels, and choose t
   std::string jit = frame(svg, "Interpreter");
   REQUIRE(!jit.empty());
   CHECK(jit.find(">Interpreter</text>") != std::string::npos);  // the label too
-  // flamegraph.pl's java palette: _[j] green (r = b < g), _[i] aqua (g = b > r), _[k] orange (b = 0).
-  auto chan = [](const std::string& fill, int i) { return std::stoi(fill.substr(1 + i, 1), nullptr, 16); };
+  // flamegraph.pl's java palette: _[j] green (r = b < g), _[i] aqua (g = b > r), _[k] orange (b =
+  // 0).
+  auto chan = [](const std::string& fill, int i) {
+    return std::stoi(fill.substr(1 + i, 1), nullptr, 16);
+  };
   std::string g = attr(jit, "fill"), a = attr(frame(svg, "inlined"), "fill"),
               o = attr(frame(svg, "sys_read"), "fill");
   CAPTURE(g);
@@ -411,5 +454,6 @@ TEST_CASE("fnv1a: fixed values (colours and the server's stored stack hashes dep
   // Regression: three copies of this hash existed; the one left must give what they gave.
   CHECK(lf::fnv1a("") == 1469598103934665603ull);
   CHECK(lf::fnv1a("a") == ((1469598103934665603ull ^ 'a') * 1099511628211ull));
-  CHECK(lf::fnv1a("main;work") == lf::fnv1a("work", lf::fnv1a("main;")));  // pieces hash as one string
+  CHECK(lf::fnv1a("main;work") ==
+        lf::fnv1a("work", lf::fnv1a("main;")));  // pieces hash as one string
 }

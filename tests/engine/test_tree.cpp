@@ -13,7 +13,6 @@ namespace {
 using golden::folded_of;
 using golden::tree_of;
 
-
 // What write_folded must produce, computed the slow obvious way.
 std::string reference_folded(const std::vector<std::pair<std::string, double>>& lines) {
   std::map<std::string, double> sum;
@@ -82,7 +81,8 @@ TEST_CASE("random unsorted input merges like a plain map (prefix reuse and wide 
     for (int i = 0; i < 2000; ++i) {
       int depth = 1 + int(rng() % 8);
       std::string s;
-      for (int d = 0; d < depth; ++d) s += (d ? ";" : "") + std::string("f") + std::to_string(rng() % names);
+      for (int d = 0; d < depth; ++d)
+        s += (d ? ";" : "") + std::string("f") + std::to_string(rng() % names);
       double v = double(rng() % 5);
       lines.push_back({s, v});
       text += s + " " + std::to_string(int(v)) + "\n";

@@ -22,12 +22,18 @@ int connect_from(int port, const std::string& from) {
   sockaddr_in src{};
   src.sin_family = AF_INET;
   inet_pton(AF_INET, from.c_str(), &src.sin_addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) { close(fd); return -1; }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+    close(fd);
+    return -1;
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) { close(fd); return -1; }
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
   return fd;
 }
 
@@ -46,7 +52,8 @@ std::string read_all(int fd, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   char buf[65536];
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
@@ -81,8 +88,12 @@ long proc_status_kb(pid_t pid, const char* key) {
 }
 }  // namespace
 
-long rss_bytes(pid_t pid) { return proc_status_kb(pid, "VmRSS:") * 1024; }
-long peak_rss_bytes(pid_t pid) { return proc_status_kb(pid, "VmHWM:") * 1024; }
+long rss_bytes(pid_t pid) {
+  return proc_status_kb(pid, "VmRSS:") * 1024;
+}
+long peak_rss_bytes(pid_t pid) {
+  return proc_status_kb(pid, "VmHWM:") * 1024;
+}
 
 void reset_peak(pid_t pid) {
   std::ofstream out("/proc/" + std::to_string(pid) + "/clear_refs");
@@ -92,13 +103,16 @@ void reset_peak(pid_t pid) {
 void check_healthz_prompt(const lft::ServerProc& s, int ms) {
   // The 1 s goal is for the normal build; .ci/sanitizers.sh runs an ASan
   // server (2-3x slower) and sets LUAFLAME_TEST_TIME_FACTOR to scale it.
-  if (const char* f = std::getenv("LUAFLAME_TEST_TIME_FACTOR"); f && std::atoi(f) > 1) ms *= std::atoi(f);
+  if (const char* f = std::getenv("LUAFLAME_TEST_TIME_FACTOR"); f && std::atoi(f) > 1)
+    ms *= std::atoi(f);
   auto t0 = std::chrono::steady_clock::now();
   httplib::Client c("127.0.0.1", s.port());
   c.set_connection_timeout(5);
   c.set_read_timeout(5);
   auto r = c.Get("/healthz");
-  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   CAPTURE(took);
   REQUIRE(r);
   CHECK(r->status == 200);

@@ -90,7 +90,9 @@ TEST_CASE("a body trickled past --request-timeout is cut off and frees its worke
   for (int i = 0; i < 4; ++i) {  // more slow bodies than workers
     int fd = lfh::connect_from(s.port(), "127.0.0.3");
     REQUIRE(fd >= 0);
-    lfh::send_all(fd, "POST /api/runs?name=slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nmain;a 1\n");
+    lfh::send_all(
+        fd,
+        "POST /api/runs?name=slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nmain;a 1\n");
     fds.push_back(fd);
   }
   // One client gets at most a quarter of the workers (here 1 of 2): others are served meanwhile.
@@ -130,7 +132,8 @@ TEST_CASE("one client address gets at most --max-client-connections; others are 
   close(extra);
   CAPTURE(raw);
   CHECK(lfh::status_of(raw) == 503);
-  CHECK(raw.find("too many connections from 127.0.0.9 (at most 8, --max-client-connections)") != std::string::npos);
+  CHECK(raw.find("too many connections from 127.0.0.9 (at most 8, --max-client-connections)") !=
+        std::string::npos);
   lfh::check_healthz_prompt(s);  // from 127.0.0.1
   for (int fd : mine) close(fd);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -53,18 +53,22 @@ TEST_CASE("disk full: 507 with the reason, DELETE frees space, uploads resume wi
   SmallDisk disk;
   REQUIRE(disk.mounted);
   {
-    lft::ServerProc s(disk.dir.path + "/data", {"--disk-reserve", "1M", "--retention-interval", "1", "--sync", "normal"});
+    lft::ServerProc s(disk.dir.path + "/data",
+                      {"--disk-reserve", "1M", "--retention-interval", "1", "--sync", "normal"});
     auto c = s.client();
     std::vector<int64_t> ids;
     int status = 0;
     std::string body;
     for (int i = 0; i < 200 && status != 507; ++i) {
-      auto r = c.Post("/api/runs?name=fill", random_folded(2000, static_cast<unsigned>(i)), "text/plain");
+      auto r = c.Post("/api/runs?name=fill", random_folded(2000, static_cast<unsigned>(i)),
+                      "text/plain");
       REQUIRE(r);
       status = r->status;
       body = r->body;
-      if (status == 201) ids.push_back(json::parse(r->body)["id"].get<int64_t>());
-      else CHECK(status == 507);
+      if (status == 201)
+        ids.push_back(json::parse(r->body)["id"].get<int64_t>());
+      else
+        CHECK(status == 507);
     }
     CAPTURE(body);
     REQUIRE(status == 507);

@@ -45,8 +45,9 @@ std::string gzip_zeros(std::size_t zeros) {
 
 std::string post(const std::string& path, const std::string& body, const std::string& extra = "",
                  const char* type = "text/plain") {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: " + type + "\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + extra + "Connection: close\r\n\r\n" + body;
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: " + type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+         "Connection: close\r\n\r\n" + body;
 }
 
 int64_t upload(lft::ServerProc& s, const std::string& body = kFolded) {
@@ -59,7 +60,8 @@ int64_t upload(lft::ServerProc& s, const std::string& body = kFolded) {
 
 int64_t open_stream(lft::ServerProc& s) {
   auto c = s.client();
-  auto r = c.Post("/api/streams", R"({"stream":"u1","name":"svc","metrics":["samples"],"hz":99})", "application/json");
+  auto r = c.Post("/api/streams", R"({"stream":"u1","name":"svc","metrics":["samples"],"hz":99})",
+                  "application/json");
   REQUIRE(r);
   REQUIRE(r->status == 201);
   return json::parse(r->body)["id"].get<int64_t>();
@@ -97,10 +99,12 @@ TEST_CASE("JSON nested 100,000 deep to /api/streams and /finish: 400, no crash")
                 "nested deeper than 32 levels");
     int64_t id = open_stream(s);
     std::string stats = R"({"stats":)" + deep + "}";
-    check_error(lfh::exchange(s.port(), post("/api/runs/" + std::to_string(id) + "/finish", stats, "", "application/json")),
+    check_error(lfh::exchange(s.port(), post("/api/runs/" + std::to_string(id) + "/finish", stats,
+                                             "", "application/json")),
                 400, "nested deeper than 32 levels");
-    check_error(lfh::exchange(s.port(), post("/api/streams", "{\"a\":\"" + std::string(2 * kMiB, 'x') + "\"}", "",
-                                             "application/json")),
+    check_error(lfh::exchange(s.port(),
+                              post("/api/streams", "{\"a\":\"" + std::string(2 * kMiB, 'x') + "\"}",
+                                   "", "application/json")),
                 413, "--max-json");
   });
   CAPTURE(rise);
@@ -108,7 +112,9 @@ TEST_CASE("JSON nested 100,000 deep to /api/streams and /finish: 400, no crash")
   lfh::check_healthz_prompt(s);
 }
 
-TEST_CASE("gzip bomb to routes without a body is refused before decoding; on a body route it is cut off") {
+TEST_CASE(
+    "gzip bomb to routes without a body is refused before decoding; on a body route it is cut "
+    "off") {
   lft::TempDir dir;
   lft::ServerProc s(dir.path, {"--max-body", "16M"});
   int64_t id = upload(s);
@@ -117,12 +123,15 @@ TEST_CASE("gzip bomb to routes without a body is refused before decoding; on a b
   const std::string ce = "Content-Encoding: gzip\r\n";
   long rise = rss_rise(s.pid(), [&] {
     std::string del = "DELETE /api/runs/" + std::to_string(id) + " HTTP/1.1\r\nHost: x\r\n" + ce +
-                      "Content-Length: " + std::to_string(bomb.size()) + "\r\nConnection: close\r\n\r\n" + bomb;
+                      "Content-Length: " + std::to_string(bomb.size()) +
+                      "\r\nConnection: close\r\n\r\n" + bomb;
     check_error(lfh::exchange(s.port(), del), 400, "takes no request body");
-    std::string get = "GET /healthz HTTP/1.1\r\nHost: x\r\n" + ce + "Content-Length: " + std::to_string(bomb.size()) +
+    std::string get = "GET /healthz HTTP/1.1\r\nHost: x\r\n" + ce +
+                      "Content-Length: " + std::to_string(bomb.size()) +
                       "\r\nConnection: close\r\n\r\n" + bomb;
     check_error(lfh::exchange(s.port(), get), 400, "takes no request body");
-    check_error(lfh::exchange(s.port(), post("/healthz", bomb, ce)), 404, "no such endpoint: POST /healthz");
+    check_error(lfh::exchange(s.port(), post("/healthz", bomb, ce)), 404,
+                "no such endpoint: POST /healthz");
     check_error(lfh::exchange(s.port(), post("/api/runs?name=bomb", bomb, ce)), 413, "--max-body");
   });
   CAPTURE(rise);
@@ -138,7 +147,8 @@ TEST_CASE("ranges on a generated SVG are ignored: one whole 200 answer, memory b
   lft::TempDir dir;
   lft::ServerProc s(dir.path);
   std::string folded;
-  for (int i = 0; i < 3000; ++i) folded += "main;mod" + std::to_string(i % 50) + ";fn" + std::to_string(i) + " 1\n";
+  for (int i = 0; i < 3000; ++i)
+    folded += "main;mod" + std::to_string(i % 50) + ";fn" + std::to_string(i) + " 1\n";
   int64_t id = upload(s, folded);
   auto c = s.client();
   auto whole = c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg").c_str());
@@ -184,7 +194,8 @@ TEST_CASE("header floods: too many lines or bytes get 431 and memory is given ba
   CAPTURE(rise);
   CHECK(rise < 16 * kMiB);
   CHECK(lfh::rss_bytes(s.pid()) - before < 16 * kMiB);
-  check_error(lfh::exchange(s.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(40000, 'a') + "\r\n\r\n"),
+  check_error(lfh::exchange(s.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                                          std::string(40000, 'a') + "\r\n\r\n"),
               431, "--max-header-bytes");
   lfh::check_healthz_prompt(s);
 }
@@ -195,14 +206,18 @@ TEST_CASE("numbers out of range are refused: seq 2^63, times after 2261, hz, a m
   int64_t id = open_stream(s);
   const std::string chunks = "/api/runs/" + std::to_string(id) + "/chunks";
   auto wire = [](const std::string& seq, const std::string& metrics, const std::string& from = "") {
-    return "luaflame-wire 1\nseq " + seq + "\n" + from + "metrics " + metrics + "\nf main\nn - 0 1" +
-           (metrics.find(' ') != std::string::npos ? " 1" : "") + "\nend 1\n";
+    return "luaflame-wire 1\nseq " + seq + "\n" + from + "metrics " + metrics +
+           "\nf main\nn - 0 1" + (metrics.find(' ') != std::string::npos ? " 1" : "") + "\nend 1\n";
   };
-  check_error(lfh::exchange(s.port(), post(chunks, wire("9223372036854775808", "samples"))), 400, "up to 2^63-1");
-  check_error(lfh::exchange(s.port(), post(chunks, wire("18446744073709551615", "samples"))), 400, "up to 2^63-1");
-  check_error(lfh::exchange(s.port(), post(chunks, wire("1", "samples samples"))), 400, "listed twice");
-  check_error(lfh::exchange(s.port(), post(chunks, wire("1", "samples", "from 9223372036854775807\n"))), 400,
-              "after the year 2261");
+  check_error(lfh::exchange(s.port(), post(chunks, wire("9223372036854775808", "samples"))), 400,
+              "up to 2^63-1");
+  check_error(lfh::exchange(s.port(), post(chunks, wire("18446744073709551615", "samples"))), 400,
+              "up to 2^63-1");
+  check_error(lfh::exchange(s.port(), post(chunks, wire("1", "samples samples"))), 400,
+              "listed twice");
+  check_error(
+      lfh::exchange(s.port(), post(chunks, wire("1", "samples", "from 9223372036854775807\n"))),
+      400, "after the year 2261");
   auto c = s.client();
   auto ok = c.Post(chunks.c_str(), wire("9223372036854775807", "samples"), "text/plain");
   REQUIRE(ok);
@@ -214,20 +229,27 @@ TEST_CASE("numbers out of range are refused: seq 2^63, times after 2261, hz, a m
   REQUIRE(run);
   CAPTURE(run->body);
   json details = json::parse(run->body);
-  CHECK(details["metrics"]["samples"]["total"].get<double>() == 1);  // the resent chunk counted once
+  CHECK(details["metrics"]["samples"]["total"].get<double>() ==
+        1);  // the resent chunk counted once
   // from/until in seconds at or past 9,223,372,037 overflowed to 1702.
-  check_error(lfh::exchange(s.port(), "GET /api/runs/" + std::to_string(id) +
-                                          "/flamegraph.svg?from=9223372037 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+  check_error(
+      lfh::exchange(
+          s.port(),
+          "GET /api/runs/" + std::to_string(id) +
+              "/flamegraph.svg?from=9223372037 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+      422, "after the year 2261");
+  check_error(lfh::exchange(s.port(), post("/ingest?name=app.cpu&from=9223372037&until=9223372038",
+                                           "main 1\n")),
               422, "after the year 2261");
-  check_error(lfh::exchange(s.port(), post("/ingest?name=app.cpu&from=9223372037&until=9223372038", "main 1\n")), 422,
-              "after the year 2261");
   for (const char* hz : {"-5", "0", "1e300", "\"fast\""}) {
     CAPTURE(hz);
     std::string body = std::string(R"({"stream":"h","name":"n","hz":)") + hz + "}";
-    check_error(lfh::exchange(s.port(), post("/api/streams", body, "", "application/json")), 400, "hz must be");
+    check_error(lfh::exchange(s.port(), post("/api/streams", body, "", "application/json")), 400,
+                "hz must be");
   }
-  check_error(lfh::exchange(s.port(), post("/api/streams", R"({"stream":"h","name":"n","started_ns":1e300})", "",
-                                           "application/json")),
+  check_error(lfh::exchange(s.port(),
+                            post("/api/streams", R"({"stream":"h","name":"n","started_ns":1e300})",
+                                 "", "application/json")),
               400, "whole number");
   lfh::check_healthz_prompt(s);
 }
@@ -240,8 +262,10 @@ TEST_CASE("gzip: complete members only, two members accepted, unknown encodings 
   for (int i = 0; i < 2000; ++i) big += "main;f" + std::to_string(i) + " 1\n";
   std::string gz = lfh::gzip(big);
   // Cut in the middle: no end of stream, no CRC. It was stored with half its stacks.
-  check_error(lfh::exchange(s.port(), post("/api/runs?name=cut", gz.substr(0, gz.size() / 2), ce)), 400, "truncated");
-  check_error(lfh::exchange(s.port(), post("/api/runs?name=cut", gz.substr(0, gz.size() - 4), ce)), 400, "truncated");
+  check_error(lfh::exchange(s.port(), post("/api/runs?name=cut", gz.substr(0, gz.size() / 2), ce)),
+              400, "truncated");
+  check_error(lfh::exchange(s.port(), post("/api/runs?name=cut", gz.substr(0, gz.size() - 4), ce)),
+              400, "truncated");
   std::string bad = gz;
   bad[bad.size() - 6] ^= 1;  // CRC
   check_error(lfh::exchange(s.port(), post("/api/runs?name=crc", bad, ce)), 400, "bad gzip data");
@@ -257,28 +281,36 @@ TEST_CASE("gzip: complete members only, two members accepted, unknown encodings 
   auto folded = c.Get(("/api/runs/" + std::to_string(id) + "/profile.folded").c_str());
   REQUIRE(folded);
   CHECK(folded->body == "main;a 1\nmain;b 2\n");
-  check_error(lfh::exchange(s.port(), post("/api/runs?name=br", "x", "Content-Encoding: br\r\n")), 415,
-              "Content-Encoding 'br' is not supported");
-  check_error(lfh::exchange(s.port(), post("/api/runs?name=br", kFolded, "Content-Encoding: gzip, br\r\n")), 415,
-              "not supported");
+  check_error(lfh::exchange(s.port(), post("/api/runs?name=br", "x", "Content-Encoding: br\r\n")),
+              415, "Content-Encoding 'br' is not supported");
+  check_error(
+      lfh::exchange(s.port(), post("/api/runs?name=br", kFolded, "Content-Encoding: gzip, br\r\n")),
+      415, "not supported");
   lfh::check_healthz_prompt(s);
 }
 
-TEST_CASE("two Content-Length headers, or one with Transfer-Encoding, are refused; pipelined requests answered") {
+TEST_CASE(
+    "two Content-Length headers, or one with Transfer-Encoding, are refused; pipelined requests "
+    "answered") {
   lft::TempDir dir;
   lft::ServerProc s(dir.path);
-  std::string two = "POST /api/runs?name=cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: " +
-                    std::to_string(std::strlen(kFolded)) + "\r\n\r\n" + kFolded;
+  std::string two =
+      "POST /api/runs?name=cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: " +
+      std::to_string(std::strlen(kFolded)) + "\r\n\r\n" + kFolded;
   check_error(lfh::exchange(s.port(), two), 400, "more than one Content-Length");
-  std::string both = "POST /api/runs?name=cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+  std::string both =
+      "POST /api/runs?name=cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n0\r\n\r\n";
   check_error(lfh::exchange(s.port(), both), 400, "both Content-Length and Transfer-Encoding");
   // Three requests in one write: three answers, in order.
-  std::string three = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                      "GET /api/runs HTTP/1.1\r\nHost: x\r\n\r\n"
-                      "GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::string three =
+      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /api/runs HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   std::string raw = lfh::exchange(s.port(), three, 5000);
   CAPTURE(raw);
-  std::size_t a = raw.find("HTTP/1.1 200"), b = raw.find("HTTP/1.1 200", a + 1), c = raw.find("HTTP/1.1 404");
+  std::size_t a = raw.find("HTTP/1.1 200"), b = raw.find("HTTP/1.1 200", a + 1),
+              c = raw.find("HTTP/1.1 404");
   CHECK(a != std::string::npos);
   CHECK(b != std::string::npos);
   CHECK(c != std::string::npos);
@@ -298,7 +330,9 @@ TEST_CASE("profile.folded?reverse=1 reverses each stack, as documented") {
   REQUIRE(rev);
   CHECK(plain->body == "main;a;b 10\nmain;a;c 5\nmain;d 3\n");
   CHECK(rev->body == "b;a;main 10\nc;a;main 5\nd;main 3\n");
-  check_error(lfh::exchange(s.port(), "GET " + path + "?reverse=yes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
-              422, "bad value for reverse");
+  check_error(
+      lfh::exchange(s.port(), "GET " + path +
+                                  "?reverse=yes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+      422, "bad value for reverse");
   lfh::check_healthz_prompt(s);
 }

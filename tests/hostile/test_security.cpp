@@ -16,8 +16,9 @@ namespace {
 
 std::string post(const std::string& path, const std::string& body, const std::string& extra,
                  const char* type = "text/plain") {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + type + "\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + extra + "Connection: close\r\n\r\n" + body;
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+         "Connection: close\r\n\r\n" + body;
 }
 
 std::string get(const std::string& path, const std::string& extra = "") {
@@ -42,7 +43,8 @@ TEST_CASE("--token-file keeps the token out of ps; --read-token protects reads, 
   CHECK(cmdline.find("s3cret") == std::string::npos);
   std::string raw = lfh::exchange(s.port(), post("/api/runs?name=a", "main 1\n", ""));
   CHECK(lfh::status_of(raw) == 401);
-  raw = lfh::exchange(s.port(), post("/api/runs?name=a", "main 1\n", "Authorization: Bearer s3cret-write\r\n"));
+  raw = lfh::exchange(
+      s.port(), post("/api/runs?name=a", "main 1\n", "Authorization: Bearer s3cret-write\r\n"));
   CHECK(lfh::status_of(raw) == 201);
   raw = lfh::exchange(s.port(), get("/api/runs"));
   CAPTURE(raw);
@@ -50,15 +52,21 @@ TEST_CASE("--token-file keeps the token out of ps; --read-token protects reads, 
   CHECK(raw.find("WWW-Authenticate: Basic") != std::string::npos);
   CHECK(body_of(raw).find("reads need the read token") != std::string::npos);
   CHECK(lfh::status_of(lfh::exchange(s.port(), get("/static/app.css"))) == 401);
-  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer s3cret-read\r\n"))) == 200);
-  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer s3cret-write\r\n"))) == 200);
+  CHECK(lfh::status_of(lfh::exchange(
+            s.port(), get("/api/runs", "Authorization: Bearer s3cret-read\r\n"))) == 200);
+  CHECK(lfh::status_of(lfh::exchange(
+            s.port(), get("/api/runs", "Authorization: Bearer s3cret-write\r\n"))) == 200);
   // Basic, any user name: "me:s3cret-read"
-  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Basic bWU6czNjcmV0LXJlYWQ=\r\n"))) == 200);
-  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer wrong\r\n"))) == 401);
+  CHECK(lfh::status_of(lfh::exchange(
+            s.port(), get("/api/runs", "Authorization: Basic bWU6czNjcmV0LXJlYWQ=\r\n"))) == 200);
+  CHECK(lfh::status_of(
+            lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer wrong\r\n"))) == 401);
   lfh::check_healthz_prompt(s);
 }
 
-TEST_CASE("cross-site simple writes are refused without a token; curl, JSON and same-origin writes pass") {
+TEST_CASE(
+    "cross-site simple writes are refused without a token; curl, JSON and same-origin writes "
+    "pass") {
   lft::TempDir dir;
   lft::ServerProc s(dir.path, {"--public-url", "https://flames.example.com"});
   const std::string evil = "Origin: https://evil.example\r\n";
@@ -66,11 +74,14 @@ TEST_CASE("cross-site simple writes are refused without a token; curl, JSON and 
   CAPTURE(raw);
   CHECK(lfh::status_of(raw) == 403);
   CHECK(body_of(raw).find("cross-site write refused") != std::string::npos);
-  raw = lfh::exchange(s.port(), post("/api/runs?name=csrf", "main 1\n", evil, "application/x-www-form-urlencoded"));
+  raw = lfh::exchange(
+      s.port(), post("/api/runs?name=csrf", "main 1\n", evil, "application/x-www-form-urlencoded"));
   CHECK(lfh::status_of(raw) == 403);
-  raw = lfh::exchange(s.port(), post("/api/runs?name=csrf", "main 1\n", "Sec-Fetch-Site: cross-site\r\n"));
+  raw = lfh::exchange(s.port(),
+                      post("/api/runs?name=csrf", "main 1\n", "Sec-Fetch-Site: cross-site\r\n"));
   CHECK(lfh::status_of(raw) == 403);
-  raw = lfh::exchange(s.port(), "DELETE /api/runs/1 HTTP/1.1\r\nHost: x\r\n" + evil + "Connection: close\r\n\r\n");
+  raw = lfh::exchange(
+      s.port(), "DELETE /api/runs/1 HTTP/1.1\r\nHost: x\r\n" + evil + "Connection: close\r\n\r\n");
   CHECK(lfh::status_of(raw) == 403);
   auto c = s.client();
   auto none = c.Get("/api/runs?name=csrf");
@@ -78,12 +89,16 @@ TEST_CASE("cross-site simple writes are refused without a token; curl, JSON and 
   CHECK(json::parse(none->body)["runs"].empty());
   // Not refused: no Origin (curl, agents), a custom header, the public origin.
   CHECK(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=ok", "main 1\n", ""))) == 201);
-  CHECK(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=ok", "main 1\n", evil + "X-Luaflame: 1\r\n"))) == 201);
-  CHECK(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=ok", "main 1\n", "Origin: https://flames.example.com\r\n"))) ==
+  CHECK(lfh::status_of(lfh::exchange(
+            s.port(), post("/api/runs?name=ok", "main 1\n", evil + "X-Luaflame: 1\r\n"))) == 201);
+  CHECK(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=ok", "main 1\n",
+                                                    "Origin: https://flames.example.com\r\n"))) ==
         201);
   // Links use --public-url, never the Host header.
-  raw = lfh::exchange(s.port(), "POST /api/runs?name=h HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 7\r\n"
-                                "Connection: close\r\n\r\nmain 1\n");
+  raw =
+      lfh::exchange(s.port(),
+                    "POST /api/runs?name=h HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 7\r\n"
+                    "Connection: close\r\n\r\nmain 1\n");
   json j = json::parse(body_of(raw));
   CHECK(j["url"].get<std::string>().rfind("https://flames.example.com/runs/", 0) == 0);
   CHECK(raw.find("evil.example") == std::string::npos);
@@ -93,11 +108,14 @@ TEST_CASE("cross-site simple writes are refused without a token; curl, JSON and 
 TEST_CASE("without --public-url links come from --listen, not from Host") {
   lft::TempDir dir;
   lft::ServerProc s(dir.path);
-  std::string raw = lfh::exchange(s.port(), "POST /api/runs?name=h HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 7\r\n"
-                                            "Connection: close\r\n\r\nmain 1\n");
+  std::string raw =
+      lfh::exchange(s.port(),
+                    "POST /api/runs?name=h HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 7\r\n"
+                    "Connection: close\r\n\r\nmain 1\n");
   CAPTURE(raw);
   json j = json::parse(body_of(raw));
-  CHECK(j["url"].get<std::string>().rfind("http://127.0.0.1:" + std::to_string(s.port()) + "/runs/", 0) == 0);
+  CHECK(j["url"].get<std::string>().rfind("http://127.0.0.1:" + std::to_string(s.port()) + "/runs/",
+                                          0) == 0);
 }
 
 TEST_CASE("control characters in a request path are escaped in the log") {
@@ -123,8 +141,9 @@ TEST_CASE("static files only from inside the web folder: no symlink escape, no %
   std::string raw = lfh::exchange(s.port(), get("/static/app.css"));
   CHECK(lfh::status_of(raw) == 200);
   CHECK(raw.find("text/css") != std::string::npos);
-  for (const char* p : {"/static/passwd", "/static/etc/passwd", "/static/app.css%00.js", "/static/..%2f..%2fetc%2fpasswd",
-                        "/static/%2e%2e/%2e%2e/etc/passwd", "/static//etc/passwd"}) {
+  for (const char* p : {"/static/passwd", "/static/etc/passwd", "/static/app.css%00.js",
+                        "/static/..%2f..%2fetc%2fpasswd", "/static/%2e%2e/%2e%2e/etc/passwd",
+                        "/static//etc/passwd"}) {
     CAPTURE(p);
     raw = lfh::exchange(s.port(), get(p));
     CHECK(lfh::status_of(raw) == 404);

@@ -34,7 +34,10 @@ int free_port() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) { close(fd); throw std::runtime_error("bind"); }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    throw std::runtime_error("bind");
+  }
   socklen_t len = sizeof a;
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
@@ -48,7 +51,10 @@ int connect_loopback(int port) {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) { close(fd); return -1; }
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
   return fd;
 }
 
@@ -57,13 +63,16 @@ ServerProc::ServerProc(const std::string& data_dir, const std::vector<std::strin
     port_ = free_port();
     log_path_ = data_dir + "/server-" + std::to_string(port_) + ".log";
     std::filesystem::create_directories(data_dir);
-    std::vector<std::string> args = {LUAFLAME_SERVER_BIN, "--listen", "127.0.0.1:" + std::to_string(port_),
-                                     "--data", data_dir};
+    std::vector<std::string> args = {LUAFLAME_SERVER_BIN, "--listen",
+                                     "127.0.0.1:" + std::to_string(port_), "--data", data_dir};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = std::fopen(log_path_.c_str(), "a");
-      if (f) { dup2(fileno(f), 1); dup2(fileno(f), 2); }
+      if (f) {
+        dup2(fileno(f), 1);
+        dup2(fileno(f), 2);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -73,7 +82,10 @@ ServerProc::ServerProc(const std::string& data_dir, const std::vector<std::strin
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
     while (std::chrono::steady_clock::now() < deadline) {
       int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) { pid_ = -1; break; }  // exited: port taken? retry
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }  // exited: port taken? retry
       httplib::Client c("127.0.0.1", port_);
       c.set_connection_timeout(1);
       if (auto r = c.Get("/healthz"); r && r->status == 200) return;

@@ -1,8 +1,8 @@
 #include "pg_harness.hpp"
 
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
@@ -35,7 +35,10 @@ int free_loopback_port() {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) { close(fd); throw std::runtime_error("bind"); }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    throw std::runtime_error("bind");
+  }
   socklen_t len = sizeof a;
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   close(fd);
@@ -63,12 +66,18 @@ RunAs run_as() {
 }
 
 // Runs argv as `who`, output appended to `log`; waits at most `seconds`. Returns the exit status.
-int run(const std::vector<std::string>& argv, const RunAs& who, const std::string& log, int seconds) {
+int run(const std::vector<std::string>& argv, const RunAs& who, const std::string& log,
+        int seconds) {
   pid_t pid = fork();
   if (pid == 0) {
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
-    if (who.drop && (setgroups(0, nullptr) != 0 || setgid(who.gid) != 0 || setuid(who.uid) != 0)) _exit(126);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    if (who.drop && (setgroups(0, nullptr) != 0 || setgid(who.gid) != 0 || setuid(who.uid) != 0))
+      _exit(126);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -97,8 +106,8 @@ std::string read_file(const std::string& path) {
 
 // Stops PostgreSQL in `dir` (immediate: the data is thrown away) and removes the folder.
 void stop_and_remove(const std::string& dir, const RunAs& who) {
-  run({pg_bindir() + "/pg_ctl", "-D", dir + "/data", "-m", "immediate", "-w", "-t", "20", "stop"}, who,
-      "/dev/null", 30);
+  run({pg_bindir() + "/pg_ctl", "-D", dir + "/data", "-m", "immediate", "-w", "-t", "20", "stop"},
+      who, "/dev/null", 30);
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
@@ -134,12 +143,14 @@ Postgres& Postgres::shared() {
 
 Postgres::Postgres() {
   const std::string bin = pg_bindir();
-  if (bin.empty()) throw std::runtime_error("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb)");
+  if (bin.empty())
+    throw std::runtime_error("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb)");
   const RunAs who = run_as();
   char tmpl[] = "/tmp/luaflame-pg-XXXXXX";
   if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  if (who.drop && chown(dir_.c_str(), who.uid, who.gid) != 0) throw std::runtime_error("chown " + dir_);
+  if (who.drop && chown(dir_.c_str(), who.uid, who.gid) != 0)
+    throw std::runtime_error("chown " + dir_);
 
   // The watchdog: its own session (a signal to the test's process group spares it), it waits
   // for the pipe to close (this process exiting in any way), then stops PostgreSQL.
@@ -162,8 +173,8 @@ Postgres::Postgres() {
   watchdog_pid_ = pid;
 
   const std::string log = dir_ + "/setup.log";
-  if (run({bin + "/initdb", "-D", dir_ + "/data", "-U", "luaflame", "-A", "trust", "-E", "UTF8", "--locale=C",
-           "-N"},
+  if (run({bin + "/initdb", "-D", dir_ + "/data", "-U", "luaflame", "-A", "trust", "-E", "UTF8",
+           "--locale=C", "-N"},
           who, log, 120) != 0)
     throw std::runtime_error("initdb failed: " + read_file(log));
   // Loopback TCP only, the socket in our folder; fsync off: the tests kill servers, not machines.
@@ -172,16 +183,18 @@ Postgres::Postgres() {
     std::string opts = "-p " + std::to_string(port_) + " -k " + dir_ +
                        " -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
                        " -c shared_buffers=64MB";
-    if (run({bin + "/pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/postgres.log", "-w", "-t", "60", "-o", opts,
-             "start"},
+    if (run({bin + "/pg_ctl", "-D", dir_ + "/data", "-l", dir_ + "/postgres.log", "-w", "-t", "60",
+             "-o", opts, "start"},
             who, log, 90) == 0)
       return;
   }
-  throw std::runtime_error("pg_ctl start failed: " + read_file(log) + read_file(dir_ + "/postgres.log"));
+  throw std::runtime_error("pg_ctl start failed: " + read_file(log) +
+                           read_file(dir_ + "/postgres.log"));
 }
 
 Postgres::~Postgres() {
-  if (watchdog_fd_ >= 0) close(watchdog_fd_);  // the watchdog stops PostgreSQL and removes the folder
+  if (watchdog_fd_ >= 0)
+    close(watchdog_fd_);  // the watchdog stops PostgreSQL and removes the folder
   if (watchdog_pid_ > 0) waitpid(watchdog_pid_, nullptr, 0);
 }
 

@@ -32,10 +32,13 @@ struct TempDir {
     spec = "sqlite:" + path;
 #endif
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~TempDir() {
+    std::filesystem::remove_all(path);
+  }
 };
 
 /// Opens (again, for reopening tests) the store of `dir`.
-inline std::unique_ptr<lfs::Store> open_test_store(const TempDir& dir, const lfs::StoreOptions& opts) {
+inline std::unique_ptr<lfs::Store> open_test_store(const TempDir& dir,
+                                                   const lfs::StoreOptions& opts) {
   return lfs::open_store(dir.spec, opts);
 }

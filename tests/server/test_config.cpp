@@ -21,7 +21,8 @@ TEST_CASE("defaults are loopback, 64 MiB, no token") {
 
 TEST_CASE("flags override environment") {
   auto r = parse_config({"--listen", "0.0.0.0:9000", "--token=abc", "--max-body", "1M"},
-                        {"LUAFLAME_LISTEN=127.0.0.1:7000", "LUAFLAME_TOKEN=env", "LUAFLAME_KEEP_RUNS=5", "PATH=/bin"});
+                        {"LUAFLAME_LISTEN=127.0.0.1:7000", "LUAFLAME_TOKEN=env",
+                         "LUAFLAME_KEEP_RUNS=5", "PATH=/bin"});
   REQUIRE(r.error.empty());
   CHECK(r.config.host == "0.0.0.0");
   CHECK(r.config.port == 9000);
@@ -31,7 +32,10 @@ TEST_CASE("flags override environment") {
 }
 
 TEST_CASE("bad values are named in the error") {
-  struct Case { std::vector<std::string> args; std::string want; };
+  struct Case {
+    std::vector<std::string> args;
+    std::string want;
+  };
   std::vector<Case> cases = {
       {{"--listen", "nope"}, "--listen"},
       {{"--listen", "h:99999"}, "--listen"},
@@ -69,8 +73,9 @@ TEST_CASE("help lists every variable") {
   auto r = parse_config({"--help"}, {});
   CHECK(r.help);
   std::string u = lfs::config_usage();
-  for (const char* v : {"LUAFLAME_LISTEN", "LUAFLAME_DATA", "LUAFLAME_TOKEN", "LUAFLAME_MAX_BODY", "LUAFLAME_KEEP_DAYS",
-                        "LUAFLAME_KEEP_RUNS", "LUAFLAME_DISK_BUDGET", "LUAFLAME_LOG_LEVEL", "LUAFLAME_WEB"}) {
+  for (const char* v : {"LUAFLAME_LISTEN", "LUAFLAME_DATA", "LUAFLAME_TOKEN", "LUAFLAME_MAX_BODY",
+                        "LUAFLAME_KEEP_DAYS", "LUAFLAME_KEEP_RUNS", "LUAFLAME_DISK_BUDGET",
+                        "LUAFLAME_LOG_LEVEL", "LUAFLAME_WEB"}) {
     CAPTURE(v);
     CHECK(u.find(v) != std::string::npos);
   }
@@ -80,10 +85,16 @@ TEST_CASE("issue 12 options: token files, public URL, limits") {
   char tmpl[] = "/tmp/luaflame-config-XXXXXX";
   REQUIRE(mkdtemp(tmpl));
   const std::string dir = tmpl, tf = dir + "/token";
-  { std::FILE* f = std::fopen(tf.c_str(), "w"); REQUIRE(f); std::fputs("s3cret \n", f); std::fclose(f); }
-  auto r = lfs::parse_config({"--token-file", tf, "--read-token-file", tf, "--public-url", "https://f.example:8443/",
-                              "--max-client-workers", "8", "--header-timeout", "3", "--max-json-depth", "10"},
-                             {});
+  {
+    std::FILE* f = std::fopen(tf.c_str(), "w");
+    REQUIRE(f);
+    std::fputs("s3cret \n", f);
+    std::fclose(f);
+  }
+  auto r = lfs::parse_config(
+      {"--token-file", tf, "--read-token-file", tf, "--public-url", "https://f.example:8443/",
+       "--max-client-workers", "8", "--header-timeout", "3", "--max-json-depth", "10"},
+      {});
   CAPTURE(r.error);
   REQUIRE(r.error.empty());
   CHECK(r.config.token == "s3cret");
@@ -92,7 +103,10 @@ TEST_CASE("issue 12 options: token files, public URL, limits") {
   CHECK(r.config.max_client_workers == 8);
   CHECK(r.config.header_timeout_seconds == 3);
   CHECK(r.config.max_json_depth == 10);
-  struct Bad { std::vector<std::string> args; const char* want; };
+  struct Bad {
+    std::vector<std::string> args;
+    const char* want;
+  };
   const Bad bad[] = {
       {{"--token-file", dir + "/missing"}, "cannot read"},
       {{"--public-url", "ftp://x"}, "--public-url wants"},

@@ -71,8 +71,9 @@ TEST_CASE("kill -9 during uploads: every acknowledged run is whole after restart
   {
     lft::ServerProc srv(dir.path);
     auto c = srv.client();
-    auto created = c.Post("/api/streams", R"({"stream":"crash-1","name":"streamed","metrics":["samples"]})",
-                          "application/json");
+    auto created =
+        c.Post("/api/streams", R"({"stream":"crash-1","name":"streamed","metrics":["samples"]})",
+               "application/json");
     REQUIRE(created);
     stream_id = json::parse(created->body)["id"];
     std::vector<std::thread> threads;
@@ -80,7 +81,8 @@ TEST_CASE("kill -9 during uploads: every acknowledged run is whole after restart
       threads.emplace_back([&, t] {
         auto cl = srv.client();
         for (int i = 0; !stop; ++i) {
-          auto r = cl.Post(("/api/runs?name=crash&tag=t=" + std::to_string(t)).c_str(), body_of(t, i), "text/plain");
+          auto r = cl.Post(("/api/runs?name=crash&tag=t=" + std::to_string(t)).c_str(),
+                           body_of(t, i), "text/plain");
           if (!r) break;  // the server died
           if (r->status == 201) {
             std::lock_guard<std::mutex> lock(mu);
@@ -92,7 +94,8 @@ TEST_CASE("kill -9 during uploads: every acknowledged run is whole after restart
       auto cl = srv.client();
       for (uint64_t seq = 0; !stop; ++seq) {
         stream_sent = seq + 1;
-        auto r = cl.Post(("/api/runs/" + std::to_string(stream_id) + "/chunks").c_str(), chunk(seq), "text/plain");
+        auto r = cl.Post(("/api/runs/" + std::to_string(stream_id) + "/chunks").c_str(), chunk(seq),
+                         "text/plain");
         if (!r) break;
         if (r->status == 200) stream_acked_sum += seq + 1;
       }
@@ -102,7 +105,8 @@ TEST_CASE("kill -9 during uploads: every acknowledged run is whole after restart
     stop = true;
     for (auto& th : threads) th.join();
   }
-  MESSAGE("acknowledged uploads before kill -9: " << acked.size() << ", stream chunks sent: " << stream_sent.load());
+  MESSAGE("acknowledged uploads before kill -9: " << acked.size() << ", stream chunks sent: "
+                                                  << stream_sent.load());
   REQUIRE(acked.size() > 3);
 
   lft::ServerProc again(dir.path);
@@ -126,13 +130,15 @@ TEST_CASE("kill -9 during uploads: every acknowledged run is whole after restart
   }
   // The stream holds every acknowledged chunk, each whole (totals are sums of 1..n).
   json s = json::parse(c.Get(("/api/runs/" + std::to_string(stream_id)).c_str())->body);
-  double total = s["metrics"].contains("samples") ? s["metrics"]["samples"]["total"].get<double>() : 0;
+  double total =
+      s["metrics"].contains("samples") ? s["metrics"]["samples"]["total"].get<double>() : 0;
   CHECK(total >= static_cast<double>(stream_acked_sum.load()));
   uint64_t n = 0;
   while ((n * (n + 1)) / 2 < static_cast<uint64_t>(total)) ++n;
   CHECK((n * (n + 1)) / 2 == static_cast<uint64_t>(total));
   // A retried chunk after the restart still counts once.
-  auto retry = c.Post(("/api/runs/" + std::to_string(stream_id) + "/chunks").c_str(), chunk(0), "text/plain");
+  auto retry = c.Post(("/api/runs/" + std::to_string(stream_id) + "/chunks").c_str(), chunk(0),
+                      "text/plain");
   CHECK(json::parse(retry->body)["duplicate"] == true);
   CHECK(again.stop(15) == 0);
 }
@@ -143,8 +149,8 @@ TEST_CASE("a half-received body leaves nothing") {
   int fd = lft::connect_loopback(srv.port());
   REQUIRE(fd >= 0);
   std::string body = body_of(0, 0);
-  std::string head = "POST /api/runs?name=half HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
-                     "\r\n\r\n";
+  std::string head = "POST /api/runs?name=half HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n";
   std::string half = head + body.substr(0, body.size() / 2);
   CHECK(write(fd, half.data(), half.size()) == static_cast<ssize_t>(half.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -165,8 +171,10 @@ TEST_CASE("SIGTERM lets a request in flight finish, then the store closes cleanl
     lft::ServerProc srv(dir.path);
     int fd = lft::connect_loopback(srv.port());
     REQUIRE(fd >= 0);
-    std::string head = "POST /api/runs?name=inflight HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
-                       std::to_string(body.size()) + "\r\n\r\n";
+    std::string head =
+        "POST /api/runs?name=inflight HTTP/1.1\r\nHost: x\r\nConnection: "
+        "close\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n";
     std::string first = head + body.substr(0, body.size() / 2);
     REQUIRE(write(fd, first.data(), first.size()) == static_cast<ssize_t>(first.size()));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -176,7 +184,8 @@ TEST_CASE("SIGTERM lets a request in flight finish, then the store closes cleanl
     REQUIRE(write(fd, rest.data(), rest.size()) == static_cast<ssize_t>(rest.size()));
     std::string reply;
     char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+      reply.append(buf, static_cast<std::size_t>(n));
     close(fd);
     stopper.join();
     CAPTURE(reply);

@@ -1,9 +1,9 @@
 // Integration: the real luaflame-server on a free port, every endpoint and
 // every error code over HTTP.
-#include <doctest/doctest.h>
-#include <signal.h>
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,7 +68,8 @@ std::string chunk(uint64_t seq, uint64_t from_ns, uint64_t until_ns,
     for (std::size_t i = 0; i < path.size(); ++i) {
       auto f = frames.emplace(path[i], static_cast<uint32_t>(c.frames.size()));
       if (f.second) c.frames.push_back(path[i]);
-      auto n = nodes.emplace(std::make_pair(parent, f.first->second), static_cast<int64_t>(c.nodes.size()));
+      auto n = nodes.emplace(std::make_pair(parent, f.first->second),
+                             static_cast<int64_t>(c.nodes.size()));
       if (n.second) c.nodes.push_back({parent, f.first->second, {0}});
       parent = n.first->second;
     }
@@ -114,7 +115,8 @@ TEST_CASE("upload, read back, render, delete") {
   CHECK(folded->body == "main;a;b 10\nmain;a;c 5\nmain;d 3\n");
   auto focus = c.Get(("/api/runs/" + std::to_string(id) + "/profile.folded?focus=main;a").c_str());
   CHECK(focus->body == "main;a;b 10\nmain;a;c 5\n");
-  auto focus_svg = c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg?focus=main;a").c_str());
+  auto focus_svg =
+      c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg?focus=main;a").c_str());
   CHECK(focus_svg->body.find("a (15 samples, 100") != std::string::npos);
 
   json fns = body_json(c.Get(("/api/runs/" + std::to_string(id) + "/functions").c_str()));
@@ -174,7 +176,8 @@ TEST_CASE("gzip bodies, ETag and 304, paging, units") {
   // Regression: httplib's own gzip took seconds on a large SVG; the server
   // compresses cached graphs once and sends them as they are.
   std::string big;
-  for (int i = 0; i < 3000; ++i) big += "main;mod" + std::to_string(i % 40) + ";fn" + std::to_string(i) + " 3\n";
+  for (int i = 0; i < 3000; ++i)
+    big += "main;mod" + std::to_string(i % 40) + ";fn" + std::to_string(i) + " 3\n";
   int64_t big_id = upload(c, "name=big", big);
   std::string big_path = "/api/runs/" + std::to_string(big_id) + "/flamegraph.svg";
   auto plain = c.Get(big_path.c_str());
@@ -187,7 +190,8 @@ TEST_CASE("gzip bodies, ETag and 304, paging, units") {
     CHECK(z->body == plain->body);
     CHECK(secs < 2.0);
   }
-  auto zf = c.Get(("/api/runs/" + std::to_string(big_id) + "/profile.folded").c_str(), {{"Accept-Encoding", "gzip"}});
+  auto zf = c.Get(("/api/runs/" + std::to_string(big_id) + "/profile.folded").c_str(),
+                  {{"Accept-Encoding", "gzip"}});
   CHECK(zf->get_header_value("Content-Encoding") == "gzip");
   CHECK(zf->body.size() > 3000 * 10);
 
@@ -200,7 +204,8 @@ TEST_CASE("gzip bodies, ETag and 304, paging, units") {
 
 TEST_CASE("bad input: every error code, nothing stored, never a 500") {
   lft::TempDir dir;
-  lft::ServerProc srv(dir.path, {"--max-body", "64K", "--max-stacks", "50", "--max-tags", "3", "--max-depth", "10"});
+  lft::ServerProc srv(dir.path, {"--max-body", "64K", "--max-stacks", "50", "--max-tags", "3",
+                                 "--max-depth", "10"});
   auto c = srv.client();
   int64_t good = upload(c, "name=good", kFolded);
   auto count_runs = [&] { return body_json(c.Get("/api/runs"))["total"].get<int>(); };
@@ -212,14 +217,19 @@ TEST_CASE("bad input: every error code, nothing stored, never a 500") {
   CHECK(e["reason"] == "no count");
   CHECK(e["error"].get<std::string>().find("line 2") != std::string::npos);
 
-  struct Case { std::string target; std::string body; int status; };
+  struct Case {
+    std::string target;
+    std::string body;
+    int status;
+  };
   std::string deep = "f";
   for (int i = 0; i < 20; ++i) deep += ";f";
   std::string many;
   for (int i = 0; i < 60; ++i) many += "s" + std::to_string(i) + " 1\n";
   std::vector<Case> posts = {
       {"/api/runs?name=x", "a;b -1\n", 400},
-      {"/api/runs?name=x", "a;b 1e5\n", 400},  // ("a;;b 1" is drawn as flamegraph.pl draws it: accepted)
+      {"/api/runs?name=x", "a;b 1e5\n",
+       400},  // ("a;;b 1" is drawn as flamegraph.pl draws it: accepted)
       {"/api/runs?name=x", std::string("a;b\x01 1\n"), 400},
       {"/api/runs?name=x", "a;\xff\xfe 1\n", 400},
       {"/api/runs?name=x", "a 1 2\n", 400},
@@ -258,7 +268,8 @@ TEST_CASE("bad input: every error code, nothing stored, never a 500") {
   // gzip bomb: small on the wire, over the limit decoded
   std::string lines;
   for (int i = 0; i < 20000; ++i) lines += "main;a;b 1\n";
-  auto bomb = c.Post("/api/runs?name=bomb", {{"Content-Encoding", "gzip"}}, gzip(lines), "text/plain");
+  auto bomb =
+      c.Post("/api/runs?name=bomb", {{"Content-Encoding", "gzip"}}, gzip(lines), "text/plain");
   REQUIRE(bomb);
   CHECK(bomb->status == 413);
   CHECK(count_runs() == 1);  // only "good"
@@ -284,8 +295,12 @@ TEST_CASE("bad input: every error code, nothing stored, never a 500") {
       {"/api/diff?base=x&head=1", 422},
       {"/api/diff?base=" + std::to_string(good) + "&head=777", 404},
       {"/api/diff?base_name=nobody&head=" + std::to_string(good), 404},
-      {"/api/diff?base=" + std::to_string(good) + "&head=" + std::to_string(good) + "&threshold=lots", 422},
-      {"/api/diff.svg?base=" + std::to_string(good) + "&head=" + std::to_string(good) + "&normalize=2", 422},
+      {"/api/diff?base=" + std::to_string(good) + "&head=" + std::to_string(good) +
+           "&threshold=lots",
+       422},
+      {"/api/diff.svg?base=" + std::to_string(good) + "&head=" + std::to_string(good) +
+           "&normalize=2",
+       422},
   };
   for (const auto& [target_ref, status] : gets) {
     const auto& target = target_ref;  // CAPTURE's lambda: clang-tidy 14 rejects a binding there
@@ -305,7 +320,8 @@ TEST_CASE("token: writes need it, reads do not") {
   lft::ServerProc srv(dir.path, {"--token", "s3cret"});
   auto c = srv.client();
   CHECK(c.Post("/api/runs?name=x", kFolded, "text/plain")->status == 401);
-  CHECK(c.Post("/api/runs?name=x", {{"Authorization", "Bearer wrong"}}, kFolded, "text/plain")->status == 401);
+  CHECK(c.Post("/api/runs?name=x", {{"Authorization", "Bearer wrong"}}, kFolded, "text/plain")
+            ->status == 401);
   CHECK(c.Post("/ingest?name=a.cpu", kFolded, "text/plain")->status == 401);
   CHECK(c.Post("/api/streams", R"({"stream":"u","name":"x"})", "application/json")->status == 401);
   auto ok = c.Post("/api/runs?name=x", {{"Authorization", "Bearer s3cret"}}, kFolded, "text/plain");
@@ -321,7 +337,8 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   lft::TempDir dir;
   lft::ServerProc srv(dir.path);
   auto c = srv.client();
-  std::string create = R"({"stream":"0b7c-uuid","name":"svc","tags":{"host":"a"},"metrics":["samples"],
+  std::string create =
+      R"({"stream":"0b7c-uuid","name":"svc","tags":{"host":"a"},"metrics":["samples"],
                            "started_ns":100000000000,"hz":999})";
   auto r1 = c.Post("/api/streams", create, "application/json");
   REQUIRE(r1);
@@ -339,7 +356,8 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   CHECK(a0["duplicate"] == false);
   json dup = body_json(c.Post((base + "/chunks").c_str(), c0, "text/plain"));
   CHECK(dup["duplicate"] == true);
-  CHECK(c.Post((base + "/chunks").c_str(), {{"Content-Encoding", "gzip"}}, gzip(c1), "text/plain")->status == 200);
+  CHECK(c.Post((base + "/chunks").c_str(), {{"Content-Encoding", "gzip"}}, gzip(c1), "text/plain")
+            ->status == 200);
 
   json live = body_json(c.Get(base.c_str()));
   CHECK(live["status"] == "live");
@@ -360,31 +378,37 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   CHECK(tl["values"][0] == 12);
   CHECK(tl["values"][1] == 10);
 
-  auto fin = c.Post((base + "/finish").c_str(), R"({"stats":{"samples_delivered":22}})", "application/json");
+  auto fin = c.Post((base + "/finish").c_str(), R"({"stats":{"samples_delivered":22}})",
+                    "application/json");
   CHECK(fin->status == 200);
   json done = body_json(c.Get(base.c_str()));
   CHECK(done["status"] == "finished");
-  CHECK(c.Get((base + "/flamegraph.svg").c_str())->get_header_value("ETag") != live_etag);  // finish: a new revision
+  CHECK(c.Get((base + "/flamegraph.svg").c_str())->get_header_value("ETag") !=
+        live_etag);  // finish: a new revision
   CHECK(done["stats"]["samples_delivered"] == 22);
-  auto late = c.Post((base + "/chunks").c_str(), chunk(2, 111 * s, 112 * s, {{{"main"}, 1}}), "text/plain");
+  auto late =
+      c.Post((base + "/chunks").c_str(), chunk(2, 111 * s, 112 * s, {{{"main"}, 1}}), "text/plain");
   CHECK(late->status == 409);
   CHECK(body_json(c.Get(base.c_str()))["metrics"]["samples"]["total"] == 22);
-  CHECK(c.Post((base + "/chunks").c_str(), "luaflame-wire 2\nseq 3\n", "text/plain")->status == 409);
+  CHECK(c.Post((base + "/chunks").c_str(), "luaflame-wire 2\nseq 3\n", "text/plain")->status ==
+        409);
 }
 
 TEST_CASE("pyroscope /ingest: names, labels, formats, time windows") {
   lft::TempDir dir;
   lft::ServerProc srv(dir.path);
   auto c = srv.client();
-  auto r = c.Post("/ingest?name=shop.cpu{env=staging,region=eu}&from=1700000000&until=1700000010"
-                  "&sampleRate=100&spyName=rbspy&units=samples&aggregationType=sum",
-                  "main;a 3\nmain;b 2\n", "text/plain");
+  auto r = c.Post(
+      "/ingest?name=shop.cpu{env=staging,region=eu}&from=1700000000&until=1700000010"
+      "&sampleRate=100&spyName=rbspy&units=samples&aggregationType=sum",
+      "main;a 3\nmain;b 2\n", "text/plain");
   REQUIRE(r);
   CAPTURE(r->body);
   CHECK(r->status == 200);
   int64_t id = body_json(r)["id"];
-  auto r2 = c.Post("/ingest?name=shop.cpu{region=eu,env=staging}&from=1700000010&until=1700000020&format=lines",
-                   "main;a\nmain;a\nmain;c\n", "text/plain");
+  auto r2 = c.Post(
+      "/ingest?name=shop.cpu{region=eu,env=staging}&from=1700000010&until=1700000020&format=lines",
+      "main;a\nmain;a\nmain;c\n", "text/plain");
   CHECK(r2->status == 200);
   CHECK(body_json(r2)["id"] == id);  // same series, same day: one run
   json run = body_json(c.Get(("/api/runs/" + std::to_string(id)).c_str()));
@@ -395,12 +419,17 @@ TEST_CASE("pyroscope /ingest: names, labels, formats, time windows") {
   CHECK(run["hz"] == 100);
   CHECK(run["metrics"]["samples"]["total"] == 8);
   CHECK(run["started_ns"] == 1700000000000000000LL);
-  auto part = c.Get(("/api/runs/" + std::to_string(id) + "/profile.folded?from=1700000010&until=1700000020").c_str());
+  auto part =
+      c.Get(("/api/runs/" + std::to_string(id) + "/profile.folded?from=1700000010&until=1700000020")
+                .c_str());
   CHECK(part->body == "main;a 2\nmain;c 1\n");
-  auto mem = c.Post("/ingest?name=shop.alloc_space{env=staging,region=eu}&from=1700000000&until=1700000010&units=bytes",
-                    "main;alloc 4096\n", "text/plain");
+  auto mem = c.Post(
+      "/ingest?name=shop.alloc_space{env=staging,region=eu}&from=1700000000&until=1700000010&units="
+      "bytes",
+      "main;alloc 4096\n", "text/plain");
   CHECK(body_json(mem)["id"] == id);
-  auto msvg = c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg?metric=alloc_bytes").c_str());
+  auto msvg =
+      c.Get(("/api/runs/" + std::to_string(id) + "/flamegraph.svg?metric=alloc_bytes").c_str());
   CHECK(msvg->status == 200);
   CHECK(msvg->body.find("KiB") != std::string::npos);
 }
@@ -421,21 +450,26 @@ TEST_CASE("diff: JSON with markdown, threshold gives 412, base by name and tag, 
   CHECK(d["regressions"][0]["name"] == "slow");
   CHECK(d["regressions"][0]["delta_pct"] == 30);
   CHECK(d["improvements"][0]["name"] == "fast");
-  CHECK(d["markdown"].get<std::string>().find("| slow | 20.00 | 50.00 | +30.00 |") != std::string::npos);
+  CHECK(d["markdown"].get<std::string>().find("| slow | 20.00 | 50.00 | +30.00 |") !=
+        std::string::npos);
   auto fail = c.Get((q + "&threshold=25").c_str());
   CHECK(fail->status == 412);
   CHECK(body_json(fail)["failed"] == true);
-  json byname = body_json(c.Get(("/api/diff?base_name=app&base_tag=branch=main&head=" + std::to_string(head)).c_str()));
+  json byname = body_json(
+      c.Get(("/api/diff?base_name=app&base_tag=branch=main&head=" + std::to_string(head)).c_str()));
   CHECK(byname["base"] == main2);
   CHECK(byname["base"] != main1);
   // head by name and tag: the newest such run, in the same request (what `luaflame compare` sends)
-  json headname = body_json(c.Get("/api/diff?base_name=app&base_tag=branch=main&head_name=app&head_tag=branch=feature"));
+  json headname = body_json(
+      c.Get("/api/diff?base_name=app&base_tag=branch=main&head_name=app&head_tag=branch=feature"));
   CHECK(headname["head"] == head);
   CHECK(headname["base"] == main2);
   CHECK(c.Get("/api/diff?base_name=app&head_name=app&head_tag=branch=none")->status == 404);
-  CHECK(c.Get(("/api/diff?base=1&head_name=app&head=" + std::to_string(head)).c_str())->status == 422);
+  CHECK(c.Get(("/api/diff?base=1&head_name=app&head=" + std::to_string(head)).c_str())->status ==
+        422);
   CHECK(c.Get((q + "&threshold=25%25").c_str())->status == 412);  // "25%", as the CLI accepts it
-  auto svg = c.Get(("/api/diff.svg?base=" + std::to_string(main2) + "&head=" + std::to_string(head)).c_str());
+  auto svg = c.Get(
+      ("/api/diff.svg?base=" + std::to_string(main2) + "&head=" + std::to_string(head)).c_str());
   CHECK(svg->status == 200);
   CHECK(svg->body.find("<svg") != std::string::npos);
 }
@@ -450,9 +484,14 @@ TEST_CASE("concurrent uploads and reads all succeed and add up") {
       auto c = srv.client();
       for (int i = 0; i < 25; ++i) {
         std::string body;
-        for (int k = 0; k < 200; ++k) body += "main;t" + std::to_string(t) + ";f" + std::to_string(k) + " 1\n";
-        auto r = c.Post(("/api/runs?name=conc&tag=t=" + std::to_string(t)).c_str(), body, "text/plain");
-        if (r && r->status == 201) ++created; else ++failures;
+        for (int k = 0; k < 200; ++k)
+          body += "main;t" + std::to_string(t) + ";f" + std::to_string(k) + " 1\n";
+        auto r =
+            c.Post(("/api/runs?name=conc&tag=t=" + std::to_string(t)).c_str(), body, "text/plain");
+        if (r && r->status == 201)
+          ++created;
+        else
+          ++failures;
       }
     });
   for (int t = 0; t < 3; ++t)
@@ -460,11 +499,19 @@ TEST_CASE("concurrent uploads and reads all succeed and add up") {
       auto c = srv.client();
       while (created + failures < 100) {
         auto l = c.Get("/api/runs?limit=5");
-        if (!l || l->status != 200) { ++failures; continue; }
+        if (!l || l->status != 200) {
+          ++failures;
+          continue;
+        }
         json j = json::parse(l->body);
         for (const auto& run : j["runs"]) {
-          auto s = c.Get(("/api/runs/" + std::to_string(run["id"].get<int64_t>()) + "/flamegraph.svg").c_str());
-          if (s && s->status == 200) ++read_ok; else ++failures;
+          auto s =
+              c.Get(("/api/runs/" + std::to_string(run["id"].get<int64_t>()) + "/flamegraph.svg")
+                        .c_str());
+          if (s && s->status == 200)
+            ++read_ok;
+          else
+            ++failures;
         }
       }
     });
@@ -487,9 +534,12 @@ TEST_CASE("pages, static files, healthz, metrics, clean SIGTERM") {
   std::ofstream(web.path + "/style.css") << "body{}";
   lft::ServerProc srv(dir.path, {"--web", web.path});
   auto c = srv.client();
-  struct Page { const char* path; const char* file; };
-  for (Page p : {Page{"/", "index.html"}, Page{"/runs/12", "run.html"}, Page{"/compare", "compare.html"},
-                 Page{"/upload", "upload.html"}}) {
+  struct Page {
+    const char* path;
+    const char* file;
+  };
+  for (Page p : {Page{"/", "index.html"}, Page{"/runs/12", "run.html"},
+                 Page{"/compare", "compare.html"}, Page{"/upload", "upload.html"}}) {
     CAPTURE(p.path);
     auto r = c.Get(p.path);
     REQUIRE(r);
@@ -516,9 +566,12 @@ TEST_CASE("pages, static files, healthz, metrics, clean SIGTERM") {
   REQUIRE(m);
   CHECK(m->get_header_value("Content-Type").find("text/plain") == 0);
   const std::string bytes = "luaflame_ingested_bytes_total " + std::to_string(std::strlen(kFolded));
-  for (std::string want : {std::string("luaflame_runs{status=\"finished\"} 1"), std::string("luaflame_stored_bytes "), bytes, std::string("luaflame_ingested_lines_total 3"),
-                           std::string("luaflame_http_requests_total{route=\"/api/runs POST\",method=\"POST\",status=\"201\"} 1"),
-                           std::string("luaflame_http_request_duration_seconds_bucket{route=\"/healthz\"")}) {
+  for (std::string want :
+       {std::string("luaflame_runs{status=\"finished\"} 1"), std::string("luaflame_stored_bytes "),
+        bytes, std::string("luaflame_ingested_lines_total 3"),
+        std::string("luaflame_http_requests_total{route=\"/api/runs "
+                    "POST\",method=\"POST\",status=\"201\"} 1"),
+        std::string("luaflame_http_request_duration_seconds_bucket{route=\"/healthz\"")}) {
     CAPTURE(want);
     CHECK(m->body.find(want) != std::string::npos);
   }
@@ -549,7 +602,8 @@ TEST_CASE("a live run without new data for --stale-minutes is marked finished") 
   lft::TempDir dir;
   lft::ServerProc srv(dir.path, {"--retention-interval", "1", "--stale-minutes", "1"});
   auto c = srv.client();
-  auto old = c.Post("/api/streams", R"({"stream":"old","name":"stale","started_ns":1000000000})", "application/json");
+  auto old = c.Post("/api/streams", R"({"stream":"old","name":"stale","started_ns":1000000000})",
+                    "application/json");
   auto fresh = c.Post("/api/streams", R"({"stream":"new","name":"fresh"})", "application/json");
   std::string stale = "/api/runs/" + std::to_string(body_json(old)["id"].get<int64_t>());
   std::string live = "/api/runs/" + std::to_string(body_json(fresh)["id"].get<int64_t>());
@@ -564,15 +618,21 @@ TEST_CASE("a live run without new data for --stale-minutes is marked finished") 
 TEST_CASE("a second server on a port in use exits non-zero and says so") {
   lft::TempDir dir, dir2;
   lft::ServerProc first(dir.path);
-  int64_t id = [&] { auto c = first.client(); return upload(c, "name=first", kFolded); }();
+  int64_t id = [&] {
+    auto c = first.client();
+    return upload(c, "name=first", kFolded);
+  }();
   const std::string where = "127.0.0.1:" + std::to_string(first.port());
   const std::string err_path = dir2.path + "/second.err";
   pid_t pid = fork();
   if (pid == 0) {
     FILE* f = std::fopen(err_path.c_str(), "w");
-    if (f) { dup2(fileno(f), 1); dup2(fileno(f), 2); }
-    execl(LUAFLAME_SERVER_BIN, LUAFLAME_SERVER_BIN, "--listen", where.c_str(), "--data", dir2.path.c_str(),
-          static_cast<char*>(nullptr));
+    if (f) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    execl(LUAFLAME_SERVER_BIN, LUAFLAME_SERVER_BIN, "--listen", where.c_str(), "--data",
+          dir2.path.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   REQUIRE(pid > 0);
@@ -582,7 +642,10 @@ TEST_CASE("a second server on a port in use exits non-zero and says so") {
     exited = waitpid(pid, &status, WNOHANG) == pid;
     if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (!exited) { kill(pid, SIGKILL); waitpid(pid, &status, 0); }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
   std::ifstream in(err_path);
   std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CAPTURE(err);
@@ -619,7 +682,10 @@ std::string raw_exchange(int port, const std::string& request, int seconds, bool
   closed = false;
   for (;;) {
     ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n == 0) { closed = true; break; }
+    if (n == 0) {
+      closed = true;
+      break;
+    }
     if (n < 0) break;  // timeout: still open
     got.append(buf, static_cast<std::size_t>(n));
   }
@@ -650,23 +716,31 @@ TEST_CASE("a 413 closes the connection: the rest of the body is not read as a re
     chunked += head + part + "\r\n";
   }
   chunked += "0\r\n\r\n";
-  struct Case { std::string name, headers, body, status; };
+  struct Case {
+    std::string name, headers, body, status;
+  };
   std::string big(100 * 1024, 'x');
   std::string lines;
   for (int i = 0; i < 20000; ++i) lines += line;
   std::string bomb = gzip(lines);
   std::vector<Case> cases = {
-      {"chunked over the limit", "Transfer-Encoding: chunked\r\nAuthorization: Bearer T\r\n", chunked, "413"},
-      {"Content-Length over the limit", "Content-Length: " + std::to_string(big.size()) + "\r\nAuthorization: Bearer T\r\n",
-       big, "413"},
-      {"gzip over the limit decoded", "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(bomb.size()) +
-       "\r\nAuthorization: Bearer T\r\n", bomb, "413"},
-      {"/api/streams chunked over the limit", "Transfer-Encoding: chunked\r\nAuthorization: Bearer T\r\n", chunked, "413"},
+      {"chunked over the limit", "Transfer-Encoding: chunked\r\nAuthorization: Bearer T\r\n",
+       chunked, "413"},
+      {"Content-Length over the limit",
+       "Content-Length: " + std::to_string(big.size()) + "\r\nAuthorization: Bearer T\r\n", big,
+       "413"},
+      {"gzip over the limit decoded",
+       "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(bomb.size()) +
+           "\r\nAuthorization: Bearer T\r\n",
+       bomb, "413"},
+      {"/api/streams chunked over the limit",
+       "Transfer-Encoding: chunked\r\nAuthorization: Bearer T\r\n", chunked, "413"},
   };
   for (const Case& k : cases) {
     CAPTURE(k.name);
     std::string target = k.name.rfind("/api/streams", 0) == 0 ? "/api/streams" : "/api/runs?name=x";
-    std::string req = "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n" + k.headers +
+    std::string req = "POST " + target +
+                      " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n" + k.headers +
                       "\r\n" + k.body;
     bool closed = false;
     std::string got = raw_exchange(srv.port(), req, 10, closed);
@@ -700,7 +774,8 @@ TEST_CASE("diff.svg of two finished runs is cached with an ETag, and dropped wit
     REQUIRE(p != std::string::npos);
     return std::stoll(m.substr(p + 31));
   };
-  const std::string q = "/api/diff.svg?base=" + std::to_string(base) + "&head=" + std::to_string(head);
+  const std::string q =
+      "/api/diff.svg?base=" + std::to_string(base) + "&head=" + std::to_string(head);
   int64_t h0 = hits();
   auto first = c.Get(q.c_str());
   REQUIRE(first);
@@ -725,7 +800,8 @@ TEST_CASE("diff.svg of two finished runs is cached with an ETag, and dropped wit
   CHECK(c.Get(q.c_str())->status == 404);
   int64_t h1 = hits();
   int64_t base2 = upload(c, "name=app", "main;work 50\nmain;fast 50\n");
-  auto fresh = c.Get(("/api/diff.svg?base=" + std::to_string(base2) + "&head=" + std::to_string(head)).c_str());
+  auto fresh = c.Get(
+      ("/api/diff.svg?base=" + std::to_string(base2) + "&head=" + std::to_string(head)).c_str());
   REQUIRE(fresh->status == 200);
   CHECK(fresh->body != first->body);
   CHECK(hits() == h1);

@@ -34,10 +34,14 @@ std::map<std::string, std::vector<int64_t>> stacks_of(const lfs::Batch& b) {
   std::vector<std::string> path(b.nodes.size());
   for (std::size_t i = 0; i < b.nodes.size(); ++i) {
     const auto& n = b.nodes[i];
-    path[i] = (n.parent < 0 ? "" : path[static_cast<std::size_t>(n.parent)] + ";") + b.frames[n.frame];
+    path[i] =
+        (n.parent < 0 ? "" : path[static_cast<std::size_t>(n.parent)] + ";") + b.frames[n.frame];
     std::vector<int64_t> v;
     bool any = false;
-    for (std::size_t c = 0; c < b.metrics.size(); ++c) { v.push_back(b.value(i, c)); any = any || v.back(); }
+    for (std::size_t c = 0; c < b.metrics.size(); ++c) {
+      v.push_back(b.value(i, c));
+      any = any || v.back();
+    }
     if (!any) continue;
     auto& slot = out[path[i]];
     if (slot.empty()) slot.assign(v.size(), 0);
@@ -57,11 +61,17 @@ TEST_CASE("folded body: CRLF and blank lines fine, bad lines refuse all with lin
   CHECK(stacks["a;b"] == std::vector<int64_t>{3});
   CHECK(stacks["a;c"] == std::vector<int64_t>{15});
   CHECK(stacks["d"] == std::vector<int64_t>{2});  // a whole count written as 2.0
-  CHECK(b.frames.size() == 4);  // a, b, c, d: each name once
+  CHECK(b.frames.size() == 4);                    // a, b, c, d: each name once
 
-  struct Case { const char* text; std::size_t line; };
-  Case cases[] = {{"a;b 1\nno count here\n", 2}, {"a 1\nb -3\n", 2}, {"a 1\nb 1 2\n", 2},
-                  {"a 1\nb 1.5\n", 2}, {"a 9223372036854775808\n", 1},
+  struct Case {
+    const char* text;
+    std::size_t line;
+  };
+  Case cases[] = {{"a;b 1\nno count here\n", 2},
+                  {"a 1\nb -3\n", 2},
+                  {"a 1\nb 1 2\n", 2},
+                  {"a 1\nb 1.5\n", 2},
+                  {"a 9223372036854775808\n", 1},
                   {"a 9223372036854775807\na 1\n", 2}};
   for (const Case& c : cases) {
     CAPTURE(c.text);
@@ -213,7 +223,9 @@ struct TempStore {
 
 }  // namespace
 
-TEST_CASE("regression: an 11 KB chunk of a 1,024-deep chain of 1 KB frames costs under 10 MB (was 1 GB)") {
+TEST_CASE(
+    "regression: an 11 KB chunk of a 1,024-deep chain of 1 KB frames costs under 10 MB (was 1 "
+    "GB)") {
   lfw::Chunk c;
   c.metrics = {"samples"};
   c.frames = {std::string(1000, 'f') + " chain.lua:1"};
@@ -239,7 +251,8 @@ TEST_CASE("regression: an 11 KB chunk of a 1,024-deep chain of 1 KB frames costs
     REQUIRE(ts.store->append(id, static_cast<int64_t>(seq), b) == lfs::AppendStatus::ok);
   }
   const int64_t extra = peak_rss() - before;
-  MESSAGE("20 chain chunks (" << body.size() << " bytes each): peak " << extra / 1024 << " KiB over the start");
+  MESSAGE("20 chain chunks (" << body.size() << " bytes each): peak " << extra / 1024
+                              << " KiB over the start");
   CHECK(extra < 10 << 20);
   lfs::StoredTree t;
   ts.store->read_tree(id, 0, INT64_MIN, INT64_MAX, t);
@@ -249,7 +262,9 @@ TEST_CASE("regression: an 11 KB chunk of a 1,024-deep chain of 1 KB frames costs
   CHECK(t.frames.size() == 1);
 }
 
-TEST_CASE("regression: a folded upload of 10 million tiny lines stays within 3x its size (was 1.24 GB for 60 MB)") {
+TEST_CASE(
+    "regression: a folded upload of 10 million tiny lines stays within 3x its size (was 1.24 GB "
+    "for 60 MB)") {
   std::string body;
   body.reserve(60u << 20);
   for (int i = 0; i < 10000000; ++i) {
@@ -268,7 +283,8 @@ TEST_CASE("regression: a folded upload of 10 million tiny lines stays within 3x 
   r.metrics = {0};
   int64_t id = ts.store->create_run(r, b);
   const int64_t extra = peak_rss() - before;
-  MESSAGE("10M lines, " << body.size() / 1000000 << " MB: peak " << extra / 1024 << " KiB over the body");
+  MESSAGE("10M lines, " << body.size() / 1000000 << " MB: peak " << extra / 1024
+                        << " KiB over the body");
   CHECK(extra + static_cast<int64_t>(body.size()) < 3 * static_cast<int64_t>(body.size()));
   CHECK(ts.store->get_run(id)->totals.at(0) == 10000000);
   CHECK(ts.store->get_run(id)->stack_count == 26);

@@ -62,14 +62,17 @@ std::string chunk(uint64_t seq) {
 }
 
 int64_t open_stream(httplib::Client& c, const std::string& key) {
-  auto r = c.Post("/api/streams", R"({"stream":")" + key + R"(","name":"svc","metrics":["samples"]})",
-                  "application/json");
+  auto r =
+      c.Post("/api/streams", R"({"stream":")" + key + R"(","name":"svc","metrics":["samples"]})",
+             "application/json");
   REQUIRE(r);
   REQUIRE((r->status == 200 || r->status == 201));
   return json::parse(r->body)["id"].get<int64_t>();
 }
 
-std::string path_of(int64_t id, const char* rest = "") { return "/api/runs/" + std::to_string(id) + rest; }
+std::string path_of(int64_t id, const char* rest = "") {
+  return "/api/runs/" + std::to_string(id) + rest;
+}
 
 int count_of(const std::string& text, const std::string& what) {
   int n = 0;
@@ -113,10 +116,11 @@ TEST_CASE("two servers on one database: written through one, read through the ot
     CHECK(folded_map(reader.Get(path_of(sid, "/profile.folded").c_str())->body) == expect);
   }
   // A chunk already stored through A is a duplicate through B.
-  CHECK(json::parse(cb.Post(path_of(sid, "/chunks").c_str(), chunk(0), "application/octet-stream")->body)["duplicate"] ==
-        true);
+  CHECK(json::parse(cb.Post(path_of(sid, "/chunks").c_str(), chunk(0), "application/octet-stream")
+                        ->body)["duplicate"] == true);
   REQUIRE(ca.Post(path_of(sid, "/finish").c_str(), "{}", "application/json")->status == 200);
-  CHECK(cb.Post(path_of(sid, "/chunks").c_str(), chunk(99), "application/octet-stream")->status == 409);
+  CHECK(cb.Post(path_of(sid, "/chunks").c_str(), chunk(99), "application/octet-stream")->status ==
+        409);
   CHECK(json::parse(cb.Get(path_of(sid).c_str())->body)["status"] == "finished");
 
   // B caches the finished run's graph (ETag, 304); a delete through A is seen by B at once.
@@ -140,14 +144,16 @@ TEST_CASE("two servers on one database: written through one, read through the ot
 
 TEST_CASE("exactly one server runs retention; another takes over when it dies") {
   const std::string url = lft::Postgres::shared().new_database();
-  const std::vector<std::string> opts = {"--keep-runs", "2", "--retention-interval", "1", "--stale-minutes", "0"};
+  const std::vector<std::string> opts = {"--keep-runs",     "2", "--retention-interval", "1",
+                                         "--stale-minutes", "0"};
   auto a = std::make_unique<Server>(url, opts);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // A takes the lock first
   Server b(url, opts);
   auto ca = a->client(), cb = b.client();
   auto wait_for_total = [&](httplib::Client& c, int want) {
     for (int i = 0; i < 200; ++i) {
-      if (json::parse(c.Get("/api/runs")->body)["runs"].size() == static_cast<std::size_t>(want)) return true;
+      if (json::parse(c.Get("/api/runs")->body)["runs"].size() == static_cast<std::size_t>(want))
+        return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return false;
@@ -166,13 +172,15 @@ TEST_CASE("exactly one server runs retention; another takes over when it dies") 
 
   CHECK(a->proc->stop(9) == 128 + 9);  // the leader dies: its session, and lock, end with it
   a.reset();
-  for (int i = 0; i < 3; ++i) REQUIRE(cb.Post("/api/runs?name=r", "main;g 1\n", "text/plain")->status == 201);
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(cb.Post("/api/runs?name=r", "main;g 1\n", "text/plain")->status == 201);
   CHECK(wait_for_total(cb, 2));
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   CHECK(count_of(b.proc->log(), "retention: deleted run") == 3);
 }
 
-TEST_CASE("kill -9 of a server while chunks stream to two servers: every acknowledged chunk is there") {
+TEST_CASE(
+    "kill -9 of a server while chunks stream to two servers: every acknowledged chunk is there") {
   const std::string url = lft::Postgres::shared().new_database();
   auto a = std::make_unique<Server>(url);
   Server b(url);
@@ -186,7 +194,10 @@ TEST_CASE("kill -9 of a server while chunks stream to two servers: every acknowl
   auto sender = [&](lft::ServerProc& srv, uint64_t first) {
     auto c = srv.client();
     for (uint64_t seq = first; !stop; ++seq) {
-      { std::lock_guard<std::mutex> lock(mu); sent.insert(seq); }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        sent.insert(seq);
+      }
       auto r = c.Post(path_of(sid, "/chunks").c_str(), chunk(seq), "application/octet-stream");
       if (!r) break;  // the server died
       if (r->status == 200) {
@@ -204,7 +215,8 @@ TEST_CASE("kill -9 of a server while chunks stream to two servers: every acknowl
   tb.join();
   std::size_t acked_a = 0;
   for (uint64_t s : acked) acked_a += s < 1000000;
-  MESSAGE("acknowledged chunks: " << acked_a << " through A (killed), " << acked.size() - acked_a << " through B");
+  MESSAGE("acknowledged chunks: " << acked_a << " through A (killed), " << acked.size() - acked_a
+                                  << " through B");
   REQUIRE(acked_a > 10);
 
   // Through B: every acknowledged chunk once, with its value; nothing that was never sent.
@@ -212,8 +224,10 @@ TEST_CASE("kill -9 of a server while chunks stream to two servers: every acknowl
   std::size_t missing = 0, wrong = 0, unknown = 0;
   for (uint64_t s : acked) {
     auto it = stored.find("main;c" + std::to_string(s));
-    if (it == stored.end()) ++missing;
-    else if (it->second != std::to_string(s + 1)) ++wrong;
+    if (it == stored.end())
+      ++missing;
+    else if (it->second != std::to_string(s + 1))
+      ++wrong;
   }
   for (const auto& [stack, v] : stored)
     if (!sent.count(std::stoull(stack.substr(6)))) ++unknown;
@@ -226,8 +240,9 @@ TEST_CASE("kill -9 of a server while chunks stream to two servers: every acknowl
   a = std::make_unique<Server>(url);
   auto ca = a->client();
   const uint64_t last = *std::prev(acked.lower_bound(1000000));
-  CHECK(json::parse(ca.Post(path_of(sid, "/chunks").c_str(), chunk(last), "application/octet-stream")->body)["duplicate"] ==
-        true);
+  CHECK(
+      json::parse(ca.Post(path_of(sid, "/chunks").c_str(), chunk(last), "application/octet-stream")
+                      ->body)["duplicate"] == true);
   auto again = folded_map(ca.Get(path_of(sid, "/profile.folded").c_str())->body);
   CHECK(again["main;c" + std::to_string(last)] == std::to_string(last + 1));
 }
@@ -253,14 +268,15 @@ class Nginx {
     // Files of our own instead of the system's (the workers run as nobody: open folders).
     const std::string d = dir_.path;
     chmod(d.c_str(), 0777);
-    replace("access_log /dev/stdout;", "access_log " + d + "/access.log;\n  client_body_temp_path " + d +
+    replace("access_log /dev/stdout;", "access_log " + d +
+                                           "/access.log;\n  client_body_temp_path " + d +
                                            "/body;\n  proxy_temp_path " + d + "/proxy;");
     std::ofstream(d + "/nginx.conf") << conf;
     pid_ = fork();
     if (pid_ == 0) {
       std::string g = "daemon off; pid " + d + "/nginx.pid; error_log " + d + "/error.log;";
-      execl(kNginx, kNginx, "-p", (d + "/").c_str(), "-c", (d + "/nginx.conf").c_str(), "-g", g.c_str(),
-            static_cast<char*>(nullptr));
+      execl(kNginx, kNginx, "-p", (d + "/").c_str(), "-c", (d + "/nginx.conf").c_str(), "-g",
+            g.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     for (int i = 0; i < 200; ++i) {
@@ -297,7 +313,8 @@ class Nginx {
 
 TEST_CASE("nginx (docker/lb/nginx.conf) in front of two servers: any server answers, one may die") {
   if (access(Nginx::kNginx, X_OK) != 0) {
-    if (lft::in_ci()) FAIL("nginx is not installed: CI must run this test (scripts/install-deps.sh --test)");
+    if (lft::in_ci())
+      FAIL("nginx is not installed: CI must run this test (scripts/install-deps.sh --test)");
     MESSAGE("skipped: nginx is not installed (scripts/install-deps.sh --test installs it)");
     return;
   }

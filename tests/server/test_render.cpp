@@ -38,7 +38,9 @@ struct Fixture {
   lfs::RunInfo info() { return *store->get_run(run); }
 };
 
-std::string folded(const lf::Tree& t) { return lfs::run_folded(t); }
+std::string folded(const lf::Tree& t) {
+  return lfs::run_folded(t);
+}
 
 }  // namespace
 
@@ -63,7 +65,8 @@ TEST_CASE("views: focus keeps the subtree, reverse flips stacks, windows select 
   CHECK(lfs::load_tree(*f.store, f.run, v).total() == 18);
 }
 
-TEST_CASE("tree cache: views shared per revision (a live run's next chunk loads again), forget drops") {
+TEST_CASE(
+    "tree cache: views shared per revision (a live run's next chunk loads again), forget drops") {
   Fixture f;
   lfs::TreeCache cache(1000);
   lfs::RunInfo info = f.info();
@@ -121,7 +124,7 @@ TEST_CASE("function tables of a run too large for the tree cache are computed on
   live.revision += 1;
   CHECK(tables.get(tiny, *f.store, live, v) != l1);
   CHECK(tables.bytes() == one_revision);  // the older revision was dropped
-  lfs::TableCache small(64);  // a table over a quarter of the budget is not kept
+  lfs::TableCache small(64);              // a table over a quarter of the budget is not kept
   auto s1 = small.get(tiny, *f.store, f.info(), v);
   CHECK(small.get(tiny, *f.store, f.info(), v) != s1);
   CHECK(small.bytes() == 0);
@@ -136,14 +139,16 @@ TEST_CASE("flights: callers that arrive during a computation share it") {
   auto slow = [&] {
     started = true;
     ++made;
-    for (int i = 0; i < 500 && !release; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 500 && !release; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return std::make_shared<const int>(42);
   };
   std::shared_ptr<const int> a, b;
   std::thread first([&] { a = flights.run("k", slow); });
   while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::thread second([&] { b = flights.run("k", slow); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // second is waiting on the first's flight
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(300));  // second is waiting on the first's flight
   release = true;
   first.join();
   second.join();
@@ -151,8 +156,9 @@ TEST_CASE("flights: callers that arrive during a computation share it") {
   REQUIRE(a);
   CHECK(a == b);
   // Failures reach the caller, and the key can be computed again afterwards.
-  CHECK_THROWS_AS(flights.run("k", []() -> std::shared_ptr<const int> { throw std::runtime_error("x"); }),
-                  std::runtime_error);
+  CHECK_THROWS_AS(
+      flights.run("k", []() -> std::shared_ptr<const int> { throw std::runtime_error("x"); }),
+      std::runtime_error);
   CHECK(*flights.run("k", [] { return std::make_shared<const int>(7); }) == 7);
   CHECK(made == 1);
 }
@@ -160,8 +166,9 @@ TEST_CASE("flights: callers that arrive during a computation share it") {
 TEST_CASE("svg options: flamegraph.pl names, metric defaults, 422 messages") {
   lf::SvgOptions o;
   bool reverse = false;
-  CHECK(lfs::svg_options_from({{"width", "800"}, {"minwidth", "1%"}, {"inverted", "1"}, {"colors", "hot"}},
-                              lfs::metric_index("samples"), o, reverse) == "");
+  CHECK(lfs::svg_options_from(
+            {{"width", "800"}, {"minwidth", "1%"}, {"inverted", "1"}, {"colors", "hot"}},
+            lfs::metric_index("samples"), o, reverse) == "");
   CHECK(o.width == 800);
   CHECK(o.min_width_percent);
   CHECK(o.min_width == 1);
@@ -175,11 +182,16 @@ TEST_CASE("svg options: flamegraph.pl names, metric defaults, 422 messages") {
   lf::SvgOptions time;
   CHECK(lfs::svg_options_from({}, lfs::metric_index("time"), time, reverse) == "");
   CHECK(time.unit == "ns");
-  for (auto bad : std::vector<lfs::Params>{{{"width", "0"}}, {{"colors", "x"}}, {{"hash", "2"}}, {{"minwidth", "-1"}},
-                                           {{"fontsize", "abc"}}, {{"factor", "0"}}}) {
+  for (auto bad : std::vector<lfs::Params>{{{"width", "0"}},
+                                           {{"colors", "x"}},
+                                           {{"hash", "2"}},
+                                           {{"minwidth", "-1"}},
+                                           {{"fontsize", "abc"}},
+                                           {{"factor", "0"}}}) {
     lf::SvgOptions b;
     CAPTURE(bad.begin()->first);
-    CHECK(lfs::svg_options_from(bad, 0, b, reverse).find("bad value for " + bad.begin()->first) == 0);
+    CHECK(lfs::svg_options_from(bad, 0, b, reverse).find("bad value for " + bad.begin()->first) ==
+          0);
   }
 }
 
@@ -195,7 +207,8 @@ TEST_CASE("speedscope: frames indexed, weights sum to the total") {
   for (const auto& w : p["weights"]) sum += w.get<double>();
   CHECK(sum == 18);
   CHECK(s["shared"]["frames"].size() == 5);  // main a b c d
-  for (const auto& sample : p["samples"]) CHECK(s["shared"]["frames"][sample[0].get<std::size_t>()]["name"] == "main");
+  for (const auto& sample : p["samples"])
+    CHECK(s["shared"]["frames"][sample[0].get<std::size_t>()]["name"] == "main");
 }
 
 TEST_CASE("diff report: self shares, threshold, markdown") {
@@ -216,7 +229,8 @@ TEST_CASE("diff report: self shares, threshold, markdown") {
   CHECK(ok.json["regressions"][0]["name"] == "slow");
   CHECK(ok.json["regressions"][0]["delta_pct"] == 40);
   CHECK(ok.json["improvements"][0]["name"] == "fast");
-  CHECK(ok.json["markdown"].get<std::string>().find("app\\|pipe") != std::string::npos);  // table-safe
+  CHECK(ok.json["markdown"].get<std::string>().find("app\\|pipe") !=
+        std::string::npos);  // table-safe
   auto fail = lfs::diff_report(base, head, b, h, 0, 39.5, 10);
   CHECK(fail.failed);
   CHECK(fail.json["markdown"].get<std::string>().find("**FAILED**: slow") != std::string::npos);
@@ -243,7 +257,9 @@ TEST_CASE("svg cache: a comparison is forgotten with either of its runs") {
 }
 
 namespace {
-std::size_t string_cost(const std::string& s) { return s.size(); }
+std::size_t string_cost(const std::string& s) {
+  return s.size();
+}
 }  // namespace
 
 TEST_CASE("RunLru, the server's one cache: recency, the cost bound, forgetting a run") {

@@ -26,7 +26,8 @@ lfs::NewRun upload_run(const std::string& name, lfs::Tags tags = {}) {
   return r;
 }
 
-lfs::Batch batch(std::vector<std::pair<std::string, int64_t>> stacks, int64_t from_ns = 1000000000000) {
+lfs::Batch batch(std::vector<std::pair<std::string, int64_t>> stacks,
+                 int64_t from_ns = 1000000000000) {
   lfs::Batch b;
   b.metrics = {0};
   b.from_ns = b.until_ns = from_ns;
@@ -35,8 +36,8 @@ lfs::Batch batch(std::vector<std::pair<std::string, int64_t>> stacks, int64_t fr
   return b;
 }
 
-std::map<std::string, int64_t> read_all(lfs::Store& st, int64_t run, int metric = 0, int64_t from = INT64_MIN,
-                                        int64_t until = INT64_MAX) {
+std::map<std::string, int64_t> read_all(lfs::Store& st, int64_t run, int metric = 0,
+                                        int64_t from = INT64_MIN, int64_t until = INT64_MAX) {
   std::map<std::string, int64_t> out;
   lfs::StoredTree t;
   st.read_tree(run, metric, from, until, t);
@@ -101,7 +102,8 @@ TEST_CASE("streams: create is idempotent, seq dedupes, finish refuses more") {
   CHECK_FALSE(created);
   CHECK(st->append(id, 0, batch({{"m;f", 1}}, 10'000'000'000)) == lfs::AppendStatus::ok);
   CHECK(st->append(id, 0, batch({{"m;f", 1}}, 10'000'000'000)) == lfs::AppendStatus::duplicate);
-  CHECK(st->append(id, 1, batch({{"m;f", 2}, {"m;g", 5}}, 12'500'000'000)) == lfs::AppendStatus::ok);
+  CHECK(st->append(id, 1, batch({{"m;f", 2}, {"m;g", 5}}, 12'500'000'000)) ==
+        lfs::AppendStatus::ok);
   CHECK(st->get_run(id)->status == "live");
   auto all = read_all(*st, id);
   CHECK(all["m;f"] == 3);
@@ -128,7 +130,8 @@ TEST_CASE("over the distinct-stack limit nothing is stored") {
   lfs::StoreOptions o;
   o.max_stacks = 2;
   auto st = open_test_store(dir, o);
-  CHECK_THROWS_AS(st->create_run(upload_run("big"), batch({{"a", 1}, {"b", 1}, {"c", 1}})), lfs::LimitError);
+  CHECK_THROWS_AS(st->create_run(upload_run("big"), batch({{"a", 1}, {"b", 1}, {"c", 1}})),
+                  lfs::LimitError);
   CHECK(st->list_runs({}).total == 0);
   lfs::NewRun r = upload_run("s");
   r.stream = "k";
@@ -147,8 +150,9 @@ TEST_CASE("list filters by name and tags, newest first, paged; latest_run picks 
   auto st = open_test_store(dir, {});
   std::vector<int64_t> ids;
   for (int i = 0; i < 5; ++i)
-    ids.push_back(st->create_run(upload_run(i % 2 ? "odd" : "even", {{"branch", i < 3 ? "main" : "dev"}}),
-                                 batch({{"s", 1 + i}})));
+    ids.push_back(
+        st->create_run(upload_run(i % 2 ? "odd" : "even", {{"branch", i < 3 ? "main" : "dev"}}),
+                       batch({{"s", 1 + i}})));
   auto all = st->list_runs({});
   CHECK(all.total == 5);
   REQUIRE(all.runs.size() == 5);
@@ -177,7 +181,8 @@ TEST_CASE("delete and retention") {
     lfs::NewRun r = upload_run("r");
     r.ended_ns = r.started_ns = 1000000000LL * (i + 1);
     std::vector<std::pair<std::string, int64_t>> stacks;
-    for (int k = 0; k < 200; ++k) stacks.push_back({"main;fn" + std::to_string(k) + std::string(200, 'x'), 1});
+    for (int k = 0; k < 200; ++k)
+      stacks.push_back({"main;fn" + std::to_string(k) + std::string(200, 'x'), 1});
     ids.push_back(st->create_run(r, batch(stacks, r.started_ns)));
   }
   CHECK(st->delete_run(ids[0]));
@@ -189,7 +194,8 @@ TEST_CASE("delete and retention") {
   CHECK(gone == std::vector<int64_t>{ids[2]});
   CHECK(st->list_runs({}).total == 3);
   int64_t used = st->stats().stored_bytes;
-  gone = st->retain(retain_opts(0, 0, static_cast<uint64_t>(used - 1))).deleted;  // just under: drop the oldest
+  gone = st->retain(retain_opts(0, 0, static_cast<uint64_t>(used - 1)))
+             .deleted;  // just under: drop the oldest
   CHECK(gone.size() >= 1);
   CHECK(gone[0] == ids[3]);
   CHECK(st->stats().stored_bytes < used);
@@ -216,7 +222,8 @@ TEST_CASE("readers are not blocked while a writer works") {
   CHECK(reads > 1);
 }
 
-TEST_CASE("a version-1 store (stack text) migrates to frame ids and reads back" * doctest::skip(kPg)) {
+TEST_CASE("a version-1 store (stack text) migrates to frame ids and reads back" *
+          doctest::skip(kPg)) {
   TempDir dir;
   {
     sqlite3* db = nullptr;
@@ -272,7 +279,9 @@ constexpr int64_t kS = 1000000000LL;
 
 }  // namespace
 
-TEST_CASE("regression: the WAL stays bounded while thousands of chunks stream (checkpoints succeed)" * doctest::skip(kPg)) {
+TEST_CASE(
+    "regression: the WAL stays bounded while thousands of chunks stream (checkpoints succeed)" *
+    doctest::skip(kPg)) {
   TempDir dir;
   lfs::StoreOptions fast;
   fast.sync_full = false;  // the WAL's growth does not depend on fsync; the test's time does
@@ -280,19 +289,24 @@ TEST_CASE("regression: the WAL stays bounded while thousands of chunks stream (c
   bool created = false;
   int64_t id = st->open_stream(stream_run("wal"), created);
   std::vector<std::pair<std::string, int64_t>> stacks;
-  for (int k = 0; k < 100; ++k) stacks.push_back({"main;handler" + std::to_string(k % 10) + ";fn" + std::to_string(k), 1 + k});
+  for (int k = 0; k < 100; ++k)
+    stacks.push_back({"main;handler" + std::to_string(k % 10) + ";fn" + std::to_string(k), 1 + k});
   const std::string wal = dir.path + "/luaflame.db-wal";
   uintmax_t biggest = 0;
   for (int seq = 0; seq < 3000; ++seq) {
-    REQUIRE(st->append(id, seq, batch(stacks, 1700000000 * kS + seq * 10 * kS)) == lfs::AppendStatus::ok);
+    REQUIRE(st->append(id, seq, batch(stacks, 1700000000 * kS + seq * 10 * kS)) ==
+            lfs::AppendStatus::ok);
     std::error_code ec;
     biggest = std::max(biggest, std::filesystem::file_size(wal, ec));
   }
-  MESSAGE("largest WAL over 3000 chunks: " << biggest << " bytes; database " << std::filesystem::file_size(dir.path + "/luaflame.db"));
+  MESSAGE("largest WAL over 3000 chunks: "
+          << biggest << " bytes; database "
+          << std::filesystem::file_size(dir.path + "/luaflame.db"));
   // Automatic checkpoints every 1000 pages (4 MB): a WAL that never checkpoints would pass
   // 30 MB here (each chunk rewrites several bucket blobs).
   CHECK(biggest < 16u << 20);
-  CHECK(std::filesystem::file_size(dir.path + "/luaflame.db") > 1u << 20);  // the data reached the main file
+  CHECK(std::filesystem::file_size(dir.path + "/luaflame.db") >
+        1u << 20);  // the data reached the main file
   CHECK(st->get_run(id)->totals.at(0) == 3000 * (100 * 101 / 2));
 }
 
@@ -325,16 +339,20 @@ TEST_CASE("ranges read the coarsest buckets that fit and equal the sum of their 
   bool created = false;
   int64_t id = st->open_stream(stream_run("ranges"), created);
   // 2 days of 10 s chunks, every 7th chunk only: stack k%5 gets the chunk index.
-  const int64_t t0 = 1700000000 * kS / (3600 * kS) * (3600 * kS) - 200 * kS;  // 200 s before an hour
+  const int64_t t0 =
+      1700000000 * kS / (3600 * kS) * (3600 * kS) - 200 * kS;  // 200 s before an hour
   std::map<int64_t, std::pair<std::string, int64_t>> by_time;
   for (int i = 0, seq = 0; i < 2 * 8640; i += 7, ++seq) {
     std::string s = "main;f" + std::to_string(i % 5);
     by_time[t0 + i * 10 * kS] = {s, i + 1};
     REQUIRE(st->append(id, seq, batch({{s, i + 1}}, t0 + i * 10 * kS)) == lfs::AppendStatus::ok);
   }
-  std::vector<std::pair<int64_t, int64_t>> ranges = {
-      {t0, t0 + 2 * 86400 * kS}, {t0 + 200 * kS, t0 + 200 * kS + 86400 * kS}, {t0 + 3601 * kS, t0 + 7 * 3600 * kS + 17 * kS},
-      {t0 - 5 * kS, t0 + 95 * kS}, {t0 + 86399 * kS, t0 + 86411 * kS}, {t0 + 123 * kS, t0 + 124 * kS}};
+  std::vector<std::pair<int64_t, int64_t>> ranges = {{t0, t0 + 2 * 86400 * kS},
+                                                     {t0 + 200 * kS, t0 + 200 * kS + 86400 * kS},
+                                                     {t0 + 3601 * kS, t0 + 7 * 3600 * kS + 17 * kS},
+                                                     {t0 - 5 * kS, t0 + 95 * kS},
+                                                     {t0 + 86399 * kS, t0 + 86411 * kS},
+                                                     {t0 + 123 * kS, t0 + 124 * kS}};
   for (auto [from, until] : ranges) {
     CAPTURE(from - t0);
     CAPTURE(until - t0);
@@ -369,7 +387,8 @@ TEST_CASE("per-resolution retention trims live runs, keeps totals consistent, gi
   // 2 days of 10 s chunks of 200 stacks, one in 6 sent (the test's time)
   for (int i = 0; i < 2 * 8640; i += 6) {
     std::vector<std::pair<std::string, int64_t>> stacks;
-    for (int k = 0; k < 200; ++k) stacks.push_back({"main;f" + std::to_string((i + k) % 400) + pad, 1});
+    for (int k = 0; k < 200; ++k)
+      stacks.push_back({"main;f" + std::to_string((i + k) % 400) + pad, 1});
     REQUIRE(st->append(id, i, batch(stacks, t0 + i * 10 * kS)) == lfs::AppendStatus::ok);
   }
   const int64_t end = t0 + 2 * 86400 * kS;
@@ -380,16 +399,19 @@ TEST_CASE("per-resolution retention trims live runs, keeps totals consistent, gi
   ro.now_ns = end;
   lfs::RetainResult rr = st->retain(ro);
   auto after = st->stats();
-  MESSAGE("trimmed " << rr.buckets_trimmed << " buckets, freed " << rr.bytes_freed << " bytes; file "
-                     << before.file_bytes << " -> " << after.file_bytes);
+  MESSAGE("trimmed " << rr.buckets_trimmed << " buckets, freed " << rr.bytes_freed
+                     << " bytes; file " << before.file_bytes << " -> " << after.file_bytes);
   CHECK(rr.deleted.empty());
   CHECK(rr.trimmed == std::vector<int64_t>{id});
   CHECK(rr.buckets_trimmed > 0);
   CHECK(rr.bytes_freed > 0);
   CHECK(after.stored_bytes < before.stored_bytes);
   CHECK(st->get_run(id)->revision > revision);  // cached views of the run are stale
-  if (!kPg) CHECK(std::filesystem::file_size(dir.path + "/luaflame.db") < static_cast<uintmax_t>(before.file_bytes));
-  // The coarsest resolution keeps a day (+ its bucket): the run now holds its last 25 hours at most.
+  if (!kPg)
+    CHECK(std::filesystem::file_size(dir.path + "/luaflame.db") <
+          static_cast<uintmax_t>(before.file_bytes));
+  // The coarsest resolution keeps a day (+ its bucket): the run now holds its last 25 hours at
+  // most.
   const int64_t total = st->get_run(id)->totals.at(0);
   CHECK(total < 2 * 1440 * 200);
   CHECK(total >= 1440 * 200);
@@ -414,7 +436,9 @@ TEST_CASE("listing pages by cursor; totals from counters or counted up to a cap"
   TempDir dir;
   auto st = open_test_store(dir, {});
   std::vector<int64_t> ids;
-  for (int i = 0; i < 25; ++i) ids.push_back(st->create_run(upload_run(i % 2 ? "odd" : "even", {{"n", std::to_string(i % 3)}}), batch({{"s", 1}})));
+  for (int i = 0; i < 25; ++i)
+    ids.push_back(st->create_run(upload_run(i % 2 ? "odd" : "even", {{"n", std::to_string(i % 3)}}),
+                                 batch({{"s", 1}})));
   bool created = false;
   st->open_stream(stream_run("live1"), created);
   lfs::RunFilter f;
@@ -451,7 +475,8 @@ TEST_CASE("an upload keeps its finest bucket only, and every range and timeline 
   auto st = open_test_store(dir, {});
   const int64_t t = 1700000123 * kS;
   int64_t id = st->create_run(upload_run("u"), batch({{"main;a", 5}, {"main;b", 7}}, t));
-  CHECK(read_all(*st, id, 0, t - 86400 * kS, t + 86400 * kS) == std::map<std::string, int64_t>{{"main;a", 5}, {"main;b", 7}});
+  CHECK(read_all(*st, id, 0, t - 86400 * kS, t + 86400 * kS) ==
+        std::map<std::string, int64_t>{{"main;a", 5}, {"main;b", 7}});
   CHECK(read_all(*st, id, 0, t + kS, t + 86400 * kS).empty());
   auto tl = st->timeline(id, 0, t - 3600 * kS, t + 3600 * kS, 600 * kS);
   REQUIRE(tl.size() == 1);

@@ -38,9 +38,8 @@ TEST_CASE("wire: encode then decode gives the same chunk") {
 
 TEST_CASE("wire: for_each_stack rebuilds folded stacks from shared prefixes") {
   std::map<std::string, std::vector<uint64_t>> got;
-  lfw::for_each_stack(sample_chunk(), [&](const std::string& s, const std::vector<uint64_t>& v) {
-    got[s] = v;
-  });
+  lfw::for_each_stack(sample_chunk(),
+                      [&](const std::string& s, const std::vector<uint64_t>& v) { got[s] = v; });
   CHECK(got.size() == 4);
   CHECK(got["main a.lua:1;f a.lua:3;[C] string.rep"] == std::vector<uint64_t>{7, 0});
   CHECK(got["main a.lua:1;[C] string.rep"] == std::vector<uint64_t>{1, 1});
@@ -73,8 +72,10 @@ TEST_CASE("wire: malformed chunks are refused with the line number") {
       {"luaflame-wire 1\nseq 0\nmetrics samples\nf a;b\nend 0\n", "';'"},
       // Issue 12: values the server would store wrongly.
       {"luaflame-wire 1\nseq 9223372036854775808\nmetrics samples\nend 0\n", "up to 2^63-1"},
-      {"luaflame-wire 1\nseq 0\nfrom 18446744073709551615\nmetrics samples\nend 0\n", "up to 2^63-1"},
-      {"luaflame-wire 1\nseq 0\nmetrics samples\nf a\nn - 0 9223372036854775808\nend 1\n", "up to 2^63-1"},
+      {"luaflame-wire 1\nseq 0\nfrom 18446744073709551615\nmetrics samples\nend 0\n",
+       "up to 2^63-1"},
+      {"luaflame-wire 1\nseq 0\nmetrics samples\nf a\nn - 0 9223372036854775808\nend 1\n",
+       "up to 2^63-1"},
       {"luaflame-wire 1\nseq 0\nmetrics samples samples\nend 0\n", "metric 'samples' listed twice"},
       {"luaflame-wire 1\nseq 0\nmetrics samples\nmetrics time\nend 0\n", "metrics listed twice"},
       // Found by fuzz/fuzz_wire: no metrics line decoded, and did not encode back.

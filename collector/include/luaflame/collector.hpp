@@ -17,24 +17,31 @@ namespace lfc {
 /// to luaflame.start{}, on the `luaflame run` command line (--hz 999) and in
 /// LUAFLAME_* environment variables (LUAFLAME_HZ=999).
 struct Options {
-  bool sample = true;    ///< mode: "sample" (default), "trace", "both", "alloc", combinable "sample+alloc"
-  bool trace = false;    ///< mode includes call/return timing
-  bool alloc = false;    ///< mode includes the allocation profiler
-  double hz = 999;       ///< hz: samples per second of the chosen clock (default 999)
-  bool cpu_clock = true; ///< clock: "cpu" (default, the Lua thread's CPU time) or "wall"
-  std::string output;    ///< output: file, format by extension (.svg, .folded, .json); see output_path ("" = none)
-  std::string server;    ///< server: http://host:port of luaflame-server ("" = do not stream)
-  std::string token;     ///< token: bearer token for the server ("" = none)
-  std::string name;      ///< name: the run's name on the server (default "lua", the runner uses the script's name)
+  bool sample =
+      true;  ///< mode: "sample" (default), "trace", "both", "alloc", combinable "sample+alloc"
+  bool trace = false;     ///< mode includes call/return timing
+  bool alloc = false;     ///< mode includes the allocation profiler
+  double hz = 999;        ///< hz: samples per second of the chosen clock (default 999)
+  bool cpu_clock = true;  ///< clock: "cpu" (default, the Lua thread's CPU time) or "wall"
+  std::string output;     ///< output: file, format by extension (.svg, .folded, .json); see
+                          ///< output_path ("" = none)
+  std::string server;     ///< server: http://host:port of luaflame-server ("" = do not stream)
+  std::string token;      ///< token: bearer token for the server ("" = none)
+  std::string name;  ///< name: the run's name on the server (default "lua", the runner uses the
+                     ///< script's name)
   std::map<std::string, std::string> tags;  ///< tags: "k=v,k=v" or a Lua table (default none)
   double flush_interval = 5.0;  ///< flush_interval: seconds between streamed chunks (default 5)
-  bool lines = false;    ///< lines: leaf frames carry the current line, not the line defined (default false)
-  bool sources = false;  ///< sources: send the text of the profiled .lua files to the server (default false; sources.hpp)
+  bool lines =
+      false;  ///< lines: leaf frames carry the current line, not the line defined (default false)
+  bool sources = false;  ///< sources: send the text of the profiled .lua files to the server
+                         ///< (default false; sources.hpp)
   bool quiet = false;    ///< quiet: the runner prints no report on stderr (default false)
-  double alloc_rate = 512 * 1024;  ///< alloc_rate: mean bytes between allocation samples; 0 = every allocation (default 512 KiB)
-  double max_output = 512.0 * 1024 * 1024;  ///< max_output: bytes one output file may take; a bigger profile is cut
-                                            ///< with a "[luaflame] truncated" frame (default 512 MiB; also capped at
-                                            ///< half the free space of the file system)
+  double alloc_rate = 512 * 1024;  ///< alloc_rate: mean bytes between allocation samples; 0 = every
+                                   ///< allocation (default 512 KiB)
+  double max_output =
+      512.0 * 1024 * 1024;  ///< max_output: bytes one output file may take; a bigger profile is cut
+                            ///< with a "[luaflame] truncated" frame (default 512 MiB; also capped
+                            ///< at half the free space of the file system)
 };
 
 /// The option names, in documentation order.
@@ -60,31 +67,33 @@ std::string output_path(const std::string& output, const std::string& metric, bo
 struct Summary {
   std::string mode;
   std::vector<std::string> metrics;
-  double hz_asked = 0;           ///< the hz option
-  double hz_delivered = 0;       ///< sample events per second of the sampled clock
-  uint64_t samples_asked = 0;    ///< clock time / period
-  uint64_t sample_events = 0;    ///< times the hook took a sample
-  uint64_t samples = 0;          ///< samples recorded (events weighted by the periods they stand for)
-  uint64_t clock_ns = 0;         ///< sampled clock (CPU or wall) elapsed while profiling
-  uint64_t wall_ns = 0;          ///< wall time profiled
-  uint64_t hook_ns = 0;          ///< time spent inside the collector's hooks (trace and alloc: measured; sample: estimated)
-  uint64_t hook_calls = 0;       ///< hook invocations
-  uint64_t calls = 0;            ///< calls seen by the tracer
-  uint64_t alloc_bytes = 0;      ///< bytes allocated while profiling
-  uint64_t alloc_count = 0;      ///< allocations while profiling
-  uint64_t live_bytes = 0;       ///< bytes still live at stop after a full collection (alloc mode)
-  uint64_t nodes = 0;            ///< distinct call paths (call tree nodes)
-  uint64_t frames = 0;           ///< distinct frames
-  uint64_t memory_bytes = 0;     ///< the collector's own memory
+  double hz_asked = 0;         ///< the hz option
+  double hz_delivered = 0;     ///< sample events per second of the sampled clock
+  uint64_t samples_asked = 0;  ///< clock time / period
+  uint64_t sample_events = 0;  ///< times the hook took a sample
+  uint64_t samples = 0;        ///< samples recorded (events weighted by the periods they stand for)
+  uint64_t clock_ns = 0;       ///< sampled clock (CPU or wall) elapsed while profiling
+  uint64_t wall_ns = 0;        ///< wall time profiled
+  uint64_t hook_ns = 0;     ///< time spent inside the collector's hooks (trace and alloc: measured;
+                            ///< sample: estimated)
+  uint64_t hook_calls = 0;  ///< hook invocations
+  uint64_t calls = 0;       ///< calls seen by the tracer
+  uint64_t alloc_bytes = 0;   ///< bytes allocated while profiling
+  uint64_t alloc_count = 0;   ///< allocations while profiling
+  uint64_t live_bytes = 0;    ///< bytes still live at stop after a full collection (alloc mode)
+  uint64_t nodes = 0;         ///< distinct call paths (call tree nodes)
+  uint64_t frames = 0;        ///< distinct frames
+  uint64_t memory_bytes = 0;  ///< the collector's own memory
   std::vector<std::string> files;  ///< output files written
-  std::vector<std::string> file_notes;   ///< per file written: what it holds ("time, 1.2 MiB"), in files' order
+  std::vector<std::string>
+      file_notes;  ///< per file written: what it holds ("time, 1.2 MiB"), in files' order
   std::vector<std::string> file_errors;  ///< per file not written (or cut at max_output): why
-  uint64_t files_failed = 0;     ///< files that could not be written (not counting cut ones)
-  uint64_t output_ns = 0;        ///< wall time spent writing the output files
-  uint64_t output_cpu_ns = 0;    ///< CPU time of the thread that wrote them
-  std::string run_url;           ///< the run on the server, when streamed
-  std::string stream_error;      ///< why streaming failed, if it did
-  std::string fallback_file;     ///< undelivered data written here
+  uint64_t files_failed = 0;   ///< files that could not be written (not counting cut ones)
+  uint64_t output_ns = 0;      ///< wall time spent writing the output files
+  uint64_t output_cpu_ns = 0;  ///< CPU time of the thread that wrote them
+  std::string run_url;         ///< the run on the server, when streamed
+  std::string stream_error;    ///< why streaming failed, if it did
+  std::string fallback_file;   ///< undelivered data written here
   uint64_t chunks_sent = 0;
   /// Direct reads of Lua's structures in use (luaint.hpp), e.g. "ci_walk
   /// signal_position hook_count lua_ident c_ident"; and why any is off.

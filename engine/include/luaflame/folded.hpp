@@ -62,16 +62,16 @@ struct FoldedLine {
   double value = 0;        ///< the (first) count
   double value2 = 0;       ///< the second count, when differential
   bool differential = false;
-  std::size_t line = 0;    ///< 1-based line number
+  std::size_t line = 0;  ///< 1-based line number
 };
 
 /// What a parse saw.
 struct ParseResult {
-  std::size_t lines = 0;    ///< non-blank lines read
-  std::size_t accepted = 0; ///< lines handed to the sink
-  std::size_t rejected = 0; ///< bad lines (all of them, even past max_errors)
-  bool differential = false;///< any line had two counts
-  std::size_t last_line = 0;///< number of the last line read, blank or not (0: none)
+  std::size_t lines = 0;           ///< non-blank lines read
+  std::size_t accepted = 0;        ///< lines handed to the sink
+  std::size_t rejected = 0;        ///< bad lines (all of them, even past max_errors)
+  bool differential = false;       ///< any line had two counts
+  std::size_t last_line = 0;       ///< number of the last line read, blank or not (0: none)
   std::vector<ParseError> errors;  ///< the first max_errors bad lines
   bool ok() const { return rejected == 0; }
 };

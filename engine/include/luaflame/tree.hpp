@@ -28,16 +28,24 @@ struct BigAlloc {
   T* allocate(std::size_t n);
   void deallocate(T* p, std::size_t n);
   template <class U>
-  bool operator==(const BigAlloc<U>&) const { return true; }
+  bool operator==(const BigAlloc<U>&) const {
+    return true;
+  }
   template <class U>
-  bool operator!=(const BigAlloc<U>&) const { return false; }
+  bool operator!=(const BigAlloc<U>&) const {
+    return false;
+  }
 };
 void* big_alloc(std::size_t bytes);
 void big_free(void* p, std::size_t bytes);
 template <class T>
-T* BigAlloc<T>::allocate(std::size_t n) { return static_cast<T*>(big_alloc(n * sizeof(T))); }
+T* BigAlloc<T>::allocate(std::size_t n) {
+  return static_cast<T*>(big_alloc(n * sizeof(T)));
+}
 template <class T>
-void BigAlloc<T>::deallocate(T* p, std::size_t n) { big_free(p, n * sizeof(T)); }
+void BigAlloc<T>::deallocate(T* p, std::size_t n) {
+  big_free(p, n * sizeof(T));
+}
 template <class T>
 using BigVector = std::vector<T, BigAlloc<T>>;
 }  // namespace detail
@@ -106,9 +114,7 @@ class Tree {
   uint32_t next_sibling(uint32_t i) const { return links_[i].next_sibling; }
   /// Depth of node i (root 0); walks to the root, so O(depth).
   uint32_t depth_of(uint32_t i) const;
-  double self_at(uint32_t i, int col = 0) const {
-    return self_[col && differential_ ? 1 : 0][i];
-  }
+  double self_at(uint32_t i, int col = 0) const { return self_[col && differential_ ? 1 : 0][i]; }
   double total_at(uint32_t i, int col = 0) const {
     const detail::BigVector<double>& v = total_[col && differential_ ? 1 : 0];
     return i < v.size() ? v[i] : 0;
@@ -133,7 +139,7 @@ class Tree {
   void grow_frame_index();
 
   detail::BigVector<Link> links_;
-  detail::BigVector<uint8_t> nkids_;           // children per node, saturating at 255
+  detail::BigVector<uint8_t> nkids_;  // children per node, saturating at 255
   detail::BigVector<double> self_[2];
   detail::BigVector<double> total_[2];
   // Frame names: the strings callers see, plus a packed copy (one arena,
@@ -141,15 +147,15 @@ class Tree {
   std::vector<std::string> frames_;
   std::vector<uint64_t> frame_hash_;
   std::string arena_;
-  std::vector<uint32_t> arena_off_;            // frame f is arena_[off[f], off[f+1])
-  std::vector<uint32_t> frame_slots_;          // open addressing: frame index or kNone
+  std::vector<uint32_t> arena_off_;    // frame f is arena_[off[f], off[f+1])
+  std::vector<uint32_t> frame_slots_;  // open addressing: frame index or kNone
   // Children of nodes with many children are found through this table,
   // slot = (hash tag << 32 | node), 0 = empty; nodes with few children by
   // walking their list, and nodes with none not at all.
   detail::BigVector<uint64_t> child_slots_;
-  std::size_t child_count_ = 0;                // entries in child_slots_
-  bool index_valid_ = true;                    // false after finalize() freed it
-  mutable std::vector<uint32_t> ranks_;        // frame_ranks() cache
+  std::size_t child_count_ = 0;          // entries in child_slots_
+  bool index_valid_ = true;              // false after finalize() freed it
+  mutable std::vector<uint32_t> ranks_;  // frame_ranks() cache
   // flow(): the previous stack, the node of each of its frames and where
   // each frame ends in it.
   std::string last_stack_;

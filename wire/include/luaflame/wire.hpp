@@ -17,14 +17,15 @@
 //                                                   ; once per chunk, each metric once
 //   frame    = "f" SP text LF                       ; frames are numbered 0, 1, 2 ... in order
 //   node     = "n" SP parent SP frameidx *(SP value) LF
-//                                                   ; nodes numbered 0, 1, 2 ...; parent = "-" (root)
-//                                                   ; or an earlier node's number; one value per
-//                                                   ; metric: the node's own (self) value delta
-//   end      = "end" SP uint LF                     ; the number of nodes, a check against truncation
-//   metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" | "live_bytes" | "live_count"
-//   text     = 1*(any byte but LF, CR and ";")      ; a frame name, as it appears in folded text
-//   uint     = 1*DIGIT                              ; at most 2^63-1 (9223372036854775807)
-//   value    = uint                                 ; counts, nanoseconds or bytes: integers
+//                                                   ; nodes numbered 0, 1, 2 ...; parent = "-"
+//                                                   (root) ; or an earlier node's number; one value
+//                                                   per ; metric: the node's own (self) value delta
+//   end      = "end" SP uint LF                     ; the number of nodes, a check against
+//   truncation metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" |
+//   "live_bytes" | "live_count" text     = 1*(any byte but LF, CR and ";")      ; a frame name, as
+//   it appears in folded text uint     = 1*DIGIT                              ; at most 2^63-1
+//   (9223372036854775807) value    = uint                                 ; counts, nanoseconds or
+//   bytes: integers
 //
 // "seq", "metrics" and "end" are required; "from" and "until" may be omitted
 // (the server then uses its arrival time). Readers reject any other version
@@ -80,8 +81,8 @@ bool is_metric(std::string_view name);
 
 /// One node of a chunk's delta tree.
 struct Node {
-  int64_t parent = -1;  ///< earlier node index, or -1 for the root
-  uint32_t frame = 0;   ///< index into Chunk::frames
+  int64_t parent = -1;           ///< earlier node index, or -1 for the root
+  uint32_t frame = 0;            ///< index into Chunk::frames
   std::vector<uint64_t> values;  ///< one per metric (self values)
 };
 
