@@ -310,4 +310,58 @@ std::vector<Piece> cover(int64_t from, int64_t until, const std::vector<Resoluti
   return out;
 }
 
+void check_batch(const Batch& b) {
+  if (b.values.size() != b.nodes.size() * b.metrics.size())
+    throw std::runtime_error("store: batch values do not match its nodes");
+  for (const Batch::Node& n : b.nodes)
+    if (n.frame >= b.frames.size()) throw std::runtime_error("store: batch node names no frame");
+}
+
+int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>& node_of,
+                      Values& vals) {
+  const std::size_t cols = b.metrics.size();
+  vals.clear();
+  for (std::size_t i = 0; i < b.nodes.size(); ++i) {
+    const int64_t v = b.values[i * cols + c];
+    if (v < 0) throw ValueError("a negative value");
+    if (v != 0) vals.emplace_back(node_of[i], v);
+  }
+  std::sort(vals.begin(), vals.end());
+  std::size_t k = 0;
+  int64_t sum = 0;
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    sum = checked_add(sum, vals[i].second, "the batch's total");
+    if (k > 0 && vals[k - 1].first == vals[i].first)
+      vals[k - 1].second = checked_add(vals[k - 1].second, vals[i].second, "a stack's value");
+    else
+      vals[k++] = vals[i];
+  }
+  vals.resize(k);
+  return sum;
+}
+
+bool merged_bucket(std::string_view old, const Values& add, int sign, int64_t run,
+                   std::string& out) {
+  Values cur;
+  if (!old.empty() && !merge_blob(old, cur))
+    throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+  merge_values(cur, add, sign);
+  out.clear();
+  encode_values(cur, out);
+  return !cur.empty();
+}
+
+int64_t merged_total(int64_t total, int64_t sum, int sign) {
+  return sign > 0 ? checked_add(total, sum, "a bucket's total") : total - sum;
+}
+
+void add_removed(std::vector<Removed>& out, int64_t run, int metric, int64_t total,
+                 std::string_view blob) {
+  if (out.empty() || out.back().run != run || out.back().metric != metric)
+    out.push_back({run, metric, 0, {}});
+  out.back().sum = checked_add(out.back().sum, total, "a bucket's total");
+  if (!merge_blob(blob, out.back().v))
+    throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+}
+
 }  // namespace lfs

@@ -128,6 +128,34 @@ bool add_blob(std::string_view blob, std::vector<int64_t>& dense);
 /// Merges sorted `add` into sorted `into` (checked sums; sign -1 subtracts, zeros dropped).
 void merge_values(Values& into, const Values& add, int sign = 1);
 
+// ---- Merging a batch into stored buckets: the one place both stores do it ----
+
+/// Throws when `b` is malformed (values not nodes x metrics, a node naming no frame).
+void check_batch(const Batch& b);
+/// Column `c` of `b` as (run node id, value) pairs (node_of from RunTree::map), sorted, repeats
+/// of one run node merged (a batch may name a (parent, frame) pair twice); returns their sum.
+/// ValueError on a negative value or a sum past int64.
+int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>& node_of,
+                      Values& vals);
+/// A stored bucket (blob `old`, "" when there is none) with `add` added (sign 1) or subtracted
+/// (-1), re-encoded into `out`; false when the result is empty (the bucket is to be deleted).
+/// Throws on a malformed blob (naming `run`) or a sum that does not fit.
+bool merged_bucket(std::string_view old, const Values& add, int sign, int64_t run,
+                   std::string& out);
+/// A bucket total after adding (sign 1, checked) or subtracting (-1) `sum`.
+int64_t merged_total(int64_t total, int64_t sum, int sign);
+/// What retention takes out of one (run, metric)'s merged tree and totals: the summed
+/// values of its dropped coarsest buckets.
+struct Removed {
+  int64_t run = 0;
+  int metric = 0;
+  int64_t sum = 0;
+  Values v;
+};
+/// Adds one dropped bucket to `out` (buckets come in (run, metric) order). Throws when malformed.
+void add_removed(std::vector<Removed>& out, int64_t run, int metric, int64_t total,
+                 std::string_view blob);
+
 /// One piece of a range: the buckets of resolution `level` starting in [lo, hi).
 struct Piece {
   int level = 0;

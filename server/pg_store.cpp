@@ -74,30 +74,6 @@ std::vector<std::string_view> views(const std::vector<std::string>& v) {
   return {v.begin(), v.end()};
 }
 
-// Column `c` of `b` as (run node id, value) pairs, sorted, repeats merged; returns their sum.
-int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>& node_of,
-                      Values& vals) {
-  const std::size_t cols = b.metrics.size();
-  vals.clear();
-  for (std::size_t i = 0; i < b.nodes.size(); ++i) {
-    const int64_t v = b.values[i * cols + c];
-    if (v < 0) throw ValueError("a negative value");
-    if (v != 0) vals.emplace_back(node_of[i], v);
-  }
-  std::sort(vals.begin(), vals.end());
-  std::size_t k = 0;
-  int64_t sum = 0;
-  for (std::size_t i = 0; i < vals.size(); ++i) {
-    sum = checked_add(sum, vals[i].second, "the batch's total");
-    if (k > 0 && vals[k - 1].first == vals[i].first)
-      vals[k - 1].second = checked_add(vals[k - 1].second, vals[i].second, "a stack's value");
-    else
-      vals[k++] = vals[i];
-  }
-  vals.resize(k);
-  return sum;
-}
-
 // Reads a run's dictionary on `c`.
 void load_dict(pg::Conn& c, int64_t run, std::vector<std::string>& frames,
                std::vector<Batch::Node>& nodes) {
@@ -571,11 +547,8 @@ class PgStore : public Store {
 // Every sum is checked before anything is written.
 void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
                         bool all_resolutions) {
+  check_batch(b);
   const std::size_t cols = b.metrics.size();
-  if (b.values.size() != b.nodes.size() * cols)
-    throw std::runtime_error("store: batch values do not match its nodes");
-  for (const Batch::Node& n : b.nodes)
-    if (n.frame >= b.frames.size()) throw std::runtime_error("store: batch node names no frame");
   const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
   std::vector<uint32_t> node_of;
   tree.map(b, opts_.max_stacks, node_of);
@@ -612,7 +585,7 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
   }
   widths.push_back(kWhole);
   starts.push_back(0);
-  Values vals, cur;
+  Values vals;
   for (std::size_t col = 0; col < cols; ++col) {
     const int64_t sum = column_values(b, col, node_of, vals);
     if (vals.empty()) continue;
@@ -644,13 +617,9 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
     std::vector<int64_t> new_totals;
     std::vector<std::string> new_datas;
     for (std::size_t k = 0; k < widths.size(); ++k) {
-      cur.clear();
-      if (found[k] && !merge_blob(datas[k], cur))
-        throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
-      merge_values(cur, vals, 1);
-      new_totals.push_back(checked_add(totals[k], sum, "a bucket's total"));
+      new_totals.push_back(merged_total(totals[k], sum, 1));
       new_datas.emplace_back();
-      encode_values(cur, new_datas.back());
+      merged_bucket(datas[k], vals, 1, run, new_datas.back());
       bytes += static_cast<int64_t>(new_datas.back().size()) -
                static_cast<int64_t>(datas[k].size()) + (found[k] ? 0 : kRowBytes);
     }
@@ -701,33 +670,16 @@ int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>&
                   "SELECT run, metric::int8, total, data FROM buckets WHERE width=$1 AND bucket<$2"
                   " AND run=ANY($3::int8[]) ORDER BY run, metric",
                   pg::Params().add(res.width_ns).add(cutoff).array(ids), /*binary=*/true);
-      struct Sub {
-        int64_t run;
-        int metric;
-        int64_t sum;
-        Values v;
-      };
-      std::vector<Sub> subs;
-      for (int i = 0; i < q.rows(); ++i) {
-        const int64_t run = q.bin_i64(i, 0);
-        const int metric = static_cast<int>(q.bin_i64(i, 1));
-        if (subs.empty() || subs.back().run != run || subs.back().metric != metric)
-          subs.push_back({run, metric, 0, {}});
-        subs.back().sum += q.bin_i64(i, 2);
-        if (!merge_blob(q.bytes(i, 3), subs.back().v))
-          throw std::runtime_error("store: bad bucket");
-      }
-      for (const Sub& s : subs) {
+      std::vector<Removed> subs;
+      for (int i = 0; i < q.rows(); ++i)
+        add_removed(subs, q.bin_i64(i, 0), static_cast<int>(q.bin_i64(i, 1)), q.bin_i64(i, 2),
+                    q.bytes(i, 3));
+      for (const Removed& s : subs) {
         auto w = c.query("trim_whole",
                          "SELECT total, data FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
                          pg::Params().add(s.run).add(s.metric), /*binary=*/true);
-        Values cur;
-        if (w.rows() && !merge_blob(w.bytes(0, 1), cur))
-          throw std::runtime_error("store: bad bucket");
-        merge_values(cur, s.v, -1);
         std::string blob;
-        encode_values(cur, blob);
-        if (cur.empty())
+        if (!merged_bucket(w.rows() ? w.bytes(0, 1) : std::string_view(), s.v, -1, s.run, blob))
           c.query("trim_whole_del", "DELETE FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
                   pg::Params().add(s.run).add(s.metric));
         else

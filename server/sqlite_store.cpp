@@ -579,11 +579,8 @@ RunList SqliteStore::list_runs(const RunFilter& f) {
 // Every sum is checked before anything is written: all values are >= 0, so a run total
 // that fits bounds every bucket and node sum under it.
 void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions) {
+  check_batch(b);
   const std::size_t cols = b.metrics.size();
-  if (b.values.size() != b.nodes.size() * cols)
-    throw std::runtime_error("store: batch values do not match its nodes");
-  for (const Batch::Node& n : b.nodes)
-    if (n.frame >= b.frames.size()) throw std::runtime_error("store: batch node names no frame");
   const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
   std::vector<uint32_t> node_of;
   tree.map(b, opts_.max_stacks, node_of);
@@ -600,25 +597,8 @@ void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree, bool all
   }
   Values vals;
   for (std::size_t c = 0; c < cols; ++c) {
-    vals.clear();
-    for (std::size_t i = 0; i < b.nodes.size(); ++i) {
-      const int64_t v = b.values[i * cols + c];
-      if (v < 0) throw ValueError("a negative value");
-      if (v != 0) vals.emplace_back(node_of[i], v);
-    }
+    const int64_t sum = column_values(b, c, node_of, vals);
     if (vals.empty()) continue;
-    std::sort(vals.begin(), vals.end());
-    // Merge repeats of one run node (a chunk may name a (parent, frame) pair twice).
-    std::size_t k = 0;
-    int64_t sum = 0;
-    for (std::size_t i = 0; i < vals.size(); ++i) {
-      sum = checked_add(sum, vals[i].second, "the batch's total");
-      if (k > 0 && vals[k - 1].first == vals[i].first)
-        vals[k - 1].second = checked_add(vals[k - 1].second, vals[i].second, "a stack's value");
-      else
-        vals[k++] = vals[i];
-    }
-    vals.resize(k);
     const int metric = b.metrics[c];
     {
       Stmt t(wc_, "SELECT total FROM metrics WHERE run=? AND metric=?");
@@ -653,33 +633,30 @@ void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree, bool all
 // Adds (sign 1) or subtracts (-1) sorted `add` to one bucket's blob.
 void SqliteStore::merge_bucket(int64_t run, int metric, int64_t width, int64_t bucket,
                                const Values& add, int64_t sum, int sign) {
-  Values cur;
   int64_t total = 0;
+  std::string blob;
   {
     Stmt q(wc_,
            "SELECT total, data FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
     q.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket);
     if (q.step()) {
       total = q.i64(0);
-      if (!merge_blob(q.blob(1), cur))
-        throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+      blob = q.blob(1);
       q.reset();
     }
   }
-  merge_values(cur, add, sign);
-  total = sign > 0 ? checked_add(total, sum, "a bucket's total") : total - sum;
-  if (cur.empty()) {
+  total = merged_total(total, sum, sign);
+  std::string data;
+  if (!merged_bucket(blob, add, sign, run, data)) {
     Stmt d(wc_, "DELETE FROM buckets WHERE run=? AND metric=? AND width=? AND bucket=?");
     d.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket).run();
     return;
   }
-  std::string blob;
-  encode_values(cur, blob);
   Stmt w(wc_,
          "INSERT INTO buckets(run, metric, width, bucket, total, data) VALUES(?, ?, ?, ?, ?, ?)"
          " ON CONFLICT(run, metric, width, bucket) DO UPDATE SET total=excluded.total, "
          "data=excluded.data");
-  w.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket).bind(5, total).blob(6, blob).run();
+  w.bind(1, run).bind(2, metric).bind(3, width).bind(4, bucket).bind(5, total).blob(6, data).run();
 }
 
 // Per-resolution retention of streamed and ingested runs (uploads are one bucket and follow
@@ -699,20 +676,9 @@ int64_t SqliteStore::trim(const RetainOptions& o, std::vector<int64_t>& changed)
              "SELECT b.run, b.metric, b.total, b.data FROM buckets b JOIN runs r ON r.id=b.run"
              " WHERE b.width=? AND b.bucket<? AND r.source<>'upload' ORDER BY b.run, b.metric");
       q.bind(1, res.width_ns).bind(2, cutoff);
-      struct Sub {
-        int64_t run;
-        int metric;
-        int64_t sum;
-        Values v;
-      };
-      std::vector<Sub> subs;
-      while (q.step()) {
-        if (subs.empty() || subs.back().run != q.i64(0) || subs.back().metric != q.i64(1))
-          subs.push_back({q.i64(0), static_cast<int>(q.i64(1)), 0, {}});
-        subs.back().sum += q.i64(2);
-        if (!merge_blob(q.blob(3), subs.back().v)) throw std::runtime_error("store: bad bucket");
-      }
-      for (const Sub& s : subs) {
+      std::vector<Removed> subs;
+      while (q.step()) add_removed(subs, q.i64(0), static_cast<int>(q.i64(1)), q.i64(2), q.blob(3));
+      for (const Removed& s : subs) {
         merge_bucket(s.run, s.metric, kWhole, 0, s.v, s.sum, -1);
         Stmt u(writer_, "UPDATE metrics SET total=total-? WHERE run=? AND metric=?");
         u.bind(1, s.sum).bind(2, s.run).bind(3, s.metric).run();
