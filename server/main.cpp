@@ -189,17 +189,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<lfs::Store> store;
+  std::unique_ptr<lfs::SourceStore> sources;  // PostgreSQL's; SQLite's is opened by App
   try {
     lfs::StoreOptions so;
     so.max_stacks = cfg.max_stacks;
     so.sync_full = cfg.sync_full;
     if (!cfg.resolutions.empty()) lfs::parse_resolutions(cfg.resolutions, so.resolutions);
     store = lfs::open_store(cfg.store.empty() ? "sqlite:" + cfg.data_dir : cfg.store, so);
+    if (!cfg.store.empty()) sources = lfs::open_store_sources(cfg.store);
   } catch (const std::exception& e) {
     std::cerr << "luaflame-server: " << e.what() << "\n";
     return 1;
   }
   lfs::App app(cfg, store.get());
+  app.sources_override = sources.get();
   lfs::setup(svr, app);
   std::thread signals([&svr, stop_signals] {
     int sig = 0;

@@ -102,6 +102,10 @@ std::unique_ptr<Store> open_store(const std::string& url, const StoreOptions& op
                            "' names a store this server was built without (sqlite:DIR, DIR)");
 }
 
+std::unique_ptr<SourceStore> open_store_sources(const std::string& url) {
+  return is_postgres(url) ? open_pg_sources(url) : nullptr;
+}
+
 std::string describe_store(const std::string& url) {
   return is_postgres(url) ? pg::redact(url) : url;
 }

@@ -272,6 +272,12 @@ class SourceStore {
 /// Opens (creating) the SQLite source store `dir`/sources.db (its own file, WAL).
 /// Throws std::runtime_error with a message on failure.
 std::unique_ptr<SourceStore> open_sqlite_sources(const std::string& dir);
+/// The source store in the PostgreSQL database `url` (table sources, created when missing), shared
+/// by every server on that database. Throws std::runtime_error on failure.
+std::unique_ptr<SourceStore> open_pg_sources(const std::string& url);
+/// The source store that goes with the run store `url`: PostgreSQL's for a postgresql:// store,
+/// nullptr for SQLite (the server opens DATA/sources.db on first use, App::sources()).
+std::unique_ptr<SourceStore> open_store_sources(const std::string& url);
 // ---- end of source texts ------------------------------------------------------
 
 }  // namespace lfs

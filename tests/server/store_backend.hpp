@@ -42,3 +42,10 @@ inline std::unique_ptr<lfs::Store> open_test_store(const TempDir& dir,
                                                    const lfs::StoreOptions& opts) {
   return lfs::open_store(dir.spec, opts);
 }
+
+/// The source store (SourceStore) of `dir`'s backend: PostgreSQL's table in the same database,
+/// or SQLite's sources.db in the folder. A new one per call (a reopening, or a second server).
+inline std::unique_ptr<lfs::SourceStore> open_test_sources(const TempDir& dir) {
+  if (kPg) return lfs::open_store_sources(dir.spec);
+  return lfs::open_sqlite_sources(dir.path);
+}

@@ -483,3 +483,36 @@ TEST_CASE("an upload keeps its finest bucket only, and every range and timeline 
   CHECK(tl[0].value == 12);
   CHECK(tl[0].t_ns == t);
 }
+
+// Issue 17's source view had no PostgreSQL backend: `--store postgresql://` servers could not
+// ship sources. One contract for both: bytes kept as sent, replace by path, list in bytewise
+// path order, drop one run only, and a second opener (another server) sees the files.
+TEST_CASE("source texts: put, replace, list, get, drop, seen by a second opener") {
+  TempDir dir;
+  const std::string binary("x\0y\xff\xfe", 5);      // NUL and bytes that are not UTF-8
+  const std::string odd_path("lib/\xe9t\xe9.lua");  // Latin-1 bytes in a path
+  {
+    auto s = open_test_sources(dir);
+    REQUIRE(s);
+    s->put_sources(1, {{"b.lua", "print(1)\n"}, {"a.lua", binary}, {odd_path, ""}});
+    s->put_sources(2, {{"a.lua", "other"}});
+    s->put_sources(1, {{"b.lua", "first"}, {"b.lua", "print(2)\n"}});  // the last one wins
+    s->put_sources(3, {});
+    CHECK(s->get_source(1, "b.lua") == std::optional<std::string>("print(2)\n"));
+    CHECK(s->get_source(1, "a.lua") == std::optional<std::string>(binary));
+    CHECK(s->get_source(1, odd_path) == std::optional<std::string>(""));
+    CHECK_FALSE(s->get_source(1, "c.lua"));
+    CHECK_FALSE(s->get_source(3, "a.lua"));
+    CHECK(s->list_sources(1) ==
+          std::vector<std::pair<std::string, int64_t>>{{"a.lua", 5}, {"b.lua", 9}, {odd_path, 0}});
+    CHECK(s->list_sources(3).empty());
+    auto other = open_test_sources(dir);  // a second server on the same store
+    CHECK(other->get_source(2, "a.lua") == std::optional<std::string>("other"));
+    other->drop_sources(1);
+    CHECK(s->list_sources(1).empty());
+    CHECK_FALSE(s->get_source(1, "b.lua"));
+  }
+  auto again = open_test_sources(dir);  // reopened: run 2's file is still there
+  CHECK(again->get_source(2, "a.lua") == std::optional<std::string>("other"));
+  CHECK(again->list_sources(2) == std::vector<std::pair<std::string, int64_t>>{{"a.lua", 5}});
+}
