@@ -23,6 +23,7 @@
 #include "harness.hpp"
 #include "luaflame/wire.hpp"
 #include "pg_harness.hpp"
+#include "store.hpp"
 
 using nlohmann::json;
 
@@ -100,6 +101,17 @@ TEST_CASE("two servers on one database: written through one, read through the ot
   CHECK(folded_map(cb.Get(path_of(id, "/profile.folded").c_str())->body) == folded_map(body));
   CHECK(json::parse(cb.Get("/api/runs?name=shared&tag=branch=main")->body)["runs"][0]["id"] == id);
 
+  // Source texts shipped through A are served by B (they live in the database, not a server's
+  // folder: issue 17's source view on PostgreSQL).
+  auto src = ca.Post(path_of(id, "/sources").c_str(), R"({"files": {"app.lua": "print(1)\n"}})",
+                     "application/json");
+  REQUIRE(src);
+  CHECK(src->status / 100 == 2);
+  auto listed = cb.Get(path_of(id, "/sources").c_str());
+  REQUIRE(listed);
+  REQUIRE(listed->status == 200);
+  CHECK(json::parse(listed->body)["files"] == json::parse(R"([{"path": "app.lua", "bytes": 9}])"));
+
   // A stream created through B, its chunks sent to either: each read from the other server
   // holds every chunk acknowledged so far, live.
   const int64_t sid = open_stream(cb, "multi-1");
@@ -138,6 +150,8 @@ TEST_CASE("two servers on one database: written through one, read through the ot
   CHECK(cb.Get(path_of(id, "/flamegraph.svg").c_str(), {{"If-None-Match", etag}})->status == 404);
   CHECK(cb.Get(path_of(id, "/functions").c_str())->status == 404);
   CHECK(json::parse(cb.Get("/api/runs?name=shared")->body)["runs"].empty());
+  auto dropped = lfs::open_store_sources(url);  // the delete took the run's sources too
+  CHECK(dropped->list_sources(id).empty());
   CHECK(a.proc->stop(15) == 0);
   CHECK(b.proc->stop(15) == 0);
 }
