@@ -59,6 +59,12 @@ const char* const kSchemaV1 = R"(
     PRIMARY KEY(run, metric, width, bucket));
   CREATE INDEX buckets_age ON buckets(width, bucket);
   CREATE TABLE chunks(run bigint NOT NULL, seq bigint NOT NULL, PRIMARY KEY(run, seq));)";
+// 2: the run's name copied into its tag rows (a name never changes) and indexed with the tag, so a
+// name + tag listing reads exactly its matches (as SQLite's schema 4).
+const char* const kSchemaV2 = R"(
+  ALTER TABLE tags ADD COLUMN name text NOT NULL DEFAULT '';
+  UPDATE tags SET name=runs.name FROM runs WHERE runs.id=tags.run;
+  CREATE INDEX tags_kvn ON tags(key, value, name, run);)";
 
 const char* const kRunColumns =
     "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision FROM "
@@ -213,8 +219,14 @@ class PgStore : public Store {
       p.add(f.status);
     }
     for (const auto& [k, v] : f.tags) {
-      where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=" + arg();
-      where += " AND value=" + arg() + ")";
+      // With a name, the tag's rows of that name (tags_kvn): name + tag reads its matches only.
+      if (!f.name.empty() && k == f.tags.begin()->first) {
+        where += " AND id IN (SELECT run FROM tags WHERE key=" + arg();
+        where += " AND value=" + arg() + " AND name=$1)";
+      } else {
+        where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=" + arg();
+        where += " AND value=" + arg() + ")";
+      }
       p.add(k).add(v);
     }
     RunList out;
@@ -388,11 +400,12 @@ class PgStore : public Store {
     c.query("schema_lock", "SELECT pg_advisory_xact_lock($1)", pg::Params().add(kSchemaLock));
     c.exec("CREATE TABLE IF NOT EXISTS luaflame_meta(key text PRIMARY KEY, value bigint NOT NULL)");
     auto r = c.query("schema_version", "SELECT value FROM luaflame_meta WHERE key='schema'");
-    const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 1;
+    const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 2;
     if (version > latest)
       throw std::runtime_error("store: the database has schema version " + std::to_string(version) +
                                ", newer than this server's " + std::to_string(latest));
     if (version < 1) c.exec(kSchemaV1);
+    if (version < 2) c.exec(kSchemaV2);
     c.query(
         "schema_set",
         "INSERT INTO luaflame_meta VALUES('schema', $1) ON CONFLICT(key) DO UPDATE SET value=$1",
@@ -421,9 +434,11 @@ class PgStore : public Store {
       keys.push_back(k);
       values.push_back(v);
     }
-    c.query("insert_tags",
-            "INSERT INTO tags(run, key, value) SELECT $1, * FROM unnest($2::text[], $3::text[])",
-            pg::Params().add(id).array(views(keys), false).array(views(values), false));
+    c.query(
+        "insert_tags",
+        "INSERT INTO tags(run, key, value, name) SELECT $1, k, v, $4 FROM unnest($2::text[], "
+        "$3::text[]) AS t(k, v)",
+        pg::Params().add(id).array(views(keys), false).array(views(values), false).add(run.name));
     std::vector<int32_t> metrics(run.metrics.begin(), run.metrics.end());
     c.query("insert_metrics",
             "INSERT INTO metrics(run, metric) SELECT DISTINCT $1, m FROM unnest($2::int4[]) m ON "

@@ -5,6 +5,8 @@
 // 3: the tree form: a run's dictionary (frames, nodes with parent ids) in appended blobs,
 //    integer values per (metric, resolution, bucket) as one blob of (node, value) pairs,
 //    the whole run's merged tree under resolution 0, run counters for listing.
+// 4: the run's name copied into its tag rows (a name never changes) and indexed with the tag,
+//    so a name + tag listing walks exactly its matches (tags_kvn), not one condition's rows.
 #include "sqlite_schema.hpp"
 
 #include <algorithm>
@@ -68,6 +70,11 @@ const char* const kSchemaV3 = R"(
        CREATE TRIGGER runs_upd AFTER UPDATE OF status ON runs WHEN old.status<>new.status BEGIN
          UPDATE run_counts SET n=n-1 WHERE status=old.status;
          UPDATE run_counts SET n=n+1 WHERE status=new.status; END;)";
+
+const char* const kSchemaV4 = R"(
+       ALTER TABLE tags ADD COLUMN name TEXT NOT NULL DEFAULT '';
+       UPDATE tags SET name=(SELECT name FROM runs WHERE runs.id=tags.run);
+       CREATE INDEX tags_kvn ON tags(key, value, name, run);)";
 
 void put_varint(std::string& out, uint32_t v) {
   while (v >= 0x80) {
@@ -198,16 +205,18 @@ void migrate_v3(sqlite3* db, const std::function<void(int64_t, const Batch&)>& a
 bool migrate_schema(sqlite3* db, const std::string& path,
                     const std::function<void(int64_t, const Batch&)>& add) {
   int version = static_cast<int>(sql::pragma(db, "PRAGMA user_version"));
-  const int latest = 3;
+  const int latest = 4;
   if (version > latest)
     throw std::runtime_error("store: " + path + " has schema version " + std::to_string(version) +
                              ", newer than this server's " + std::to_string(latest));
-  const bool converted = version > 0 && version < latest;
+  // From v3 on the file is incremental-vacuum already: v3 -> v4 needs no VACUUM.
+  const bool converted = version > 0 && version < 3;
   for (int i = version; i < latest; ++i) {
     sql::Txn txn(db);
     if (i == 0) exec(db, kSchemaV1);
     if (i == 1) migrate_v2(db);
     if (i == 2) migrate_v3(db, add);
+    if (i == 3) exec(db, kSchemaV4);
     exec(db, ("PRAGMA user_version=" + std::to_string(i + 1)).c_str());
     txn.commit();
   }

@@ -302,7 +302,7 @@ class SqliteStore : public Store {
 
  private:
   static constexpr const char* kColumns =
-      "SELECT runs.id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, "
+      "SELECT runs.id, runs.name, source, status, started_ns, ended_ns, hz, stats, stack_count, "
       "revision";
   static constexpr const char* kRunColumns =
       "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision "
@@ -408,8 +408,9 @@ class SqliteStore : public Store {
         .bind(8, run.hz);
     q.run();
     int64_t id = sqlite3_last_insert_rowid(writer_);
-    Stmt tag(wc_, "INSERT INTO tags(run, key, value) VALUES(?, ?, ?)");
-    for (const auto& [k, v] : run.tags) tag.bind(1, id).bind(2, k).bind(3, v).run();
+    Stmt tag(wc_, "INSERT INTO tags(run, key, value, name) VALUES(?, ?, ?, ?)");
+    for (const auto& [k, v] : run.tags)
+      tag.bind(1, id).bind(2, k).bind(3, v).bind(4, run.name).run();
     Stmt m(wc_, "INSERT OR IGNORE INTO metrics(run, metric, total) VALUES(?, ?, 0)");
     for (int metric : run.metrics) m.bind(1, id).bind(2, metric).run();
     return id;
@@ -481,15 +482,15 @@ RunList SqliteStore::list_runs(const RunFilter& f) {
     c.reset();
     return n;
   };
-  // Candidates per condition: -1 = the whole table.
+  // Candidates per condition (counted up to the cap in its index): the walk takes the index
+  // of the fewest. With a name, a tag's candidates are those of name and tag together
+  // (tags_kvn), so name + tag walks exactly its matches.
+  const bool named = !f.name.empty();
   int64_t best = kMax;
   int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
-  if (!f.name.empty()) {
-    int64_t n = capped("SELECT 1 FROM runs INDEXED BY runs_name WHERE name=?", {f.name});
-    if (n < best) {
-      best = n;
-      driver = 0;
-    }
+  if (named) {
+    best = capped("SELECT 1 FROM runs INDEXED BY runs_name WHERE name=?", {f.name});
+    driver = 0;
   }
   if (!f.status.empty()) {
     Stmt c(r.db, "SELECT n FROM run_counts WHERE status=?");
@@ -503,30 +504,40 @@ RunList SqliteStore::list_runs(const RunFilter& f) {
   }
   int ti = 0;
   for (const auto& [k, v] : f.tags) {
-    int64_t n = capped("SELECT 1 FROM tags INDEXED BY tags_kv WHERE key=? AND value=?", {k, v});
+    int64_t n =
+        named ? capped(
+                    "SELECT 1 FROM tags INDEXED BY tags_kvn WHERE key=? AND value=? "
+                    "AND name=?",
+                    {k, v, f.name})
+              : capped("SELECT 1 FROM tags INDEXED BY tags_kv WHERE key=? AND value=?", {k, v});
     if (n < best) {
       best = n;
       driver = 2 + ti;
     }
     ++ti;
   }
+  // The driver's candidates are the answer when no other condition remains: its count is the
+  // total, and no second count is needed.
+  const std::size_t conditions = (named ? 1 : 0) + (f.status.empty() ? 0 : 1) + f.tags.size();
+  const bool covered = conditions == 1 || (conditions == 2 && named && driver >= 2);
   std::string from, order = " ORDER BY runs.id DESC";
   std::string where = " WHERE 1=1";
   std::vector<std::string> args;
   if (driver >= 2) {
     auto it = std::next(f.tags.begin(), driver - 2);
-    from = " FROM tags AS d INDEXED BY tags_kv CROSS JOIN runs ON runs.id=d.run";
-    where += " AND d.key=? AND d.value=?";
+    from = named ? " FROM tags AS d INDEXED BY tags_kvn CROSS JOIN runs ON runs.id=d.run"
+                 : " FROM tags AS d INDEXED BY tags_kv CROSS JOIN runs ON runs.id=d.run";
+    where += named ? " AND d.key=? AND d.value=? AND d.name=?" : " AND d.key=? AND d.value=?";
     args = {it->first, it->second};
+    if (named) args.push_back(f.name);
     order = " ORDER BY d.run DESC";
   } else {
     from = driver == 0   ? " FROM runs INDEXED BY runs_name"
            : driver == 1 ? " FROM runs INDEXED BY runs_status"
                          : " FROM runs";
-    if (driver >= 0 && !f.name.empty() && !f.status.empty())
-      from = " FROM runs INDEXED BY runs_name_status";
+    if (driver >= 0 && named && !f.status.empty()) from = " FROM runs INDEXED BY runs_name_status";
   }
-  if (!f.name.empty()) {
+  if (named && driver < 2) {
     where += " AND name=?";
     args.push_back(f.name);
   }
@@ -557,7 +568,7 @@ RunList SqliteStore::list_runs(const RunFilter& f) {
     out.runs.pop_back();
     out.next_cursor = out.runs.back().id;
   }
-  if (f.name.empty() && f.tags.empty()) {  // counters kept by triggers: exact and O(1)
+  if (!named && f.tags.empty()) {  // counters kept by triggers: exact and O(1)
     Stmt c(r.db, f.status.empty() ? "SELECT COALESCE(SUM(n), 0) FROM run_counts"
                                   : "SELECT COALESCE(SUM(n), 0) FROM run_counts WHERE status=?");
     if (!f.status.empty()) c.bind(1, f.status);
@@ -566,7 +577,7 @@ RunList SqliteStore::list_runs(const RunFilter& f) {
   } else if (last_page && f.before_id == 0) {  // the whole answer is on this page: no count
     out.total = f.offset + static_cast<int64_t>(out.runs.size());
   } else {  // counted up to a cap: a page never pays for a million matches
-    out.total = capped("SELECT 1" + from + where, args);
+    out.total = covered ? best : capped("SELECT 1" + from + where, args);
     if (out.total > kCountCap) out.total_exact = false;
   }
   for (RunInfo& info : out.runs) fill_run(r.db, info);

@@ -470,6 +470,68 @@ TEST_CASE("listing pages by cursor; totals from counters or counted up to a cap"
   CHECK(l.next_cursor == 0);
 }
 
+// name + tag listings walked one condition's index and looked the other up run by run (30 to
+// 48 ms at 1M runs); they now read tags_kvn. Every filter's pages and total against a scan.
+TEST_CASE("every filter's pages and total match a scan of the runs (name, status, tags, cursor)") {
+  TempDir dir;
+  auto st = open_test_store(dir, {});
+  struct Row {
+    int64_t id;
+    std::string name, status;
+    lfs::Tags tags;
+  };
+  std::vector<Row> rows;
+  for (int i = 0; i < 60; ++i) {
+    lfs::Tags tags = {{"branch", i % 2 ? "main" : "dev"}, {"host", "h" + std::to_string(i % 5)}};
+    const std::string name = std::string(1, static_cast<char>('a' + i % 3));
+    if (i % 7 == 3) {
+      lfs::NewRun r = stream_run("s" + std::to_string(i));
+      r.name = name;
+      r.tags = tags;
+      bool created = false;
+      rows.push_back({st->open_stream(r, created), name, "live", tags});
+    } else {
+      rows.push_back(
+          {st->create_run(upload_run(name, tags), batch({{"s", 1}})), name, "finished", tags});
+    }
+  }
+  for (const char* name : {"", "a"})
+    for (const char* status : {"", "live", "finished"})
+      for (const lfs::Tags& tags : std::vector<lfs::Tags>{{},
+                                                          {{"branch", "main"}},
+                                                          {{"host", "h1"}},
+                                                          {{"branch", "main"}, {"host", "h1"}},
+                                                          {{"branch", "nope"}}}) {
+        lfs::RunFilter f;
+        f.name = name;
+        f.status = status;
+        f.tags = tags;
+        f.limit = 4;
+        std::vector<int64_t> want, got;
+        for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
+          bool ok = (f.name.empty() || it->name == f.name) &&
+                    (f.status.empty() || it->status == f.status);
+          for (const auto& [k, v] : tags) ok = ok && it->tags.at(k) == v;
+          if (ok) want.push_back(it->id);
+        }
+        CAPTURE(name);
+        CAPTURE(status);
+        CAPTURE(tags.size());
+        CAPTURE(tags.empty() ? "" : tags.begin()->second);
+        for (int page = 0; page < 30; ++page) {
+          lfs::RunList l = st->list_runs(f);
+          if (page == 0) {
+            CHECK(l.total == static_cast<int64_t>(want.size()));
+            CHECK(l.total_exact);
+          }
+          for (const lfs::RunInfo& r : l.runs) got.push_back(r.id);
+          if (!l.next_cursor) break;
+          f.before_id = l.next_cursor;
+        }
+        CHECK(got == want);
+      }
+}
+
 TEST_CASE("an upload keeps its finest bucket only, and every range and timeline still finds it") {
   TempDir dir;
   auto st = open_test_store(dir, {});
