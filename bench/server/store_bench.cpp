@@ -10,6 +10,9 @@
 //       S services, each one live run streaming a chunk every INTERVAL simulated seconds
 //       (the reduced scale: INTERVAL/10 fewer chunks than 10 s chunks) for D days, retention
 //       after each simulated day: ingest rate, disk, bytes per row, reads at day 1 and day D.
+//   store_bench --store URL ... --pg-pid POSTMASTER_PID
+//       a PostgreSQL store: server CPU (this process) and database CPU (the postmaster's
+//       processes) apart, instead of wall-clock time.
 //   store_bench --store DIR list  [--runs 1000000]
 //       N finished runs with tags (1% live): listing times for every kind of filter.
 #include <sys/resource.h>
@@ -46,17 +49,55 @@ double wall_ms() {
       .count();
 }
 
-// PostgreSQL works in its own processes, which this thread's CPU time does not see: with a
-// postgresql:// store every figure is wall-clock time instead (the database's CPU is measured
-// from outside, bench/server/pg_fleet.sh).
+// PostgreSQL works in its own processes, which this thread's CPU time does not see. With
+// --pg-pid POSTMASTER_PID the figures are split: "server CPU" is this process's CPU (what a
+// luaflame-server spends: libpq, decoding, merging, rendering) and "database CPU" the CPU the
+// postmaster and its children (backends, WAL writer, checkpointer...) spent meanwhile, from
+// /proc/PID/schedstat (nanoseconds, not 10 ms ticks). Without it a postgresql:// store is
+// timed in wall-clock time (bench/server/pg_fleet.sh measures the database from outside).
 bool g_wall_clock = false;
+int g_pg_pid = 0;
 
 double cpu_ms() {
   if (g_wall_clock) return wall_ms();
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(g_pg_pid ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
+
+// Run time in ms of process `pid` (its first field of /proc/PID/schedstat), 0 when gone.
+double run_ms(const std::string& pid) {
+  std::FILE* f = std::fopen(("/proc/" + pid + "/schedstat").c_str(), "r");
+  if (!f) return 0;
+  unsigned long long ns = 0;
+  if (std::fscanf(f, "%llu", &ns) != 1) ns = 0;
+  std::fclose(f);
+  return static_cast<double>(ns) / 1e6;
+}
+
+// CPU ms of the postmaster and its live children; 0 without --pg-pid. Read outside the
+// intervals cpu_ms() times, so reading /proc is not counted as server CPU.
+double db_ms() {
+  if (!g_pg_pid) return 0;
+  const std::string pm = std::to_string(g_pg_pid);
+  double total = run_ms(pm);
+  std::FILE* f = std::fopen(("/proc/" + pm + "/task/" + pm + "/children").c_str(), "r");
+  if (!f) return total;
+  char pid[32];
+  while (std::fscanf(f, "%31s", pid) == 1) total += run_ms(pid);
+  std::fclose(f);
+  return total;
+}
+
+// Server and database CPU spent since construction (see db_ms()).
+struct Spent {
+  double db0 = db_ms(), c0 = cpu_ms();
+  void stop(std::vector<double>& server, std::vector<double>& db) {
+    const double c1 = cpu_ms(), db1 = db_ms();
+    server.push_back(c1 - c0);
+    db.push_back(db1 - db0);
+  }
+};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -112,51 +153,58 @@ lfs::Batch chunk_of(const std::vector<std::string>& pool, int stacks, std::mt199
 
 struct ReadTimes {
   double graph = 0, details = 0, functions = 0, timeline = 0, range = 0;
+  // database CPU of the same (--pg-pid)
+  double db_graph = 0, db_details = 0, db_functions = 0, db_timeline = 0, db_range = 0;
   std::size_t svg_bytes = 0, nodes = 0;
 };
 
 // What the handlers do for a run page, each timed cold (no cache) as the median of `reps`.
 ReadTimes time_reads(lfs::Store& st, int64_t run, int64_t from, int64_t until, int reps) {
   ReadTimes out;
-  std::vector<double> g, d, f, t, r;
+  std::vector<double> g, d, f, t, r, dg, dd, df, dt, dr;
   lfs::RunInfo info = *st.get_run(run);
   for (int i = 0; i < reps; ++i) {
     lfs::View v;
-    double c = cpu_ms();
+    Spent c;
     lf::Tree tree = lfs::load_tree(st, run, v);
     lf::SvgOptions o;
     std::string svg = lfs::render_run_svg(tree, v, o);
-    g.push_back(cpu_ms() - c);
+    c.stop(g, dg);
     out.svg_bytes = svg.size();
     out.nodes = tree.size();
-    c = cpu_ms();
+    c = Spent();
     lfs::RunInfo again = *st.get_run(run);
     lfs::FunctionTable table = lfs::function_table(lfs::load_tree(st, run, v));
     std::string details = lfs::top_functions(table, 20).dump();
-    d.push_back(cpu_ms() - c);
-    c = cpu_ms();
+    c.stop(d, dd);
+    c = Spent();
     std::string fns =
         lfs::run_functions(lfs::function_table(lfs::load_tree(st, run, v)), 0, 1000).dump();
-    f.push_back(cpu_ms() - c);
-    c = cpu_ms();
+    c.stop(f, df);
+    c = Spent();
     const int64_t step = std::max<int64_t>(kS, (until - from) / 100 / kS * kS);
     std::vector<int64_t> bins(static_cast<std::size_t>((until - from) / step + 1), 0);
     for (const lfs::TimePoint& p : st.timeline(run, 0, from, until, step))
       if (p.t_ns >= from && static_cast<std::size_t>((p.t_ns - from) / step) < bins.size())
         bins[static_cast<std::size_t>((p.t_ns - from) / step)] += p.value;
-    t.push_back(cpu_ms() - c);
-    c = cpu_ms();
+    c.stop(t, dt);
+    c = Spent();
     lfs::View part;
     part.from_ns = from + (until - from) * 45 / 100;
     part.until_ns = part.from_ns + (until - from) / 10;
     std::string svg2 = lfs::render_run_svg(lfs::load_tree(st, run, part), part, o);
-    r.push_back(cpu_ms() - c);
+    c.stop(r, dr);
   }
   out.graph = median(g);
   out.details = median(d);
   out.functions = median(f);
   out.timeline = median(t);
   out.range = median(r);
+  out.db_graph = median(dg);
+  out.db_details = median(dd);
+  out.db_functions = median(df);
+  out.db_timeline = median(dt);
+  out.db_range = median(dr);
   return out;
 }
 
@@ -165,6 +213,11 @@ void print_reads(const char* label, const ReadTimes& r) {
       "%s: server CPU ms (median of 5): graph %.1f, details %.1f, functions %.1f, timeline %.1f, "
       "10%% range graph %.1f  (tree %zu nodes, SVG %zu KB)\n",
       label, r.graph, r.details, r.functions, r.timeline, r.range, r.nodes, r.svg_bytes / 1024);
+  if (g_pg_pid)
+    std::printf(
+        "%s: database CPU ms (median of 5): graph %.1f, details %.1f, functions %.1f, timeline "
+        "%.1f, 10%% range graph %.1f\n",
+        label, r.db_graph, r.db_details, r.db_functions, r.db_timeline, r.db_range);
 }
 
 int64_t arg(int argc, char** argv, const char* name, int64_t def) {
@@ -205,13 +258,14 @@ int long_run(lfs::Store& st, int argc, char** argv) {
   std::mt19937_64 rng(42);
   bool created = false;
   int64_t id = st.open_stream(live_run("long", kT0), created);
-  std::vector<double> cpu, wall;
+  std::vector<double> cpu, db, wall;
   double t_start = wall_ms();
   for (int i = 0; i < chunks; ++i) {
     lfs::Batch b = chunk_of(pool, stacks, rng, kT0 + i * 10 * kS);
-    double c = cpu_ms(), w = wall_ms();
+    double w = wall_ms();
+    Spent c;
     st.append(id, i, b);
-    cpu.push_back(cpu_ms() - c);
+    c.stop(cpu, db);
     wall.push_back(wall_ms() - w);
   }
   double total_s = (wall_ms() - t_start) / 1000;
@@ -226,6 +280,9 @@ int long_run(lfs::Store& st, int argc, char** argv) {
       cpu.end());
   std::printf("  last 1000 chunks: append CPU median %.2f ms, p99 %.2f ms\n", median(last),
               pct(last, 0.99));
+  if (g_pg_pid)
+    std::printf("  append database CPU ms: median %.2f, p99 %.2f, max %.2f\n", median(db),
+                pct(db, 0.99), pct(db, 1.0));
   print_reads("  reads after all chunks", time_reads(st, id, kT0, kT0 + chunks * 10 * kS, 5));
   std::printf("  disk: %.1f MB\n", static_cast<double>(disk_bytes(argv[2])) / 1e6);
   return 0;
@@ -317,8 +374,9 @@ int list(lfs::Store& st, int argc, char** argv) {
   bb.add(bb.path("main;work"), 0, 1);
   double w = wall_ms();
   lfs::RunInfo existing;
+  // Runs made before (ids 1..N): the newest id, as a total past the count cap is a lower bound.
   lfs::RunList have = st.list_runs({});
-  for (int64_t i = have.total; i < runs; ++i) {
+  for (int64_t i = have.runs.empty() ? 0 : have.runs.front().id; i < runs; ++i) {
     lfs::NewRun r;
     r.name = "app" + std::to_string(i % 100);
     r.tags = {{"branch", i % 10 == 0 ? "main" : "dev" + std::to_string(i % 1000)},
@@ -394,6 +452,12 @@ int list(lfs::Store& st, int argc, char** argv) {
   }
   {
     lfs::RunFilter f;
+    f.status = "finished";
+    f.tags = {{"host", "h5"}};
+    qs.push_back({"status+tag (1/37)", f});
+  }
+  {
+    lfs::RunFilter f;
     f.name = "app3";
     f.tags = {{"branch", "main"}};
     qs.push_back({"name+tag, no match", f});
@@ -408,6 +472,7 @@ int list(lfs::Store& st, int argc, char** argv) {
     }
     std::printf("  %-22s %7.2f ms  (%zu runs, total %lld%s)\n", q.what, median(t), l.runs.size(),
                 static_cast<long long>(l.total), l.total_exact ? "" : "+");
+    std::fflush(stdout);
   }
   return 0;
 }
@@ -422,7 +487,8 @@ int main(int argc, char** argv) {
   }
   lfs::StoreOptions o;
   o.sync_full = arg(argc, argv, "--sync-full", 0) != 0;
-  g_wall_clock = std::string(argv[2]).find("://") != std::string::npos;
+  g_pg_pid = static_cast<int>(arg(argc, argv, "--pg-pid", 0));
+  g_wall_clock = !g_pg_pid && std::string(argv[2]).find("://") != std::string::npos;
   auto st = lfs::open_store(argv[2], o);
   std::string what = argv[3];
   int rc = what == "long"    ? long_run(*st, argc, argv)
