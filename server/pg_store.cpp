@@ -20,6 +20,7 @@
 
 #include "batch.hpp"
 #include "pg_client.hpp"
+#include "pg_list.hpp"
 
 namespace lfs {
 namespace {
@@ -30,9 +31,6 @@ constexpr int64_t kRetentionLock = 0x6c7566'0002;  // held by the server that ru
 constexpr int64_t kWhole = 0;                      // the width under which the merged tree is kept
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-constexpr int64_t kCountCap =
-    10000;  // a listing's total is counted up to here (then a lower bound)
-constexpr int64_t kJoinCountCap = 1000;  // the same for a filter needing a join per match
 // Rough bytes a row takes beside its blob (tuple header, item pointer, index entry), for the
 // disk budget: PostgreSQL reuses deleted space after VACUUM, so the database's size cannot
 // tell what a deletion freed; runs.bytes can.
@@ -67,10 +65,6 @@ const char* const kSchemaV2 = R"(
   UPDATE tags SET name=runs.name FROM runs WHERE runs.id=tags.run;
   CREATE INDEX tags_kvn ON tags(key, value, name, run);
   CREATE INDEX runs_name_status ON runs(name, status, id);)";
-
-const char* const kRunColumns =
-    "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision FROM "
-    "runs";
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -198,15 +192,18 @@ class PgStore : public Store {
 
   std::optional<RunInfo> get_run(int64_t id) override {
     pg::Pool::Lease c(pool_);
-    auto r = c->query("get_run", (std::string(kRunColumns) + " WHERE id=$1").c_str(),
+    auto r = c->query("get_run", (std::string(kPgRunColumns) + " WHERE id=$1").c_str(),
                       pg::Params().add(id));
     if (!r.rows()) return std::nullopt;
-    std::vector<RunInfo> runs{read_run(r, 0)};
-    fill_runs(*c, runs);
+    std::vector<RunInfo> runs{pg_read_run(r, 0)};
+    pg_fill_runs(*c, runs);
     return runs[0];
   }
 
-  RunList list_runs(const RunFilter& f) override;
+  RunList list_runs(const RunFilter& f) override {
+    pg::Pool::Lease c(pool_);
+    return pg_list_runs(*c, f);
+  }
 
   std::optional<int64_t> latest_run(const std::string& name, const Tags& tags,
                                     int64_t exclude) override {
@@ -465,40 +462,6 @@ class PgStore : public Store {
     return c.query("del_run", "DELETE FROM runs WHERE id=$1", pg::Params().add(id)).affected() > 0;
   }
 
-  static RunInfo read_run(const pg::Result& r, int i) {
-    RunInfo info;
-    info.id = r.i64(i, 0);
-    info.name = r.text(i, 1);
-    info.source = r.text(i, 2);
-    info.status = r.text(i, 3);
-    info.started_ns = r.i64(i, 4);
-    info.ended_ns = r.i64(i, 5);
-    info.hz = r.dbl(i, 6);
-    if (!r.null(i, 7)) info.stats_json = r.text(i, 7);
-    info.stack_count = r.i64(i, 8);
-    info.revision = r.i64(i, 9);
-    return info;
-  }
-
-  // Tags and totals of `runs`: two queries for a whole page.
-  static void fill_runs(pg::Conn& c, std::vector<RunInfo>& runs) {
-    if (runs.empty()) return;
-    std::vector<int64_t> ids;
-    std::unordered_map<int64_t, RunInfo*> by_id;
-    for (RunInfo& r : runs) {
-      ids.push_back(r.id);
-      by_id[r.id] = &r;
-    }
-    auto t = c.query("fill_tags", "SELECT run, key, value FROM tags WHERE run=ANY($1::int8[])",
-                     pg::Params().array(ids));
-    for (int i = 0; i < t.rows(); ++i) by_id[t.i64(i, 0)]->tags.emplace(t.text(i, 1), t.text(i, 2));
-    auto m =
-        c.query("fill_totals", "SELECT run, metric, total FROM metrics WHERE run=ANY($1::int8[])",
-                pg::Params().array(ids));
-    for (int i = 0; i < m.rows(); ++i)
-      by_id[m.i64(i, 0)]->totals[static_cast<int>(m.i64(i, 1))] = m.i64(i, 2);
-  }
-
   StoreOptions opts_;
   pg::Pool pool_;
   std::mutex trees_mu_;
@@ -506,121 +469,6 @@ class PgStore : public Store {
   std::mutex leader_mu_;
   std::unique_ptr<pg::Conn> leader_;
 };
-
-// As SqliteStore::list_runs: the rows come newest first from the index of the condition with
-// the fewest candidates (each counted up to the cap in its own index; with a name, a tag's
-// candidates are those of name and tag, tags_kvn), the other conditions checked per run. The
-// plan is spelled out rather than left to the planner, which joined and counted 10,000 rows
-// (100 to 300 ms at 1M runs) where one index walk serves the page.
-RunList PgStore::list_runs(const RunFilter& f) {
-  pg::Pool::Lease c(pool_);
-  pg::Txn txn(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // counts and page agree
-  auto capped = [&](const std::string& sql, const pg::Params& p, int64_t cap = kCountCap) {
-    return c
-        ->query_once("SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(cap + 1) + ") m",
-                     p)
-        .i64(0, 0);
-  };
-  const bool named = !f.name.empty();
-  int64_t best = kMax;
-  int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
-  if (named) {      // with a status, the runs of both (runs_name_status)
-    best = f.status.empty() ? capped("SELECT 1 FROM runs WHERE name=$1", pg::Params().add(f.name))
-                            : capped("SELECT 1 FROM runs WHERE name=$1 AND status=$2",
-                                     pg::Params().add(f.name).add(f.status));
-    driver = 0;
-  }
-  int ti = 0;
-  for (const auto& [k, v] : f.tags) {
-    const int64_t n =
-        named ? capped("SELECT 1 FROM tags WHERE key=$1 AND value=$2 AND name=$3",
-                       pg::Params().add(k).add(v).add(f.name))
-              : capped("SELECT 1 FROM tags WHERE key=$1 AND value=$2", pg::Params().add(k).add(v));
-    if (n < best) {
-      best = n;
-      driver = 2 + ti;
-    }
-    ++ti;
-  }
-  // Status last, taken only when strictly fewer: it has two values, so a status past the cap
-  // is most likely half the table, while a tag or a name past the cap may be far less.
-  if (!f.status.empty() && !named) {
-    const int64_t n = capped("SELECT 1 FROM runs WHERE status=$1", pg::Params().add(f.status));
-    if (n < best) {
-      best = n;
-      driver = 1;
-    }
-  }
-  const std::size_t conditions = (named ? 1 : 0) + (f.status.empty() ? 0 : 1) + f.tags.size();
-  const bool covered =
-      conditions == 1 || (conditions == 2 && named && (driver >= 2 || !f.status.empty()));
-  pg::Params p;
-  int n = 0;
-  auto arg = [&n] { return "$" + std::to_string(++n); };
-  std::string from = " FROM runs", where = " WHERE true", order = " ORDER BY runs.id DESC";
-  if (driver >= 2) {
-    auto it = std::next(f.tags.begin(), driver - 2);
-    from = " FROM tags d JOIN runs ON runs.id=d.run";
-    where += " AND d.key=" + arg();
-    where += " AND d.value=" + arg();
-    p.add(it->first).add(it->second);
-    if (named) {
-      where += " AND d.name=" + arg();
-      p.add(f.name);
-    }
-    order = " ORDER BY d.run DESC";
-  }
-  if (named && driver < 2) {
-    where += " AND runs.name=" + arg();
-    p.add(f.name);
-  }
-  if (!f.status.empty()) {
-    where += " AND status=" + arg();
-    p.add(f.status);
-  }
-  ti = 0;
-  for (const auto& [k, v] : f.tags) {
-    if (driver != 2 + ti) {
-      where += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run=runs.id AND t.key=" + arg();
-      where += " AND t.value=" + arg() + ")";
-      p.add(k).add(v);
-    }
-    ++ti;
-  }
-  const pg::Params count_params = p;
-  RunList out;
-  std::string page = from + where;
-  if (f.before_id > 0) {
-    page += " AND runs.id<" + arg();
-    p.add(f.before_id);
-  }
-  page += order + " LIMIT " + arg();
-  page += " OFFSET " + arg();
-  p.add(f.limit + 1).add(f.offset);
-  auto r = c->query_once(
-      "SELECT runs.id, runs.name, source, status, started_ns, ended_ns, hz, stats, stack_count, "
-      "revision" +
-          page,
-      p);
-  for (int i = 0; i < r.rows(); ++i) out.runs.push_back(read_run(r, i));
-  const bool last_page = static_cast<int64_t>(out.runs.size()) <= f.limit;
-  if (!last_page) {
-    out.runs.pop_back();
-    out.next_cursor = out.runs.back().id;
-  }
-  if (last_page && f.before_id == 0) {  // the whole answer is on this page: no count
-    out.total = f.offset + static_cast<int64_t>(out.runs.size());
-  } else {  // counted up to a cap: a page never pays for a million matches
-    // A filter the driving index does not cover costs a run lookup per match counted: up to
-    // kJoinCountCap of them (then a lower bound).
-    const int64_t cap = covered || conditions == 0 ? kCountCap : kJoinCountCap;
-    out.total = covered ? best : capped("SELECT 1" + from + where, count_params, cap);
-    if (out.total > cap) out.total_exact = false;
-  }
-  fill_runs(*c, out.runs);
-  txn.commit();
-  return out;
-}
 
 // Adds `b` to `run` inside the open transaction (under the run's row lock for a live run):
 // the dictionary blobs the run lacked, then per metric its values merged into one bucket per

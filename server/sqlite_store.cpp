@@ -37,6 +37,7 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr std::size_t kTreeCacheNodes = 8u << 20;
 // Counting a listing's total stops here (the total is then a lower bound).
 constexpr int64_t kCountCap = 10000;
+constexpr int64_t kJoinCountCap = 1000;  // the same when a tag is checked per run
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -474,8 +475,9 @@ class SqliteStore : public Store {
 // at 1 million runs); the plan is therefore forced (INDEXED BY, CROSS JOIN).
 RunList SqliteStore::list_runs(const RunFilter& f) {
   Reader r(*this);
-  auto capped = [&](const std::string& sql, const std::vector<std::string>& args) {
-    Stmt c(r.db, "SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(kCountCap + 1) + ")");
+  auto capped = [&](const std::string& sql, const std::vector<std::string>& args,
+                    int64_t cap = kCountCap) {
+    Stmt c(r.db, "SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(cap + 1) + ")");
     for (std::size_t i = 0; i < args.size(); ++i)
       c.bind(static_cast<int>(i + 1), std::string_view(args[i]));
     int64_t n = c.step() ? c.i64(0) : 0;
@@ -577,8 +579,11 @@ RunList SqliteStore::list_runs(const RunFilter& f) {
   } else if (last_page && f.before_id == 0) {  // the whole answer is on this page: no count
     out.total = f.offset + static_cast<int64_t>(out.runs.size());
   } else {  // counted up to a cap: a page never pays for a million matches
-    out.total = covered ? best : capped("SELECT 1" + from + where, args);
-    if (out.total > kCountCap) out.total_exact = false;
+    // A tag the driving index does not cover costs a lookup per match counted: up to
+    // kJoinCountCap of them (then a lower bound).
+    const int64_t cap = covered || f.tags.empty() ? kCountCap : kJoinCountCap;
+    out.total = covered ? best : capped("SELECT 1" + from + where, args, cap);
+    if (out.total > cap) out.total_exact = false;
   }
   for (RunInfo& info : out.runs) fill_run(r.db, info);
   return out;
