@@ -462,16 +462,23 @@ int list(lfs::Store& st, int argc, char** argv) {
     f.tags = {{"branch", "main"}};
     qs.push_back({"name+tag, no match", f});
   }
+  // Wall time, and CPU (this thread's; with --pg-pid this process's and the database's apart):
+  // on a loaded machine the wall time is mostly waiting for a core.
+  std::printf("  %-22s %9s %9s %9s\n", "filter (median of 5)", "wall ms", "CPU ms",
+              g_pg_pid ? "db CPU ms" : "");
   for (auto& q : qs) {
-    std::vector<double> t;
+    std::vector<double> t, cpu, db;
     lfs::RunList l;
     for (int i = 0; i < 5; ++i) {
-      double c = wall_ms();
+      double w = wall_ms();
+      Spent c;
       l = st.list_runs(q.f);
-      t.push_back(wall_ms() - c);
+      c.stop(cpu, db);
+      t.push_back(wall_ms() - w);
     }
-    std::printf("  %-22s %7.2f ms  (%zu runs, total %lld%s)\n", q.what, median(t), l.runs.size(),
-                static_cast<long long>(l.total), l.total_exact ? "" : "+");
+    std::printf("  %-22s %9.2f %9.2f %9.2f  (%zu runs, total %lld%s)\n", q.what, median(t),
+                median(cpu), median(db), l.runs.size(), static_cast<long long>(l.total),
+                l.total_exact ? "" : "+");
     std::fflush(stdout);
   }
   return 0;

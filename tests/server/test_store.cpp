@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "batch.hpp"
+#include "pg_client.hpp"
 #include "store.hpp"
 #include "store_backend.hpp"
 
@@ -577,4 +578,43 @@ TEST_CASE("source texts: put, replace, list, get, drop, seen by a second opener"
   auto again = open_test_sources(dir);  // reopened: run 2's file is still there
   CHECK(again->get_source(2, "a.lua") == std::optional<std::string>("other"));
   CHECK(again->list_sources(2) == std::vector<std::pair<std::string, int64_t>>{{"a.lua", 5}});
+}
+
+// Tag rows carry their run's name since SQLite schema 4 / PostgreSQL schema 2: a store from
+// before gets the names at upgrade, or name + tag listings would miss its runs.
+TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still finds its runs") {
+  TempDir dir;
+  int64_t id = 0;
+  {
+    auto st = open_test_store(dir, {});
+    id = st->create_run(upload_run("svc", {{"branch", "main"}}), batch({{"s", 1}}));
+    st->create_run(upload_run("other", {{"branch", "main"}}), batch({{"s", 1}}));
+    st->close();
+  }
+  if (kPg) {
+    lfs::pg::Conn c(dir.spec);
+    c.exec(
+        "DROP INDEX tags_kvn; DROP INDEX runs_name_status; ALTER TABLE tags DROP COLUMN name;"
+        " UPDATE luaflame_meta SET value=1 WHERE key='schema'");
+  } else {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path + "/luaflame.db").c_str(), &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP INDEX tags_kvn; ALTER TABLE tags DROP COLUMN name;"
+                       " PRAGMA user_version=3",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto st = open_test_store(dir, {});
+  lfs::RunFilter f;
+  f.name = "svc";
+  f.tags = {{"branch", "main"}};
+  lfs::RunList l = st->list_runs(f);
+  REQUIRE(l.runs.size() == 1);
+  CHECK(l.runs[0].id == id);
+  CHECK(l.total == 1);
+  const int64_t later = st->create_run(upload_run("svc", {{"branch", "main"}}), batch({{"s", 1}}));
+  l = st->list_runs(f);
+  REQUIRE(l.runs.size() == 2);
+  CHECK(l.runs[0].id == later);
 }
