@@ -23,8 +23,8 @@ export class SandwichView {
     this.details = el('div.details#sw-details', ' ');
     const hover = (info, d) => { this.details.textContent = info ? `${info.name} · ${d}` : ' '; };
     const pick = (g) => (chain, i) => this.opts.onPick(g.name(i));
-    this.callers = new FlameGraph(this.callersBox, { onZoom: (c, i) => pick(this.callers)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function' });
-    this.callees = new FlameGraph(this.calleesBox, { onZoom: (c, i) => pick(this.callees)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function' });
+    this.callers = new FlameGraph(this.callersBox, { onZoom: (c, i) => pick(this.callers)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function', canvas: true });
+    this.callees = new FlameGraph(this.calleesBox, { onZoom: (c, i) => pick(this.callees)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function', canvas: true });
     host.replaceChildren(this.head,
       el('div.sw-label', 'Callers ▲ (merged, nearest caller just above)'), this.callersBox,
       el('div.sw-label', 'Callees ▼ (merged)'), this.calleesBox, this.details);
