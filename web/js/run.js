@@ -393,7 +393,7 @@ async function drawView() {
     if (r) perf.sandwiches.push({ ...r, doneAt: performance.now(), paintedAt: await painted() });
   } else if (v === 'source') {
     const r = await source.show(id, view.file, view.line, w, (run && run.metrics) || {});
-    if (r) perf.sources.push({ ...r, doneAt: performance.now() });
+    if (r) perf.sources.push({ ...r, doneAt: performance.now(), paintedAt: await painted() });
   }
 }
 
