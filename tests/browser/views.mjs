@@ -159,29 +159,38 @@ export async function viewChecks(h) {
   });
 
   await T.check('source view: reached by clicking a frame, 2,000 lines with line heat, executed lines, n/N', async () => {
-    await open(page, `/runs/${ids.lines}`);
-    await page.waitForSelector('#flame[data-state=ready]');
-    // Hover a frame of app.lua, then its Source button.
-    const i = await page.evaluate(() => { const g = window.__lfGraph; return g.frames.findIndex((f, k) => /^f1\d* app\.lua:\d+$/.test(g.name(k))); });
-    assert(i >= 0, 'an app.lua frame is drawn');
-    const fname = await page.evaluate((k) => window.__lfGraph.name(k), i);
-    await page.locator('#flame svg g > rect').nth(i).hover();
-    await page.waitForSelector('#pick-source:not([disabled])');
-    await longest(page);
-    const t0 = Date.now();
-    // The click's time in the page: from the click event to the last row in (no driver overhead).
-    await page.evaluate(() => { window.__t0 = performance.now(); document.querySelector('#pick-source').click(); });
-    await page.waitForSelector('#source[data-state=ready][data-rows] #src-lines');
-    T.figure('source view: click to 2,000-line file drawn (driver)', Date.now() - t0);
-    await page.waitForFunction(() => window.__lfPerf.sources.at(-1) && window.__lfPerf.sources.at(-1).paintedAt > window.__t0);
-    const ms = await page.evaluate(() => window.__lfPerf.sources.at(-1).paintedAt - window.__t0);
-    T.figure('source view: click to 2,000-line file painted (in the page)', ms);
-    const sp = await page.evaluate(() => window.__lfPerf.sources.at(-1));
-    T.figure('source view: fetch (text + line heat of every metric)', sp.fetchMs);
-    T.figure('source view: draw (2,000 rows)', sp.drawMs);
-    const srcLong = await longest(page);
-    T.figure('source view: longest main-thread task', srcLong);
-    assert(srcLong < 100, `no main-thread task over 100 ms while opening the source view (${srcLong} ms)`);
+    // Three rounds (the page opened anew each time): hover a frame of app.lua, then
+    // its Source button; timed from the click event to the frame after the last row.
+    const rounds = [];
+    let fname = '';
+    for (let round = 0; round < 3; round++) {
+      await open(page, `/runs/${ids.lines}`);
+      await page.waitForSelector('#flame[data-state=ready]');
+      const i = await page.evaluate(() => { const g = window.__lfGraph; return g.frames.findIndex((f, k) => /^f1\d* app\.lua:\d+$/.test(g.name(k))); });
+      assert(i >= 0, 'an app.lua frame is drawn');
+      fname = await page.evaluate((k) => window.__lfGraph.name(k), i);
+      await page.locator('#flame svg g > rect').nth(i).hover();
+      await page.waitForSelector('#pick-source:not([disabled])');
+      await page.waitForTimeout(300);  // the page's idle work (the sandwich warm-up) settles
+      await longest(page);
+      const t0 = Date.now();
+      await page.evaluate(() => { window.__t0 = performance.now(); document.querySelector('#pick-source').click(); });
+      await page.waitForSelector('#source[data-state=ready][data-rows] #src-lines');
+      const driver = Date.now() - t0;
+      await page.waitForFunction(() => window.__lfPerf.sources.at(-1) && window.__lfPerf.sources.at(-1).paintedAt > window.__t0);
+      const sp = await page.evaluate(() => ({ ...window.__lfPerf.sources.at(-1), ms: window.__lfPerf.sources.at(-1).paintedAt - window.__t0 }));
+      rounds.push({ ...sp, driver, long: await longest(page) });
+    }
+    const med = (k) => median(rounds.map((r) => r[k]));
+    const list = (k) => `[${rounds.map((r) => Math.round(r[k])).join(', ')}]`;
+    T.figure(`source view: click to 2,000-line file painted (in the page), median of 3 ${list('ms')}`, med('ms'));
+    T.figure('source view: click to 2,000-line file shown (driver), median of 3', med('driver'));
+    T.figure(`source view: fetch (text + line heat of every metric) ${list('fetchMs')}`, med('fetchMs'));
+    T.figure(`source view: draw (2,000 rows) ${list('drawMs')}`, med('drawMs'));
+    const srcLong = Math.max(...rounds.map((r) => r.long));
+    T.figure(`source view: longest main-thread task ${list('long')}`, srcLong);
+    assert(med('ms') < 300, `source view within 300 ms of the click: median ${med('ms')} ms ${list('ms')}`);
+    assert(srcLong < 100, `no main-thread task over 100 ms while opening the source view ${list('long')}`);
     const u = new URL(page.url());
     assertEq(u.searchParams.get('view'), 'source', 'view in the URL');
     assertEq(u.searchParams.get('file'), 'app.lua', 'file in the URL');
@@ -199,7 +208,6 @@ export async function viewChecks(h) {
       checked += v > 0;
     }
     assert(checked > 100, `many hot lines checked (${checked})`);
-    assert(ms < 300, `source view within 300 ms of the click (${ms} ms)`);
     assertEq(await page.textContent('#L1 .src-code'), src.split('\n')[0], 'source text shown');
     await shot(page, '13-source');
     await page.keyboard.press('n');
