@@ -28,7 +28,7 @@ function makeRegex(query) {
 
 // The SVG is read by a worker (svg-worker.js) and the frames are built here in
 // chunks of CHUNK, each its own task: no main-thread task grows with the graph.
-const CHUNK = 600;
+const CHUNK = 400;
 let worker = null;
 let workerId = 0;
 const waiting = new Map();
