@@ -133,7 +133,7 @@ export class SourceView {
 
   /** Inserts the rows into the detached table, CHUNK per task; false when a newer draw replaced it. */
   async fill(p) {
-    const CHUNK = 7;  // blocks
+    const CHUNK = 3;  // blocks
     delete this.host.dataset.rows;
     while (p.at < p.rows.length) {
       if (p.at) await new Promise((r) => setTimeout(r, 0));
