@@ -91,8 +91,8 @@ export class SandwichView {
         : up > 0.01 ? ` · blank: ${pct(up)} of its total, in callers too narrow to draw` : '';
     const self = info.found && info.total ? info.self / info.total : 0;
     const down = info.found ? Math.max(0, blank(this.callees, true) - self) : 0;
-    this.calleesNote.textContent = !info.found ? ''
-      : down > 0.01 ? ` · blank: ${pct(self)} self, ${pct(down)} in callees too narrow to draw` : '';
+    const parts = [self > 0.005 ? `${pct(self)} self` : '', down > 0.01 ? `${pct(down)} in callees too narrow to draw` : ''].filter(Boolean);
+    this.calleesNote.textContent = info.found && parts.length ? ` · blank: ${parts.join(', ')}` : '';
   }
 
   header(info, units) {
