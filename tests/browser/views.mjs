@@ -101,7 +101,18 @@ export async function viewChecks(h) {
     await page.keyboard.press('1');
     await page.waitForSelector('#flame[data-state=ready]');
     assert(!page.url().includes('view='), 'key 1: flame graph');
-    await page.keyboard.press('2');
+    // From the graph: hover a frame, then "s" opens its sandwich; Back returns.
+    const oi = await page.evaluate(() => { const g = window.__lfGraph; return g.frames.findIndex((f, k) => g.name(k) === 'other'); });
+    assert(oi >= 0, 'frame "other" drawn in the graph');
+    await page.locator('#flame svg g > rect').nth(oi).hover();
+    await page.keyboard.press('s');
+    await sandwichShown(page, 'other');
+    await page.goBack();
+    await page.waitForSelector('#flame[data-state=ready]');
+    await page.keyboard.press('2');  // the sandwich of the frame picked last
+    await sandwichShown(page, 'other');
+    await page.fill('#search', 'rec');
+    await page.press('#search', 'Enter');
     await sandwichShown(page, 'rec');
     // Search + Enter in the sandwich view picks the first matching function.
     await page.fill('#search', 'oth');
