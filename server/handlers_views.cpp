@@ -35,6 +35,13 @@ std::string fn_param(const httplib::Request& req) {
   return fn;
 }
 
+// Cache key of a finished run's answer: the route and every parameter (sorted by httplib).
+std::string cache_key(const char* kind, const httplib::Request& req) {
+  std::string key = kind + req.path + "?";
+  for (const auto& [k, v] : req.params) key += k + "=" + v + "&";
+  return key;
+}
+
 // GET /api/runs/{id}/sandwich?fn=&metric=&from=&until=
 // Without fn: loads the view's paths (a page warms the cache) and says how big they are.
 void sandwich_json(App& app, const httplib::Request& req, httplib::Response& res) {
@@ -42,37 +49,41 @@ void sandwich_json(App& app, const httplib::Request& req, httplib::Response& res
   View view = view_of(req, run);
   auto paths = app.paths.get(*app.store, run, view);
   if (!req.has_param("fn")) {
+    // The warm-up (the page asks in idle time): also the root function's sides,
+    // the costliest sandwich (its callees are the whole graph: every stack walked).
+    const uint32_t root = paths->root_frame();
+    if (root != UINT32_MAX) {
+      paths->side(paths->names[root], Side::callers);
+      paths->side(paths->names[root], Side::callees);
+    }
     send_json(res, 200, {{"stacks", paths->values.size()}, {"bytes", paths->bytes()}});
     return;
   }
   std::string fn = fn_param(req);
-  auto children = [](const SandwichSide& s) {
+  std::string key;
+  if (run.status == "finished") {
+    key = cache_key("sandwich.json|", req);
+    if (auto hit = app.cache.get(key)) return send_payload(req, res, hit, "application/json");
+  }
+  SandwichInfo info = sandwich_info(*paths, fn);
+  auto list = [](const std::vector<std::pair<std::string, double>>& xs) {
     nlohmann::json out = nlohmann::json::array();
-    if (!s.found) return out;
-    uint32_t top = s.tree.first_child(lf::Tree::kRoot);
-    for (uint32_t c = s.tree.first_child(top); c != lf::Tree::kNone; c = s.tree.next_sibling(c))
-      out.push_back(
-          {{"name", s.tree.frame_name(s.tree.frame_of(c))}, {"total", s.tree.total_at(c)}});
-    std::stable_sort(out.begin(), out.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-      return a["total"].get<double>() > b["total"].get<double>();
-    });
+    for (const auto& [name, total] : xs) out.push_back({{"name", name}, {"total", total}});
     return out;
   };
-  SandwichSide callers =
-      make_sandwich(*paths, fn, Side::callers, 0, 1);  // direct callers and callees only
-  SandwichSide callees = make_sandwich(*paths, fn, Side::callees, 0, 1);
-  double view_total = 0;
-  for (double v : paths->values) view_total += v;
-  send_json(res, 200,
-            {{"fn", fn},
-             {"metric", metric_name(view.metric)},
-             {"units", metric_units(view.metric)},
-             {"found", callers.found},
-             {"total", callers.total},
-             {"self", callers.self},
-             {"view_total", view_total},
-             {"callers", children(callers)},
-             {"callees", children(callees)}});
+  nlohmann::json body = {{"fn", fn},
+                         {"metric", metric_name(view.metric)},
+                         {"units", metric_units(view.metric)},
+                         {"found", info.found},
+                         {"total", info.total},
+                         {"self", info.self},
+                         {"view_total", info.view_total},
+                         {"callers", list(info.callers)},
+                         {"callees", list(info.callees)}};
+  auto out = std::make_shared<Payload>();
+  out->raw = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (!key.empty()) app.cache.put(run.id, key, out);
+  send_payload(req, res, out, "application/json");
 }
 
 // GET /api/runs/{id}/sandwich.svg?fn=&side=callers|callees&metric=&from=&until=&width=&minwidth=...
@@ -94,8 +105,7 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
     opts.title = (side == Side::callers ? "Callers of " : "Callees of ") + fn;
   std::string key;
   if (run.status == "finished") {
-    key = "sandwich|" + req.path + "?";
-    for (const auto& [k, v] : req.params) key += k + "=" + v + "&";
+    key = cache_key("sandwich|", req);
     if (auto hit = app.cache.get(key)) return send_payload(req, res, hit, "image/svg+xml");
   }
   // Frames too narrow to draw are not built: the share of the width one pixel of minwidth is.
@@ -106,25 +116,38 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
   const std::size_t max_frames =
       static_cast<std::size_t>(int_param(req, "maxframes", 4000, 10, 1000000));
   auto paths = app.paths.get(*app.store, run, view);
-  SandwichSide s = make_sandwich(*paths, fn, side, min_fraction);
-  if (s.found && s.tree.size() > max_frames + 2 && s.total != 0) {
+  // Drawings up to ~2,000 px wide render from the side kept with the paths (cut
+  // finer than they draw; the renderer drops what is narrower than minwidth).
+  std::shared_ptr<const SandwichSide> s =
+      min_fraction >= PathSet::kFineFraction
+          ? paths->side(fn, side)
+          : std::make_shared<const SandwichSide>(make_sandwich(*paths, fn, side, min_fraction));
+  if (s->found && s->total != 0) {
+    // Nodes this drawing keeps; past max_frames, only the widest max_frames.
+    const double keep = std::fabs(s->total) * min_fraction;
     std::vector<double> totals;
-    totals.reserve(s.tree.size());
-    for (uint32_t i = 2; i < s.tree.size(); ++i) totals.push_back(std::fabs(s.tree.total_at(i)));
-    std::nth_element(totals.begin(), totals.begin() + static_cast<std::ptrdiff_t>(max_frames),
-                     totals.end(), std::greater<double>());
-    double cut = totals[max_frames];  // keep nodes strictly above the (max_frames+1)-th largest
-    // Just above the cut (a relative step: the fraction is scaled back by the total).
-    s = make_sandwich(*paths, fn, side,
-                      std::max(min_fraction, cut * (1 + 1e-9) / std::fabs(s.total)));
+    for (uint32_t i = 2; i < s->tree.size(); ++i)
+      if (std::fabs(s->tree.total_at(i)) >= keep) totals.push_back(std::fabs(s->tree.total_at(i)));
+    double fraction = min_fraction;
+    if (totals.size() > max_frames) {
+      std::nth_element(totals.begin(), totals.begin() + static_cast<std::ptrdiff_t>(max_frames),
+                       totals.end(), std::greater<double>());
+      // Just above the (max_frames+1)-th largest (a relative step: scaled back by the total).
+      fraction = std::max(min_fraction, totals[max_frames] * (1 + 1e-9) / std::fabs(s->total));
+    }
+    // The renderer's minwidth in pixels for that fraction of the function's total.
+    if (fraction > min_fraction || opts.min_width_percent) {
+      opts.min_width_percent = false;
+      opts.min_width = fraction * std::max(1.0, opts.width - 20.0);
+    }
+    if (s->pruned || fraction > min_fraction)
+      opts.show_self = false;  // a node's self holds hidden children: show totals only
   }
-  if (s.pruned)
-    opts.show_self = false;  // a node's self holds its hidden children: show totals only
   auto svg = std::make_shared<Payload>();
-  if (!s.found)
+  if (!s->found)
     lf::render_empty_svg(opts, "No stack of this view holds " + fn, svg->raw);
   else
-    lf::render_svg(s.tree, opts, svg->raw);
+    lf::render_svg(s->tree, opts, svg->raw);
   if (!key.empty()) app.cache.put(run.id, key, svg);
   send_payload(req, res, svg, "image/svg+xml");
 }

@@ -19,8 +19,57 @@ uint32_t PathSet::find(std::string_view name) const {
   return UINT32_MAX;
 }
 
+struct PathSet::Memo {
+  std::mutex mu;
+  struct Entry {
+    std::string key;  // side + function
+    std::shared_ptr<const SandwichSide> value;
+  };
+  std::list<Entry> entries;  // most recent first
+  Flights<SandwichSide> flights;
+};
+
+std::shared_ptr<const SandwichSide> PathSet::side(std::string_view fn, Side which) const {
+  if (!memo)  // a PathSet made by hand (tests): nothing kept
+    return std::make_shared<const SandwichSide>(make_sandwich(*this, fn, which, kFineFraction));
+  std::string key = (which == Side::callers ? "<" : ">") + std::string(fn);
+  auto find = [&]() -> std::shared_ptr<const SandwichSide> {
+    std::lock_guard<std::mutex> lock(memo->mu);
+    for (auto it = memo->entries.begin(); it != memo->entries.end(); ++it)
+      if (it->key == key) {
+        memo->entries.splice(memo->entries.begin(), memo->entries, it);
+        return it->value;
+      }
+    return nullptr;
+  };
+  if (auto hit = find()) return hit;
+  return memo->flights.run(key, [&]() -> std::shared_ptr<const SandwichSide> {
+    if (auto hit = find()) return hit;
+    auto made =
+        std::make_shared<const SandwichSide>(make_sandwich(*this, fn, which, kFineFraction));
+    std::lock_guard<std::mutex> lock(memo->mu);
+    memo->entries.push_front({key, made});
+    if (memo->entries.size() > kMemoSides) memo->entries.pop_back();
+    return made;
+  });
+}
+
+void PathSet::keep_sides() {
+  if (!memo) memo = std::make_shared<Memo>();
+}
+
+uint32_t PathSet::root_frame() const {
+  std::vector<double> first(names.size());
+  for (std::size_t s = 0; s + 1 < offs.size(); ++s)
+    if (offs[s] != offs[s + 1]) first[ids[offs[s]]] += std::fabs(values[s]);
+  auto best = std::max_element(first.begin(), first.end());
+  return best == first.end() || *best == 0 ? UINT32_MAX
+                                           : static_cast<uint32_t>(best - first.begin());
+}
+
 PathSet load_paths(Store& store, int64_t run, const View& view) {
   PathSet p;
+  p.keep_sides();
   p.offs.push_back(0);
   StoredTree st;
   store.read_tree(run, view.metric, view.from_ns, view.until_ns, st);
@@ -90,7 +139,10 @@ namespace {
 // position of the next frame away from the function). Items are grouped by
 // their next frame; a group becomes a child when its value reaches `min_value`
 // (frames narrower than that would not be drawn), else its value stays in the
-// node as hidden self. Work is proportional to the frames of drawn nodes.
+// node as hidden self. Groups are made by a counting sort on the frame id (one
+// pass to count, one to place), so a level costs its items plus its distinct
+// frames, not a comparison sort: the root's callees (every stack, 45 levels
+// deep) is the worst case. Work is proportional to the frames of drawn nodes.
 struct Builder {
   const PathSet& p;
   SandwichSide& out;
@@ -99,39 +151,69 @@ struct Builder {
   uint32_t max_depth;
   std::vector<uint32_t> local;  // run frame id -> tree frame id
   struct Item {
-    uint32_t s, pos, key;
-  };  // key: the next frame (UINT32_MAX: none), cached for the sort
-  std::vector<Item> items;
+    uint32_t s, pos;
+  };
+  std::vector<Item> items, scratch;
+  std::vector<uint32_t> keys;   // next frame of items[i] (none: p.names.size())
+  std::vector<uint32_t> count;  // per key, zero between calls of build()
+  std::vector<double> sums;     // per key, zero between calls of build()
+  struct Group {
+    uint32_t key;
+    std::size_t begin, end;
+    double sum;
+  };
 
   uint32_t next(const Item& it) const {
-    if (side == Side::callees) return it.pos == p.offs[it.s + 1] ? UINT32_MAX : p.ids[it.pos];
-    return it.pos == p.offs[it.s] ? UINT32_MAX : p.ids[it.pos - 1];
+    const auto none = static_cast<uint32_t>(p.names.size());
+    if (side == Side::callees) return it.pos == p.offs[it.s + 1] ? none : p.ids[it.pos];
+    return it.pos == p.offs[it.s] ? none : p.ids[it.pos - 1];
   }
   uint32_t frame(uint32_t id) {
     if (local[id] == UINT32_MAX) local[id] = out.tree.intern(p.names[id]);
     return local[id];
   }
+  // Orders items[begin, end) by next frame; returns the groups, counts and sums reset.
+  std::vector<Group> group(std::size_t begin, std::size_t end) {
+    std::vector<uint32_t> seen;  // distinct keys, in first-seen order
+    for (std::size_t i = begin; i < end; ++i) {
+      const uint32_t k = keys[i] = next(items[i]);
+      if (count[k]++ == 0) seen.push_back(k);
+      sums[k] += p.values[items[i].s];
+    }
+    std::vector<Group> groups;
+    groups.reserve(seen.size());
+    std::size_t at = begin;
+    for (uint32_t k : seen) {
+      groups.push_back({k, at, at + count[k], sums[k]});
+      at += count[k];
+      count[k] = static_cast<uint32_t>(groups.back().begin);  // now: the next free slot
+      sums[k] = 0;
+    }
+    if (groups.size() == 1) {
+      count[seen[0]] = 0;
+      return groups;  // one group: already in place
+    }
+    for (std::size_t i = begin; i < end; ++i) scratch[count[keys[i]]++] = items[i];
+    std::copy(scratch.begin() + static_cast<std::ptrdiff_t>(begin),
+              scratch.begin() + static_cast<std::ptrdiff_t>(end),
+              items.begin() + static_cast<std::ptrdiff_t>(begin));
+    for (uint32_t k : seen) count[k] = 0;
+    return groups;
+  }
   void build(uint32_t node, std::size_t begin, std::size_t end, uint32_t depth) {
-    for (std::size_t i = begin; i < end; ++i) items[i].key = next(items[i]);
-    std::sort(items.begin() + static_cast<std::ptrdiff_t>(begin),
-              items.begin() + static_cast<std::ptrdiff_t>(end),
-              [](const Item& a, const Item& b) { return a.key < b.key; });
+    const auto none = static_cast<uint32_t>(p.names.size());
     double kept_self = 0;
-    for (std::size_t i = begin; i < end;) {
-      const uint32_t id = items[i].key;
-      std::size_t j = i;
-      double sum = 0;
-      while (j < end && items[j].key == id) sum += p.values[items[j++].s];
-      if (id == UINT32_MAX) {
-        kept_self += sum;
-      } else if (sum >= min_value && depth < max_depth) {
-        for (std::size_t k = i; k < j; ++k) items[k].pos += side == Side::callees ? 1 : -1;
-        build(out.tree.child(node, frame(id)), i, j, depth + 1);
+    for (const Group& g : group(begin, end)) {
+      if (g.key == none) {
+        kept_self += g.sum;
+      } else if (g.sum >= min_value && depth < max_depth) {
+        for (std::size_t k = g.begin; k < g.end; ++k)
+          items[k].pos += side == Side::callees ? 1 : -1;
+        build(out.tree.child(node, frame(g.key)), g.begin, g.end, depth + 1);
       } else {
-        kept_self += sum;
+        kept_self += g.sum;
         out.pruned = true;
       }
-      i = j;
     }
     if (kept_self != 0) out.tree.add_self(node, kept_self);
   }
@@ -144,7 +226,8 @@ SandwichSide make_sandwich(const PathSet& p, std::string_view fn, Side side, dou
   SandwichSide out;
   const uint32_t f = p.find(fn);
   if (f == UINT32_MAX) return out;
-  Builder b{p, out, side, 0, max_depth, std::vector<uint32_t>(p.names.size(), UINT32_MAX), {}};
+  Builder b{p,  out, side, 0,  max_depth, std::vector<uint32_t>(p.names.size(), UINT32_MAX),
+            {}, {},  {},   {}, {}};
   // Stacks holding f: callers start above its outermost call, callees below its innermost.
   for (uint32_t s = 0; s + 1 < p.offs.size(); ++s) {
     const uint32_t* a = p.ids.data() + p.offs[s];
@@ -155,19 +238,69 @@ SandwichSide make_sandwich(const PathSet& p, std::string_view fn, Side side, dou
     out.total += v;
     if (e[-1] == f) out.self += v;
     if (side == Side::callers) {
-      b.items.push_back({s, static_cast<uint32_t>(first - p.ids.data()), 0});
+      b.items.push_back({s, static_cast<uint32_t>(first - p.ids.data())});
     } else {
       const uint32_t* last = e - 1;
       while (*last != f) --last;
-      b.items.push_back({s, static_cast<uint32_t>(last + 1 - p.ids.data()), 0});
+      b.items.push_back({s, static_cast<uint32_t>(last + 1 - p.ids.data())});
     }
   }
   out.found = !b.items.empty();
   if (!out.found) return out;
   b.min_value = std::fabs(out.total) * min_fraction;
+  b.scratch.resize(b.items.size());
+  b.keys.resize(b.items.size());
+  b.count.assign(p.names.size() + 1, 0);
+  b.sums.assign(p.names.size() + 1, 0);
   b.build(out.tree.child(lf::Tree::kRoot, b.frame(f)), 0, b.items.size(), 0);
   out.tree.finalize();
   out.tree.sort_children();
+  return out;
+}
+
+SandwichInfo sandwich_info(const PathSet& p, std::string_view fn) {
+  SandwichInfo out;
+  for (double v : p.values) out.view_total += v;
+  const uint32_t f = p.find(fn);
+  if (f == UINT32_MAX) return out;
+  // Sums per frame id, and the ids touched, so only those are read back.
+  std::vector<double> up(p.names.size()), down(p.names.size());
+  std::vector<char> seen_up(p.names.size()), seen_down(p.names.size());
+  std::vector<uint32_t> ups, downs;
+  auto add = [](uint32_t id, double v, std::vector<double>& sums, std::vector<char>& seen,
+                std::vector<uint32_t>& ids) {
+    if (!seen[id]) {
+      seen[id] = 1;
+      ids.push_back(id);
+    }
+    sums[id] += v;
+  };
+  for (uint32_t s = 0; s + 1 < p.offs.size(); ++s) {
+    const uint32_t* a = p.ids.data() + p.offs[s];
+    const uint32_t* e = p.ids.data() + p.offs[s + 1];
+    const uint32_t* first = std::find(a, e, f);
+    if (first == e) continue;
+    const double v = p.values[s];
+    out.found = true;
+    out.total += v;
+    const uint32_t* last = e - 1;
+    while (*last != f) --last;
+    if (last + 1 == e)
+      out.self += v;
+    else
+      add(last[1], v, down, seen_down, downs);
+    if (first != a) add(first[-1], v, up, seen_up, ups);
+  }
+  auto collect = [&](const std::vector<uint32_t>& ids, const std::vector<double>& sums,
+                     std::vector<std::pair<std::string, double>>& list) {
+    for (uint32_t id : ids) list.emplace_back(p.names[id], sums[id]);
+    std::sort(list.begin(), list.end(), [](const auto& x, const auto& y) {
+      return std::fabs(x.second) > std::fabs(y.second) ||
+             (std::fabs(x.second) == std::fabs(y.second) && x.first < y.first);
+    });
+  };
+  collect(ups, up, out.callers);
+  collect(downs, down, out.callees);
   return out;
 }
 

@@ -17,6 +17,9 @@
 
 namespace lfs {
 
+struct SandwichSide;
+enum class Side { callers, callees };
+
 /// A view's stacks as flat arrays of the run's frame ids: what a sandwich is
 /// cut from. About 4 bytes per frame of each distinct stack (a 200,000-stack
 /// run: ~20 MB), far less than the merged tree, so large runs stay cached.
@@ -28,6 +31,22 @@ struct PathSet {
   std::size_t bytes() const;
   /// Frame id of `name`, or UINT32_MAX.
   uint32_t find(std::string_view name) const;
+
+  /// One side of `fn`'s sandwich cut at kFineFraction of its total, made once and
+  /// kept with these paths (the last kMemoSides of them; not counted by bytes(),
+  /// bounded by that count): every width the page draws at renders from it
+  /// (the renderer drops what is too narrow), so a click walks no stacks again.
+  std::shared_ptr<const SandwichSide> side(std::string_view fn, Side side) const;
+  static constexpr double kFineFraction = 1.0 / 2000;  ///< a 2,020 px drawing at minwidth 1
+  static constexpr std::size_t kMemoSides = 16;
+  /// The frame most stacks start with (the root function), or UINT32_MAX: what
+  /// the warm-up makes the sandwich of, its callees being the whole graph.
+  uint32_t root_frame() const;
+
+  /// Makes side() keep what it makes (load_paths does; a PathSet made by hand does not).
+  void keep_sides();
+  struct Memo;
+  std::shared_ptr<Memo> memo;  ///< the kept sides; shared by copies
 };
 
 /// Loads the paths of `run` for `view` (metric, from, until; focus ignored).
@@ -65,11 +84,21 @@ struct SandwichSide {
   bool found = false;
   bool pruned = false;  ///< some nodes were left out (their values are in their parent's self)
 };
-enum class Side { callers, callees };
 /// Nodes whose value is under `min_fraction` of the function's total, or deeper than
 /// `max_depth` below it, are left out and their value kept in the parent (0, UINT32_MAX: all).
 SandwichSide make_sandwich(const PathSet& paths, std::string_view fn, Side side,
                            double min_fraction = 0, uint32_t max_depth = UINT32_MAX);
+
+/// What the sandwich's head shows, from one pass over the stacks (no tree):
+/// the function's total and self, the view's total, and its direct callers
+/// (the frame above its outermost call) and callees (below its innermost call)
+/// with the value of the stacks through each, largest first.
+struct SandwichInfo {
+  bool found = false;
+  double total = 0, self = 0, view_total = 0;
+  std::vector<std::pair<std::string, double>> callers, callees;
+};
+SandwichInfo sandwich_info(const PathSet& paths, std::string_view fn);
 
 /// Per-line self values of frames `NAME SOURCE:LINE` (or `NAME (SOURCE:LINE)`)
 /// whose SOURCE is `file`, from a function table: line -> value.

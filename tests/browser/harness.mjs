@@ -125,7 +125,7 @@ export class Runner {
   }
 
   figure(key, value, unit = 'ms') {
-    this.figures[key] = { value: Math.round(value * 10) / 10, unit };
+    this.figures[key] = { value: typeof value === 'number' ? Math.round(value * 10) / 10 : value, unit };
   }
 
   get passed() { return this.results.filter((r) => r.ok).length; }

@@ -28,6 +28,25 @@ const half = (page, which) => page.evaluate((w) => {
   return g.frames.map((f, i) => ({ name: g.name(i), w: f.w }));
 }, which);
 
+/** Clicks (or hovers) frame i of one half of the sandwich: the halves are canvases,
+ *  so the point is the frame's centre, scrolled into the viewport first. */
+async function pointHalf(page, which, i, click = true) {
+  const at = () => page.evaluate(([w, k]) => {
+    const g = window.__lfSandwich[w];
+    const f = g.frames[k];
+    const b = g.canvas.getBoundingClientRect();
+    const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
+    return { x: b.left + ((f.x + f.w / 2 - vx) * b.width) / vw, y: b.top + ((f.y + g.rowH / 2 - vy) * b.height) / vh, h: innerHeight };
+  }, [which, i]);
+  let p = await at();
+  if (p.y < 10 || p.y > p.h - 10) {
+    await page.evaluate((dy) => window.scrollBy(0, dy), p.y - p.h / 2);
+    p = await at();
+  }
+  if (click) await page.mouse.click(p.x, p.y);
+  else await page.mouse.move(p.x, p.y);
+}
+
 /** Text value of a value cell, as a number ("1,234" -> 1234). */
 const num = (t) => +String(t).replace(/[^\d.-]/g, '');
 
@@ -69,16 +88,31 @@ export async function viewChecks(h) {
     const leaf = callees.find((f) => f.name === 'leaf');
     assert(Math.abs(leaf.w / top.w - want.callees.leaf / want.total) < 0.02, `leaf width ${leaf.w}/${top.w} ~ ${want.callees.leaf}/${want.total}`);
     await shot(page, '12-sandwich');
-    // A click on a callee: its sandwich; Back: rec again; 1 the graph, 2 the sandwich again.
+    // Hover on the canvas: the frame's tooltip. A click on a callee: its sandwich;
+    // Back: rec again; 1 the graph, 2 the sandwich again.
     const li = callees.findIndex((f) => f.name === 'leaf');
-    await page.locator('#sw-callees svg g > rect').nth(li).click();
+    await pointHalf(page, 'callees', li, false);
+    await page.waitForFunction(() => [...document.querySelectorAll('.tip')].some((t) => !t.hidden && t.querySelector('.t-name').textContent === 'leaf'));
+    assert(await page.locator('#sw-callees .overlay rect.hov').count() === 1, 'hovered frame outlined');
+    await pointHalf(page, 'callees', li);
     await sandwichShown(page, 'leaf');
     await page.goBack();
     await sandwichShown(page, 'rec');
     await page.keyboard.press('1');
     await page.waitForSelector('#flame[data-state=ready]');
     assert(!page.url().includes('view='), 'key 1: flame graph');
-    await page.keyboard.press('2');
+    // From the graph: hover a frame, then "s" opens its sandwich; Back returns.
+    const oi = await page.evaluate(() => { const g = window.__lfGraph; return g.frames.findIndex((f, k) => g.name(k) === 'other'); });
+    assert(oi >= 0, 'frame "other" drawn in the graph');
+    await page.locator('#flame svg g > rect').nth(oi).hover();
+    await page.keyboard.press('s');
+    await sandwichShown(page, 'other');
+    await page.goBack();
+    await page.waitForSelector('#flame[data-state=ready]');
+    await page.keyboard.press('2');  // the sandwich of the frame picked last
+    await sandwichShown(page, 'other');
+    await page.fill('#search', 'rec');
+    await page.press('#search', 'Enter');
     await sandwichShown(page, 'rec');
     // Search + Enter in the sandwich view picks the first matching function.
     await page.fill('#search', 'oth');
@@ -136,26 +170,40 @@ export async function viewChecks(h) {
   });
 
   await T.check('source view: reached by clicking a frame, 2,000 lines with line heat, executed lines, n/N', async () => {
-    await open(page, `/runs/${ids.lines}`);
-    await page.waitForSelector('#flame[data-state=ready]');
-    // Hover a frame of app.lua, then its Source button.
-    const i = await page.evaluate(() => { const g = window.__lfGraph; return g.frames.findIndex((f, k) => /^f1\d* app\.lua:\d+$/.test(g.name(k))); });
-    assert(i >= 0, 'an app.lua frame is drawn');
-    const fname = await page.evaluate((k) => window.__lfGraph.name(k), i);
-    await page.locator('#flame svg g > rect').nth(i).hover();
-    await page.waitForSelector('#pick-source:not([disabled])');
-    await longest(page);
-    const t0 = Date.now();
-    // The click's time in the page: from the click event to the last row in (no driver overhead).
-    await page.evaluate(() => { window.__t0 = performance.now(); document.querySelector('#pick-source').click(); });
-    await page.waitForSelector('#source[data-state=ready][data-rows] #src-lines');
-    T.figure('source view: click to 2,000-line file drawn (driver)', Date.now() - t0);
-    const ms = await page.evaluate(() => window.__lfPerf.sources.at(-1).doneAt - window.__t0);
-    T.figure('source view: click to 2,000-line file drawn (in the page)', ms);
-    const sp = await page.evaluate(() => window.__lfPerf.sources.at(-1));
-    T.figure('source view: fetch (text + line heat of every metric)', sp.fetchMs);
-    T.figure('source view: draw (2,000 rows)', sp.drawMs);
-    T.figure('source view: longest main-thread task', await longest(page));
+    // Three rounds (the page opened anew each time): hover a frame of app.lua, then
+    // its Source button; timed from the click event to the frame after the last row.
+    const rounds = [];
+    let fname = '';
+    for (let round = 0; round < 3; round++) {
+      await open(page, `/runs/${ids.lines}`);
+      await page.waitForSelector('#flame[data-state=ready]');
+      const i = await page.evaluate(() => { const g = window.__lfGraph; return g.frames.findIndex((f, k) => /^f1\d* app\.lua:\d+$/.test(g.name(k))); });
+      assert(i >= 0, 'an app.lua frame is drawn');
+      fname = await page.evaluate((k) => window.__lfGraph.name(k), i);
+      await page.locator('#flame svg g > rect').nth(i).hover();
+      await page.waitForSelector('#pick-source:not([disabled])');
+      await page.waitForTimeout(300);  // the page's idle work (the sandwich warm-up) settles
+      await longest(page);
+      const t0 = Date.now();
+      await page.evaluate(() => { window.__t0 = performance.now(); document.querySelector('#pick-source').click(); });
+      await page.waitForSelector('#source[data-state=ready][data-rows] #src-lines');
+      const driver = Date.now() - t0;
+      await page.waitForFunction(() => window.__lfPerf.sources.at(-1) && window.__lfPerf.sources.at(-1).paintedAt > window.__t0);
+      const sp = await page.evaluate(() => ({ ...window.__lfPerf.sources.at(-1), ms: window.__lfPerf.sources.at(-1).paintedAt - window.__t0 }));
+      rounds.push({ ...sp, driver, long: await longest(page) });
+    }
+    const med = (k) => median(rounds.map((r) => r[k]));
+    const list = (k) => `[${rounds.map((r) => Math.round(r[k])).join(', ')}]`;
+    T.figure(`source view: click to 2,000-line file painted (in the page), median of 3 ${list('ms')}`, med('ms'));
+    T.figure('source view: click to 2,000-line file shown (driver), median of 3', med('driver'));
+    T.figure(`source view: fetch (text + line heat of every metric) ${list('fetchMs')}`, med('fetchMs'));
+    T.figure(`source view: draw (2,000 rows) ${list('drawMs')}`, med('drawMs'));
+    const srcLong = Math.max(...rounds.map((r) => r.long));
+    T.figure(`source view: longest main-thread task ${list('long')}`, srcLong);
+    assert(med('ms') < 300, `source view within 300 ms of the click: median ${med('ms')} ms ${list('ms')}`);
+    // Per round, the longest task; the goal is asserted on the median round: on this
+    // shared 2-core machine a task is now and then preempted mid-way (the max is reported).
+    assert(med('long') < 100, `no main-thread task over 100 ms while opening the source view: median round ${med('long')} ms ${list('long')}`);
     const u = new URL(page.url());
     assertEq(u.searchParams.get('view'), 'source', 'view in the URL');
     assertEq(u.searchParams.get('file'), 'app.lua', 'file in the URL');
@@ -173,7 +221,6 @@ export async function viewChecks(h) {
       checked += v > 0;
     }
     assert(checked > 100, `many hot lines checked (${checked})`);
-    assert(ms < 300, `source view within 300 ms of the click (${ms} ms)`);
     assertEq(await page.textContent('#L1 .src-code'), src.split('\n')[0], 'source text shown');
     await shot(page, '13-source');
     await page.keyboard.press('n');
@@ -269,34 +316,61 @@ export async function viewChecks(h) {
     T.figure('big run: sandwich paths loaded (idle, after the page)', Date.now() - t0);
     const fns = await page.evaluate(async (id) => (await (await fetch(`/api/runs/${id}/functions?limit=5000`)).json()).functions, ids.big);
     const byTotal = fns.slice().sort((a, b) => b.total - a.total);
-    // The root (its callees are the whole graph), the widest by self, one in the middle, a rare one.
-    const picks = [byTotal[0].name, fns[0].name, byTotal[Math.floor(byTotal.length / 2)].name, byTotal[byTotal.length - 1].name];
+    // The root (its callees are the whole graph), the next widest by total, the widest
+    // by self, one in the middle, the rarest (each of its stacks wide: the most frames).
+    const picks = [byTotal[0].name, byTotal[1].name, fns[0].name, byTotal[Math.floor(byTotal.length / 2)].name, byTotal[byTotal.length - 1].name];
     await page.keyboard.press('2');
     await page.waitForSelector('#sandwich:not([hidden])');
-    const times = [];
-    const driver = [];
-    await longest(page);
-    for (const name of picks) {
-      await page.fill('#fn-filter', name);
-      const row = page.locator('#functions tbody tr').filter({ has: page.locator('td.fn', { hasText: name }) }).first();
-      await row.waitFor();
-      const n = await page.evaluate(() => window.__lfPerf.sandwiches.length);
-      const t1 = Date.now();
-      await row.evaluate((tr) => { window.__t0 = performance.now(); tr.click(); });
-      await sandwichShown(page, name);
-      await page.waitForFunction((k) => window.__lfPerf.sandwiches.length > k, n);
-      driver.push(Date.now() - t1);
-      times.push(await page.evaluate(() => window.__lfPerf.sandwiches.at(-1).doneAt - window.__t0));
+    // Three rounds at three window widths: the halves are drawn for the panel's
+    // width, so each round asks the server anew (its SVG cache is keyed by width).
+    // Timed from the click event to the frame after the last half is drawn.
+    const kinds = ['root', 'second by total', 'top self', 'middle', 'rare'];
+    const rounds = [];
+    const longs = [];
+    for (const width of [1440, 1400, 1360]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForTimeout(400);  // the resize settles
+      const times = [];
+      const parts = [];
+      await longest(page);
+      for (const name of picks) {
+        await page.fill('#fn-filter', name);
+        const row = page.locator('#functions tbody tr').filter({ has: page.locator('td.fn', { hasText: name }) }).first();
+        await row.waitFor();
+        await page.waitForTimeout(150);  // the filter's table redraw is not part of the sandwich
+        const n = await page.evaluate(() => window.__lfPerf.sandwiches.length);
+        await row.evaluate((tr) => { window.__t0 = performance.now(); tr.click(); });
+        await sandwichShown(page, name);
+        await page.waitForFunction((k) => window.__lfPerf.sandwiches.length > k, n);
+        const r = await page.evaluate(() => { const x = window.__lfPerf.sandwiches.at(-1); return { ms: x.paintedAt - window.__t0, x }; });
+        times.push(r.ms);
+        parts.push(r.x);
+      }
+      longs.push(await longest(page));
+      rounds.push({ width, times, parts });
     }
-    ['root', 'top self', 'middle', 'rare'].forEach((k, i) => T.figure(`big run: sandwich click to drawn (${k}; driver ${driver[i]} ms)`, times[i]));
-    T.figure('big run: sandwich click to drawn, median', median(times));
-    T.figure('big run: longest main-thread task, sandwiches', await longest(page));
+    await page.setViewportSize({ width: 1440, height: 900 });
+    kinds.forEach((k, i) => {
+      const ts = rounds.map((r) => r.times[i]);
+      T.figure(`big run: sandwich click to painted (${k}), median of 3 [${ts.map(Math.round).join(', ')}]`, median(ts));
+      const half = (h) => median(rounds.map((r) => r.parts[i][h].fetchMs));
+      const draw = (h) => median(rounds.map((r) => r.parts[i][h].buildMs));
+      T.figure(`big run: sandwich (${k}): fetch callers / callees (server + transfer)`, `${Math.round(half('callers'))} / ${Math.round(half('callees'))}`, 'ms');
+      T.figure(`big run: sandwich (${k}): draw callers / callees (worker read + canvas)`, `${Math.round(draw('callers'))} / ${Math.round(draw('callees'))}`, 'ms');
+      T.figure(`big run: sandwich (${k}): frames callers / callees`, `${rounds[0].parts[i].callers.frames} / ${rounds[0].parts[i].callees.frames}`, '');
+    });
+    const all = rounds.flatMap((r) => r.times);
+    T.figure(`big run: sandwich click to painted, median of all ${all.length}`, median(all));
+    T.figure(`big run: longest main-thread task, sandwiches [${longs.map(Math.round).join(', ')}]`, Math.max(...longs));
     await shot(page, '16-big-sandwich');
-    // The goal (300 ms) is reported in the figures; on this shared 2-core machine the
-    // check only bounds it, and checks the numbers shown against the function table.
-    assert(Math.max(...times) < 3000, `every sandwich under 3 s (${times})`);
     const last = fns.find((f) => f.name === picks[picks.length - 1]);
     assertEq(num(await page.textContent('#sw-total')), last.total, 'the sandwich total is the function table\'s total');
+    // The goals of issue 17, per function: the median of its three rounds.
+    kinds.forEach((k, i) => {
+      const m = median(rounds.map((r) => r.times[i]));
+      assert(m < 300, `sandwich of the ${k} function within 300 ms of the click: ${m} ms (rounds ${rounds.map((r) => r.times[i])})`);
+    });
+    assert(median(longs) < 100, `no main-thread task over 100 ms while making sandwiches: median round ${median(longs)} ms (${longs})`);
     await page.fill('#fn-filter', '');
   });
 }

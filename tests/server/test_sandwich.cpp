@@ -83,6 +83,53 @@ TEST_CASE("sandwich: narrow nodes are left out, their value stays in the parent"
   CHECK(s.tree.self_at(1) == 10);
 }
 
+// sandwich_info is one pass with no tree; it must agree with the depth-1 sandwich
+// (the page shows one beside the other), on every function of a recursive profile.
+TEST_CASE("sandwich_info: the depth-1 sandwich's callers and callees, in one pass") {
+  lfs::PathSet p = paths_of(kRecursive);
+  for (const char* fn : {"main", "a", "b", "c", "rec", "leaf", "other", "x", "nope"}) {
+    CAPTURE(fn);
+    lfs::SandwichInfo info = lfs::sandwich_info(p, fn);
+    CHECK(info.view_total == 152);
+    for (lfs::Side side : {lfs::Side::callers, lfs::Side::callees}) {
+      lfs::SandwichSide d1 = lfs::make_sandwich(p, fn, side, 0, 1);
+      CHECK(info.found == d1.found);
+      if (!d1.found) continue;
+      CHECK(info.total == d1.total);
+      CHECK(info.self == d1.self);
+      std::map<std::string, double> want;
+      for (uint32_t c = d1.tree.first_child(d1.tree.first_child(lf::Tree::kRoot));
+           c != lf::Tree::kNone; c = d1.tree.next_sibling(c))
+        want[d1.tree.frame_name(d1.tree.frame_of(c))] = d1.tree.total_at(c);
+      const auto& got = side == lfs::Side::callers ? info.callers : info.callees;
+      CHECK(std::map<std::string, double>(got.begin(), got.end()) == want);
+      for (std::size_t i = 1; i < got.size(); ++i) CHECK(got[i - 1].second >= got[i].second);
+    }
+  }
+  lfs::SandwichInfo rec = lfs::sandwich_info(p, "rec");
+  REQUIRE(rec.callees.size() == 2);
+  CHECK(rec.callees[0] == std::pair<std::string, double>{"leaf", 80});
+}
+
+// What a page's clicks render from: made once per function and side, the same
+// tree as a direct cut at the fine fraction; the warm-up's root is "main".
+TEST_CASE("PathSet::side: kept per function and side, equal to a direct cut") {
+  lfs::PathSet p = paths_of(kRecursive);
+  CHECK(p.side("rec", lfs::Side::callees) != p.side("rec", lfs::Side::callees));  // not kept
+  p.keep_sides();
+  auto a = p.side("rec", lfs::Side::callees);
+  CHECK(a == p.side("rec", lfs::Side::callees));
+  CHECK(a != p.side("rec", lfs::Side::callers));
+  CHECK(folded_of(*a) ==
+        folded_of(lfs::make_sandwich(p, "rec", lfs::Side::callees, lfs::PathSet::kFineFraction)));
+  for (std::size_t i = 0; i < lfs::PathSet::kMemoSides; ++i)
+    p.side("f" + std::to_string(i), lfs::Side::callers);  // pushes "rec" out
+  CHECK(a != p.side("rec", lfs::Side::callees));
+  REQUIRE(p.root_frame() != UINT32_MAX);
+  CHECK(p.names[p.root_frame()] == "main");
+  CHECK(lfs::PathSet{}.root_frame() == UINT32_MAX);
+}
+
 TEST_CASE("frame_source: NAME SOURCE:LINE and NAME (SOURCE:LINE)") {
   struct Case {
     const char* frame;

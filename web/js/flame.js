@@ -28,7 +28,7 @@ function makeRegex(query) {
 
 // The SVG is read by a worker (svg-worker.js) and the frames are built here in
 // chunks of CHUNK, each its own task: no main-thread task grows with the graph.
-const CHUNK = 600;
+const CHUNK = 400;
 let worker = null;
 let workerId = 0;
 const waiting = new Map();
@@ -58,7 +58,8 @@ export function exactRegexSource(name) {
 export class FlameGraph {
   /**
    * @param host element the SVG goes into
-   * @param opts {onZoom(chain, frameIndex), onHover(info|null)}
+   * @param opts {onZoom(chain, frameIndex), onHover(info|null), canvas: draw on a
+   *   canvas (see drawCanvas) instead of one SVG element per frame}
    */
   constructor(host, opts = {}) {
     this.host = host;
@@ -68,12 +69,17 @@ export class FlameGraph {
     this.inverted = false;
     this.matched = [];
     this.abort = null;
+    this.canvas = null;  // the canvas the frames are drawn on (opts.canvas), else null
+    this.hovered = -1;
     this.tip = document.createElement('div');
     this.tip.className = 'tip';
     this.tip.hidden = true;
     document.body.append(this.tip);
-    host.addEventListener('mouseover', (e) => this.hover(e));
-    host.addEventListener('mousemove', (e) => this.moveTip(e));
+    host.addEventListener('mouseover', (e) => { if (!this.canvas) this.hover(e); });
+    host.addEventListener('mousemove', (e) => {
+      if (this.canvas && this.frameAt(e) !== this.hovered) this.hover(e);
+      this.moveTip(e);
+    });
     host.addEventListener('mouseleave', () => this.hideTip());
     host.addEventListener('click', (e) => this.click(e));
   }
@@ -105,6 +111,8 @@ export class FlameGraph {
     this.building = token;
     const read = await readOffThread(text);
     if (this.building !== token) throw new DOMException('replaced by a newer graph', 'AbortError');
+    this.canvas = null;
+    if (read && read.frames.length && this.opts.canvas) return this.drawCanvas(read, inverted, hideRoot);
     if (read && read.frames.length) return this.buildFrom(read, inverted, hideRoot, token);
     return this.buildDom(text, inverted, hideRoot);
   }
@@ -172,6 +180,86 @@ export class FlameGraph {
         gs[i]._lfi = i;
       }
     }
+  }
+
+  /**
+   * Draws the worker's frames on one canvas (opts.canvas): one element whatever
+   * the frame count. As SVG, every frame is two or three elements to style, lay
+   * out and paint: 3,000 frames took 100-200 ms of rendering in one task on this
+   * loaded machine, the canvas a few ms. Hover and click find the frame from the
+   * pointer's position; search marks and the hover outline go on the overlay SVG.
+   */
+  drawCanvas(read, inverted, hideRoot) {
+    const frames = read.frames;
+    if (hideRoot && frames.length && frames[0].name === 'all') frames.shift();
+    const width = read.width;
+    let minY = Infinity;
+    let maxY = -Infinity;
+    let rootW = 0;
+    let step = 0;
+    const ys = new Set();
+    for (const f of frames) {
+      if (f.y < minY) minY = f.y;
+      if (f.y > maxY) maxY = f.y;
+      if (f.w > rootW) rootW = f.w;
+      ys.add(f.y);
+    }
+    const sorted = [...ys].sort((a, b) => a - b);
+    for (let k = 1; k < sorted.length; k++) if (!step || sorted[k] - sorted[k - 1] < step) step = sorted[k] - sorted[k - 1];
+    const rowH = frames.length && frames[0].h > 0 ? frames[0].h : step > 1 ? step - 1 : 15;
+    const vy = frames.length ? minY - 2 : 0;
+    const vh = frames.length ? maxY + rowH - minY + 4 : 1;
+    const cssW = Math.max(1, this.host.clientWidth || width);
+    const scale = cssW / width;
+    const dpr = window.devicePixelRatio || 1;
+    const canvas = document.createElement('canvas');
+    canvas.width = Math.max(1, Math.round(cssW * dpr));
+    canvas.height = Math.max(1, Math.round(vh * scale * dpr));
+    canvas.setAttribute('role', 'img');
+    canvas.setAttribute('aria-label', 'Flame graph');
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(scale * dpr, 0, 0, scale * dpr, 0, -vy * scale * dpr);
+    // Plain rectangles (fillRect is Skia's fast path; a rounded path per frame took
+    // twice as long), the fill set only when it changes.
+    let fill = '';
+    for (const f of frames) {
+      const c = f.fill || '#e0a040';
+      if (c !== fill) ctx.fillStyle = fill = c;
+      ctx.fillRect(f.x, f.y, f.w > 2 ? f.w - 0.6 : Math.max(f.w, 0.5), rowH);  // a seam between neighbours
+    }
+    ctx.fillStyle = '#000';
+    ctx.font = '12px Verdana, "DejaVu Sans", sans-serif';
+    for (const f of frames) if (f.label && f.tx) ctx.fillText(f.label, +f.tx, +f.ty);
+    this.frames = frames;
+    this.rowH = rowH;
+    this.viewBox = `0 ${vy} ${width} ${vh}`;
+    this.rootW = rootW || width;
+    this.width = width;
+    this.inverted = inverted;
+    this.matched = [];
+    this.svg = canvas;
+    this.canvas = canvas;
+    this.hideTip();
+    this.overlay = document.createElementNS(SVGNS, 'svg');
+    this.overlay.setAttribute('class', 'overlay');
+    this.overlay.setAttribute('viewBox', this.viewBox);
+    this.overlay.setAttribute('aria-hidden', 'true');
+    this.overlay.style.setProperty('--fh', `${rowH}px`);
+    this.host.replaceChildren(canvas, this.overlay);
+  }
+
+  /** The hover outline of frame i on the overlay (canvas mode); -1 removes it. */
+  outline(i) {
+    if (!this.hov) {
+      this.hov = document.createElementNS(SVGNS, 'rect');
+      this.hov.setAttribute('class', 'hov');
+    }
+    const f = this.frames[i];
+    if (!f || !this.overlay) { this.hov.remove(); return; }
+    this.hov.setAttribute('x', f.x);
+    this.hov.setAttribute('y', f.y);
+    this.hov.setAttribute('width', f.w);
+    if (this.hov.parentNode !== this.overlay) this.overlay.append(this.hov);
   }
 
   /** The DOMParser path: any well-formed flamegraph.pl-shaped SVG. */
@@ -271,7 +359,7 @@ export class FlameGraph {
   }
 
   readTitle(f) {
-    const p = splitTitle(f.title ? f.title.textContent : '');
+    const p = splitTitle(f.text !== undefined ? f.text : f.title ? f.title.textContent : '');
     f.name = p.name;
     f.info = p;
     return p;
@@ -313,10 +401,26 @@ export class FlameGraph {
     for (const o of below) {
       if (o.y === lastY) continue;  // two rects meeting at cx: keep the first
       lastY = o.y;
-      out.push(this.name(o.g._lfi));
+      out.push(o.name !== undefined ? o.name : this.name(o.g._lfi));
     }
     out.push(this.name(i));
     return out;
+  }
+
+  /** Index of the frame under a mouse event, or -1. */
+  frameAt(e) {
+    if (!this.canvas) return this.frameOf(e.target);
+    const box = this.canvas.getBoundingClientRect();
+    if (!box.width || !box.height) return -1;
+    const [vx, vy, vw, vh] = this.viewBox.split(' ').map(Number);
+    const x = vx + ((e.clientX - box.left) * vw) / box.width;
+    const y = vy + ((e.clientY - box.top) * vh) / box.height;
+    const fs = this.frames;
+    for (let i = 0; i < fs.length; i++) {
+      const f = fs[i];
+      if (y >= f.y && y < f.y + this.rowH && x >= f.x && x < f.x + Math.max(f.w, 0.5)) return i;
+    }
+    return -1;
   }
 
   frameOf(target) {
@@ -325,12 +429,14 @@ export class FlameGraph {
   }
 
   hover(e) {
-    const i = this.frameOf(e.target);
+    const i = this.frameAt(e);
+    this.hovered = i;
+    if (this.canvas) this.outline(i);
     if (i < 0) { this.hideTip(); return; }
     const p = this.info(i);
     // The page shows its own tooltip: drop the title so the browser's does not double it.
     const f = this.frames[i];
-    if (f.title) { f.title.remove(); f.title = null; }
+    if (f.title && f.title.remove) { f.title.remove(); f.title = null; }
     const share = (100 * this.frames[i].w) / this.rootW;
     const detail = this.opts.describe ? this.opts.describe(p, share) : `${p.value} (${p.pct}%)`;
     this.tip.replaceChildren();
@@ -364,11 +470,13 @@ export class FlameGraph {
 
   hideTip() {
     this.tip.hidden = true;
+    if (this.canvas && this.hovered >= 0) this.outline(-1);
+    this.hovered = -1;
     if (this.opts.onHover) this.opts.onHover(null);
   }
 
   click(e) {
-    const i = this.frameOf(e.target);
+    const i = this.frameAt(e);
     if (i < 0 || !this.opts.onZoom) return;
     this.opts.onZoom(this.chain(i), i);
   }
@@ -425,8 +533,16 @@ FlameGraph.prototype.drawMarks = function drawMarks(hits) {
     r.setAttribute('y', f.y);
     r.setAttribute('width', f.w);
     frag.append(r);
-    const t = f.g.querySelector('text');
-    if (t) frag.append(t.cloneNode(true));
+    const t = f.g ? f.g.querySelector('text') : null;
+    if (t) {
+      frag.append(t.cloneNode(true));
+    } else if (!f.g && f.label) {
+      const tx = document.createElementNS(SVGNS, 'text');
+      tx.setAttribute('x', f.tx);
+      tx.setAttribute('y', f.ty);
+      tx.textContent = f.label;
+      frag.append(tx);
+    }
   }
   this.overlay.replaceChildren(frag);
 };

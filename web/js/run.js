@@ -375,6 +375,9 @@ function switchView(v) {
   setView({ view: v, fn: view.fn || (v ? picked : view.fn) });
 }
 
+/** The time once the next frame is painted (a task after the next animation frame). */
+const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(() => resolve(performance.now()), 0)));
+
 /** Shows the chosen view's panel and draws it. */
 async function drawView() {
   const v = view.view;
@@ -387,10 +390,10 @@ async function drawView() {
   if (v === 'sandwich') {
     const width = Math.max(300, Math.round($('#workspace').clientWidth - ($('#workspace').classList.contains('no-side') ? 0 : $('#side').offsetWidth + 16) - 24));
     const r = await sandwich.show(id, view.fn, w, width, unitsOf(metric()));
-    if (r) perf.sandwiches.push({ ...r, doneAt: performance.now() });
+    if (r) perf.sandwiches.push({ ...r, doneAt: performance.now(), paintedAt: await painted() });
   } else if (v === 'source') {
     const r = await source.show(id, view.file, view.line, w, (run && run.metrics) || {});
-    if (r) perf.sources.push({ ...r, doneAt: performance.now() });
+    if (r) perf.sources.push({ ...r, doneAt: performance.now(), paintedAt: await painted() });
   }
 }
 

@@ -23,11 +23,13 @@ export class SandwichView {
     this.details = el('div.details#sw-details', ' ');
     const hover = (info, d) => { this.details.textContent = info ? `${info.name} · ${d}` : ' '; };
     const pick = (g) => (chain, i) => this.opts.onPick(g.name(i));
-    this.callers = new FlameGraph(this.callersBox, { onZoom: (c, i) => pick(this.callers)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function' });
-    this.callees = new FlameGraph(this.calleesBox, { onZoom: (c, i) => pick(this.callees)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function' });
+    this.callers = new FlameGraph(this.callersBox, { onZoom: (c, i) => pick(this.callers)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function', canvas: true });
+    this.callees = new FlameGraph(this.calleesBox, { onZoom: (c, i) => pick(this.callees)(c, i), onHover: hover, describe: opts.describe, hint: 'click: sandwich of this function', canvas: true });
+    this.callersNote = el('span.sw-note#sw-callers-note');
+    this.calleesNote = el('span.sw-note#sw-callees-note');
     host.replaceChildren(this.head,
-      el('div.sw-label', 'Callers ▲ (merged, nearest caller just above)'), this.callersBox,
-      el('div.sw-label', 'Callees ▼ (merged)'), this.calleesBox, this.details);
+      el('div.sw-label', 'Callers ▲ (merged, nearest caller just above)', this.callersNote), this.callersBox,
+      el('div.sw-label', 'Callees ▼ (merged)', this.calleesNote), this.calleesBox, this.details);
   }
 
   /** Shows the sandwich of `fn` for the view {metric, from, until}; resolves to timings. */
@@ -54,6 +56,7 @@ export class SandwichView {
       ]);
       if (this.key !== key) return null;
       this.header(info, units);
+      this.notes(info);
       this.host.dataset.state = info.found ? 'ready' : 'empty';
       this.host.dataset.fn = fn;
       return { ms: performance.now() - t0, callers: a, callees: b };
@@ -63,6 +66,33 @@ export class SandwichView {
       this.host.dataset.state = 'error';
       return null;
     }
+  }
+
+  /** Says what the blank part of each half is: frames narrower than a pixel are
+   *  not drawn, so a function called from hundreds of places shows a wide gap. */
+  notes(info) {
+    const blank = (g, below) => {
+      const fs = g.frames;
+      if (!fs.length) return 0;
+      let top = fs[0];
+      for (const f of fs) if (f.w > top.w) top = f;
+      let next = null;
+      for (const f of fs) {
+        if (below ? f.y > top.y && (next === null || f.y < next) : f.y < top.y && (next === null || f.y > next)) next = f.y;
+      }
+      let covered = 0;
+      for (const f of fs) if (f.y === next) covered += f.w;
+      return top.w > 0 ? Math.max(0, 1 - covered / top.w) : 0;
+    };
+    const pct = (x) => fmtPct(100 * x);
+    const up = info.found ? blank(this.callers, false) : 0;
+    this.callersNote.textContent = !info.found ? ''
+      : !info.callers.length ? ' · no callers: it is a root'
+        : up > 0.01 ? ` · blank: ${pct(up)} of its total, in callers too narrow to draw` : '';
+    const self = info.found && info.total ? info.self / info.total : 0;
+    const down = info.found ? Math.max(0, blank(this.callees, true) - self) : 0;
+    const parts = [self > 0.005 ? `${pct(self)} self` : '', down > 0.01 ? `${pct(down)} in callees too narrow to draw` : ''].filter(Boolean);
+    this.calleesNote.textContent = info.found && parts.length ? ` · blank: ${parts.join(', ')}` : '';
   }
 
   header(info, units) {

@@ -37,11 +37,12 @@ export function readFrames(text) {
     const r = attrs(m[2]);
     const t = attrs(m[3]);
     const title = unescape(m[1]);
-    const info = splitTitle(title);
+    // The name only; the rest of the title is parsed by the page when shown
+    // (half the objects to copy to the page for each graph).
     frames.push({
       x: parseFloat(r.x) || 0, y: parseFloat(r.y) || 0, w: parseFloat(r.width) || 0, h: parseFloat(r.height) || 0,
       fill: r.fill || '', tx: t.x || '', ty: t.y || '', label: m[4] === undefined ? '' : unescape(m[4]),
-      name: info.name, info,
+      name: splitTitle(title).name, text: title,
     });
   }
   // Every <title> must belong to a frame read here; else this reader missed
