@@ -117,7 +117,7 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
     if (armed_hook != lf_hook) fwd = armed_hook, fwd_mask = armed_mask;
     const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;
     count_due = armed_left > 0 && armed_left <= consumed;
-    if (owed.load(std::memory_order_relaxed)) take_sample(L);
+    if (sampler.owes()) take_sample(L);
     if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
     begin_critical();
     disarm(consumed);
@@ -368,8 +368,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->current.store(L);
   s->start_wall = now_ns();
   s->start_unix = unix_now_ns();
-  s->lua_thread = pthread_self();
-  if (pthread_getcpuclockid(s->lua_thread, &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
+  if (pthread_getcpuclockid(pthread_self(), &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
   s->start_clock = s->clock_ns_read();
   if (s->opt.trace) {
     if (!s->ci_walk_ok)
@@ -397,7 +396,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   install_coroutine_wrappers(L);
   if (raw->opt.trace) install_hook_wrappers(L);
   register_close_finalizer(L);
-  if (raw->opt.sample && !raw->start_sampler(err)) {
+  if (raw->opt.sample &&
+      !raw->sampler.start(raw->opt.hz, raw->opt.cpu_clock, raw->lua_cpu_clock, err)) {
     s.release();
     stop(L);
     return false;
@@ -414,7 +414,8 @@ Summary stop(lua_State* L) {
   Summary sum;
   Session* s = g_session.load();
   if (!s) return sum;
-  if (s->opt.sample) s->stop_sampler();
+  const char* sampler_kind = s->sampler.kind();
+  if (s->opt.sample) s->sampler.stop();
   if (L) {
     s->begin_critical();
     s->disarm();
@@ -445,6 +446,7 @@ Summary stop(lua_State* L) {
   if (s->opt.sample) {
     sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s->opt.hz / 1e9);
     sum.sample_events = s->sample_events;
+    sum.sampler = sampler_kind;
     sum.samples = s->samples;
     sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->sample_events) * 1e9 /
                                           static_cast<double>(sum.clock_ns)
