@@ -271,6 +271,26 @@ extern std::atomic<Session*> g_session;
 /// Wraps debug.sethook/gethook while tracing (hooks.cpp).
 void install_hook_wrappers(lua_State* L);
 
+/// A library function swapped for luaflame's while profiling; the
+/// original is kept in the registry under `key`.
+struct LibSwap {
+  const char* name;
+  const char* key;
+  lua_CFunction ours;
+};
+/// Swaps lib.NAME for ours, keeping the originals (hooks.cpp).
+void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
+/// Puts the originals back where ours still are (the program may have
+/// replaced them since: theirs stays).
+void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
+/// The hook lf_hook_after_stop gives back (hooks.cpp).
+void set_hook_after_stop(lua_Hook h, int mask, int count);
+
+/// coroutine.resume/wrap swapped for the tracking ones (coroutines.cpp).
+void install_coroutine_wrappers(lua_State* L);
+void restore_coroutine_wrappers(lua_State* L);
+void preset_coroutine_frames(FrameTable& frames);
+
 /// The hook function installed on every profiled thread (tracer.cpp).
 void lf_hook(lua_State* L, lua_Debug* ar);
 /// lf_hook on a thread that still had it after stop: the old hook back.
