@@ -17,6 +17,7 @@
 #include <string>
 
 #include "../../collector/frames.hpp"
+#include "../../collector/out_tree.hpp"
 #include "../../collector/tree.hpp"
 #include "luaflame/collector.hpp"
 
@@ -184,8 +185,11 @@ TEST_CASE("tree: shared prefixes, folded export of self values") {
   t.add(nac, 0, 2);
   t.add(na, 0, 1);
   std::string out;
-  lfc::write_folded(
-      t, names, [&](uint32_t n) { return t.value(n, 0); }, [&](const std::string& l) { out += l; });
+  // The one folded writer (out_tree.hpp), as luaflame.folded() uses it.
+  const lfc::OutTree o = lfc::snapshot(
+      t, names, [&](uint32_t n, int m) { return t.value(n, m); },
+      [](std::size_t, std::string_view) { return uint64_t{0}; }, 0);
+  lfc::write_folded_text(o, 0, [&](std::string_view l) { out.append(l); });
   CHECK(out == "a 1\na;b 3\na;c 2\n");
 }
 
@@ -254,7 +258,8 @@ TEST_CASE(
     double hot_s = share_containing(samples, "hot "), hot_t = share_containing(time, "hot ");
     CAPTURE(lua.global("SAMPLES"));
     CHECK(std::fabs(hot_s - 75) <= 5);
-    CHECK(std::fabs(hot_t - 75) <= 5);
+    // Trace time (wall TSC) does not depend on the sampler: checked once.
+    if (std::string(sampler) == "timer") CHECK(std::fabs(hot_t - 75) <= 5);
     CHECK(total(samples) > 200);
     // Sample events (stack walks) and recorded samples (weighted) per ms of CPU.
     for (const char* rate : {"DELIVERED", "WEIGHT"}) {
