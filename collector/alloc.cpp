@@ -14,8 +14,6 @@
 
 namespace lfc {
 
-Session::~Session() = default;  // here, where AllocState is complete
-
 namespace {
 
 constexpr int kBuffer = -1;  // a new vector or buffer (table parts, stack, code...)

@@ -8,6 +8,18 @@
 // instruction, charges what is pending to the stack from that CallInfo
 // down (the stack that made the block, not the C function called since),
 // with the object type as the leaf frame ("[alloc] table").
+//
+// Contract. lf_alloc runs on the Lua thread wherever Lua allocates: in the
+// program, in a GC step, inside luaflame's own hook (then `busy` is set
+// and nothing is sampled: the collector's bytes are not the program's) and
+// inside a critical section. It may race only with the sampler's signal
+// handler, which neither allocates nor reads this state. It writes
+// `pending`/`npending`, `countdown`, `live` and the filter, all read only
+// by Lua-thread code after it returns (the hook, stop). Arming goes
+// through Session::request_alloc_sample: in a critical section it only
+// sets `deferred` (end_critical arms), else it opens one around arm(), so
+// the handler never arms at the same time (hooks.cpp, "arming").
+// lua_sethook does not allocate, so arming never re-enters lf_alloc.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // Frame naming and interning (see frames.hpp).
 #include "frames.hpp"
 
+#include "../engine/src/utf8.hpp"
+
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -24,14 +26,10 @@ void sanitize_frame(std::string& s) {
       ++i;
       continue;
     }
-    // A UTF-8 sequence: lead byte, then 1 to 3 continuation bytes.
-    std::size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    bool ok = len && i + len <= n && c >= 0xc2 && c <= 0xf4;
-    for (std::size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
-    if (ok && len == 3 && c == 0xe0) ok = p[i + 1] >= 0xa0;  // overlong
-    if (ok && len == 3 && c == 0xed) ok = p[i + 1] < 0xa0;   // surrogates
-    if (ok && len == 4 && c == 0xf0) ok = p[i + 1] >= 0x90;  // overlong
-    if (ok && len == 4 && c == 0xf4) ok = p[i + 1] < 0x90;   // beyond U+10FFFF
+    // A UTF-8 sequence, checked by the engine's validator (the one the
+    // server's strict parser uses, so what the collector sends is accepted).
+    const std::size_t len = lf::detail::utf8_len(p, n, i);
+    const bool ok = len > 1;
     if (ok) {
       out.append(s, i, len);
       i += len;

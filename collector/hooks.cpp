@@ -9,8 +9,17 @@
 //
 // A hook set from C with lua_sethook cannot be seen: it replaces ours, the
 // trace of that thread stops there, and stop() says so once (not with -q).
+//
+// This file owns every lua_sethook of the collector: the one-shot hook the
+// sampler and the allocator arm (Session::arm/disarm and the critical
+// sections that fence them from the signal handler), the hooks a
+// coroutine gets when it first runs, the program's hooks chained behind
+// luaflame's, and the hooks given back at stop. It also swaps library
+// functions for luaflame's (swap_library: debug.sethook/gethook here,
+// coroutine.resume/wrap in coroutines.cpp) and puts them back.
 #include <cstdio>
 
+#include "alloc.hpp"
 #include "session.hpp"
 
 extern "C" {
@@ -21,10 +30,17 @@ namespace lfc {
 
 namespace {
 
-const char* const kOrigSethook = "luaflame.orig.sethook";
-const char* const kOrigGethook = "luaflame.orig.gethook";
 const char* const kHookedThreads = "luaflame.hooked";  // weak-keyed: threads with a chained hook
 lua_Hook g_hookf = nullptr;  // ldblib.c's hookf: the hook debug.sethook installs
+
+// The hook left on threads after stop (coroutines created while profiling
+// inherit ours): on their next event they take this one back.
+lua_Hook g_after_hook = nullptr;
+int g_after_mask = 0, g_after_count = 0;
+
+int event_mask(int ev) {
+  return ev == LUA_HOOKTAILCALL ? LUA_MASKCALL : (1 << ev);
+}
 
 lua_CFunction orig(lua_State* L, const char* key) {
   lua_getfield(L, LUA_REGISTRYINDEX, key);
@@ -40,7 +56,7 @@ lua_State* target(lua_State* L) {
 // debug.sethook: the original, called in place (no call event of its own,
 // so the program's hook sees the events it would see without luaflame).
 int lf_sethook(lua_State* L) {
-  lua_CFunction f = orig(L, kOrigSethook);
+  lua_CFunction f = orig(L, "luaflame.orig.sethook");
   if (!f) return 0;
   lua_State* T = target(L);
   f(L);
@@ -54,7 +70,7 @@ int lf_gethook(lua_State* L) {
   Session* s = g_session.load(std::memory_order_relaxed);
   lua_State* T = target(L);
   if (!s || !s->opt.trace || lua_gethook(T) != lf_hook) {
-    lua_CFunction f = orig(L, kOrigGethook);
+    lua_CFunction f = orig(L, "luaflame.orig.gethook");
     return f ? f(L) : 0;
   }
   const Session::Chained c = s->chained_for(T);
@@ -107,7 +123,97 @@ lua_Hook learn_hookf(lua_State* L, lua_CFunction sethook) {
   return h;
 }
 
+const LibSwap kHookSwaps[] = {{"sethook", "luaflame.orig.sethook", lf_sethook},
+                              {"gethook", "luaflame.orig.gethook", lf_gethook}};
+
 }  // namespace
+
+void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n) {
+  lua_getglobal(L, lib);
+  if (lua_istable(L, -1))
+    for (const LibSwap* e = swaps; e != swaps + n; ++e) {
+      lua_getfield(L, -1, e->name);
+      lua_setfield(L, LUA_REGISTRYINDEX, e->key);
+      lua_pushcfunction(L, e->ours);
+      lua_setfield(L, -2, e->name);
+    }
+  lua_pop(L, 1);
+}
+
+void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n) {
+  lua_getglobal(L, lib);
+  if (lua_istable(L, -1))
+    for (const LibSwap* e = swaps; e != swaps + n; ++e) {
+      lua_getfield(L, -1, e->name);
+      const bool mine = lua_tocfunction(L, -1) == e->ours;
+      lua_pop(L, 1);
+      lua_getfield(L, LUA_REGISTRYINDEX, e->key);
+      if (mine && !lua_isnil(L, -1))
+        lua_setfield(L, -2, e->name);
+      else
+        lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
+}
+
+void set_hook_after_stop(lua_Hook h, int mask, int count) {
+  g_after_hook = h;
+  g_after_mask = mask;
+  g_after_count = count;
+}
+
+// lf_hook itself (the hot path) is in tracer.cpp.
+void lf_hook_after_stop(lua_State* L, lua_Debug* ar) {
+  lua_sethook(L, g_after_hook, g_after_mask, g_after_count);
+  if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
+}
+
+// What a hook event does besides tracing: a sample or allocations pending
+// on an armed thread, and the chained hook. lf_hook calls it only when a
+// thread is armed or a hook was there before start.
+void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
+  const bool was_armed = armed && armed_L == L;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // The hook the thread had before we armed it gets exactly its events:
+  // those of its own mask, and its count event only when its count is due.
+  const Chained own = chained_for(L);
+  lua_Hook fwd = own.hook;
+  int fwd_mask = own.mask;
+  bool count_due = false;
+  if (was_armed) {
+    const bool was_busy = alloc && alloc->busy;
+    if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
+    if (armed_hook != lf_hook) fwd = armed_hook, fwd_mask = armed_mask;
+    const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;
+    count_due = armed_left > 0 && armed_left <= consumed;
+    if (sampler.owes()) take_sample(L);
+    if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
+    begin_critical();
+    disarm(consumed);
+    end_critical();
+    if (alloc) alloc->busy = was_busy;
+  }
+  if (fwd && fwd != lf_hook && (fwd_mask & event_mask(ev)) &&
+      (ev != LUA_HOOKCOUNT || !was_armed || count_due))
+    fwd(L, ar);
+}
+
+void Session::install_thread_hook(lua_State* L, lua_State* co) {
+  if (co == armed_L) return;
+  lua_Hook h = lua_gethook(co);
+  if (opt.trace) {
+    if (h != lf_hook || lua_gethookmask(co) != thread_mask(co)) {
+      lua_sethook(co, lf_hook, thread_mask(co), chained_for(co).count);
+      Shadow& sh = shadows[co];
+      sh.stack.clear();
+      seed_shadow(co, sh, L);
+    }
+  } else if (h == lf_hook) {
+    // Inherited from a thread that was armed when it created this one.
+    const Chained c = chained_for(co);
+    lua_sethook(co, c.hook, c.mask, c.count);
+  }
+}
 
 void Session::adopt_program_hook(lua_State* L, lua_State* T) {
   begin_critical();
@@ -146,25 +252,17 @@ void Session::adopt_program_hook(lua_State* L, lua_State* T) {
 
 void install_hook_wrappers(lua_State* L) {
   lua_getglobal(L, "debug");
-  if (!lua_istable(L, -1)) {
-    lua_pop(L, 1);
-    return;
+  lua_CFunction set = nullptr, get = nullptr;
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "sethook");
+    lua_getfield(L, -2, "gethook");
+    set = lua_tocfunction(L, -2), get = lua_tocfunction(L, -1);
+    lua_pop(L, 2);
   }
-  lua_getfield(L, -1, "sethook");
-  lua_getfield(L, -2, "gethook");
-  lua_CFunction set = lua_tocfunction(L, -2), get = lua_tocfunction(L, -1);
-  if (!set || !get) {
-    lua_pop(L, 3);
-    return;
-  }
-  lua_setfield(L, LUA_REGISTRYINDEX, kOrigGethook);
-  lua_setfield(L, LUA_REGISTRYINDEX, kOrigSethook);
-  if (!g_hookf) g_hookf = learn_hookf(L, set);
-  lua_pushcfunction(L, lf_sethook);
-  lua_setfield(L, -2, "sethook");
-  lua_pushcfunction(L, lf_gethook);
-  lua_setfield(L, -2, "gethook");
   lua_pop(L, 1);
+  if (!set || !get) return;
+  if (!g_hookf) g_hookf = learn_hookf(L, set);
+  swap_library(L, "debug", kHookSwaps, 2);
   lua_newtable(L);
   lua_newtable(L);
   lua_pushliteral(L, "k");
@@ -200,24 +298,91 @@ void Session::restore_program_hooks(lua_State* L) {
   lua_pop(L, 1);
   lua_pushnil(L);
   lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
-  // The originals back where ours still are.
-  lua_getglobal(L, "debug");
-  if (lua_istable(L, -1)) {
-    const char* names[] = {"sethook", "gethook"};
-    const char* keys[] = {kOrigSethook, kOrigGethook};
-    lua_CFunction ours[] = {lf_sethook, lf_gethook};
-    for (int i = 0; i < 2; ++i) {
-      lua_getfield(L, -1, names[i]);
-      const bool mine = lua_tocfunction(L, -1) == ours[i];
-      lua_pop(L, 1);
-      lua_getfield(L, LUA_REGISTRYINDEX, keys[i]);
-      if (mine && !lua_isnil(L, -1))
-        lua_setfield(L, -2, names[i]);
-      else
-        lua_pop(L, 1);
-    }
+  restore_library(L, "debug", kHookSwaps, 2);
+}
+
+// ---------------------------------------------------------------- arming
+//
+// The one-shot hook. Contract with the signal handler (sampler.hpp) and
+// the allocator (alloc.hpp), which call arm() on the Lua thread at any
+// instruction, and with the Lua-thread code below, which also changes
+// hooks:
+//   - arm() and disarm() write `armed`, `armed_L`, `armed_hook`,
+//     `armed_mask`, `armed_count`, `armed_left` and call lua_sethook
+//     (async-signal-safe by Lua's design, see the comment above
+//     lua_sethook in ldebug.c). Only two callers run them: the handler
+//     or allocator outside a critical section, or Lua-thread code inside
+//     one (begin_critical .. end_critical). In a critical section the
+//     handler only sets `deferred`; end_critical() then arms, and loops
+//     until no signal fell between its last check and leaving, so a
+//     signal is never lost and never arms in the middle of a hook change.
+//   - `in_critical` and `deferred` are volatile sig_atomic_t, ordered with
+//     signal fences (the handler runs on this thread: no CPU fence needed).
+//   - arm() reads the thread's hook (lua_gethook: one load) to keep the
+//     program's: what we arm over is restored by disarm(), with its count
+//     hook's progress (luaint::hookcount, one int) given back.
+void Session::arm() {
+  if (armed) {
+    // Still ours: the sample is pending. Replaced (the program called
+    // debug.sethook meanwhile): its hook stays, and we arm again.
+    if (!armed_L || lua_gethook(armed_L) == lf_hook) return;
+    armed = 0;
   }
-  lua_pop(L, 1);
+  lua_State* L = current.load(std::memory_order_relaxed);
+  if (!L) return;
+  lua_Hook h = lua_gethook(L);
+  if (h == lf_hook || h == nullptr) {
+    // Back to the thread's base state afterwards (ours when tracing).
+    const Chained c = chained_for(L);
+    armed_hook = (opt.trace) ? lf_hook : c.hook;
+    armed_mask = (opt.trace) ? thread_mask(L) : (c.hook ? c.mask : 0);
+    armed_count = c.count;
+    if (h == nullptr && !opt.trace) armed_hook = nullptr, armed_mask = 0, armed_count = 0;
+  } else {
+    armed_hook = h;
+    armed_mask = lua_gethookmask(L);
+    armed_count = lua_gethookcount(L);
+  }
+  armed_L = L;
+  // The thread's own count progress. 0 here means the signal fell inside
+  // luaG_traceexec between its decrement and its reset: the count event it
+  // is about to raise is the program's (armed_left 1 forwards it).
+  armed_left = 0;
+  if ((armed_mask & LUA_MASKCOUNT) && layout.hookcount_off) {
+    const int left = luaint::hookcount(L, layout.hookcount_off);
+    armed_left = left > 0 ? left : 1;
+  }
+  lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
+  armed = 1;
+}
+
+void Session::disarm(int consumed) {
+  if (!armed) return;
+  if (armed_L) {
+    lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
+    // lua_sethook restarted the thread's own count: give back its progress
+    // (when it is due now, hook_rest forwards the count event and the
+    // fresh count stays).
+    if (armed_left > consumed && (armed_mask & LUA_MASKCOUNT))
+      luaint::set_hookcount(armed_L, layout.hookcount_off, armed_left - consumed);
+  }
+  armed_L = nullptr;
+  armed = 0;
+}
+
+void Session::end_critical() {
+  for (;;) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (deferred) {
+      deferred = 0;
+      arm();
+    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    in_critical = 0;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (!deferred) return;
+    in_critical = 1;
+  }
 }
 
 }  // namespace lfc

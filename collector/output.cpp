@@ -114,11 +114,11 @@ std::string format_summary(const Summary& s) {
   if (s.samples_asked || s.sample_events) {
     std::snprintf(buf, sizeof buf,
                   "; samples: %.0f Hz asked, %.0f Hz delivered (%llu events, %llu asked, %llu "
-                  "recorded over %.3f s of %s)",
+                  "recorded over %.3f s of clock; %s)",
                   s.hz_asked, s.hz_delivered, static_cast<unsigned long long>(s.sample_events),
                   static_cast<unsigned long long>(s.samples_asked),
                   static_cast<unsigned long long>(s.samples), static_cast<double>(s.clock_ns) / 1e9,
-                  "clock");
+                  s.sampler == "thread" ? "polling thread" : "kernel timer");
     r += buf;
   }
   if (s.calls) {

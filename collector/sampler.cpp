@@ -1,19 +1,28 @@
-// The sampler. A helper thread watches the Lua thread's CPU clock (or the
-// wall clock) at fine resolution, because the kernel's CPU-time timers only
-// tick at the scheduler frequency (250 Hz here): asking them for 1 kHz gives
-// 250 Hz. Each time another period of the clock has passed, the thread
-// sends a signal to the Lua thread; the handler only arms a one-shot hook
-// (count 1 + return, so a C function that is running still takes the
-// sample as it returns); the hook records the stack and disarms. Between
-// samples the program runs with no hook at all.
-#include <pthread.h>
+// The sampler (sampler.hpp: its signal-safety contract) and the sample
+// the hook takes. By default the kernel delivers the signal to the Lua
+// thread itself (timer_create with SIGEV_THREAD_ID): no helper thread,
+// no polling. The handler counts the periods of the sampled clock that
+// passed, records where the thread is and arms a one-shot hook (count 1 +
+// return, so a C function that is running still takes the sample as it
+// returns); the hook records the stack from that position and disarms.
+// Between samples the program runs with no hook at all. Where the timers
+// cannot be made (or LUAFLAME_SAMPLER=thread), a helper thread polls the
+// clock and sends the signal instead.
+#include "sampler.hpp"
+
 #include <sys/prctl.h>
-#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "session.hpp"
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
 
 namespace lfc {
 
@@ -21,43 +30,26 @@ namespace {
 
 constexpr std::size_t kMaxDepth = 4000;  // frames kept per sample (leaf side)
 
+uint64_t ns_of(const timespec& ts) {
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+itimerspec every(uint64_t ns) {
+  const timespec t{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  return itimerspec{t, t};
+}
+
+// The handler: see the contract in sampler.hpp.
 void on_signal(int) {
-  int saved = errno;
+  const int saved = errno;
   Session* s = g_session.load(std::memory_order_relaxed);
-  if (s) {
-    if (s->in_critical)
-      s->deferred = 1;
-    else
-      s->note_position(), s->arm();
-  }
+  if (s) s->on_sample_signal();
   errno = saved;
 }
 
 void sleep_ns(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-void sampler_main(Session* s) {
-  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake within a microsecond, not 50
-  const uint64_t period = static_cast<uint64_t>(1e9 / s->opt.hz);
-  uint64_t next = s->clock_ns_read() + period;
-  while (!s->sampler_stop.load(std::memory_order_relaxed)) {
-    uint64_t now = s->clock_ns_read();
-    if (now == 0) break;  // the Lua thread is gone
-    if (now >= next) {
-      uint64_t k = 1 + (now - next) / period;
-      next += k * period;
-      s->owed.fetch_add(k, std::memory_order_relaxed);
-      pthread_kill(s->lua_thread, s->signo);
-    }
-    // The clock advances at most as fast as wall time: sleeping until the
-    // next period's wall-time lower bound never oversleeps a busy thread.
-    uint64_t wait = next - now;
-    if (wait > 20000000) wait = 20000000;
-    if (wait < 20000) wait = 20000;
-    sleep_ns(wait);
   }
 }
 
@@ -76,78 +68,204 @@ int pick_signal() {
 
 }  // namespace
 
-void Session::arm() {
-  if (armed) {
-    // Still ours: the sample is pending. Replaced (the program called
-    // debug.sethook meanwhile): its hook stays, and we arm again.
-    if (!armed_L || lua_gethook(armed_L) == lf_hook) return;
-    armed = 0;
-  }
-  lua_State* L = current.load(std::memory_order_relaxed);
-  if (!L) return;
-  lua_Hook h = lua_gethook(L);
-  if (h == lf_hook || h == nullptr) {
-    // Back to the thread's base state afterwards (ours when tracing).
-    const Chained c = chained_for(L);
-    armed_hook = (opt.trace) ? lf_hook : c.hook;
-    armed_mask = (opt.trace) ? thread_mask(L) : (c.hook ? c.mask : 0);
-    armed_count = c.count;
-    if (h == nullptr && !opt.trace) armed_hook = nullptr, armed_mask = 0, armed_count = 0;
-  } else {
-    armed_hook = h;
-    armed_mask = lua_gethookmask(L);
-    armed_count = lua_gethookcount(L);
-  }
-  armed_L = L;
-  // The thread's own count progress. 0 here means the signal fell inside
-  // luaG_traceexec between its decrement and its reset: the count event it
-  // is about to raise is the program's (armed_left 1 forwards it).
-  armed_left = 0;
-  if ((armed_mask & LUA_MASKCOUNT) && layout.hookcount_off) {
-    const int left = luaint::hookcount(L, layout.hookcount_off);
-    armed_left = left > 0 ? left : 1;
-  }
-  lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
-  armed = 1;
+uint64_t Sampler::clock_now() const {
+  timespec ts;
+  if (clock_gettime(cpu_clock_ ? clock_id_ : CLOCK_MONOTONIC, &ts) != 0) return 0;
+  return ns_of(ts);
 }
 
-void Session::disarm(int consumed) {
-  if (!armed) return;
-  if (armed_L) {
-    lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
-    // lua_sethook restarted the thread's own count: give back its progress
-    // (when it is due now, hook_rest forwards the count event and the
-    // fresh count stays).
-    if (armed_left > consumed && (armed_mask & LUA_MASKCOUNT))
-      luaint::set_hookcount(armed_L, layout.hookcount_off, armed_left - consumed);
+bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, std::string& err) {
+  hz_ = hz;
+  cpu_clock_ = cpu_clock;
+  clock_id_ = cpu_clock_id;
+  period_ = static_cast<uint64_t>(1e9 / hz);
+  if (period_ == 0) period_ = 1;
+  lua_thread_ = pthread_self();
+  signo_ = pick_signal();
+  if (!signo_)
+    return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)",
+           false;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(signo_, &sa, &old_action_) != 0)
+    return err = std::string("sigaction: ") + std::strerror(errno), signo_ = 0, false;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signo_);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  const char* force = std::getenv("LUAFLAME_SAMPLER");
+  std::string terr;
+  if (!(force && std::strcmp(force, "thread") == 0) && start_timers(terr)) {
+    kind_ = Kind::timer;
+    return true;
   }
-  armed_L = nullptr;
-  armed = 0;
+  poll_stop_.store(false);
+  try {
+    poller_ = std::thread(&Sampler::poll_main, this);
+  } catch (const std::exception& e) {
+    sigaction(signo_, &old_action_, nullptr);
+    signo_ = 0;
+    return err = std::string("cannot start the sampler thread: ") + e.what(), false;
+  }
+  kind_ = Kind::thread;
+  return true;
 }
 
-void Session::end_critical() {
-  for (;;) {
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (deferred) {
-      deferred = 0;
-      arm();
+// CPU clock: the CPU-clock timer armed first (the thread is running now,
+// pace() switches to the tick timer on its first signal); wall clock: the
+// CLOCK_MONOTONIC timer alone, always on.
+bool Sampler::start_timers(std::string& err) {
+  sigevent ev;
+  std::memset(&ev, 0, sizeof ev);
+  ev.sigev_notify = SIGEV_THREAD_ID;
+  ev.sigev_signo = signo_;
+  ev.sigev_notify_thread_id = static_cast<pid_t>(syscall(SYS_gettid));
+  if (timer_create(CLOCK_MONOTONIC, &ev, &tick_timer_) != 0)
+    return err = std::string("timer_create: ") + std::strerror(errno), false;
+  has_tick_timer_ = true;
+  if (cpu_clock_ && timer_create(clock_id_, &ev, &cpu_timer_) != 0) {
+    err = std::string("timer_create (CPU clock): ") + std::strerror(errno);
+    timer_delete(tick_timer_);
+    has_tick_timer_ = false;
+    return false;
+  }
+  has_cpu_timer_ = cpu_clock_;
+  next_due_ = clock_now() + period_;
+  last_seen_ = clock_now();
+  const itimerspec it = every(period_);
+  tick_on_ = !cpu_clock_;
+  if (timer_settime(cpu_clock_ ? cpu_timer_ : tick_timer_, 0, &it, nullptr) != 0) {
+    err = std::string("timer_settime: ") + std::strerror(errno);
+    timer_delete(tick_timer_);
+    if (has_cpu_timer_) timer_delete(cpu_timer_);
+    has_tick_timer_ = has_cpu_timer_ = false;
+    return false;
+  }
+  return true;
+}
+
+// Handler only (CPU clock). A wake-up that finds the thread used less
+// than a quarter period since the last one means it waited: preempted
+// (runnable, on a busy machine) or blocked in a system call. Twice in a
+// row, it is taken as blocked and the tick timer goes off, so that a
+// thread waiting in a system call is woken at most twice per wait (calls
+// restart under SA_RESTART; select, poll and nanosleep return EINTR, as
+// with any signal); the CPU-clock timer, which only fires while the
+// thread runs, brings the tick timer back. Once only is a preemption,
+// and the tick timer stays (else the next samples would wait for a
+// scheduler tick).
+void Sampler::pace(uint64_t now) {
+  const uint64_t ran = now - last_seen_;
+  last_seen_ = now;
+  const itimerspec off{}, on = every(period_);
+  const bool waited = ran < period_ / 4;
+  idle_wakes_ = waited ? idle_wakes_ + 1 : 0;
+  if (tick_on_ && waited && idle_wakes_ >= 2) {
+    timer_settime(tick_timer_, 0, &off, nullptr);
+    timer_settime(cpu_timer_, 0, &on, nullptr);
+    tick_on_ = 0;
+  } else if (!tick_on_ && !waited) {
+    timer_settime(cpu_timer_, 0, &off, nullptr);
+    timer_settime(tick_timer_, 0, &on, nullptr);
+    tick_on_ = 1;
+  }
+}
+
+uint64_t Sampler::due() {
+  if (kind_ != Kind::timer) return 1;  // the polling thread counted them in owed_
+  const uint64_t now = clock_now();
+  if (now == 0) return 0;
+  if (has_cpu_timer_) pace(now);
+  if (now < next_due_) return 0;
+  const uint64_t k = 1 + (now - next_due_) / period_;
+  next_due_ += k * period_;
+  owed_.fetch_add(k, std::memory_order_relaxed);
+  return k;
+}
+
+void Sampler::note_position(lua_State* L, const void* ci, uint64_t weight) {
+  const sig_atomic_t n = npos_;
+  if (n >= kMaxPos) return;  // full: the last position takes the rest (drain's caller)
+  pos_[n] = Pos{L, ci, static_cast<uint32_t>(weight)};
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  npos_ = n + 1;
+}
+
+uint64_t Sampler::drain(Pos (&out)[kMaxPos], int& n) {
+  const uint64_t w = owed_.exchange(0, std::memory_order_relaxed);
+  n = npos_;
+  for (int i = 0; i < n; ++i) out[i] = pos_[i];
+  npos_ = 0;
+  return w;
+}
+
+void Sampler::poll_main() {
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake within a microsecond, not 50
+  uint64_t next = clock_now() + period_;
+  while (!poll_stop_.load(std::memory_order_relaxed)) {
+    uint64_t now = clock_now();
+    if (now == 0) break;  // the Lua thread is gone
+    if (now >= next) {
+      uint64_t k = 1 + (now - next) / period_;
+      next += k * period_;
+      owed_.fetch_add(k, std::memory_order_relaxed);
+      pthread_kill(lua_thread_, signo_);
     }
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    in_critical = 0;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (!deferred) return;
-    in_critical = 1;
+    // The clock advances at most as fast as wall time: sleeping until the
+    // next period's wall-time lower bound never oversleeps a busy thread.
+    uint64_t wait = next - now;
+    if (wait > 20000000) wait = 20000000;
+    if (wait < 20000) wait = 20000;
+    sleep_ns(wait);
   }
 }
 
-void Session::note_position() {
+void Sampler::stop() {
+  if (!signo_) return;
+  if (kind_ == Kind::thread) {
+    poll_stop_.store(true);
+    if (poller_.joinable()) poller_.join();
+  }
+  if (has_tick_timer_) timer_delete(tick_timer_);
+  if (has_cpu_timer_) timer_delete(cpu_timer_);
+  has_tick_timer_ = has_cpu_timer_ = false;
+  // A signal sent just before may still be pending: take it while
+  // blocked, then give the signal back to its previous owner.
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, signo_);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  sigset_t pending;
+  timespec zero{0, 0};
+  while (sigpending(&pending) == 0 && sigismember(&pending, signo_))
+    sigtimedwait(&set, nullptr, &zero);
+  sigaction(signo_, &old_action_, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  signo_ = 0;
+  kind_ = Kind::off;
+}
+
+// From on_signal: the periods due, then (outside a critical section) the
+// position and the arm; inside one, the arm waits for end_critical and
+// the sample goes to the hook's stack.
+void Session::on_sample_signal() {
+  const uint64_t k = sampler.due();
+  if (!k) return;
+  if (in_critical) {
+    deferred = 1;
+    return;
+  }
+  note_position(k);
+  arm();
+}
+
+void Session::note_position(uint64_t weight) {
   if (!layout.state_ci_ok || !ci_walk_ok) return;
   lua_State* L = current.load(std::memory_order_relaxed);
-  const sig_atomic_t n = sig_npos;
-  if (!L || n >= kSigPos) return;  // full: the last position takes the rest (take_sample)
-  sig_pos[n] = SigPos{L, luaint::state_ci(L)};
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  sig_npos = n + 1;
+  if (L) sampler.note_position(L, luaint::state_ci(L), weight);
 }
 
 bool Session::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T,
@@ -220,23 +338,21 @@ void Session::take_sample(lua_State* L) {
   uint64_t t0 = opt.trace ? tclock.now() : now_ns();
   // Owed periods and recorded positions, taken together so that no signal
   // lands between the two reads.
-  SigPos pos[kSigPos];
+  Sampler::Pos pos[Sampler::kMaxPos];
+  int n = 0;
   begin_critical();
-  uint64_t w = owed.exchange(0, std::memory_order_relaxed);
-  const int n = sig_npos;
-  for (int i = 0; i < n; ++i) pos[i] = sig_pos[i];
-  sig_npos = 0;
+  uint64_t w = sampler.drain(pos, n);
   end_critical();
   if (!w) return;
-  // One period per recorded position, the rest to the last one (signals
-  // coalesce, and a full buffer keeps the last slot); none recorded (a
-  // signal deferred by a critical section, or no layout): the hook's stack.
+  // Each recorded position its periods, the rest (signals deferred by a
+  // critical section, a full buffer, the polling thread's coalesced
+  // signals) to the last one; none recorded (no layout, or deferred): the
+  // hook's stack.
   for (int i = 0; i < n || (i == 0 && n == 0); ++i) {
-    const uint64_t k =
-        n == 0 ? w
-               : (i + 1 < n
-                      ? 1
-                      : (w > static_cast<uint64_t>(n - 1) ? w - static_cast<uint64_t>(n - 1) : 1));
+    uint64_t k = w;
+    if (n > 0 && i + 1 < n) k = pos[i].weight < w - 1 ? pos[i].weight : w - 1;
+    if (k == 0) continue;
+    w -= k;
     bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
     if (!ok) {
       if (n > 0) samples_moved += k;
@@ -253,52 +369,6 @@ void Session::take_sample(lua_State* L) {
   } else {
     hook_ns += now_ns() - t0;
   }
-}
-
-bool Session::start_sampler(std::string& err) {
-  signo = pick_signal();
-  if (!signo)
-    return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)",
-           false;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(signo, &sa, &old_action) != 0)
-    return err = std::string("sigaction: ") + std::strerror(errno), false;
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, signo);
-  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-  sampler_stop.store(false);
-  try {
-    sampler = std::thread(sampler_main, this);
-  } catch (const std::exception& e) {
-    sigaction(signo, &old_action, nullptr);
-    signo = 0;
-    return err = std::string("cannot start the sampler thread: ") + e.what(), false;
-  }
-  return true;
-}
-
-void Session::stop_sampler() {
-  if (!signo) return;
-  sampler_stop.store(true);
-  if (sampler.joinable()) sampler.join();
-  // A signal sent just before the join may still be pending: take it
-  // while blocked, then give the signal back to its previous owner.
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, signo);
-  pthread_sigmask(SIG_BLOCK, &set, &old);
-  sigset_t pending;
-  timespec zero{0, 0};
-  while (sigpending(&pending) == 0 && sigismember(&pending, signo))
-    sigtimedwait(&set, nullptr, &zero);
-  sigaction(signo, &old_action, nullptr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  signo = 0;
 }
 
 }  // namespace lfc

@@ -22,6 +22,7 @@
 #include "frames.hpp"
 #include "luaflame/collector.hpp"
 #include "luaint.hpp"
+#include "sampler.hpp"
 #include "tree.hpp"
 
 extern "C" {
@@ -182,7 +183,6 @@ class Session {
   int armed_mask = 0, armed_count = 0;
   int armed_left =
       0;  ///< the armed thread's hookcount before arming (its own count hook's progress), 0 unknown
-  std::atomic<uint64_t> owed{0};  ///< periods elapsed not yet sampled
   std::atomic<bool> alloc_pending{false};
   void arm();  ///< from the handler or a critical section
   /// Restores the armed thread's hook, and its count hook's progress less
@@ -193,19 +193,11 @@ class Session {
     std::atomic_signal_fence(std::memory_order_seq_cst);
   }
   void end_critical();
-  // Where the thread was when each signal fell. Written only by the signal
-  // handler outside critical sections (slot first, then the count, with a
-  // signal fence between); read and reset by the hook inside one.
-  struct SigPos {
-    lua_State* L;
-    const void* ci;  ///< L's running CallInfo then (luaint::state_ci), not dereferenced there
-  };
-  static constexpr int kSigPos = 16;
-  SigPos sig_pos[kSigPos] = {};
-  volatile sig_atomic_t sig_npos = 0;
   uint64_t samples_moved =
       0;  ///< the recorded frame had returned by the hook: charged to the hook's stack
-  void note_position();  ///< from the handler
+  Sampler sampler;
+  void on_sample_signal();              ///< from the handler (sampler.cpp)
+  void note_position(uint64_t weight);  ///< from the handler
   void take_sample(lua_State* L);
   /// The frames of L's stack and its resumers', leaf first. With `from_T`,
   /// the walk starts at `from_ci` on thread from_T (a frame the signal or
@@ -214,8 +206,6 @@ class Session {
   bool walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T = nullptr,
             const void* from_ci = nullptr);
   uint32_t path_node(const std::vector<uint32_t>& leaf_first);
-  bool start_sampler(std::string& err);
-  void stop_sampler();
 
   // ---- tracer (tracer.cpp) ----
   std::unordered_map<lua_State*, Shadow> shadows;
@@ -260,13 +250,7 @@ class Session {
   uint64_t clock_ns_read() const;
   std::size_t memory_bytes() const;
 
-  // ---- sampler thread ----
-  pthread_t lua_thread{};
-  clockid_t lua_cpu_clock{};
-  int signo = 0;
-  struct sigaction old_action {};
-  std::thread sampler;
-  std::atomic<bool> sampler_stop{false};
+  clockid_t lua_cpu_clock{};  ///< the Lua thread's CPU clock (opt.cpu_clock)
 
   // ---- output ----
   std::unique_ptr<Streamer> streamer;
@@ -286,6 +270,26 @@ extern std::atomic<Session*> g_session;
 
 /// Wraps debug.sethook/gethook while tracing (hooks.cpp).
 void install_hook_wrappers(lua_State* L);
+
+/// A library function swapped for luaflame's while profiling; the
+/// original is kept in the registry under `key`.
+struct LibSwap {
+  const char* name;
+  const char* key;
+  lua_CFunction ours;
+};
+/// Swaps lib.NAME for ours, keeping the originals (hooks.cpp).
+void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
+/// Puts the originals back where ours still are (the program may have
+/// replaced them since: theirs stays).
+void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
+/// The hook lf_hook_after_stop gives back (hooks.cpp).
+void set_hook_after_stop(lua_Hook h, int mask, int count);
+
+/// coroutine.resume/wrap swapped for the tracking ones (coroutines.cpp).
+void install_coroutine_wrappers(lua_State* L);
+void restore_coroutine_wrappers(lua_State* L);
+void preset_coroutine_frames(FrameTable& frames);
 
 /// The hook function installed on every profiled thread (tracer.cpp).
 void lf_hook(lua_State* L, lua_Debug* ar);

@@ -106,11 +106,4 @@ class Tree {
   std::size_t used_ = 0;
 };
 
-/// Writes folded text: one line per node whose value(node) is non-zero,
-/// frames joined by ';' from the root. `value` maps a node to its count.
-template <class ValueFn, class Sink>
-void write_folded(const Tree& t, const FrameNames& f, ValueFn&& value, Sink&& sink);
-
 }  // namespace lfc
-
-#include "tree_folded.hpp"

@@ -73,11 +73,12 @@ struct Summary {
   uint64_t sample_events = 0;  ///< times the hook took a sample
   uint64_t samples = 0;        ///< samples recorded (events weighted by the periods they stand for)
   uint64_t clock_ns = 0;       ///< sampled clock (CPU or wall) elapsed while profiling
-  uint64_t wall_ns = 0;        ///< wall time profiled
-  uint64_t hook_ns = 0;     ///< time spent inside the collector's hooks (trace and alloc: measured;
-                            ///< sample: estimated)
-  uint64_t hook_calls = 0;  ///< hook invocations
-  uint64_t calls = 0;       ///< calls seen by the tracer
+  std::string sampler;   ///< "timer" (per-thread kernel timers) or "thread" (the polling fallback)
+  uint64_t wall_ns = 0;  ///< wall time profiled
+  uint64_t hook_ns = 0;  ///< time spent inside the collector's hooks (trace and alloc: measured;
+                         ///< sample: estimated)
+  uint64_t hook_calls = 0;    ///< hook invocations
+  uint64_t calls = 0;         ///< calls seen by the tracer
   uint64_t alloc_bytes = 0;   ///< bytes allocated while profiling
   uint64_t alloc_count = 0;   ///< allocations while profiling
   uint64_t live_bytes = 0;    ///< bytes still live at stop after a full collection (alloc mode)

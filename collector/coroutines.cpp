@@ -1,0 +1,155 @@
+// Coroutine tracking: which thread runs, and which resumed it. Lua has no
+// resume/yield event, so while profiling coroutine.resume and
+// coroutine.wrap are luaflame's (lcorolib.c's, with the session told of
+// each switch): enter() before the resume, leave() after it returns.
+//
+// Contract with the signal handler: `chain` is the Lua thread's alone;
+// the handler reads only `current` (atomic), written here inside a
+// critical section together with the chain. A sample already armed on
+// the thread that stops running is re-armed on the one that runs now
+// (disarm + arm, inside the same critical section), so it is charged to
+// where the program is when the hook runs.
+#include "session.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+}
+
+namespace lfc {
+
+void Session::enter(lua_State* L, lua_State* co) {
+  begin_critical();
+  chain.push_back(co);
+  current.store(co, std::memory_order_relaxed);
+  if (armed) disarm(), arm();  // the pending sample belongs to what runs now
+  install_thread_hook(L, co);
+  if (opt.trace) {
+    charge_now();
+    Shadow& parent = shadows[L];
+    Shadow& sh = shadows[co];
+    if (sh.root != parent.top()) reroot(sh, parent.top());
+    last_L = co;
+    last_sh = &sh;
+  }
+  end_critical();
+}
+
+void Session::leave(lua_State* L, lua_State* co) {
+  begin_critical();
+  if (!chain.empty() && chain.back() == co)
+    chain.pop_back();
+  else
+    for (std::size_t i = chain.size(); i-- > 0;)
+      if (chain[i] == co) {
+        chain.erase(chain.begin() + i);
+        break;
+      }
+  if (chain.empty()) chain.push_back(L);
+  current.store(chain.back(), std::memory_order_relaxed);
+  if (armed && armed_L == co) disarm(), arm();
+  if (opt.trace) {
+    charge_now();
+    last_L = L;
+    last_sh = &shadows[L];
+    if (lua_status(co) != LUA_YIELD) shadows.erase(co);  // finished or failed: its stack is gone
+  }
+  end_critical();
+}
+
+namespace {
+
+// lcorolib.c's auxresume, with the session told of the switch.
+int aux_resume(lua_State* L, lua_State* co, int narg) {
+  if (!lua_checkstack(co, narg)) {
+    lua_pushliteral(L, "too many arguments to resume");
+    return -1;
+  }
+  lua_xmove(L, co, narg);
+  Session* s = g_session.load(std::memory_order_relaxed);
+  if (s) s->enter(L, co);
+  int nres = 0;
+  int status = lua_resume(co, L, narg, &nres);
+  Session* s2 = g_session.load(std::memory_order_relaxed);
+  if (s2 && s2 == s) s2->leave(L, co);
+  if (status == LUA_OK || status == LUA_YIELD) {
+    if (!lua_checkstack(L, nres + 1)) {
+      lua_pop(co, nres);
+      lua_pushliteral(L, "too many results to resume");
+      return -1;
+    }
+    lua_xmove(co, L, nres);
+    return nres;
+  }
+  lua_xmove(co, L, 1);
+  return -1;
+}
+
+// coroutine.resume, as lcorolib.c's luaB_coresume.
+int lf_resume(lua_State* L) {
+  lua_State* co = lua_tothread(L, 1);
+#if LUA_VERSION_RELEASE_NUM >= 50406
+  luaL_argexpected(L, co, 1, "coroutine");  // lcorolib.c's getco says "coroutine" from 5.4.6
+#else
+  luaL_argexpected(L, co, 1, "thread");
+#endif
+  int r = aux_resume(L, co, lua_gettop(L) - 1);
+  if (r < 0) {
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  lua_insert(L, -(r + 1));
+  return r + 1;
+}
+
+// The function coroutine.wrap returns, as lcorolib.c's auxwrap.
+int lf_wrap_call(lua_State* L) {
+  lua_State* co = lua_tothread(L, lua_upvalueindex(1));
+  int r = aux_resume(L, co, lua_gettop(L));
+  if (r < 0) {
+    int stat = lua_status(co);
+    if (stat != LUA_OK && stat != LUA_YIELD) {
+      stat = lua_resetthread(co);  // close its to-be-closed variables
+      lua_xmove(co, L, 1);
+    }
+    if (stat != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+      luaL_where(L, 1);
+      lua_insert(L, -2);
+      lua_concat(L, 2);
+    }
+    return lua_error(L);
+  }
+  return r;
+}
+
+// coroutine.wrap, as lcorolib.c's luaB_cowrap.
+int lf_wrap(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_State* NL = lua_newthread(L);
+  lua_pushvalue(L, 1);
+  lua_xmove(L, NL, 1);
+  lua_pushcclosure(L, lf_wrap_call, 1);
+  return 1;
+}
+
+const LibSwap kCoroutineSwaps[] = {{"resume", "luaflame.orig.resume", lf_resume},
+                                   {"wrap", "luaflame.orig.wrap", lf_wrap}};
+
+}  // namespace
+
+void install_coroutine_wrappers(lua_State* L) {
+  swap_library(L, "coroutine", kCoroutineSwaps, 2);
+}
+
+void restore_coroutine_wrappers(lua_State* L) {
+  restore_library(L, "coroutine", kCoroutineSwaps, 2);
+}
+
+void preset_coroutine_frames(FrameTable& frames) {
+  frames.preset(lf_resume, "[C] coroutine.resume");
+  frames.preset(lf_wrap, "[C] coroutine.wrap");
+  frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");
+}
+
+}  // namespace lfc
