@@ -256,6 +256,7 @@ void FrameTable::preset_makers(lua_State* L) {
   // string.rep, table.concat, string.format...
   lua_pushcfunction(T, [](lua_State* S) {
     luaL_Buffer b;
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): LUAL_BUFFERSIZE is Lua's sizeof*sizeof
     luaL_buffinitsize(S, &b, 4 * LUAL_BUFFERSIZE);  // big enough for a box
     lua_CFunction f = nullptr;
     if (lua_type(S, -1) == LUA_TUSERDATA && lua_getmetatable(S, -1)) {
