@@ -3,11 +3,11 @@
 # Debian's g++-aarch64-linux-gnu against Debian's arm64 Lua 5.4 and
 # cpp-httplib, then runs them under qemu-user-static (the arm64 virtual
 # counter as the tracer's clock, the luaint probe on arm64's Lua). Installs
-# what it needs (adds the arm64 architecture to dpkg). Bounded: 171 s of CPU in
-# all (apt, the cross-build with the engine, 27 test cases under qemu; the
-# two timing-sensitive share comparisons are left to the native run),
-# measured on the shared 2-core machine where that took 29 min of wall time
-# at load 18; each step has a timeout.
+# what it needs (adds the arm64 architecture to dpkg). Bounded: 202 s of CPU in
+# all (the cross-build with the engine, 28 test cases under qemu; the two
+# timing-sensitive share comparisons are left to the native run), measured
+# on the shared 2-core machine where that took 14 min of wall time at load
+# 17; each step has a timeout.
 #   .ci/arm64.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
