@@ -9,7 +9,7 @@ SECONDS_EACH=${1:-${FUZZ_SECONDS:-60}}
 BUILD=${FUZZ_BUILD:-build-fuzz}
 [ -n "${FUZZ_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --fuzz
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ missing (scripts/install-deps.sh installs clang, libfuzzer-14-dev)"; exit 1; }
-TARGETS="fuzz_folded fuzz_wire fuzz_json_request fuzz_gzip_body fuzz_query"
+TARGETS=${FUZZ_TARGETS:-"fuzz_folded fuzz_wire fuzz_json_request fuzz_gzip_body fuzz_query fuzz_pprof fuzz_multipart"}
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 start=$(date +%s)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -27,6 +27,15 @@ for t in $TARGETS; do
     fuzz_wire) printf 'luaflame-wire 1\nseq 0\nmetrics samples time\nf main\nf work\nn - 0 1 2\nn 0 1 3 4\nend 2\n' > "$corpus/seed" ;;
     fuzz_json_request) printf '{"stream":"u","name":"n","tags":{"a":"b"},"metrics":["samples"],"hz":99}' > "$corpus/seed" ;;
     fuzz_gzip_body) printf 'main;work 3\n' | gzip -c > "$corpus/seed"; (printf 'a 1\n' | gzip -c; printf 'b 2\n' | gzip -c) > "$corpus/two" ;;
+    # [mode][at][at] + folded text: odd modes write it as pprof first (fuzz_pprof.cpp)
+    fuzz_pprof) printf '\001\000\000main a.lua:1;work a.lua:9 3\nmain a.lua:1 2\n' > "$corpus/plain"
+                printf '\107\000\000main;work 3\nmain;alloc 5\n' > "$corpus/gzip-two-prev" ;;
+    # [route][unused] + a multipart body with boundary B (fuzz_multipart.cpp)
+    fuzz_multipart)
+      part() { printf -- '--B\r\nContent-Disposition: form-data; name="%s"; filename="%s"\r\nContent-Type: application/octet-stream\r\n\r\n%s\r\n' "$1" "$1" "$2"; }
+      { printf '\000\000'; part profile 'main;work 3'; printf -- '--B--\r\n'; } > "$corpus/folded"
+      { printf '\002\000'; part profile 'main;work 3'; part prev_profile 'main;work 1'
+        part sample_type_config '{"cpu":{"units":"samples"}}'; printf -- '--B--\r\n'; } > "$corpus/three" ;;
   esac
   t0=$(date +%s)
   if ! "$BUILD/fuzz/$t" -max_total_time="$SECONDS_EACH" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \

@@ -3,17 +3,23 @@
 # UndefinedBehaviorSanitizer (gcc, -O1 -g) in build-asan/ and runs the whole
 # CTest suite there. A sanitizer report fails the test that triggered it (UBSan
 # does not recover; ASan stops at the first error, leaks included).
-# Excluded (SAN_EXCLUDE, a ctest -E regex), and why:
+# Excluded (SAN_EXCLUDE, a ctest -E regex), and why; each still runs in the
+# normal test job (scripts/test.sh):
 #   ship.*  builds Docker images and a second copy of the project: they test
 #           packaging, not our code, and take minutes each (unchanged by flags).
+#   "sample: a function with three quarters of the CPU time": asserts the
+#           sampler's accuracy (75% +-5 points, 0.8-1.2 samples per ms) in the
+#           normal build; under ASan the instrumented hooks and signal handler
+#           cost more than the uninstrumented Lua VM they sample, so the shares
+#           measure the instrumentation, not the collector.
 # web.browser runs (Chromium is not instrumented; the server it drives is).
-# Measured on the shared 2-core machine at load 13-15: build 3006 s (cold
-# ccache), tests 107 s; with a warm ccache the build is a relink.
+# Latency goals (hostile tests) are scaled by LUAFLAME_TEST_TIME_FACTOR (5).
+# Measured times: README.md, "CI".
 # Usage: .ci/sanitizers.sh   (JOBS=2 by default)
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${SAN_BUILD:-build-asan}
-EXCLUDE=${SAN_EXCLUDE:-^ship\.}
+EXCLUDE=${SAN_EXCLUDE:-'^ship\.|three quarters of the CPU time'}
 [ -n "${SAN_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --test
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
 start=$(date +%s)
@@ -27,8 +33,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:halt_on_error=1:detect_leak
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(pwd)/.ci/lsan.supp}
 # Latency goals (1 s for /healthz among slow clients) are for the normal build:
-# the hostile tests scale them by this factor under ASan.
-export LUAFLAME_TEST_TIME_FACTOR=${LUAFLAME_TEST_TIME_FACTOR:-3}
+# the hostile tests scale them by this factor under ASan (5: the machine may
+# be shared, and the server is 2-3x slower).
+export LUAFLAME_TEST_TIME_FACTOR=${LUAFLAME_TEST_TIME_FACTOR:-5}
 status=0
 # Tests that load our instrumented Lua module into Debian's (uninstrumented)
 # lua5.4 need the ASan runtime preloaded; they run in a second pass with it.

@@ -5,31 +5,15 @@
 // truncation, not only bad headers. The output never passes the limit; a body
 // called complete decodes the same in one piece; an untouched valid body is
 // complete and decodes to its text.
-#include <zlib.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "guard.hpp"
+#include "gzip.hpp"
 
-namespace {
-
-std::string gz(const std::string& in) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, in.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
-}  // namespace
+using lft::gzip;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
@@ -39,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool valid = false;
   if (mode & 1) {
     std::size_t half = (mode & 2) ? text.size() / 2 : text.size();
-    body = gz(text.substr(0, half)) + ((mode & 2) ? gz(text.substr(half)) : std::string());
+    body = gzip(text.substr(0, half)) + ((mode & 2) ? gzip(text.substr(half)) : std::string());
     valid = true;
     if ((mode & 12) == 4) {
       body.resize(at % (body.size() + 1));

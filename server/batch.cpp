@@ -122,7 +122,7 @@ void RunTree::map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>&
 std::size_t RunTree::bytes() const {
   std::size_t n = nodes.capacity() * sizeof(Batch::Node) + valued.capacity() + frame_ids_.bytes() +
                   node_ids_.bytes();
-  for (const std::string& f : frames) n += sizeof f + f.capacity();
+  for (const std::string& f : frames) n += sizeof(std::string) + f.capacity();
   return n;
 }
 

@@ -9,7 +9,7 @@ namespace lfs {
 
 std::size_t PathSet::bytes() const {
   std::size_t n = sizeof *this + ids.size() * 4 + offs.size() * 4 + values.size() * 8;
-  for (const std::string& s : names) n += sizeof s + s.size();
+  for (const std::string& s : names) n += sizeof(std::string) + s.size();
   return n;
 }
 

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "gzip.hpp"
 #include "harness.hpp"
 
 namespace lfh {
@@ -28,10 +29,12 @@ long peak_rss_bytes(pid_t pid);
 /// Resets the peak (VmHWM) to the current RSS (/proc/PID/clear_refs 5).
 void reset_peak(pid_t pid);
 
-/// GET /healthz must answer 200 within `ms` milliseconds (checked with doctest).
+/// `ms` times LUAFLAME_TEST_TIME_FACTOR (when set above 1: sanitizer builds).
+long scaled_ms(long ms);
+/// GET /healthz must answer 200 within scaled_ms(ms) milliseconds (checked with doctest).
 void check_healthz_prompt(const lft::ServerProc& s, int ms = 1000);
 
-/// gzip of `in` (one member).
-std::string gzip(const std::string& in);
+/// gzip of `in` (one member): the shared test helper.
+using lft::gzip;
 
 }  // namespace lfh

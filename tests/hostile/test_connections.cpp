@@ -47,12 +47,12 @@ TEST_CASE("200 idle and trickling connections: a new request is answered within 
   MESSAGE("slowest /healthz with 200 slow connections open: " << worst << " ms");
   // An upload and a read go through too.
   httplib::Client c("127.0.0.1", s.port());
-  c.set_read_timeout(2);
+  c.set_read_timeout(lfh::scaled_ms(2000) / 1000);
   auto t0 = Clock::now();
   auto r = c.Post("/api/runs?name=fast", "main;a 1\n", "text/plain");
   REQUIRE(r);
   CHECK(r->status == 201);
-  CHECK(ms_since(t0) < 1000);
+  CHECK(ms_since(t0) < lfh::scaled_ms(1000));
   long rise = lfh::peak_rss_bytes(s.pid()) - before;
   CAPTURE(rise);
   CHECK(rise < 16 * kMiB);
@@ -79,7 +79,7 @@ TEST_CASE("a head not complete within --header-timeout gets 408 and is closed") 
   CAPTURE(took);
   CHECK(lfh::status_of(raw) == 408);
   CHECK(raw.find("--header-timeout") != std::string::npos);
-  CHECK(took < 4000);
+  CHECK(took < lfh::scaled_ms(4000));
   lfh::check_healthz_prompt(s);
 }
 
@@ -107,7 +107,7 @@ TEST_CASE("a body trickled past --request-timeout is cut off and frees its worke
   }
   long took = ms_since(t0);
   CAPTURE(took);
-  CHECK(took < 12000);  // 4 bodies, 1 worker for this client, 2 s each
+  CHECK(took < lfh::scaled_ms(12000));  // 4 bodies, 1 worker for this client, 2 s each
   CHECK(s.log().find("--request-timeout") != std::string::npos);
   auto c = s.client();
   auto runs = c.Get("/api/runs?name=slow");

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <atomic>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "gzip.hpp"
 #include "harness.hpp"
 #include "luaflame/wire.hpp"
 
@@ -40,19 +40,7 @@ int64_t upload(httplib::Client& c, const std::string& query, const std::string& 
   return body_json(r)["id"].get<int64_t>();
 }
 
-std::string gzip(const std::string& in) {
-  z_stream z{};
-  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, in.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+using lft::gzip;
 
 std::string chunk(uint64_t seq, uint64_t from_ns, uint64_t until_ns,
                   const std::vector<std::pair<std::vector<std::string>, uint64_t>>& stacks) {
