@@ -237,12 +237,16 @@ void Session::take_sample(lua_State* L) {
                : (i + 1 < n
                       ? 1
                       : (w > static_cast<uint64_t>(n - 1) ? w - static_cast<uint64_t>(n - 1) : 1));
-    bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
-    if (!ok) {
-      if (n > 0) samples_moved += k;
-      walk(L, scratch);
+    uint32_t node = 0;
+    if (!traced_node(L, n > 0 ? pos[i].L : L, n > 0 ? pos[i].ci : nullptr, node)) {
+      bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
+      if (!ok) {
+        if (n > 0) samples_moved += k;
+        walk(L, scratch);
+      }
+      node = path_node(scratch);
     }
-    tree.add(path_node(scratch), col_samples, k);
+    tree.add(node, col_samples, k);
     samples += k;
   }
   ++sample_events;

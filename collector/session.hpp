@@ -258,6 +258,8 @@ class Session {
   void seed_shadow(lua_State* T, Shadow& sh,
                    lua_State* via);  ///< `via`: the running thread (API calls)
   void reroot(Shadow& sh, uint32_t root);
+  /// Both mode: a sample's node from the shadow stack, no walk (tracer.cpp).
+  bool traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node);
   void charge_now();
 
   // ---- allocation profiler (alloc.cpp) ----

@@ -48,6 +48,9 @@ using luaint::kTStringContents;
 // One trace event in this many (+1) also measures the hook's own cost.
 constexpr uint64_t kMeasureMask = 255;
 
+// Samples deeper than this take the walk (and its depth limit, sampler.cpp).
+constexpr long kTracedDepth = 1000;
+
 // Index of the topmost entry entered with `ci`, or -1.
 long find_ci(const Shadow::Stack& st, const void* ci) {
   for (std::size_t k = st.size(); k-- > 0;)
@@ -385,6 +388,30 @@ void Session::hook(lua_State* L, lua_Debug* ar) {
   if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (armed || prev_hook || !chained.empty()) hook_rest(L, ar, ev);
+}
+
+// Both mode: where a sample falls, the tracer already has the stack. The
+// node of the frame entered with `ci` on thread L's shadow stack (the
+// running CallInfo when `ci` is null), without a walk; false when the
+// walk must decide: no trace, leaf lines asked, another thread, a frame
+// not (or no longer) on the stack, a stack deep enough that the walk's
+// depth limit might cut it. Lua thread, inside the hook (no event races).
+bool Session::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node) {
+  if (!opt.trace || opt.lines || T != L || !ci_walk_ok) return false;
+  if (!ci) {
+    if (!layout.state_ci_ok) return false;
+    ci = luaint::state_ci(L);
+  }
+  Shadow* sh = L == last_L && last_sh ? last_sh : nullptr;
+  if (!sh) {
+    auto it = shadows.find(L);
+    if (it == shadows.end()) return false;
+    sh = &it->second;
+  }
+  const long k = find_ci(sh->stack, ci);
+  if (k < 0 || k >= kTracedDepth) return false;
+  node = sh->stack[static_cast<std::size_t>(k)].node;
+  return true;
 }
 
 void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
