@@ -353,12 +353,16 @@ void Session::take_sample(lua_State* L) {
     if (n > 0 && i + 1 < n) k = pos[i].weight < w - 1 ? pos[i].weight : w - 1;
     if (k == 0) continue;
     w -= k;
-    bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
-    if (!ok) {
-      if (n > 0) samples_moved += k;
-      walk(L, scratch);
+    uint32_t node = 0;
+    if (!traced_node(L, n > 0 ? pos[i].L : L, n > 0 ? pos[i].ci : nullptr, node)) {
+      bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
+      if (!ok) {
+        if (n > 0) samples_moved += k;
+        walk(L, scratch);
+      }
+      node = path_node(scratch);
     }
-    tree.add(path_node(scratch), col_samples, k);
+    tree.add(node, col_samples, k);
     samples += k;
   }
   ++sample_events;

@@ -74,6 +74,7 @@ std::size_t Session::memory_bytes() const {
   std::size_t b = sizeof(Session) + tree.memory_bytes() + frames.memory_bytes();
   for (const auto& kv : shadows) b += 64 + kv.second.stack.capacity() * sizeof(Shadow::Entry);
   b += scratch.capacity() * 4 + chain.capacity() * sizeof(void*);
+  b += call_cache.capacity() * sizeof(CallCache) + ident_frames.size() * 64;  // tracer.cpp
   return b;
 }
 

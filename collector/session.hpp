@@ -104,13 +104,14 @@ struct TraceClock {
 /// code array as a check against a reused address), the C function
 /// otherwise. Saves lua_getinfo + a string hash on every traced call.
 struct CallCache {
-  static constexpr int kBits = 12;  ///< 4096 entries, direct-mapped
+  static constexpr int kBits = 12;     ///< 4096 entries, direct-mapped, at start
+  static constexpr int kMaxBits = 16;  ///< grown up to 65536 (2 MiB) when it misses often
   /// The entry for (ident, parent): a multiply's top bits.
-  static std::size_t slot(const void* ident, uint32_t parent) {
+  static std::size_t slot(const void* ident, uint32_t parent, int bits = kBits) {
     return static_cast<std::size_t>(
         ((reinterpret_cast<uintptr_t>(ident) ^ (parent * 0x9e3779b97f4a7c15ull)) *
          0xbf58476d1ce4e5b9ull) >>
-        (64 - kBits));
+        (64 - bits));
   }
   const void* ident = nullptr;
   const void* check = nullptr;
@@ -219,6 +220,21 @@ class Session {
            hook_kept_n = 0;        ///< measurements without preemption (< 100 us), for the report
   int ident_lua = 0, ident_c = 0;  ///< layout checks: 0 not yet, 1 good, -1 bad
   std::vector<CallCache> call_cache;
+  int call_bits = CallCache::kBits;  ///< log2 of call_cache's size (grow_call_cache)
+  uint64_t call_misses = 0;          ///< since the call cache last grew
+  void grow_call_cache();
+  uint32_t frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
+                          const void* check);
+  /// A function's frame by its identity (CallCache::ident), checked like
+  /// the call cache (and, for a Lua function, its source and line): a call
+  /// cache miss on a known function skips lua_getinfo and the frame table.
+  struct IdentFrame {
+    const void* check;
+    const void* source;
+    int line;
+    uint32_t frame;
+  };
+  std::unordered_map<const void*, IdentFrame> ident_frames;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
   inline void trace_event(lua_State* L, lua_Debug* ar);  ///< tracer.cpp, inlined in lf_hook
   inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
@@ -232,6 +248,8 @@ class Session {
   void seed_shadow(lua_State* T, Shadow& sh,
                    lua_State* via);  ///< `via`: the running thread (API calls)
   void reroot(Shadow& sh, uint32_t root);
+  /// Both mode: a sample's node from the shadow stack, no walk (tracer.cpp).
+  bool traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node);
   void charge_now();
 
   // ---- allocation profiler (alloc.cpp) ----

@@ -48,6 +48,9 @@ using luaint::kTStringContents;
 // One trace event in this many (+1) also measures the hook's own cost.
 constexpr uint64_t kMeasureMask = 255;
 
+// Samples deeper than this take the walk (and its depth limit, sampler.cpp).
+constexpr long kTracedDepth = 1000;
+
 // Index of the topmost entry entered with `ci`, or -1.
 long find_ci(const Shadow::Stack& st, const void* ci) {
   for (std::size_t k = st.size(); k-- > 0;)
@@ -136,21 +139,54 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
     }
   }
   if (ident) {
-    CallCache& c = call_cache[CallCache::slot(ident, parent)];
+    CallCache& c = call_cache[CallCache::slot(ident, parent, call_bits)];
     if (c.ident == ident && c.parent == parent && c.check == check && c.child) {
       slots = c.slots;
       return c.child;
     }
-    lua_getinfo(L, "S", ar);
-    uint32_t node = tree.child(parent, frames.of(L, ar));
+    uint32_t node = tree.child(parent, frame_of_ident(L, ar, tag, ident, check));
     slots = tree.slots(node);
     c = CallCache{ident, check, parent, node, slots};
+    if (++call_misses > (call_cache.size() << 1)) grow_call_cache();
     return node;
   }
   lua_getinfo(L, "S", ar);
   uint32_t node = tree.child(parent, frames.of(L, ar));
   slots = tree.slots(node);
   return node;
+}
+
+// A function's frame from its identity, else from lua_getinfo and the
+// frame table (which names it the first time). Same answer as the frame
+// table's: it keys Lua functions by source and line, C ones by address.
+uint32_t Session::frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
+                                 const void* check) {
+  const bool lua_fn = tag == kTagLuaClosure;
+  const void* source = lua_fn ? at<const void*>(ident, kProtoSource) : nullptr;
+  const int line = lua_fn ? at<int>(ident, kProtoLine) : 0;
+  auto it = ident_frames.find(ident);
+  if (it != ident_frames.end() && it->second.check == check && it->second.source == source &&
+      it->second.line == line)
+    return it->second.frame;
+  lua_getinfo(L, "S", ar);
+  const uint32_t frame = frames.of(L, ar);
+  // Entries of functions since freed stay until their address is reused:
+  // a program that makes functions without end gets a fresh map now and then.
+  if (ident_frames.size() >= (std::size_t{1} << 16)) ident_frames.clear();
+  ident_frames[ident] = IdentFrame{check, source, line, frame};
+  return frame;
+}
+
+// A program whose working set of (caller path, function) pairs overflows
+// the call cache (luacheck: 175,000 paths) misses it on one call in ten,
+// each miss a hash lookup in the tree's map, cold in the cache: past two
+// misses per entry since the last growth, four times the entries (up to
+// CallCache::kMaxBits). Small programs keep the small cache.
+void Session::grow_call_cache() {
+  call_misses = 0;
+  if (call_bits >= CallCache::kMaxBits) return;
+  call_bits = std::min(call_bits + 2, CallCache::kMaxBits);
+  call_cache.assign(std::size_t{1} << call_bits, CallCache{});
 }
 
 // Rare cases of an event whose CallInfo is not the expected one: a tail
@@ -219,7 +255,7 @@ inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   }
   uint32_t node;
   std::atomic<uint64_t>* v;
-  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent)] : nullptr;
+  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent, call_bits)] : nullptr;
   if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
     node = c->child;
     v = c->slots;
@@ -268,8 +304,9 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
 }
 
 // The common event, with no call and no allocation: a return whose
-// CallInfo is the top frame's, or a call from the top frame of a function
-// in the call cache. Anything else returns false having changed nothing.
+// CallInfo is the top frame's, or a call from the top frame (or a tail
+// call replacing it) of a function in the call cache. Anything else returns false having changed
+// nothing.
 inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   if (!trace_fast_ok || armed || L != last_L || !last_sh) return false;
   if (((trace_events + 1) & kMeasureMask) == 1)
@@ -283,8 +320,18 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   const CallCache* c = nullptr;
   if (ev == LUA_HOOKRET) {
     if (st.empty() || st.back().ci != ci) return false;
-  } else if (ev == LUA_HOOKCALL) {
-    if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
+  } else {
+    uint32_t parent;
+    if (ev == LUA_HOOKCALL) {
+      if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
+      parent = st.empty() ? sh.root : st.back().node;
+    } else if (ev == LUA_HOOKTAILCALL) {
+      // The top frame is replaced (same CallInfo): a child of its caller.
+      if (st.empty() || st.back().ci != ci) return false;
+      parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
+    } else {
+      return false;
+    }
     unsigned char tag;
     const void* value;
     func_of(ci, tag, value);
@@ -300,11 +347,8 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
     } else {
       return false;
     }
-    const uint32_t parent = st.empty() ? sh.root : st.back().node;
-    c = &call_cache[CallCache::slot(ident, parent)];
+    c = &call_cache[CallCache::slot(ident, parent, call_bits)];
     if (c->ident != ident || c->parent != parent || c->check != check) return false;
-  } else {
-    return false;
   }
   const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
   if (t0 > last_tick) {
@@ -313,6 +357,7 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   }
   last_tick = t0;
   if (c) {
+    if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
     Tree::bump(c->slots[col_calls], 1);
     ++calls;
     st.push_fast({c->child, ci, c->slots});
@@ -343,6 +388,30 @@ void Session::hook(lua_State* L, lua_Debug* ar) {
   if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (armed || prev_hook || !chained.empty()) hook_rest(L, ar, ev);
+}
+
+// Both mode: where a sample falls, the tracer already has the stack. The
+// node of the frame entered with `ci` on thread L's shadow stack (the
+// running CallInfo when `ci` is null), without a walk; false when the
+// walk must decide: no trace, leaf lines asked, another thread, a frame
+// not (or no longer) on the stack, a stack deep enough that the walk's
+// depth limit might cut it. Lua thread, inside the hook (no event races).
+bool Session::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node) {
+  if (!opt.trace || opt.lines || T != L || !ci_walk_ok) return false;
+  if (!ci) {
+    if (!layout.state_ci_ok) return false;
+    ci = luaint::state_ci(L);
+  }
+  Shadow* sh = L == last_L && last_sh ? last_sh : nullptr;
+  if (!sh) {
+    auto it = shadows.find(L);
+    if (it == shadows.end()) return false;
+    sh = &it->second;
+  }
+  const long k = find_ci(sh->stack, ci);
+  if (k < 0 || k >= kTracedDepth) return false;
+  node = sh->stack[static_cast<std::size_t>(k)].node;
+  return true;
 }
 
 void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {

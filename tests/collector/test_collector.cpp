@@ -1016,3 +1016,36 @@ TEST_CASE("alloc: string churn across GC cycles: the collector itself allocates 
   CHECK(gc_bytes(f, &strings) == 0);
   CHECK(total(f) > 4 * 20000 * 25.0);
 }
+
+// Both mode takes a sample's node from the tracer's shadow stack
+// (Session::traced_node) instead of walking the stack: the same known
+// answers as sample mode, with coroutines and a tail call on the way.
+TEST_CASE("both: a sample is charged where the timer fired, from the tracer's stack") {
+  struct Case {
+    const char* name;
+    std::string code;
+    const char* leaf;
+    double min_self;  ///< percent of samples with `leaf` as the leaf frame
+  };
+  const Case cases[] = {
+      // 90, not 95: the trace hooks of each math.abs call and return run
+      // with math.abs's CallInfo on top, and a signal falling there is its.
+      {"200 arithmetic lines then math.abs", abs_loop(), "main ", 90},
+      {"a long string.rep",
+       "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end",
+       "[C] string.rep", 90},
+      {"a loop in a coroutine reached by a tail call",
+       "function spin() local x = 0 for i = 1, 3e7 do x = x + i % 7 end return x end\n"
+       "function via() return spin() end\n"
+       "function main() local co = coroutine.wrap(function() return via() end) co() end",
+       "spin ", 95},
+  };
+  for (const Case& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    Folded f = profile_of(c.code, "both");
+    CAPTURE(f.size());
+    CHECK(total(f) > 50);
+    CHECK(share_leaf(f, c.leaf) >= c.min_self);
+  }
+}
