@@ -167,7 +167,7 @@ bool JitState::start_sampler(std::string& err) {
     return err = "option 'hz' must be between 0 and 100000", false;
   // 'f': profile checks at function granularity, as jit.p's default;
   // 'i': LuaJIT's own timer at an interval (ms) it never reaches, 11 days.
-  luaJIT_profile_start(L, "fi1000000000", profile_cb, this);
+  luaJIT_profile_start(L, "li1000000000", profile_cb, this);
   profiling = true;
   sigset_t set;
   sigemptyset(&set);
