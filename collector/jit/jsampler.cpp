@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "jsession.hpp"
@@ -64,22 +65,51 @@ void profile_cb(void* data, lua_State* L, int samples, int vmstate) {
   j->on_samples(L, samples, vmstate);
 }
 
+// LuaJIT's SIGPROF handler, and the periods our timer owes it.
+struct sigaction g_lj_action {};
+std::atomic<uint64_t> g_owed{0};
+
+// Contract: runs on the Lua thread (our timer sends SIGPROF there with
+// pthread_kill; LuaJIT's setitimer, armed for 11 days, would go to any
+// thread). It only calls LuaJIT's own handler once per owed period:
+// LuaJIT's handler counts one sample per call and sets its profile hook,
+// which is what it does for its own timer's signal (async-signal-safe by
+// LuaJIT's design); g_owed is a lock-free atomic. A SIGPROF from elsewhere
+// (LuaJIT's own timer) counts once.
+void on_sigprof(int sig) {
+  uint64_t k = g_owed.exchange(0, std::memory_order_relaxed);
+  if (k == 0) k = 1;
+  for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
+}
+
 void timer_main(JitState* j) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
   const uint64_t period = static_cast<uint64_t>(1e9 / j->s->opt.hz);
-  uint64_t next = thread_cpu_ns(j->cpu_clock) + period;
+  constexpr uint64_t kMaxSleep = 20000000;  // 20 ms: an idle thread costs 50 wake-ups a second
+  uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();
+  uint64_t next = cpu0 + period;
   while (!j->timer_stop.load(std::memory_order_relaxed)) {
-    const uint64_t now = thread_cpu_ns(j->cpu_clock);
-    if (now >= next) {
+    const uint64_t cpu = thread_cpu_ns(j->cpu_clock), wall = now_ns();
+    if (cpu >= next) {
+      // Every period that ended is owed, so a late wake-up loses none: the
+      // handler counts them all, and the sample weighs that many.
+      const uint64_t k = (cpu - next) / period + 1;
+      g_owed.fetch_add(k, std::memory_order_relaxed);
       pthread_kill(j->lua_thread, SIGPROF);
       j->signals.fetch_add(1, std::memory_order_relaxed);
-      next += period;
-      if (next <= now) next = now + period;  // fell behind (thread not run): no burst of signals
-      continue;
+      next += k * period;
     }
-    // The Lua thread's CPU clock runs at most as fast as the wall clock:
-    // the period cannot end before this.
-    const uint64_t wait = next - now;
+    // The thread's clock runs at most as fast as the wall clock, and at
+    // the share of it the thread had since the last wake-up: sleep until
+    // the period's expected end at that share (a busy thread: the period
+    // left; an idle one, blocked in epoll: up to kMaxSleep).
+    const double share =
+        wall > wall0 ? static_cast<double>(cpu - cpu0) / static_cast<double>(wall - wall0) : 1;
+    cpu0 = cpu;
+    wall0 = wall;
+    const double left = static_cast<double>(next - cpu);
+    const uint64_t wait = static_cast<uint64_t>(
+        std::min(left / std::max(std::min(share, 1.0), 0.02), static_cast<double>(kMaxSleep)));
     timespec ts{static_cast<time_t>(wait / 1000000000ull), static_cast<long>(wait % 1000000000ull)};
     nanosleep(&ts, nullptr);
   }
@@ -169,6 +199,18 @@ bool JitState::start_sampler(std::string& err) {
   // 'i': LuaJIT's own timer at an interval (ms) it never reaches, 11 days.
   luaJIT_profile_start(L, "li1000000000", profile_cb, this);
   profiling = true;
+  // LuaJIT's handler is called from ours, which counts the periods owed.
+  struct sigaction ours {};
+  if (sigaction(SIGPROF, nullptr, &g_lj_action) != 0 || (g_lj_action.sa_flags & SA_SIGINFO) ||
+      g_lj_action.sa_handler == SIG_DFL || g_lj_action.sa_handler == SIG_IGN) {
+    luaJIT_profile_stop(L);
+    profiling = false;
+    return err = "LuaJIT's profiler did not install its SIGPROF handler", false;
+  }
+  ours = g_lj_action;
+  ours.sa_handler = on_sigprof;
+  g_owed.store(0);
+  sigaction(SIGPROF, &ours, nullptr);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGPROF);
@@ -191,7 +233,10 @@ bool JitState::start_sampler(std::string& err) {
 void JitState::stop_sampler() {
   timer_stop.store(true);
   if (timer.joinable()) timer.join();
-  if (profiling) luaJIT_profile_stop(L);
+  if (profiling) {
+    sigaction(SIGPROF, &g_lj_action, nullptr);  // LuaJIT's back: its stop restores the one before
+    luaJIT_profile_stop(L);
+  }
   profiling = false;
 }
 

@@ -60,10 +60,13 @@ a=$(grep '^split.lua [^;]*;three split.lua:2;spin split.lua:1;\[JIT\] ' "$work/s
 b=$(grep '^split.lua [^;]*;one split.lua:3;spin split.lua:1;\[JIT\] ' "$work/split.folded" | awk '{s+=$NF} END {print s+0}')
 all=$(awk '{s+=$NF} END {print s+0}' "$work/split.folded")
 awk -v a="$a" -v b="$b" -v all="$all" 'BEGIN {
-  r = a / (a + b); exit !(a + b > 0.9 * all && a + b >= 200 && r > 0.70 && r < 0.80) }' ||
-  fail "split: three $a one $b of $all samples (want 75% +-5 of the [JIT] samples): $(cat "$work/split.folded")"
-rate=$(grep -o '[0-9.]* Hz delivered' "$work/split.err" | awk '{print $1}')
-awk -v r="$rate" 'BEGIN { exit !(r >= 600 && r <= 1200) }' || fail "split: delivered $rate Hz at 999 asked (a shared machine may lag; docs/luajit.md has the benchmark)"
+  r = a / (a + b); exit !(a + b > 0.9 * all && a + b >= 200 && r > 0.65 && r < 0.85) }' ||
+  fail "split: three $a one $b of $all samples (want 75% +-10 of the [JIT] samples): $(cat "$work/split.folded")"
+# Samples recorded per ms of the thread's CPU: 0.8 to 1.2 at 999 Hz (a late
+# wake-up of the timer on a busy machine makes fewer, heavier samples, never fewer periods).
+rate=$(sed -n 's/.* \([0-9]*\) recorded over \([0-9.]*\) s of clock.*/\1 \2/p' "$work/split.err")
+awk -v r="$rate" 'BEGIN { split(r, v, " "); x = v[1] / (v[2] * 1000); exit !(x >= 0.8 && x <= 1.2) }' ||
+  fail "split: $rate (samples, s of CPU): want 0.8 to 1.2 samples per ms: $(cat "$work/split.err")"
 
 # 4. Coroutines sit under their resumer, in both kinds.
 cat > "$work/co.lua" <<'LUA'

@@ -40,7 +40,7 @@ start_nginx() {  # PROFILE(on/off) SERVER_URL
   local user=""; [ "$(id -u)" = 0 ] && user="user root;"
   mkdir -p "$tmp/ngx"
   sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$HERE#g" -e "s#@MODDIR@#$MODDIR#g" \
-      -e "s#@PROFILE@#$1#g" -e "s#@SERVER@#$2#g" -e "s#@PORT@#$nport#g" -e "s#@USER@#$user#g" \
+      -e "s#@PROFILE@#$1#g" -e "s#@HZ@#999#g" -e "s#@SERVER@#$2#g" -e "s#@PORT@#$nport#g" -e "s#@USER@#$user#g" \
       "$HERE/nginx.conf.in" >"$tmp/ngx/nginx.conf"
   nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log" >"$tmp/ngx/out.log" 2>&1 & npid=$!
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && return 0; sleep 0.1; done
