@@ -6,7 +6,7 @@
 # from /proc/PID/stat): on a shared machine ab's requests per second of wall
 # time move by +-30% with the neighbours' load, the workers' CPU per request
 # does not. ab's wall-clock rate is printed too.
-# Usage: bench/jit/nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]
+# Usage: [HZ=999] [FLUSH=1] bench/jit/nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]  (FLUSH: flush_interval, s)
 set -u
 BUILD=$(realpath "${1:?usage: nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]}") ROUNDS=${2:-5} REQS=${3:-30000}
 CONF=$(cd "$(dirname "$0")/../../tests/nginx" && pwd)
@@ -27,7 +27,8 @@ run() {  # PROFILE -> requests per CPU second of the workers, ab's requests per 
   mkdir -p "$tmp/ngx"
   sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$BUILD/collector/jit#g" \
       -e "s#@PROFILE@#${1%%:*}#g" -e "s#@HZ@#${HZ:-999}#g" -e "s#@SERVER@#http://127.0.0.1:$port#g" -e "s#@PORT@#$nport#g" \
-      -e "s#@USER@#$user#g" "$CONF/nginx.conf.in" >"$tmp/ngx/nginx.conf"
+      -e "s#@USER@#$user#g" -e "s#flush_interval = 1#flush_interval = ${FLUSH:-1}#" \
+      "$CONF/nginx.conf.in" >"$tmp/ngx/nginx.conf"
   nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log" >/dev/null 2>&1 & npid=$!
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && break; sleep 0.1; done
   local w0 w1 rps

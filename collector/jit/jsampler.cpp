@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
+#include <string>
 
 #include "jsession.hpp"
 
@@ -195,9 +197,15 @@ void JitState::on_samples(lua_State* L, int samples, int vmstate) {
 bool JitState::start_sampler(std::string& err) {
   if (!(s->opt.hz > 0 && s->opt.hz <= 100000))
     return err = "option 'hz' must be between 0 and 100000", false;
-  // 'f': profile checks at function granularity, as jit.p's default;
-  // 'i': LuaJIT's own timer at an interval (ms) it never reaches, 11 days.
-  luaJIT_profile_start(L, "li1000000000", profile_cb, this);
+  // Where the JIT puts profile checks into traces: 'f' at function entries
+  // (jit.p's default; +1.4% instructions on bench/jit/cpu.lua), or with
+  // LUAFLAME_JIT_CHECKS=line 'l' at every new line (+8%: a check per loop
+  // iteration), which takes a sample inside a long loop when it falls
+  // rather than at the loop's end. 'i': LuaJIT's own timer at an interval
+  // (ms) it never reaches, 11 days: our timer sends the signals.
+  const char* checks = std::getenv("LUAFLAME_JIT_CHECKS");
+  const bool line = checks && std::string(checks) == "line";
+  luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", profile_cb, this);
   profiling = true;
   // LuaJIT's handler is called from ours, which counts the periods owed.
   struct sigaction ours {};
