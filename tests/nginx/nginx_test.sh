@@ -42,7 +42,9 @@ start_nginx() {  # PROFILE(on/off) SERVER_URL
   sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$HERE#g" -e "s#@MODDIR@#$MODDIR#g" \
       -e "s#@PROFILE@#$1#g" -e "s#@HZ@#999#g" -e "s#@SERVER@#$2#g" -e "s#@PORT@#$nport#g" -e "s#@USER@#$user#g" \
       "$HERE/nginx.conf.in" >"$tmp/ngx/nginx.conf"
-  nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log" >"$tmp/ngx/out.log" 2>&1 & npid=$!
+  # Started in its prefix: a worker's undelivered profile is written in its working directory.
+  (cd "$tmp/ngx" && exec nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log") \
+    >"$tmp/ngx/out.log" 2>&1 & npid=$!
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && return 0; sleep 0.1; done
   echo "FAIL: nginx did not start"; cat "$tmp/ngx/out.log" "$tmp/ngx/error.log"; exit 1
 }
@@ -78,13 +80,18 @@ echo "$prof" | awk '{print $NF, $0}' | sort -rn | head -3 | cut -c1-240
 grep -E 'exited on signal|luaflame:' "$tmp/ngx/error.log" && fail "nginx error log: see above"
 stop_nginx
 
-# 2. The server down: every request served, no worker lost, nothing logged but the collector's own note.
+# 2. The server down: every request served, no worker lost, the profile kept on disk.
 dead=$(free_port 3)
 start_nginx on "http://127.0.0.1:$dead"
 load 3
 grep -E 'exited on signal' "$tmp/ngx/error.log" && fail "a worker died with the server down"
 [ "$(pgrep -P "$npid" | wc -l)" = 2 ] || fail "workers: $(pgrep -P "$npid" | wc -l), want 2"
 stop_nginx
+# What could not be sent is kept: each worker writes it at exit.
+n=$(ls "$tmp"/ngx/luaflame-*.undelivered.folded 2>/dev/null | wc -l)
+[ "$n" = 2 ] || fail "server down: $n undelivered profiles written, want 2: $(ls "$tmp/ngx")"
+cat "$tmp"/ngx/luaflame-*.undelivered.folded 2>/dev/null | grep -q ';checksum [^;]*handler.lua:5;' ||
+  fail "server down: the undelivered profiles lack the handler's frames"
 
 [ $fails = 0 ] && echo "nginx: all checks passed"
 exit $((fails > 0))
