@@ -37,4 +37,11 @@ mkdir -p "$prefix/share/luaflame"
 cp -R "$src/web" "$prefix/share/luaflame/web"
 # The browser tests' packages live beside the pages in some checkouts: not shipped.
 rm -rf "$prefix/share/luaflame/web/node_modules"
+# The LuaJIT module and the nginx demo (docs/luajit.md), where LuaJIT is installed.
+if cmake --build "$build" -j"$jobs" --target luaflame_lua_jit 2>/dev/null; then
+  install -D -s -m 644 "$build/collector/jit/luaflame.so" "$prefix/lib/lua/5.1/luaflame.so"
+  install -D -m 755 "$here/demo/nginx-demo.sh" "$prefix/bin/luaflame-nginx-demo"
+  install -D -m 644 "$here/demo/nginx.conf.in" "$prefix/share/luaflame/nginx-demo/nginx.conf.in"
+  install -D -m 644 "$here/demo/handler.lua" "$prefix/share/luaflame/nginx-demo/handler.lua"
+fi
 echo "installed luaflame into $prefix"

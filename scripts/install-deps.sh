@@ -25,9 +25,12 @@ bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson)  # bench
 pprof_pkgs=(protobuf-compiler libprotobuf-dev)  # pprof codec (engine/proto)
 pprof_test_pkgs=(golang-go)                     # go tool pprof, runtime/pprof in the tests
 
-want=("${build_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}" "${pprof_pkgs[@]}")
+jit_pkgs=(luajit2 libluajit2-5.1-dev)  # the LuaJIT collector (collector/jit); not libluajit-5.1-dev: it conflicts with nginx's lua module
+jit_test_pkgs=(nginx libnginx-mod-http-lua apache2-utils)  # OpenResty-style nginx + ab (docs/luajit.md)
+want=("${build_pkgs[@]}" "${jit_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}" "${pprof_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${bench_real_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${jit_test_pkgs[@]}")
 [ "${1:-}" = "--fuzz" ] && want+=("${fuzz_pkgs[@]}")
 [ "${1:-}" = "--lint" ] && want+=("${lint_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${pprof_test_pkgs[@]}")

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# nginx worker throughput with and without the LuaJIT collector at 999 Hz
+# streaming to luaflame-server, side by side and interleaved: ROUNDS rounds
+# of `ab -n REQUESTS -c 4` against each. The figure is requests per second
+# of the workers' CPU time (all their threads, the collector's included,
+# from /proc/PID/stat): on a shared machine ab's requests per second of wall
+# time move by +-30% with the neighbours' load, the workers' CPU per request
+# does not. ab's wall-clock rate is printed too.
+# Usage: [HZ=999] [FLUSH=1] bench/jit/nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]  (FLUSH: flush_interval, s)
+set -u
+BUILD=$(realpath "${1:?usage: nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]}") ROUNDS=${2:-5} REQS=${3:-30000}
+CONF=$(cd "$(dirname "$0")/../../tests/nginx" && pwd)
+tmp=$(mktemp -d); chmod 755 "$tmp"
+spid="" npid=""
+trap '[ -n "$npid" ] && kill -QUIT $npid; [ -n "$spid" ] && kill $spid; wait; rm -rf "$tmp"' EXIT
+port=$((20000 + RANDOM % 40000))
+"$BUILD/server/luaflame-server" --listen "127.0.0.1:$port" --data "$tmp/data" >"$tmp/server.log" 2>&1 & spid=$!
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+worker_ticks() {  # utime + stime of the workers, in clock ticks
+  local t=0 p
+  for p in $(pgrep -P "$npid"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+run() {  # PROFILE -> requests per CPU second of the workers, ab's requests per second
+  local nport=$((20000 + RANDOM % 40000)) user=""
+  [ "$(id -u)" = 0 ] && user="user root;"
+  mkdir -p "$tmp/ngx"
+  sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$BUILD/collector/jit#g" \
+      -e "s#@PROFILE@#${1%%:*}#g" -e "s#@HZ@#${HZ:-999}#g" -e "s#@SERVER@#http://127.0.0.1:$port#g" -e "s#@PORT@#$nport#g" \
+      -e "s#@USER@#$user#g" -e "s#flush_interval = 1#flush_interval = ${FLUSH:-1}#" \
+      "$CONF/nginx.conf.in" >"$tmp/ngx/nginx.conf"
+  nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log" >/dev/null 2>&1 & npid=$!
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && break; sleep 0.1; done
+  local w0 w1 rps
+  w0=$(worker_ticks)
+  rps=$(ab -q -n "$REQS" -c 4 "http://127.0.0.1:$nport/" 2>/dev/null | awk '/^Requests per second:/ {print $4}')
+  w1=$(worker_ticks)
+  echo "$REQS $w0 $w1 $(getconf CLK_TCK) $rps" | awk '{printf "%.1f %s\n", $1 / (($3 - $2) / $4), $5}'
+  kill -QUIT $npid; wait $npid 2>/dev/null; npid=""
+}
+for r in $(seq "$ROUNDS"); do
+  echo "off $(run off)" >>"$tmp/all"
+  echo "on $(run on)" >>"$tmp/all"
+done
+median() { grep "^$1 " "$tmp/all" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+off=$(median off) on=$(median on)
+echo "nginx (2 workers, ab -n $REQS -c 4, $ROUNDS rounds, interleaved): off $off, on $on requests per worker CPU second (medians): $(echo "$on $off" | awk '{printf "%.1f%%", ($2-$1)/$2*100}') drop"
+echo "all rounds: $(tr '\n' ' ' <"$tmp/all")"

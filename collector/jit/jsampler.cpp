@@ -1,0 +1,251 @@
+// LuaJIT's sample mode: LuaJIT's profiler API takes the samples, our timer
+// thread decides when.
+//
+// Why the profiler API: a debug hook does not fire in JIT-compiled code
+// (traces run machine code with no hook checks), so a sampler built on a
+// count hook armed from a signal, as the 5.4 collector's is, would see
+// only the interpreter. luaJIT_profile_start makes the JIT put profile
+// checks into the traces it compiles (and flushes the old ones), records
+// the VM state the signal fell in (compiled code, interpreter, C, GC,
+// compiler) and calls our callback at the next safe point, where the Lua
+// stack is written back and may be walked with lua_getstack.
+//
+// Why our own timer: LuaJIT arms setitimer(ITIMER_PROF), whose expiries
+// come at the kernel's tick (250 Hz here, whatever interval is asked:
+// `-jp=i1` delivers about 0.25 samples per ms), and goes to any thread of
+// the process. Here LuaJIT's timer is given an interval it never reaches,
+// and a thread of ours watches the Lua thread's CPU clock (as the 5.4
+// sampler does) and sends SIGPROF to the Lua thread with pthread_kill each
+// period: LuaJIT's own SIGPROF handler takes it as one of its samples.
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+#include "jsession.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <luajit.h>
+}
+
+namespace lfc::jit {
+
+namespace {
+
+constexpr std::size_t kMaxDepth =
+    4096;  ///< frames per sample; deeper stacks end in a truncated frame
+
+int vm_index(int vmstate) {
+  switch (vmstate) {
+    case 'N':
+      return 0;  // a compiled trace
+    case 'I':
+      return 1;
+    case 'C':
+      return 2;
+    case 'G':
+      return 3;
+    default:
+      return 4;  // 'J': the trace compiler
+  }
+}
+
+// The profiler callback. Contract: LuaJIT calls it on the Lua thread, from
+// its profile hook at an instruction boundary of the interpreter (a trace
+// exits to it first), never from the signal handler, so the Lua API's
+// read-only calls may be used on L; values pushed are popped before return.
+// `samples` is the number of SIGPROFs taken since the last call (LuaJIT
+// counts them in the handler): the weight of this sample.
+void profile_cb(void* data, lua_State* L, int samples, int vmstate) {
+  auto* j = static_cast<JitState*>(data);
+  if (g_jit.load() != j) return;
+  j->on_samples(L, samples, vmstate);
+}
+
+// LuaJIT's SIGPROF handler, and the periods our timer owes it.
+struct sigaction g_lj_action {};
+std::atomic<uint64_t> g_owed{0};
+
+// Contract: runs on the Lua thread (our timer sends SIGPROF there with
+// pthread_kill; LuaJIT's setitimer, armed for 11 days, would go to any
+// thread). It only calls LuaJIT's own handler once per owed period:
+// LuaJIT's handler counts one sample per call and sets its profile hook,
+// which is what it does for its own timer's signal (async-signal-safe by
+// LuaJIT's design); g_owed is a lock-free atomic. A SIGPROF from elsewhere
+// (LuaJIT's own timer) counts once.
+void on_sigprof(int sig) {
+  uint64_t k = g_owed.exchange(0, std::memory_order_relaxed);
+  if (k == 0) k = 1;
+  for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
+}
+
+void timer_main(JitState* j) {
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
+  const uint64_t period = static_cast<uint64_t>(1e9 / j->s->opt.hz);
+  constexpr uint64_t kMaxSleep = 20000000;  // 20 ms: an idle thread costs 50 wake-ups a second
+  uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();
+  uint64_t next = cpu0 + period;
+  while (!j->timer_stop.load(std::memory_order_relaxed)) {
+    const uint64_t cpu = thread_cpu_ns(j->cpu_clock), wall = now_ns();
+    if (cpu >= next) {
+      // Every period that ended is owed, so a late wake-up loses none: the
+      // handler counts them all, and the sample weighs that many.
+      const uint64_t k = (cpu - next) / period + 1;
+      g_owed.fetch_add(k, std::memory_order_relaxed);
+      pthread_kill(j->lua_thread, SIGPROF);
+      j->signals.fetch_add(1, std::memory_order_relaxed);
+      next += k * period;
+    }
+    // The thread's clock runs at most as fast as the wall clock, and at
+    // the share of it the thread had since the last wake-up: sleep until
+    // the period's expected end at that share (a busy thread: the period
+    // left; an idle one, blocked in epoll: up to kMaxSleep).
+    const double share =
+        wall > wall0 ? static_cast<double>(cpu - cpu0) / static_cast<double>(wall - wall0) : 1;
+    cpu0 = cpu;
+    wall0 = wall;
+    const double left = static_cast<double>(next - cpu);
+    const uint64_t wait = static_cast<uint64_t>(
+        std::min(left / std::max(std::min(share, 1.0), 0.02), static_cast<double>(kMaxSleep)));
+    timespec ts{static_cast<time_t>(wait / 1000000000ull), static_cast<long>(wait % 1000000000ull)};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+}  // namespace
+
+uint32_t JitState::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
+  // LuaJIT's built-ins written in Lua ("[builtin:len]", no line) are named as C functions.
+  if (ar->what[0] != 'C' && ar->linedefined >= 0) return s->frames.of(T, ar, leaf && s->opt.lines);
+  if (!lua_checkstack(T, 8) || !lua_getinfo(T, "f", ar)) return s->frames.named("[C] ?");
+  // Keyed by the function object: LuaJIT's built-ins share C handlers.
+  const void* fn = lua_topointer(T, -1);
+  auto it = c_frames.find(fn);
+  if (it != c_frames.end()) {
+    lua_pop(T, 1);
+    return it->second;
+  }
+  std::string name;
+  if (fn == resume_fn)
+    name = "coroutine.resume";
+  else if (fn == wrap_fn)
+    name = "coroutine.wrap";
+  else if (lua_tocfunction(T, -1) == wrap_call)
+    name = "<wrapped coroutine>";
+  else
+    name = global_name(T, lua_gettop(T));
+  lua_pop(T, 1);
+  if (name.empty() && lua_getinfo(T, "n", ar) && ar->name && *ar->name) name = ar->name;
+  if (name.empty()) name = "<anon>";
+  const uint32_t id = s->frames.named("[C] " + name);
+  if (c_frame.size() <= id) c_frame.resize(id + 1, 0);
+  c_frame[id] = 1;
+  c_frames.emplace(fn, id);
+  return id;
+}
+
+void JitState::walk(lua_State* L, std::vector<uint32_t>& out) {
+  out.clear();
+  // L and the threads that resumed it, innermost first.
+  std::size_t k = chain.size();
+  while (k > 0 && chain[k - 1] != L) --k;
+  lua_State* only[1] = {L};
+  lua_State* const* threads = k ? chain.data() : only;
+  std::size_t n = k ? k : 1;
+  lua_Debug ar;
+  for (std::size_t t = n; t-- > 0 && out.size() < kMaxDepth;) {
+    lua_State* T = threads[t];
+    for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
+      const bool leaf = out.empty() && s->opt.lines;
+      lua_getinfo(T, leaf ? "Sl" : "S", &ar);
+      const uint32_t f = frame_at(T, &ar, leaf);
+      if (f != kSkip) out.push_back(f);
+    }
+  }
+  // The host's own C entry (the runner's pmain, a C caller) is not the program's.
+  while (!out.empty() && is_c(out.back())) out.pop_back();
+  if (out.size() >= kMaxDepth) out.push_back(s->frames.named("[luaflame] truncated"));
+}
+
+uint32_t JitState::path_node(const std::vector<uint32_t>& leaf_first) {
+  uint32_t node = 0;
+  for (std::size_t i = leaf_first.size(); i-- > 0;) node = s->tree.child(node, leaf_first[i]);
+  return node;
+}
+
+void JitState::on_samples(lua_State* L, int samples, int vmstate) {
+  const uint64_t t0 = now_ns();
+  const int top = lua_gettop(L);
+  walk(L, scratch);
+  lua_settop(L, top);
+  scratch.insert(scratch.begin(), vm_frame[vm_index(vmstate)]);
+  const uint64_t k = samples > 0 ? static_cast<uint64_t>(samples) : 1;
+  s->tree.add(path_node(scratch), s->col_samples, k);
+  s->samples += k;
+  ++s->sample_events;
+  ++s->hook_calls;
+  const uint64_t dt = now_ns() - t0;
+  s->hook_ns += dt;
+  last_ns += dt;  // not charged to the traced frames (mode both)
+}
+
+bool JitState::start_sampler(std::string& err) {
+  if (!(s->opt.hz > 0 && s->opt.hz <= 100000))
+    return err = "option 'hz' must be between 0 and 100000", false;
+  // Where the JIT puts profile checks into traces: 'f' at function entries
+  // (jit.p's default; +1.4% instructions on bench/jit/cpu.lua), or with
+  // LUAFLAME_JIT_CHECKS=line 'l' at every new line (+8%: a check per loop
+  // iteration), which takes a sample inside a long loop when it falls
+  // rather than at the loop's end. 'i': LuaJIT's own timer at an interval
+  // (ms) it never reaches, 11 days: our timer sends the signals.
+  const char* checks = std::getenv("LUAFLAME_JIT_CHECKS");
+  const bool line = checks && std::string(checks) == "line";
+  luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", profile_cb, this);
+  profiling = true;
+  // LuaJIT's handler is called from ours, which counts the periods owed.
+  struct sigaction ours {};
+  if (sigaction(SIGPROF, nullptr, &g_lj_action) != 0 || (g_lj_action.sa_flags & SA_SIGINFO) ||
+      g_lj_action.sa_handler == SIG_DFL || g_lj_action.sa_handler == SIG_IGN) {
+    luaJIT_profile_stop(L);
+    profiling = false;
+    return err = "LuaJIT's profiler did not install its SIGPROF handler", false;
+  }
+  ours = g_lj_action;
+  ours.sa_handler = on_sigprof;
+  g_owed.store(0);
+  sigaction(SIGPROF, &ours, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPROF);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  timer_stop.store(false);
+  try {
+    timer = std::thread(timer_main, this);
+  } catch (const std::exception& e) {
+    luaJIT_profile_stop(L);
+    profiling = false;
+    return err = std::string("cannot start the sampler thread: ") + e.what(), false;
+  }
+  return true;
+}
+
+// Contract: after the join no SIGPROF is sent; one sent just before may
+// still be pending, and LuaJIT's handler (still installed until
+// luaJIT_profile_stop) takes it. luaJIT_profile_stop restores the old
+// handler and timer; a sample it leaves pending is never called back.
+void JitState::stop_sampler() {
+  timer_stop.store(true);
+  if (timer.joinable()) timer.join();
+  if (profiling) {
+    sigaction(SIGPROF, &g_lj_action, nullptr);  // LuaJIT's back: its stop restores the one before
+    luaJIT_profile_stop(L);
+  }
+  profiling = false;
+}
+
+}  // namespace lfc::jit

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# nginx + ngx_http_lua (LuaJIT) profiled live (docs/luajit.md): the
+# collector starts in init_worker_by_lua_block in each worker and streams to
+# luaflame-server; ab drives load on loopback for SECONDS; the server then
+# holds one live run per worker, tagged with its pid and host, showing the
+# request handler's frames. Then the same with the server down: every
+# request still served, no worker lost.
+# Usage: nginx_test.sh LUAFLAME_SERVER MODULE_DIR [SECONDS]
+set -u
+server=$(realpath "$1") MODDIR=$(realpath "$2") SECONDS_LOAD=${3:-10}
+HERE=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+spid="" npid=""
+cleanup() {
+  [ -n "$npid" ] && kill -QUIT "$npid" 2>/dev/null
+  [ -n "$spid" ] && kill "$spid" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+free_port() { echo $((20000 + (RANDOM * 7 + $1 * 97) % 40000)); }
+
+# luaflame-server on a free loopback port.
+port=$(free_port 1)
+for _ in $(seq 20); do
+  "$server" --listen "127.0.0.1:$port" --data "$tmp/data" >"$tmp/server.log" 2>&1 & spid=$!
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break
+  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; spid=""; port=$((port + 1))
+done
+[ -n "$spid" ] || { echo "FAIL: luaflame-server did not start"; cat "$tmp/server.log"; exit 1; }
+url="http://127.0.0.1:$port"
+
+# nginx with its own prefix, config, pid and logs; as root its workers run as root.
+start_nginx() {  # PROFILE(on/off) SERVER_URL
+  nport=$(free_port 2)
+  local user=""; [ "$(id -u)" = 0 ] && user="user root;"
+  mkdir -p "$tmp/ngx"
+  sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$HERE#g" -e "s#@MODDIR@#$MODDIR#g" \
+      -e "s#@PROFILE@#$1#g" -e "s#@HZ@#999#g" -e "s#@SERVER@#$2#g" -e "s#@PORT@#$nport#g" -e "s#@USER@#$user#g" \
+      "$HERE/nginx.conf.in" >"$tmp/ngx/nginx.conf"
+  # Started in its prefix: a worker's undelivered profile is written in its working directory.
+  (cd "$tmp/ngx" && exec nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log") \
+    >"$tmp/ngx/out.log" 2>&1 & npid=$!
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && return 0; sleep 0.1; done
+  echo "FAIL: nginx did not start"; cat "$tmp/ngx/out.log" "$tmp/ngx/error.log"; exit 1
+}
+stop_nginx() {
+  kill -QUIT "$npid" 2>/dev/null; wait "$npid" 2>/dev/null; npid=""
+}
+load() {  # SECONDS -> ab's report in $tmp/ab.txt
+  ab -q -t "$1" -n 100000000 -c 4 "http://127.0.0.1:$nport/" >"$tmp/ab.txt" 2>&1
+  local done_n failed
+  done_n=$(awk '/^Complete requests:/ {print $3}' "$tmp/ab.txt")
+  failed=$(awk '/^Failed requests:/ {print $3}' "$tmp/ab.txt")
+  [ "${done_n:-0}" -gt 100 ] && [ "${failed:-1}" = 0 ] && ! grep -q 'Non-2xx' "$tmp/ab.txt" ||
+    fail "load: $(grep -E 'Complete|Failed|Non-2xx' "$tmp/ab.txt" | tr '\n' ' ')"
+  echo "ab: $done_n requests in $1 s, $(awk '/^Requests per second:/ {print $4}' "$tmp/ab.txt") per second"
+}
+
+# 1. Live: one run per worker, tagged, with the handler's frames, while nginx runs.
+start_nginx on "$url"
+load "$SECONDS_LOAD"
+sleep 2  # flush_interval 1: the last second's chunk
+runs=$(curl -sf "$url/api/runs?name=nginx-test")
+ids=$(echo "$runs" | grep -o '"id":[0-9]*' | cut -d: -f2 | sort -u)
+[ "$(echo "$ids" | grep -c .)" = 2 ] || fail "want 2 runs (one per worker): $runs"
+for id in $ids; do
+  run=$(curl -sf "$url/api/runs/$id")
+  [[ $run == *'"pid"'* && $run == *'"host"'* && $run == *'"vm":"luajit"'* ]] || fail "run $id tags: $run"
+  [[ $run == *'"status":"live"'* || $run == *'"status":"running"'* ]] || echo "note: run $id status: $(echo "$run" | grep -o '"status":"[a-z]*"')"
+  prof=$(curl -sf "$url/api/runs/$id/profile.folded?metric=samples")
+  echo "$prof" | grep -q 'M.handle [^;]*handler.lua:17;checksum [^;]*handler.lua:5;' ||
+    fail "run $id: no handler frames: $(echo "$prof" | sort -t' ' -k2 -rn | head -5)"
+done
+echo "$prof" | awk '{print $NF, $0}' | sort -rn | head -3 | cut -c1-240
+grep -E 'exited on signal|luaflame:' "$tmp/ngx/error.log" && fail "nginx error log: see above"
+stop_nginx
+
+# 2. The server down: every request served, no worker lost, the profile kept on disk.
+dead=$(free_port 3)
+start_nginx on "http://127.0.0.1:$dead"
+load 3
+grep -E 'exited on signal' "$tmp/ngx/error.log" && fail "a worker died with the server down"
+[ "$(pgrep -P "$npid" | wc -l)" = 2 ] || fail "workers: $(pgrep -P "$npid" | wc -l), want 2"
+stop_nginx
+# What could not be sent is kept: each worker writes it at exit.
+n=$(ls "$tmp"/ngx/luaflame-*.undelivered.folded 2>/dev/null | wc -l)
+[ "$n" = 2 ] || fail "server down: $n undelivered profiles written, want 2: $(ls "$tmp/ngx")"
+cat "$tmp"/ngx/luaflame-*.undelivered.folded 2>/dev/null | grep -q ';checksum [^;]*handler.lua:5;' ||
+  fail "server down: the undelivered profiles lack the handler's frames"
+
+[ $fails = 0 ] && echo "nginx: all checks passed"
+exit $((fails > 0))
