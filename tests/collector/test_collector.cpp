@@ -229,9 +229,9 @@ TEST_CASE("trace: exact call counts (tests/data/collector/trace)") {
 TEST_CASE(
     "sample: a function with three quarters of the CPU time has 75% of the samples, within 5 "
     "points, with either sampler") {
-  for (const char* sampler : {"timer", "thread"}) {
+  for (const std::string sampler : {"timer", "thread"}) {
     CAPTURE(sampler);
-    if (std::string(sampler) == "thread")
+    if (sampler == "thread")
       setenv("LUAFLAME_SAMPLER", "thread", 1);
     else
       unsetenv("LUAFLAME_SAMPLER");
@@ -259,15 +259,21 @@ TEST_CASE(
     CAPTURE(lua.global("SAMPLES"));
     CHECK(std::fabs(hot_s - 75) <= 5);
     // Trace time (wall TSC) does not depend on the sampler: checked once.
-    if (std::string(sampler) == "timer") CHECK(std::fabs(hot_t - 75) <= 5);
+    if (sampler == "timer") CHECK(std::fabs(hot_t - 75) <= 5);
     CHECK(total(samples) > 200);
-    // Sample events (stack walks) and recorded samples (weighted) per ms of CPU.
-    for (const char* rate : {"DELIVERED", "WEIGHT"}) {
-      CAPTURE(rate);
-      double per_ms = std::stod(lua.global(rate));
-      CHECK(per_ms >= 0.8);
-      CHECK(per_ms <= 1.2);
-    }
+    // Recorded samples (weighted) per ms of CPU: the asked rate. Sample
+    // events (stack walks) may be fewer: periods that pass while the thread is
+    // descheduled (ctest -j2 on 2 cores) reach it as one signal, whose weight
+    // carries them, so events are checked only for gross loss.
+    // (Regression: CI saw 0.796 events per ms with the weighted rate in range.)
+    const double weight = std::stod(lua.global("WEIGHT"));
+    const double delivered = std::stod(lua.global("DELIVERED"));
+    CAPTURE(weight);
+    CAPTURE(delivered);
+    CHECK(weight >= 0.8);
+    CHECK(weight <= 1.2);
+    CHECK(delivered >= 0.5);
+    CHECK(delivered <= weight);
   }
 }
 
