@@ -12,6 +12,12 @@
 #           normal build; under ASan the instrumented hooks and signal handler
 #           cost more than the uninstrumented Lua VM they sample, so the shares
 #           measure the instrumentation, not the collector.
+#   collector_jit*: Debian's luajit (uninstrumented) raises Lua errors with its
+#           own unwinder, which ASan does not see, so the frames it leaves keep
+#           their scope poisoning: the next call of l_start on that stack is
+#           reported as stack-use-after-scope (seen in CI at Options() of
+#           module.cpp:200). Not yet run with the runtime preloaded and that
+#           check off; until then the LuaJIT tests run in the normal job only.
 # web.browser runs (Chromium is not instrumented; the server it drives is).
 # Latency goals (hostile tests) are scaled by LUAFLAME_TEST_TIME_FACTOR (5).
 # Measured times: README.md, "CI".
@@ -19,7 +25,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${SAN_BUILD:-build-asan}
-EXCLUDE=${SAN_EXCLUDE:-'^ship\.|three quarters of the CPU time'}
+EXCLUDE=${SAN_EXCLUDE:-'^ship\.|three quarters of the CPU time|^collector_jit'}
 [ -n "${SAN_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --test
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
 start=$(date +%s)
