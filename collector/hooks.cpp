@@ -185,7 +185,7 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
     if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
     if (armed_hook != lf_hook) fwd = armed_hook, fwd_mask = armed_mask;
     const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;
-    count_due = armed_left > 0 && armed_left <= consumed;
+    count_due = armed_keep_count ? ev == LUA_HOOKCOUNT : armed_left > 0 && armed_left <= consumed;
     if (sampler.owes()) take_sample(L);
     if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
     begin_critical();
@@ -308,7 +308,8 @@ void Session::restore_program_hooks(lua_State* L) {
 // instruction, and with the Lua-thread code below, which also changes
 // hooks:
 //   - arm() and disarm() write `armed`, `armed_L`, `armed_hook`,
-//     `armed_mask`, `armed_count`, `armed_left` and call lua_sethook
+//     `armed_mask`, `armed_count`, `armed_left`, `armed_keep_count` and
+//     call lua_sethook
 //     (async-signal-safe by Lua's design, see the comment above
 //     lua_sethook in ldebug.c). Only two callers run them: the handler
 //     or allocator outside a critical section, or Lua-thread code inside
@@ -321,6 +322,27 @@ void Session::restore_program_hooks(lua_State* L) {
 //   - arm() reads the thread's hook (lua_gethook: one load) to keep the
 //     program's: what we arm over is restored by disarm(), with its count
 //     hook's progress (luaint::hookcount, one int) given back.
+// Whether the count progress read in arm() cannot be trusted to split the
+// program's count events from the one-shot's, so that arm() keeps the
+// program's count running instead (the sample then waits for its next
+// count event or a return, at most its count of instructions):
+//   - `left` 0 or back at the base count: the signal may have fallen inside
+//     luaG_traceexec (ldebug.c) after it decided to raise the program's count
+//     event and before luaD_hook reads L->hook, so the event in flight is the
+//     program's; or the count was just reset, so it is not. Either is
+//     possible and they read the same.
+//   - hooks not allowed: a hook of L runs (the program's, or ours forwarding
+//     to it). Its instructions count down the program's count, with no
+//     event the one-shot could take (luaD_hook skips them), so the progress
+//     given back at the next event would be short of them. (Seen under qemu:
+//     a count hook every 1,000 instructions lost one event of 903; with a
+//     count of 3, one event in four samples.)
+//   - the allowhook read not verified at start: always.
+// Reads L->allowhook (luaint.hpp): safe in the handler.
+bool Session::count_progress_unsure(const lua_State* L, int left) const {
+  return left <= 0 || left == armed_count || !layout.allowhook_ok || !luaint::allowhook(L);
+}
+
 void Session::arm() {
   if (armed) {
     // Still ours: the sample is pending. Replaced (the program called
@@ -344,27 +366,39 @@ void Session::arm() {
     armed_count = lua_gethookcount(L);
   }
   armed_L = L;
-  // The thread's own count progress. 0 here means the signal fell inside
-  // luaG_traceexec between its decrement and its reset: the count event it
-  // is about to raise is the program's (armed_left 1 forwards it).
+  // The thread's own count progress, given back less what the one-shot
+  // took; when it is unsure the program's count keeps running instead.
   armed_left = 0;
+  armed_keep_count = 0;
   if ((armed_mask & LUA_MASKCOUNT) && layout.hookcount_off) {
     const int left = luaint::hookcount(L, layout.hookcount_off);
-    armed_left = left > 0 ? left : 1;
+    armed_left = left > 0 ? left : 1;  // 0: traceexec resets it before the event
+    armed_keep_count = count_progress_unsure(L, left);
   }
-  lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
+  if (armed_keep_count) {
+    lua_sethook(L, lf_hook, armed_mask | LUA_MASKRET, armed_count);
+    luaint::set_hookcount(L, layout.hookcount_off, armed_left);
+  } else {
+    lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
+  }
   armed = 1;
 }
 
 void Session::disarm(int consumed) {
   if (!armed) return;
   if (armed_L) {
+    const std::size_t off = layout.hookcount_off;
+    const bool counts = (armed_mask & LUA_MASKCOUNT) && off;
+    // Kept running: the program's progress is the thread's count now.
+    const int live = counts && armed_keep_count ? luaint::hookcount(armed_L, off) : 0;
     lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
     // lua_sethook restarted the thread's own count: give back its progress
     // (when it is due now, hook_rest forwards the count event and the
     // fresh count stays).
-    if (armed_left > consumed && (armed_mask & LUA_MASKCOUNT))
-      luaint::set_hookcount(armed_L, layout.hookcount_off, armed_left - consumed);
+    if (counts && armed_keep_count && live > 0)
+      luaint::set_hookcount(armed_L, off, live);
+    else if (counts && !armed_keep_count && armed_left > consumed)
+      luaint::set_hookcount(armed_L, off, armed_left - consumed);
   }
   armed_L = nullptr;
   armed = 0;

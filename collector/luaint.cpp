@@ -10,6 +10,7 @@ namespace lfc::luaint {
 namespace {
 
 Layout* g_probe_out = nullptr;  // probe() runs on the Lua thread, one at a time
+int g_allowhook_in_hook = -1;   // lua_State.allowhook as probe_hook saw it
 
 // Called (a light C function) from a Lua function: compares the direct
 // reads with what lua_getstack/lua_getinfo say.
@@ -20,6 +21,7 @@ int probe_fn(lua_State* L) {
   lua_getinfo(L, "S", &a1);
   out->ci_prev_ok = a1.what[0] != 'C' && ci_prev(a0.i_ci) == a1.i_ci && ci_prev(a1.i_ci) != nullptr;
   out->state_ci_ok = state_ci(L) == a0.i_ci;
+  out->allowhook_ok = allowhook(L);  // 1 here; 0 inside probe_hook (checked after)
   if (!out->ci_prev_ok) return 0;
   unsigned char tag;
   const void* value;
@@ -41,7 +43,9 @@ int probe_fn(lua_State* L) {
   return 0;
 }
 
-void probe_hook(lua_State*, lua_Debug*) {}
+void probe_hook(lua_State* L, lua_Debug*) {
+  g_allowhook_in_hook = allowhook(L) ? 1 : 0;
+}
 
 // lua_State.hookcount: on a new thread with a count hook of `a`, the only
 // place holding basehookcount and hookcount (two ints in a row, lstate.h)
@@ -71,6 +75,22 @@ std::size_t find_hookcount(lua_State* L) {
   return found;
 }
 
+// lua_State.allowhook as a count hook of 1 sees it on a new thread: 0 when
+// the offset is right (luaD_hook clears it around the hook), -1 on failure.
+int allowhook_in_hook(lua_State* L) {
+  lua_State* T = lua_newthread(L);
+  lua_sethook(T, probe_hook, LUA_MASKCOUNT, 1);
+  g_allowhook_in_hook = -1;
+  static const char kOne[] = "return 1";
+  int nres = 0;
+  if (luaL_loadbuffer(T, kOne, sizeof kOne - 1, "=luaflame.probe") != LUA_OK ||
+      lua_resume(T, L, 0, &nres) != LUA_OK)
+    g_allowhook_in_hook = -1;
+  lua_sethook(T, nullptr, 0, 0);
+  lua_pop(L, 1);
+  return g_allowhook_in_hook;
+}
+
 }  // namespace
 
 Layout probe(lua_State* L) {
@@ -96,6 +116,7 @@ Layout probe(lua_State* L) {
   }
   lua_settop(L, top);
   out.hookcount_off = find_hookcount(L);
+  out.allowhook_ok = out.allowhook_ok && allowhook_in_hook(L) == 0;
   lua_settop(L, top);
   if (!out.ci_prev_ok)
     out.why = "CallInfo.previous does not match lua_getstack";
@@ -107,6 +128,10 @@ Layout probe(lua_State* L) {
     out.why = "C function layout differs: trace mode names C calls through lua_getinfo";
   else if (!out.hookcount_off)
     out.why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
+  else if (!out.allowhook_ok)
+    out.why =
+        "lua_State.allowhook not found: samples in a program with a count hook may wait for "
+        "its next count event";
   return out;
 }
 
@@ -122,6 +147,7 @@ std::string Layout::on() const {
   add(hookcount_off != 0, "hook_count");
   add(ci_prev_ok && lua_ident_ok, "lua_ident");
   add(ci_prev_ok && c_ident_ok, "c_ident");
+  add(allowhook_ok, "allowhook");
   return r;
 }
 

@@ -20,6 +20,7 @@
 //   Proto { ...; int sizecode at 24; int linedefined, lastlinedefined at 44;
 //     TValue *k; Instruction *code at 64; ...; TString *source at 112 }
 //   TString { ...; char contents[] at 24 }
+//   lua_State.allowhook                           -> byte 3 after `next`
 // The tracer identifies the called function through these (the call cache
 // of tracer.cpp); the allocator reads global_State's GC flags (MirrorGlobal
 // below, 5.4.4 only).
@@ -88,6 +89,23 @@ T at(const void* base, std::size_t off) {
   return v;
 }
 
+/// CallInfo.callstatus's CIST_C bit: the CallInfo runs a C function. A
+/// read of the CallInfo itself (not of the stack, which a reallocation may
+/// move under the handler): safe from the handler on L's thread.
+constexpr std::size_t kCiCallstatus =
+    7 * sizeof(void*) + 6;  ///< after u (3 pointers), u2, nresults
+constexpr unsigned short kCistC = 1 << 1;
+inline bool ci_is_c(const void* ci) {
+  return (at<unsigned short>(ci, kCiCallstatus) & kCistC) != 0;
+}
+
+/// lua_State.allowhook: 0 while a hook of L runs (luaD_hook clears it), 1
+/// otherwise. One byte load: safe from the handler on L's thread.
+constexpr std::size_t kStateAllowhook = sizeof(void*) + 3;  ///< after next, tt, marked, status
+inline bool allowhook(const lua_State* L) {
+  return at<unsigned char>(L, kStateAllowhook) != 0;
+}
+
 /// The function a CallInfo runs: its tag and its GC object or C function.
 inline void func_of(const void* ci, unsigned char& tag, const void*& value) {
   const void* func = at<const void*>(ci, 0);  // CallInfo.func -> StackValue
@@ -132,6 +150,7 @@ struct Layout {
   std::size_t hookcount_off = 0;  ///< lua_State.hookcount, 0 when not found
   bool lua_ident_ok = false;  ///< a Lua function's Proto (lines, source, code) through its CallInfo
   bool c_ident_ok = false;    ///< a light C function through its CallInfo
+  bool allowhook_ok = false;  ///< lua_State.allowhook: 1 outside hooks, 0 in one
   /// The fast paths on and off, for the summary: "ci_walk signal_position
   /// hook_count lua_ident c_ident" (those on).
   std::string on() const;

@@ -184,8 +184,12 @@ class Session {
   int armed_mask = 0, armed_count = 0;
   int armed_left =
       0;  ///< the armed thread's hookcount before arming (its own count hook's progress), 0 unknown
+  /// The one-shot runs on the program's own count (count_progress_unsure).
+  volatile sig_atomic_t armed_keep_count = 0;
   std::atomic<bool> alloc_pending{false};
   void arm();  ///< from the handler or a critical section
+  /// Whether arm() keeps the program's count running (hooks.cpp).
+  bool count_progress_unsure(const lua_State* L, int left) const;
   /// Restores the armed thread's hook, and its count hook's progress less
   /// the `consumed` instructions our count hook took.
   void disarm(int consumed = 0);
