@@ -6,7 +6,7 @@ import { el, $, initHeader, errorBox, toast, copyText, tagChip, debounce } from 
 import { fmtDate, fmtDuration, fmtValue, fmtPct, metricLabel } from './format.js';
 import { FlameGraph, exactRegexSource } from './flame.js';
 import { FuncTable } from './functable.js';
-import { drawTimeline } from './timeline.js';
+import { drawTimeline, timelineResolves } from './timeline.js';
 import { SandwichView } from './sandwich.js';
 import { SourceView, frameSource } from './source.js';
 
@@ -189,15 +189,22 @@ async function timeline() {
     box.hidden = true;
     return;
   }
-  if (!data.values || data.values.length < 2) { box.hidden = true; return; }
+  if (!data.values || !data.values.length) { box.hidden = true; return; }
   box.hidden = false;
   const range = view.from && view.until ? { from: +view.from, until: +view.until } : null;
   const plot = $('#tl-plot');
+  const lab = $('#tl-range');
+  const span = { from: run.started_ns, until: run.ended_ns > run.started_ns ? run.ended_ns : Date.now() * 1e6 };
+  if (!timelineResolves(data, span)) {  // say so rather than draw one bar over half the axis
+    plot.replaceChildren();
+    lab.textContent = `No timeline: the run lasted ${fmtDuration(span.until - span.from)}, under two of the timeline's ${fmtDuration(data.step_ns)} steps`;
+    $('#tl-clear').hidden = !range;
+    return;
+  }
   const tl = drawTimeline(plot, data, {
-    range, metric: metric(), units: unitsOf(metric()),
+    range, span, metric: metric(), units: unitsOf(metric()),
     onSelect: (from, until) => setView({ from: String(from), until: String(until) }),
   });
-  const lab = $('#tl-range');
   lab.textContent = range ? `Showing ${tl.label(range)}` : 'Whole run · drag to select a time range';
   $('#tl-clear').hidden = !range;
 }
