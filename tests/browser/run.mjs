@@ -496,12 +496,21 @@ async function main() {
     const n = await loads(page);
     t0 = Date.now();
     // Zoom into the widest frame three levels up.
-    await page.evaluate(() => {
-      const rs = [...document.querySelectorAll('#flame g > rect')].map((r) => ({ r, y: +r.getAttribute('y'), w: +r.getAttribute('width') }));
-      const ys = [...new Set(rs.map((o) => o.y))].sort((a, b) => b - a);
-      const lvl = rs.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
-      lvl.r.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+    // The big graph is a canvas (run.js CANVAS_FRAMES): click at the frame's place on it.
+    assertEq(await page.locator('#flame canvas').count(), 1, 'a graph this big is drawn on a canvas');
+    const at = await page.evaluate(() => {
+      const g = window.__lfGraph;
+      const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
+      const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
+      const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
+      const place = () => {
+        const box = g.canvas.getBoundingClientRect();
+        return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
+      };
+      window.scrollBy(0, place().y - window.innerHeight / 2);  // the frame on screen
+      return place();
     });
+    await page.mouse.click(at.x, at.y);
     const z = await nextLoad(page, n);
     T.figure('big run: zoom click to drawn (server renders focus)', Date.now() - t0);
     T.figure('big run: zoomed frames drawn', z.frames, 'frames');

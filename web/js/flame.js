@@ -87,7 +87,8 @@ export class FlameGraph {
   /**
    * @param host element the SVG goes into
    * @param opts {onZoom(chain, frameIndex), onHover(info|null), canvas: draw on a
-   *   canvas (see drawCanvas) instead of one SVG element per frame}
+   *   canvas (see drawCanvas) instead of one SVG element per frame: true, or a
+   *   number of frames above which to}
    */
   constructor(host, opts = {}) {
     this.host = host;
@@ -138,9 +139,14 @@ export class FlameGraph {
     const token = {};
     this.building = token;
     const read = await readOffThread(text);
+    // A task of its own for the drawing: the worker's message (thousands of records
+    // to deserialize) and the drawing in one task made 70 ms on a loaded machine.
+    if (read && read.frames.length > 1000) await nextTask();
     if (this.building !== token) throw new DOMException('replaced by a newer graph', 'AbortError');
     this.canvas = null;
-    if (read && read.frames.length && this.opts.canvas) return this.drawCanvas(read, inverted, hideRoot);
+    // opts.canvas: true, or a frame count above which the canvas is used.
+    const canvasFrom = this.opts.canvas === true ? 0 : this.opts.canvas || Infinity;
+    if (read && read.frames.length > canvasFrom) return this.drawCanvas(read, inverted, hideRoot);
     if (read && read.frames.length) return this.buildFrom(read, inverted, hideRoot, token);
     return this.buildDom(text, inverted, hideRoot);
   }
