@@ -231,6 +231,8 @@ export class FlameGraph {
     this.matched = [];
     this.svg = el;
     this.hideTip();
+    // Search marks go on an overlay of their own (its own compositing layer),
+    // so a search repaints only the marks, never the thousands of frames.
     this.overlay = document.createElementNS(SVGNS, 'svg');
     this.overlay.setAttribute('class', 'overlay');
     this.overlay.setAttribute('viewBox', g.viewBox);
@@ -322,23 +324,8 @@ export class FlameGraph {
     root.removeAttribute('id');
     root.setAttribute('role', 'img');
     root.setAttribute('aria-label', 'Flame graph');
-    this.frames = frames;
-    this.rowH = rowH;
-    this.viewBox = root.getAttribute('viewBox');
-    this.rootW = rootW || width;
-    this.width = width;
-    this.inverted = inverted;
-    this.matched = [];
-    this.svg = root;
-    this.hideTip();
-    // Search marks go on an overlay of their own (its own compositing layer),
-    // so a search repaints only the marks, never the thousands of frames.
-    this.overlay = document.createElementNS(SVGNS, 'svg');
-    this.overlay.setAttribute('class', 'overlay');
-    this.overlay.setAttribute('viewBox', this.viewBox || `0 0 ${width} 1`);
-    this.overlay.setAttribute('aria-hidden', 'true');
-    this.overlay.style.setProperty('--fh', `${rowH}px`);
-    this.host.replaceChildren(document.adoptNode(root), this.overlay);
+    const viewBox = root.getAttribute('viewBox') || `0 0 ${width} 1`;
+    this.adopt(document.adoptNode(root), { frames, rowH, viewBox, rootW: rootW || width, width }, inverted);
     this.warmNames();
   }
 
