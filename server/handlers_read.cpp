@@ -228,11 +228,27 @@ void timeline(App& app, const httplib::Request& req, httplib::Response& res) {
     step = std::max<int64_t>(1000000000LL,
                              ((until - from) / 100 + 999999999LL) / 1000000000LL * 1000000000LL);
   }
+  if ((until - from) / step > 100000)
+    throw HttpError(422, "step too small: more than 100000 intervals");
+  // The store answers in buckets of its own widths (1 s, 10 s, 1 min ...; coarser where
+  // the fine ones have expired). A step that is not a multiple of the widest would get
+  // two buckets in one step and three in the next (a saw-tooth that never happened),
+  // and a bucket that starts before `from` would be dropped: so the step is rounded up
+  // to a multiple of the widest bucket and the origin is aligned to it (a bucket never
+  // straddles two steps; the store's buckets are aligned to their widths).
   int64_t origin = from - from % 1000000000LL;
+  std::vector<TimePoint> points;
+  for (int round = 0; round < 8; ++round) {  // widths are few: a coarser step settles at once
+    points = app.store->timeline(run.id, metric, origin, until, step);
+    int64_t widest = 1;
+    for (const TimePoint& p : points) widest = std::max(widest, p.width_ns);
+    if (step % widest == 0 && origin % widest == 0) break;
+    step = (step + widest - 1) / widest * widest;
+    origin = from - from % widest;
+  }
   std::size_t n = static_cast<std::size_t>((until - origin + step - 1) / step);
-  if (n > 100000) throw HttpError(422, "step too small: more than 100000 intervals");
   std::vector<int64_t> values(std::max<std::size_t>(n, 1), 0);
-  for (const TimePoint& p : app.store->timeline(run.id, metric, origin, until, step)) {
+  for (const TimePoint& p : points) {
     if (p.t_ns < origin) continue;
     std::size_t i = static_cast<std::size_t>((p.t_ns - origin) / step);
     if (i < values.size()) values[i] += p.value;

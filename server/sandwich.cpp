@@ -219,6 +219,32 @@ struct Builder {
   }
 };
 
+/// A stack holding the function: its frames [begin, end), the outermost call
+/// `first` and the innermost `last` (the same frame unless it recurses).
+struct Call {
+  uint32_t stack;
+  double value;
+  const uint32_t* begin;
+  const uint32_t* first;
+  const uint32_t* last;
+  const uint32_t* end;
+};
+
+// The one walk over the view's stacks for a function (the sandwich's sides and
+// its head): each stack holding f is visited once, so recursion is merged.
+template <class Visit>
+void for_each_stack_with(const PathSet& p, uint32_t f, Visit visit) {
+  for (uint32_t s = 0; s + 1 < p.offs.size(); ++s) {
+    const uint32_t* a = p.ids.data() + p.offs[s];
+    const uint32_t* e = p.ids.data() + p.offs[s + 1];
+    const uint32_t* first = std::find(a, e, f);
+    if (first == e) continue;
+    const uint32_t* last = e - 1;
+    while (*last != f) --last;
+    visit(Call{s, p.values[s], a, first, last, e});
+  }
+}
+
 }  // namespace
 
 SandwichSide make_sandwich(const PathSet& p, std::string_view fn, Side side, double min_fraction,
@@ -228,23 +254,13 @@ SandwichSide make_sandwich(const PathSet& p, std::string_view fn, Side side, dou
   if (f == UINT32_MAX) return out;
   Builder b{p,  out, side, 0,  max_depth, std::vector<uint32_t>(p.names.size(), UINT32_MAX),
             {}, {},  {},   {}, {}};
-  // Stacks holding f: callers start above its outermost call, callees below its innermost.
-  for (uint32_t s = 0; s + 1 < p.offs.size(); ++s) {
-    const uint32_t* a = p.ids.data() + p.offs[s];
-    const uint32_t* e = p.ids.data() + p.offs[s + 1];
-    const uint32_t* first = std::find(a, e, f);
-    if (first == e) continue;
-    const double v = p.values[s];
-    out.total += v;
-    if (e[-1] == f) out.self += v;
-    if (side == Side::callers) {
-      b.items.push_back({s, static_cast<uint32_t>(first - p.ids.data())});
-    } else {
-      const uint32_t* last = e - 1;
-      while (*last != f) --last;
-      b.items.push_back({s, static_cast<uint32_t>(last + 1 - p.ids.data())});
-    }
-  }
+  // Callers start above its outermost call, callees below its innermost.
+  for_each_stack_with(p, f, [&](const Call& c) {
+    out.total += c.value;
+    if (c.last + 1 == c.end) out.self += c.value;
+    const uint32_t* start = side == Side::callers ? c.first : c.last + 1;
+    b.items.push_back({c.stack, static_cast<uint32_t>(start - p.ids.data())});
+  });
   out.found = !b.items.empty();
   if (!out.found) return out;
   b.min_value = std::fabs(out.total) * min_fraction;
@@ -275,22 +291,15 @@ SandwichInfo sandwich_info(const PathSet& p, std::string_view fn) {
     }
     sums[id] += v;
   };
-  for (uint32_t s = 0; s + 1 < p.offs.size(); ++s) {
-    const uint32_t* a = p.ids.data() + p.offs[s];
-    const uint32_t* e = p.ids.data() + p.offs[s + 1];
-    const uint32_t* first = std::find(a, e, f);
-    if (first == e) continue;
-    const double v = p.values[s];
+  for_each_stack_with(p, f, [&](const Call& c) {
     out.found = true;
-    out.total += v;
-    const uint32_t* last = e - 1;
-    while (*last != f) --last;
-    if (last + 1 == e)
-      out.self += v;
+    out.total += c.value;
+    if (c.last + 1 == c.end)
+      out.self += c.value;
     else
-      add(last[1], v, down, seen_down, downs);
-    if (first != a) add(first[-1], v, up, seen_up, ups);
-  }
+      add(c.last[1], c.value, down, seen_down, downs);
+    if (c.first != c.begin) add(c.first[-1], c.value, up, seen_up, ups);
+  });
   auto collect = [&](const std::vector<uint32_t>& ids, const std::vector<double>& sums,
                      std::vector<std::pair<std::string, double>>& list) {
     for (uint32_t id : ids) list.emplace_back(p.names[id], sums[id]);

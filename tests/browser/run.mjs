@@ -496,12 +496,21 @@ async function main() {
     const n = await loads(page);
     t0 = Date.now();
     // Zoom into the widest frame three levels up.
-    await page.evaluate(() => {
-      const rs = [...document.querySelectorAll('#flame g > rect')].map((r) => ({ r, y: +r.getAttribute('y'), w: +r.getAttribute('width') }));
-      const ys = [...new Set(rs.map((o) => o.y))].sort((a, b) => b - a);
-      const lvl = rs.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
-      lvl.r.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+    // The big graph is a canvas (run.js CANVAS_FRAMES): click at the frame's place on it.
+    assertEq(await page.locator('#flame canvas').count(), 1, 'a graph this big is drawn on a canvas');
+    const at = await page.evaluate(() => {
+      const g = window.__lfGraph;
+      const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
+      const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
+      const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
+      const place = () => {
+        const box = g.canvas.getBoundingClientRect();
+        return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
+      };
+      window.scrollBy(0, place().y - window.innerHeight / 2);  // the frame on screen
+      return place();
     });
+    await page.mouse.click(at.x, at.y);
     const z = await nextLoad(page, n);
     T.figure('big run: zoom click to drawn (server renders focus)', Date.now() - t0);
     T.figure('big run: zoomed frames drawn', z.frames, 'frames');
@@ -514,6 +523,79 @@ async function main() {
   });
 
   await viewChecks({ T, page, server, opt, ids, open, shot, apiUpload, post, longest });
+
+  // Regression: a 154 ms run crossing a second drew one bar over half a 2 s axis (the
+  // axis was the store's whole-second buckets, not the run), and a step that is not a
+  // multiple of the buckets made a saw-tooth (two buckets in one step, three in the next).
+  await T.check('timeline: a 154 ms run is not one bar across half the axis; bars on the run\'s time; steps of whole buckets', async () => {
+    const sec = Math.floor(Date.now() / 1000) - 7200;
+    // Left live: a finished stream ends when /finish came (now), and these runs are in the past.
+    const stream = async (key, startedNs, chunks) => {
+      const s = await apiPost('/api/streams', JSON.stringify({ stream: `tl-${key}-${process.pid}`, name: `tl-${key}`, metrics: ['samples'], started_ns: startedNs, hz: 100 }));
+      for (let k = 0; k < chunks.length; k++) {
+        const [from, until, v] = chunks[k];
+        await apiPost(`/api/runs/${s.id}/chunks`, wireChunk(k, ['samples'], [[['main', 'work'], [v]]], from, until), 'text/plain');
+      }
+      return s.id;
+    };
+    const tlText = (page) => page.evaluate(() => document.querySelector('#tl-range').textContent);
+    // 154 ms from x.9 s: one chunk, so one 1 s bucket of the two the run touches.
+    const t0 = (sec + 0.9) * 1e9;
+    const short = await stream('short', t0, [[t0, t0 + 154e6, 15]]);
+    const api = await (await fetch(`${server.base}/api/runs/${short}/timeline?metric=samples&step=1`)).json();
+    assertEq(api.values.length, 2, `the run touches two 1 s buckets (why the old axis was 2 s): ${JSON.stringify(api)}`);
+    await open(page, `/runs/${short}`);
+    await page.waitForSelector('#timeline:not([hidden])');
+    await page.waitForFunction(() => /No timeline/.test(document.querySelector('#tl-range').textContent));
+    const text = await tlText(page);
+    assert(/154 ms/.test(text) && /1\.0 s|1 s/.test(text), `says why: ${text}`);
+    assertEq(await page.locator('#tl-plot rect.bar').count(), 0, 'no bar drawn');
+    await shot(page, '18-timeline-short');
+
+    // 5.5 s from x.5 s in 0.5 s chunks: 1 sample in the first bucket, 2 in each other.
+    const t1 = (sec + 100.5) * 1e9;
+    const chunks = [];
+    for (let k = 0; k < 11; k++) chunks.push([t1 + k * 5e8, t1 + (k + 1) * 5e8, 1]);
+    const mid = await stream('mid', t1, chunks);
+    await open(page, `/runs/${mid}`);
+    await page.waitForSelector('#tl-plot rect.bar');
+    const bars = await page.evaluate(() => [...document.querySelectorAll('#tl-plot rect.bar')].map((r) => ({
+      from: +r.dataset.from, until: +r.dataset.until, x: +r.getAttribute('x'), w: +r.getAttribute('width'),
+    })));
+    assertEq(bars.length, 6, `one bar per second the run touched: ${JSON.stringify(bars)}`);
+    assertEq(bars[0].from, t1, 'the axis starts where the run started');
+    assertEq(bars[bars.length - 1].until, t1 + 5.5e9, 'and ends where it ended');
+    const full = bars[1].w;
+    assert(Math.abs((bars[0].w + 1) * 2 - (full + 1)) < 2, `the first bar (0.5 s of the run) is half as wide as a whole second's: ${bars[0].w} vs ${full}`);
+    const plotW = await page.evaluate(() => +document.querySelector('#tl-plot svg').getAttribute('viewBox').split(' ')[2]);
+    assert(Math.abs(bars[bars.length - 1].x + bars[bars.length - 1].w + 0.5 - plotW) < 1.5, 'the last bar reaches the axis end');
+    await shot(page, '19-timeline-mid');
+
+    // A store whose finest buckets are 10 s, 10 min of the collector's default 5 s
+    // chunks, asked in 25 s steps (what the page asks for a 100 min run): 10 s buckets
+    // gave steps of 3, 2, 3, 2 buckets (30, 20, 30 ...) for even work.
+    const coarse = await startServer(opt.server, opt.web, ['--resolutions', '10s:1d,1m:7d']);
+    try {
+      const send = async (p, body, type) => {
+        const r = await fetch(`${coarse.base}${p}`, { method: 'POST', body, headers: { 'Content-Type': type, Connection: 'close' } });
+        const text = await r.text();
+        assert(r.ok, `POST ${p}: ${r.status} ${text}`);
+        return text ? JSON.parse(text) : {};
+      };
+      const t2 = (sec + 1000) * 1e9;
+      const s = await send('/api/streams', JSON.stringify({ stream: `tl-long-${process.pid}`, name: 'tl-long', metrics: ['samples'], started_ns: t2, hz: 100 }), 'application/json');
+      for (let k = 0; k < 120; k++) {
+        await send(`/api/runs/${s.id}/chunks`, wireChunk(k, ['samples'], [[['main', 'work'], [5]]], t2 + k * 5e9, t2 + (k + 1) * 5e9), 'text/plain');
+      }
+      const tl = await (await fetch(`${coarse.base}/api/runs/${s.id}/timeline?metric=samples&step=25`)).json();
+      assertEq(tl.step_ns % 10e9, 0, `the step (${tl.step_ns} ns) is a multiple of the 10 s buckets: ${JSON.stringify(tl)}`);
+      const inner = tl.values.slice(1, -1);
+      assert(inner.length >= 10 && inner.every((v) => v === inner[0]), `equal work gives equal bars: ${tl.values.join(',')}`);
+      assertEq(tl.values.reduce((x, y) => x + y, 0), 600, 'nothing lost');
+    } finally {
+      await coarse.stop();
+    }
+  });
 
   await T.check('no script errors on any page', async () => {
     assert(errors.length === 0, errors.join('\n'));

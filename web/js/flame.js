@@ -55,11 +55,40 @@ export function exactRegexSource(name) {
   return `^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`;
 }
 
+/**
+ * What both drawings of the worker's frames (SVG and canvas) need: the frames
+ * (without the root when `hideRoot`), a view box cropped to them and the row
+ * height (the rects' height, else the smallest step between rows less a pixel).
+ */
+function layout(read, hideRoot) {
+  const frames = read.frames;
+  if (hideRoot && frames.length && frames[0].name === 'all') frames.shift();
+  const width = read.width;
+  let minY = Infinity;
+  let maxY = -Infinity;
+  let rootW = 0;
+  const ys = new Set();
+  for (const f of frames) {
+    if (f.y < minY) minY = f.y;
+    if (f.y > maxY) maxY = f.y;
+    if (f.w > rootW) rootW = f.w;
+    ys.add(f.y);
+  }
+  let step = 0;
+  const sorted = [...ys].sort((a, b) => a - b);
+  for (let k = 1; k < sorted.length; k++) if (!step || sorted[k] - sorted[k - 1] < step) step = sorted[k] - sorted[k - 1];
+  const rowH = frames.length && frames[0].h > 0 ? frames[0].h : step > 1 ? step - 1 : 15;
+  const vy = frames.length ? minY - 2 : 0;
+  const vh = frames.length ? maxY + rowH - minY + 4 : 1;
+  return { frames, width, rootW: rootW || width, rowH, vy, vh, viewBox: `0 ${vy} ${width} ${vh}` };
+}
+
 export class FlameGraph {
   /**
    * @param host element the SVG goes into
    * @param opts {onZoom(chain, frameIndex), onHover(info|null), canvas: draw on a
-   *   canvas (see drawCanvas) instead of one SVG element per frame}
+   *   canvas (see drawCanvas) instead of one SVG element per frame: true, or a
+   *   number of frames above which to}
    */
   constructor(host, opts = {}) {
     this.host = host;
@@ -110,57 +139,31 @@ export class FlameGraph {
     const token = {};
     this.building = token;
     const read = await readOffThread(text);
+    // A task of its own for the drawing: the worker's message (thousands of records
+    // to deserialize) and the drawing in one task made 70 ms on a loaded machine.
+    if (read && read.frames.length > 1000) await nextTask();
     if (this.building !== token) throw new DOMException('replaced by a newer graph', 'AbortError');
     this.canvas = null;
-    if (read && read.frames.length && this.opts.canvas) return this.drawCanvas(read, inverted, hideRoot);
+    // opts.canvas: true, or a frame count above which the canvas is used.
+    const canvasFrom = this.opts.canvas === true ? 0 : this.opts.canvas || Infinity;
+    if (read && read.frames.length > canvasFrom) return this.drawCanvas(read, inverted, hideRoot);
     if (read && read.frames.length) return this.buildFrom(read, inverted, hideRoot, token);
     return this.buildDom(text, inverted, hideRoot);
   }
 
   /** Builds the graph from the worker's records, CHUNK frames per task. */
   async buildFrom(read, inverted, hideRoot, token) {
-    const frames = read.frames;
-    if (hideRoot && frames.length && frames[0].name === 'all') frames.shift();
-    const width = read.width;
-    let minY = Infinity;
-    let maxY = -Infinity;
-    let rootW = 0;
-    const ys = new Set();
-    for (const f of frames) {
-      if (f.y < minY) minY = f.y;
-      if (f.y > maxY) maxY = f.y;
-      if (f.w > rootW) rootW = f.w;
-      ys.add(f.y);
-    }
-    let step = 0;
-    const sorted = [...ys].sort((a, b) => a - b);
-    for (let k = 1; k < sorted.length; k++) if (!step || sorted[k] - sorted[k - 1] < step) step = sorted[k] - sorted[k - 1];
-    const attrH = frames.length ? frames[0].h : 0;
-    const rowH = attrH > 0 ? attrH : step > 1 ? step - 1 : 15;
+    const g = layout(read, hideRoot);
+    const frames = g.frames;
     const root = document.createElementNS(SVGNS, 'svg');
-    const viewBox = frames.length ? `0 ${minY - 2} ${width} ${maxY + rowH - minY + 4}` : `0 0 ${width} 1`;
-    root.setAttribute('viewBox', viewBox);
+    root.setAttribute('viewBox', g.viewBox);
     root.setAttribute('width', '100%');
     root.setAttribute('role', 'img');
     root.setAttribute('aria-label', 'Flame graph');
-    root.style.setProperty('--fh', `${rowH}px`);
+    root.style.setProperty('--fh', `${g.rowH}px`);
     const box = document.createElementNS(SVGNS, 'g');
     root.append(box);
-    this.frames = frames;
-    this.rowH = rowH;
-    this.viewBox = viewBox;
-    this.rootW = rootW || width;
-    this.width = width;
-    this.inverted = inverted;
-    this.matched = [];
-    this.svg = root;
-    this.hideTip();
-    this.overlay = document.createElementNS(SVGNS, 'svg');
-    this.overlay.setAttribute('class', 'overlay');
-    this.overlay.setAttribute('viewBox', viewBox);
-    this.overlay.setAttribute('aria-hidden', 'true');
-    this.overlay.style.setProperty('--fh', `${rowH}px`);
-    this.host.replaceChildren(root, this.overlay);
+    this.adopt(root, g, inverted);
     for (let at = 0; at < frames.length; at += CHUNK) {
       if (at) {
         await nextTask();
@@ -190,35 +193,18 @@ export class FlameGraph {
    * pointer's position; search marks and the hover outline go on the overlay SVG.
    */
   drawCanvas(read, inverted, hideRoot) {
-    const frames = read.frames;
-    if (hideRoot && frames.length && frames[0].name === 'all') frames.shift();
-    const width = read.width;
-    let minY = Infinity;
-    let maxY = -Infinity;
-    let rootW = 0;
-    let step = 0;
-    const ys = new Set();
-    for (const f of frames) {
-      if (f.y < minY) minY = f.y;
-      if (f.y > maxY) maxY = f.y;
-      if (f.w > rootW) rootW = f.w;
-      ys.add(f.y);
-    }
-    const sorted = [...ys].sort((a, b) => a - b);
-    for (let k = 1; k < sorted.length; k++) if (!step || sorted[k] - sorted[k - 1] < step) step = sorted[k] - sorted[k - 1];
-    const rowH = frames.length && frames[0].h > 0 ? frames[0].h : step > 1 ? step - 1 : 15;
-    const vy = frames.length ? minY - 2 : 0;
-    const vh = frames.length ? maxY + rowH - minY + 4 : 1;
+    const g = layout(read, hideRoot);
+    const { frames, width, rowH } = g;
     const cssW = Math.max(1, this.host.clientWidth || width);
     const scale = cssW / width;
     const dpr = window.devicePixelRatio || 1;
     const canvas = document.createElement('canvas');
     canvas.width = Math.max(1, Math.round(cssW * dpr));
-    canvas.height = Math.max(1, Math.round(vh * scale * dpr));
+    canvas.height = Math.max(1, Math.round(g.vh * scale * dpr));
     canvas.setAttribute('role', 'img');
     canvas.setAttribute('aria-label', 'Flame graph');
     const ctx = canvas.getContext('2d');
-    ctx.setTransform(scale * dpr, 0, 0, scale * dpr, 0, -vy * scale * dpr);
+    ctx.setTransform(scale * dpr, 0, 0, scale * dpr, 0, -g.vy * scale * dpr);
     // Plain rectangles (fillRect is Skia's fast path; a rounded path per frame took
     // twice as long), the fill set only when it changes.
     let fill = '';
@@ -230,22 +216,29 @@ export class FlameGraph {
     ctx.fillStyle = '#000';
     ctx.font = '12px Verdana, "DejaVu Sans", sans-serif';
     for (const f of frames) if (f.label && f.tx) ctx.fillText(f.label, +f.tx, +f.ty);
-    this.frames = frames;
-    this.rowH = rowH;
-    this.viewBox = `0 ${vy} ${width} ${vh}`;
-    this.rootW = rootW || width;
-    this.width = width;
+    this.canvas = canvas;
+    this.adopt(canvas, g, inverted);
+  }
+
+  /** Makes `el` (the SVG or the canvas) the graph of `g` (layout()), with an empty overlay above it. */
+  adopt(el, g, inverted) {
+    this.frames = g.frames;
+    this.rowH = g.rowH;
+    this.viewBox = g.viewBox;
+    this.rootW = g.rootW;
+    this.width = g.width;
     this.inverted = inverted;
     this.matched = [];
-    this.svg = canvas;
-    this.canvas = canvas;
+    this.svg = el;
     this.hideTip();
+    // Search marks go on an overlay of their own (its own compositing layer),
+    // so a search repaints only the marks, never the thousands of frames.
     this.overlay = document.createElementNS(SVGNS, 'svg');
     this.overlay.setAttribute('class', 'overlay');
-    this.overlay.setAttribute('viewBox', this.viewBox);
+    this.overlay.setAttribute('viewBox', g.viewBox);
     this.overlay.setAttribute('aria-hidden', 'true');
-    this.overlay.style.setProperty('--fh', `${rowH}px`);
-    this.host.replaceChildren(canvas, this.overlay);
+    this.overlay.style.setProperty('--fh', `${g.rowH}px`);
+    this.host.replaceChildren(el, this.overlay);
   }
 
   /** The hover outline of frame i on the overlay (canvas mode); -1 removes it. */
@@ -331,23 +324,8 @@ export class FlameGraph {
     root.removeAttribute('id');
     root.setAttribute('role', 'img');
     root.setAttribute('aria-label', 'Flame graph');
-    this.frames = frames;
-    this.rowH = rowH;
-    this.viewBox = root.getAttribute('viewBox');
-    this.rootW = rootW || width;
-    this.width = width;
-    this.inverted = inverted;
-    this.matched = [];
-    this.svg = root;
-    this.hideTip();
-    // Search marks go on an overlay of their own (its own compositing layer),
-    // so a search repaints only the marks, never the thousands of frames.
-    this.overlay = document.createElementNS(SVGNS, 'svg');
-    this.overlay.setAttribute('class', 'overlay');
-    this.overlay.setAttribute('viewBox', this.viewBox || `0 0 ${width} 1`);
-    this.overlay.setAttribute('aria-hidden', 'true');
-    this.overlay.style.setProperty('--fh', `${rowH}px`);
-    this.host.replaceChildren(document.adoptNode(root), this.overlay);
+    const viewBox = root.getAttribute('viewBox') || `0 0 ${width} 1`;
+    this.adopt(document.adoptNode(root), { frames, rowH, viewBox, rootW: rootW || width, width }, inverted);
     this.warmNames();
   }
 

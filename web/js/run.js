@@ -6,7 +6,7 @@ import { el, $, initHeader, errorBox, toast, copyText, tagChip, debounce } from 
 import { fmtDate, fmtDuration, fmtValue, fmtPct, metricLabel } from './format.js';
 import { FlameGraph, exactRegexSource } from './flame.js';
 import { FuncTable } from './functable.js';
-import { drawTimeline } from './timeline.js';
+import { drawTimeline, timelineResolves } from './timeline.js';
 import { SandwichView } from './sandwich.js';
 import { SourceView, frameSource } from './source.js';
 
@@ -189,15 +189,22 @@ async function timeline() {
     box.hidden = true;
     return;
   }
-  if (!data.values || data.values.length < 2) { box.hidden = true; return; }
+  if (!data.values || !data.values.length) { box.hidden = true; return; }
   box.hidden = false;
   const range = view.from && view.until ? { from: +view.from, until: +view.until } : null;
   const plot = $('#tl-plot');
+  const lab = $('#tl-range');
+  const span = { from: run.started_ns, until: run.ended_ns > run.started_ns ? run.ended_ns : Date.now() * 1e6 };
+  if (!timelineResolves(data, span)) {  // say so rather than draw one bar over half the axis
+    plot.replaceChildren();
+    lab.textContent = `No timeline: the run lasted ${fmtDuration(span.until - span.from)}, under two of the timeline's ${fmtDuration(data.step_ns)} steps`;
+    $('#tl-clear').hidden = !range;
+    return;
+  }
   const tl = drawTimeline(plot, data, {
-    range, metric: metric(), units: unitsOf(metric()),
+    range, span, metric: metric(), units: unitsOf(metric()),
     onSelect: (from, until) => setView({ from: String(from), until: String(until) }),
   });
-  const lab = $('#tl-range');
   lab.textContent = range ? `Showing ${tl.label(range)}` : 'Whole run · drag to select a time range';
   $('#tl-clear').hidden = !range;
 }
@@ -382,7 +389,12 @@ const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTi
 async function drawView() {
   const v = view.view;
   for (const b of document.querySelectorAll('#views button')) b.setAttribute('aria-selected', String(b.dataset.view === v));
-  $('#graph-panel').hidden = v !== '';
+  // Parked, not display:none: hiding the 4,673-frame SVG of a 200,000-stack run tore its
+  // layout tree down (178 ms task on pressing 2, 60 ms of it a forced layout) and showing
+  // it again built it anew; content-visibility: hidden keeps it and skips its rendering.
+  const park = $('#graph-panel');
+  park.classList.toggle('parked', v !== '');
+  park.setAttribute('aria-hidden', String(v !== ''));
   $('#crumbs').hidden = v !== '';
   $('#sandwich').hidden = v !== 'sandwich';
   $('#source').hidden = v !== 'source';
@@ -488,6 +500,9 @@ function skeleton() {
   ];
 }
 
+/** Frames above which the run page's flame graph is drawn on a canvas (FlameGraph opts.canvas). */
+const CANVAS_FRAMES = 2500;
+
 async function main() {
   initHeader('runs');
   if (!id) { app.replaceChildren(errorBox('No run id in this address', 'Expected /runs/ID')); return; }
@@ -500,6 +515,9 @@ async function main() {
     onHover: showPicked,
     describe,
     hint: 'click: zoom · s: sandwich · o: source',
+    // A big graph goes on a canvas: as SVG the 4,673 frames of a 200,000-stack run cost
+    // 50-100 ms tasks of style, paint and hit testing whenever the page changed.
+    canvas: CANVAS_FRAMES,
   });
   sandwich = new SandwichView($('#sandwich'), {
     onPick: (name) => openSandwich(name),
