@@ -77,7 +77,15 @@ bool Streamer::post(const std::string& path, const std::string& body, const char
     status = 0;
     return false;
   }
+  // While the server answers (slowly, perhaps), a request may take its own timeouts
+  // (connection 1 s, then read/write): the final wait does not cut it before that. A server
+  // that stopped answering gets no such time: the final wait's bound holds.
+  inflight_end_ns_.store(answering_ ? std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          after(1.0 + timeout_s_).time_since_epoch())
+                                          .count()
+                                    : 0);
   auto res = cli_->Post(path, body, type);
+  answering_ = static_cast<bool>(res);
   if (!res) {
     error_ = "cannot reach " + s_.opt.server + " (" + httplib::to_string(res.error()) + " error)";
     status = 0;
@@ -229,6 +237,7 @@ double Streamer::timeout_for(std::size_t body_bytes) {
 
 void Streamer::set_timeouts(std::size_t body_bytes) {
   double secs = timeout_for(body_bytes);
+  timeout_s_ = secs;
   auto whole = static_cast<time_t>(secs);
   auto usec = static_cast<time_t>((secs - static_cast<double>(whole)) * 1e6);
   cli_->set_read_timeout(whole, usec);
@@ -315,8 +324,10 @@ void Streamer::finish(Summary& sum) {
         build_chunks(unix_now_ns());
         built = true;
         // More to send, more time: one second per MiB, within the cap.
-        allowed.store(std::min(kFinishMaxSeconds,
-                               kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20)));
+        allowed.store(
+            std::min(kFinishMaxSeconds,
+                     std::max(allowed.load(),
+                              kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20))));
         if (queue_.empty()) break;
       }
       if (send_chunk()) {
@@ -347,7 +358,17 @@ void Streamer::finish(Summary& sum) {
     if (finished_ && s_.opt.sources) send_sources();
     done.store(true);
   });
-  while (!done.load() && Clock::now() < deadline())
+  // A request to a server that answers is not cut before its own timeout (within
+  // kFinishMaxSeconds): the wait used to count from stop() only, so a chunk sent late in it
+  // (after joining a slow request of the streaming thread) was cut while the server was still
+  // answering ("Read error"), and the run stayed live with its last chunks missing.
+  auto wait_until = [&] {
+    const auto inflight = Clock::time_point(std::chrono::nanoseconds(inflight_end_ns_.load()));
+    const auto cap = t0 + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(kFinishMaxSeconds));
+    return std::min(cap, std::max(deadline(), inflight));
+  };
+  while (!done.load() && Clock::now() < wait_until())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!done.load()) {
     aborted_.store(true);
