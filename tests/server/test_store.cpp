@@ -598,13 +598,16 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
     lfs::pg::Conn c(dir.spec);
     c.exec(
         "DROP INDEX tags_kvn; DROP INDEX runs_name_status; ALTER TABLE tags DROP COLUMN name;"
-        " UPDATE luaflame_meta SET value=1 WHERE key='schema'");
+        " ALTER TABLE buckets DROP CONSTRAINT buckets_pkey; ALTER TABLE buckets DROP COLUMN part;"
+        " DROP SEQUENCE bucket_parts; ALTER TABLE buckets ADD PRIMARY KEY(run, metric, width,"
+        " bucket); UPDATE luaflame_meta SET value=1 WHERE key='schema'");
   } else {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((dir.path + "/luaflame.db").c_str(), &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db,
                        "DROP INDEX tags_kvn; ALTER TABLE tags DROP COLUMN name;"
-                       " PRAGMA user_version=3",
+                       " DROP INDEX buckets_key; CREATE UNIQUE INDEX buckets_key ON"
+                       " buckets(run, metric, width, bucket); PRAGMA user_version=3",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
@@ -620,6 +623,7 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
   l = st->list_runs(f);
   REQUIRE(l.runs.size() == 2);
   CHECK(l.runs[0].id == later);
+  CHECK(read_all(*st, id) == std::map<std::string, int64_t>{{"s", 1}});  // buckets upgraded too
 }
 
 // Issue 11: every chunk decoded and re-encoded its run's whole merged tree and coarse buckets
