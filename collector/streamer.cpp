@@ -38,7 +38,24 @@ Clock::time_point after(double seconds) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// The session's exit handler (its at_process_exit), see Streamer::set_exit_handler.
+std::atomic<void (*)()> g_exit_handler{nullptr};
+std::once_flag g_exit_rearmed;
+
 }  // namespace
+
+// Contract: exit() runs atexit handlers and static destructors in the reverse order of their
+// registration. The session registers its handler (which finishes the stream) at the first
+// start(); cpp-httplib builds the regex that parses a response's status line (a function-local
+// static in read_response_line) at the first answer, later, so exit() destroyed it before the
+// handler ran and every request of the final flush failed on a valid answer ("Read error", and
+// once a crash): a run ended by os.exit() lost its last chunks. Registering the handler again
+// once an answer has been parsed makes it run before that destructor. It may race with nothing
+// that matters: std::atexit is thread-safe, a registration made while exit() already runs
+// handlers is run too, and the handler does nothing once the session is stopped (it runs twice).
+void Streamer::set_exit_handler(void (*fn)()) {
+  g_exit_handler.store(fn);
+}
 
 Streamer::Streamer(Session& s) : s_(s), uuid_(make_uuid()) {
   cli_ = std::make_unique<httplib::Client>(s_.opt.server);
@@ -86,6 +103,10 @@ bool Streamer::post(const std::string& path, const std::string& body, const char
                                     : 0);
   auto res = cli_->Post(path, body, type);
   answering_ = static_cast<bool>(res);
+  if (res)  // httplib's response parser exists now: the exit handler must run before its end
+    std::call_once(g_exit_rearmed, [] {
+      if (auto fn = g_exit_handler.load()) std::atexit(fn);
+    });
   if (!res) {
     error_ = "cannot reach " + s_.opt.server + " (" + httplib::to_string(res.error()) + " error)";
     status = 0;

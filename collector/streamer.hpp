@@ -41,6 +41,11 @@ class Streamer {
   /// Nodes with values per chunk (a chunk also carries its first node's ancestors).
   static constexpr uint32_t kChunkNodes = 16384;
 
+  /// The session's exit handler (at_process_exit), set at start(): registered again with
+  /// std::atexit after the process's first HTTP answer, so that exit() runs it before
+  /// cpp-httplib's statics are destroyed (see the contract in streamer.cpp).
+  static void set_exit_handler(void (*fn)());
+
   explicit Streamer(Session& s);
   ~Streamer();
   void start();

@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -223,6 +224,55 @@ TEST_CASE("stream: a slow server's last chunk is not cut by the final wait (read
   CHECK(fake.totals["time"] == read_folded(out));
   std::remove(out.c_str());
   std::remove("stream_test_slow.calls.folded");
+}
+
+// Broke in every real run ended by os.exit() (bench/real/stream.sh over luacheck on a loaded
+// machine: "Read error" on valid 200 answers, the run left live, its last chunks in the
+// fallback file; once a crash): exit() destroyed cpp-httplib's status-line regex, built at the
+// first answer, before the session's exit handler (registered at start) sent the last chunks.
+// A child process streams to the fake server, sends a chunk, makes a large final delta and
+// calls os.exit(0) without stopping.
+TEST_CASE("stream: a run ended by os.exit() delivers its last chunks (httplib destroyed at exit)") {
+  FakeServer fake;
+  const std::string out = "stream_test_exit.folded";
+  std::remove("stream_test_exit.undelivered.folded");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    lua_State* L = luaL_newstate();
+    luaL_openlibs(L);
+    lfc::preload_module(L);
+    std::string code =
+        "local lf = require 'luaflame'\n"
+        "local function leaf(i) return i * 2 end\n"
+        "local function spin(ms) local t = os.clock() while os.clock() - t < ms / 1000 do "
+        "leaf(1) end end\n"
+        "lf.start({mode = 'trace', server = '" +
+        fake.url() + "', flush_interval = 100, output = '" + out +
+        "'})\n"
+        "spin(50) lf.flush() spin(300)\n"  // one chunk answered: httplib's parser is built
+        "for i = 1, 4000 do load('local function f' .. i .. '() return ' .. i .. ' end return "
+        "f' .. i .. '()')() end\n"
+        "os.exit(0)\n";
+    luaL_dostring(L, code.c_str());
+    _exit(3);  // not reached: os.exit ends the child
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::ifstream undelivered("stream_test_exit.undelivered.folded");
+  CHECK_FALSE(undelivered.good());
+  std::lock_guard<std::mutex> lk(fake.mu);
+  CHECK(fake.finishes == 1);
+  CHECK(fake.seqs.size() >= 2);
+  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
+  CHECK(fake.totals["calls"].size() > 4000);
+  CHECK(fake.totals["calls"] == read_folded("stream_test_exit.calls.folded"));
+  for (const char* f :
+       {"stream_test_exit.folded", "stream_test_exit.calls.folded",
+        "stream_test_exit.undelivered.folded", "stream_test_exit.undelivered.calls.folded"})
+    std::remove(f);
 }
 
 // A server that accepts connections and never answers.
