@@ -123,7 +123,7 @@ class PgStore : public Store {
     pg::Pool::Lease c(pool_);
     migrate(*c);
   }
-  ~PgStore() override { close(); }
+  ~PgStore() override { shut(); }  // not the virtual close() (as SqliteStore)
 
   int64_t create_run(const NewRun& run, const Batch& data) override {
     pg::Pool::Lease c(pool_);
@@ -343,7 +343,10 @@ class PgStore : public Store {
     return s;
   }
 
-  void close() override {
+  void close() override { shut(); }
+
+ private:
+  void shut() {
     pool_.close();
     std::lock_guard<std::mutex> lock(leader_mu_);
     leader_.reset();
@@ -351,7 +354,6 @@ class PgStore : public Store {
     trees_.clear();
   }
 
- private:
   void migrate(pg::Conn& c) {
     pg::Txn txn(c);
     // Two servers starting on an empty database: one creates, the other waits and sees it.
