@@ -122,6 +122,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     return err = "luaflame is already running (call luaflame.stop() first)", false;
   static std::once_flag exit_once;
   std::call_once(exit_once, [] { std::atexit(at_process_exit); });
+  Streamer::set_exit_handler(at_process_exit);  // registered again after httplib's first answer
   auto s = std::make_unique<Session>(L, o);
   s->layout = luaint::probe(L);
   s->ci_walk_ok = s->layout.ci_prev_ok;

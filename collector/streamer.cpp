@@ -38,7 +38,24 @@ Clock::time_point after(double seconds) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// The session's exit handler (its at_process_exit), see Streamer::set_exit_handler.
+std::atomic<void (*)()> g_exit_handler{nullptr};
+std::once_flag g_exit_rearmed;
+
 }  // namespace
+
+// Contract: exit() runs atexit handlers and static destructors in the reverse order of their
+// registration. The session registers its handler (which finishes the stream) at the first
+// start(); cpp-httplib builds the regex that parses a response's status line (a function-local
+// static in read_response_line) at the first answer, later, so exit() destroyed it before the
+// handler ran and every request of the final flush failed on a valid answer ("Read error", and
+// once a crash): a run ended by os.exit() lost its last chunks. Registering the handler again
+// once an answer has been parsed makes it run before that destructor. It may race with nothing
+// that matters: std::atexit is thread-safe, a registration made while exit() already runs
+// handlers is run too, and the handler does nothing once the session is stopped (it runs twice).
+void Streamer::set_exit_handler(void (*fn)()) {
+  g_exit_handler.store(fn);
+}
 
 Streamer::Streamer(Session& s) : s_(s), uuid_(make_uuid()) {
   cli_ = std::make_unique<httplib::Client>(s_.opt.server);
@@ -77,7 +94,19 @@ bool Streamer::post(const std::string& path, const std::string& body, const char
     status = 0;
     return false;
   }
+  // While the server answers (slowly, perhaps), a request may take its own timeouts
+  // (connection 1 s, then read/write): the final wait does not cut it before that. A server
+  // that stopped answering gets no such time: the final wait's bound holds.
+  inflight_end_ns_.store(answering_ ? std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          after(1.0 + timeout_s_).time_since_epoch())
+                                          .count()
+                                    : 0);
   auto res = cli_->Post(path, body, type);
+  answering_ = static_cast<bool>(res);
+  if (res)  // httplib's response parser exists now: the exit handler must run before its end
+    std::call_once(g_exit_rearmed, [] {
+      if (auto fn = g_exit_handler.load()) std::atexit(fn);
+    });
   if (!res) {
     error_ = "cannot reach " + s_.opt.server + " (" + httplib::to_string(res.error()) + " error)";
     status = 0;
@@ -229,6 +258,7 @@ double Streamer::timeout_for(std::size_t body_bytes) {
 
 void Streamer::set_timeouts(std::size_t body_bytes) {
   double secs = timeout_for(body_bytes);
+  timeout_s_ = secs;
   auto whole = static_cast<time_t>(secs);
   auto usec = static_cast<time_t>((secs - static_cast<double>(whole)) * 1e6);
   cli_->set_read_timeout(whole, usec);
@@ -315,8 +345,10 @@ void Streamer::finish(Summary& sum) {
         build_chunks(unix_now_ns());
         built = true;
         // More to send, more time: one second per MiB, within the cap.
-        allowed.store(std::min(kFinishMaxSeconds,
-                               kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20)));
+        allowed.store(
+            std::min(kFinishMaxSeconds,
+                     std::max(allowed.load(),
+                              kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20))));
         if (queue_.empty()) break;
       }
       if (send_chunk()) {
@@ -347,7 +379,17 @@ void Streamer::finish(Summary& sum) {
     if (finished_ && s_.opt.sources) send_sources();
     done.store(true);
   });
-  while (!done.load() && Clock::now() < deadline())
+  // A request to a server that answers is not cut before its own timeout (within
+  // kFinishMaxSeconds): the wait used to count from stop() only, so a chunk sent late in it
+  // (after joining a slow request of the streaming thread) was cut while the server was still
+  // answering ("Read error"), and the run stayed live with its last chunks missing.
+  auto wait_until = [&] {
+    const auto inflight = Clock::time_point(std::chrono::nanoseconds(inflight_end_ns_.load()));
+    const auto cap = t0 + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(kFinishMaxSeconds));
+    return std::min(cap, std::max(deadline(), inflight));
+  };
+  while (!done.load() && Clock::now() < wait_until())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!done.load()) {
     aborted_.store(true);

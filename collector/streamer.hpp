@@ -41,6 +41,11 @@ class Streamer {
   /// Nodes with values per chunk (a chunk also carries its first node's ancestors).
   static constexpr uint32_t kChunkNodes = 16384;
 
+  /// The session's exit handler (at_process_exit), set at start(): registered again with
+  /// std::atexit after the process's first HTTP answer, so that exit() runs it before
+  /// cpp-httplib's statics are destroyed (see the contract in streamer.cpp).
+  static void set_exit_handler(void (*fn)());
+
   explicit Streamer(Session& s);
   ~Streamer();
   void start();
@@ -89,6 +94,12 @@ class Streamer {
   uint64_t chunks_sent_ = 0;
   std::size_t bytes_sent_ = 0;  ///< chunk bodies acknowledged
   double backoff_ = 0.25;
+  double timeout_s_ = 2.0;  ///< the read/write timeout set now (the thread doing requests)
+  bool answering_ = false;  ///< the last request had an answer (any status)
+  /// steady_clock ns by which the last request started ends by its own timeouts, when the
+  /// server was answering (else 0). The final wait does not cut it before (see finish()).
+  /// Left set after the request: a time past, or soon past.
+  std::atomic<int64_t> inflight_end_ns_{0};
 };
 
 }  // namespace lfc

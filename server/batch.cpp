@@ -351,6 +351,19 @@ bool merged_bucket(std::string_view old, const Values& add, int sign, int64_t ru
   return !cur.empty();
 }
 
+std::size_t parts_to_merge(const std::vector<int64_t>& parts, int64_t fresh) {
+  std::size_t k = 0;
+  int64_t merged = fresh;
+  while (k < parts.size()) {
+    const int64_t next = parts[parts.size() - 1 - k];
+    const bool too_many = parts.size() - k >= kMaxParts;
+    if (!too_many && next > 2 * merged) break;  // a bigger older part waits: it is merged
+    merged += next;                             // once the newer ones add up to half of it
+    ++k;
+  }
+  return k;
+}
+
 int64_t merged_total(int64_t total, int64_t sum, int sign) {
   return sign > 0 ? checked_add(total, sum, "a bucket's total") : total - sum;
 }

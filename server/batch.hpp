@@ -142,6 +142,15 @@ int64_t column_values(const Batch& b, std::size_t c, const std::vector<uint32_t>
 /// Throws on a malformed blob (naming `run`) or a sum that does not fit.
 bool merged_bucket(std::string_view old, const Values& add, int sign, int64_t run,
                    std::string& out);
+/// A bucket is stored as parts (issue 11): a chunk appends its own values as a new part, and
+/// the newest parts are merged only while they are not much smaller than what joins them, so
+/// appending costs about the chunk (amortized), not the bucket, and a bucket keeps a few parts
+/// (at most kMaxParts). Reads add the parts up (they sum into one dense array anyway).
+constexpr std::size_t kMaxParts = 8;
+/// How many of the newest stored parts (byte sizes `parts`, oldest first) to merge with a new
+/// part of `fresh` bytes: while the next older part is at most twice what is merged so far,
+/// and while more than kMaxParts - 1 would be left.
+std::size_t parts_to_merge(const std::vector<int64_t>& parts, int64_t fresh);
 /// A bucket total after adding (sign 1, checked) or subtracting (-1) `sum`.
 int64_t merged_total(int64_t total, int64_t sum, int sign);
 /// What retention takes out of one (run, metric)'s merged tree and totals: the summed

@@ -1,15 +1,16 @@
 // PgStore: the Store on PostgreSQL, shared by several luaflame-server processes.
 //
 // The model is SqliteStore's (store.hpp, batch.hpp): a run's dictionary of frames and nodes in
-// appended blobs, values as one blob per (run, metric, resolution, bucket), the merged tree
-// under width 0. Nothing that matters lives in a server: every write is one transaction,
-// acknowledged after COMMIT, so any server reads it at once. Writes to one run are serialised
-// across servers by its row lock (SELECT ... FOR UPDATE): under it, buckets are read, merged
-// and rewritten. Each server keeps the dictionaries of the live runs it writes to, tagged with
-// the run's revision; under the row lock a copy whose revision is not the run's (another
-// server wrote, or retention trimmed) is reloaded, so it is never stale. Every change bumps
-// runs.revision, which every server's caches put in their keys. Retention runs only in the
-// server holding a session advisory lock, released when that server dies.
+// appended blobs, values as blobs per (run, metric, resolution, bucket), a few parts each
+// (batch.hpp, parts_to_merge), the merged tree under width 0. Nothing that matters lives in a
+// server: every write is one transaction, acknowledged after COMMIT, so any server reads it at
+// once. Writes to one run are serialised across servers by its row lock (SELECT ... FOR UPDATE):
+// under it, a chunk adds a part to each of its buckets, merging the newest small parts. Each server
+// keeps the dictionaries of the live runs it writes to, tagged with the run's revision; under the
+// row lock a copy whose revision is not the run's (another server wrote, or retention trimmed) is
+// reloaded, so it is never stale. Every change bumps runs.revision, which every server's caches put
+// in their keys. Retention runs only in the server holding a session advisory lock, released when
+// that server dies.
 #include "pg_store.hpp"
 
 #include <algorithm>
@@ -65,6 +66,14 @@ const char* const kSchemaV2 = R"(
   UPDATE tags SET name=runs.name FROM runs WHERE runs.id=tags.run;
   CREATE INDEX tags_kvn ON tags(key, value, name, run);
   CREATE INDEX runs_name_status ON runs(name, status, id);)";
+// 3: a bucket is a few parts (batch.hpp, parts_to_merge) numbered by a sequence, oldest first,
+// so a chunk adds a part instead of rewriting the bucket.
+const char* const kSchemaV3 = R"(
+  CREATE SEQUENCE bucket_parts;
+  ALTER TABLE buckets ADD COLUMN part bigint NOT NULL DEFAULT 0;
+  ALTER TABLE buckets ALTER COLUMN part SET DEFAULT nextval('bucket_parts');
+  ALTER TABLE buckets DROP CONSTRAINT buckets_pkey;
+  ALTER TABLE buckets ADD PRIMARY KEY(run, metric, width, bucket, part);)";
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -114,7 +123,7 @@ class PgStore : public Store {
     pg::Pool::Lease c(pool_);
     migrate(*c);
   }
-  ~PgStore() override { close(); }
+  ~PgStore() override { shut(); }  // not the virtual close() (as SqliteStore)
 
   int64_t create_run(const NewRun& run, const Batch& data) override {
     pg::Pool::Lease c(pool_);
@@ -279,8 +288,8 @@ class PgStore : public Store {
       const int64_t lo = std::max(from_ns, horizon[l] == kMax ? until : horizon[l]);
       auto q = c->query(
           "timeline",
-          "SELECT bucket, total FROM buckets WHERE run=$1 AND metric=$2 AND width=$3 AND bucket>=$4"
-          " AND bucket<$5 ORDER BY bucket DESC",
+          "SELECT bucket, SUM(total)::int8 FROM buckets WHERE run=$1 AND metric=$2 AND width=$3"
+          " AND bucket>=$4 AND bucket<$5 GROUP BY bucket ORDER BY bucket DESC",  // its parts
           pg::Params().add(run).add(metric).add(w).add(lo).add(until), /*binary=*/true);
       for (int i = 0; i < q.rows(); ++i) out.push_back({q.bin_i64(i, 0), w, q.bin_i64(i, 1)});
       if (horizon[l] != kMax) until = std::min(until, horizon[l]);
@@ -334,7 +343,10 @@ class PgStore : public Store {
     return s;
   }
 
-  void close() override {
+  void close() override { shut(); }
+
+ private:
+  void shut() {
     pool_.close();
     std::lock_guard<std::mutex> lock(leader_mu_);
     leader_.reset();
@@ -342,19 +354,19 @@ class PgStore : public Store {
     trees_.clear();
   }
 
- private:
   void migrate(pg::Conn& c) {
     pg::Txn txn(c);
     // Two servers starting on an empty database: one creates, the other waits and sees it.
     c.query("schema_lock", "SELECT pg_advisory_xact_lock($1)", pg::Params().add(kSchemaLock));
     c.exec("CREATE TABLE IF NOT EXISTS luaflame_meta(key text PRIMARY KEY, value bigint NOT NULL)");
     auto r = c.query("schema_version", "SELECT value FROM luaflame_meta WHERE key='schema'");
-    const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 2;
+    const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 3;
     if (version > latest)
       throw std::runtime_error("store: the database has schema version " + std::to_string(version) +
                                ", newer than this server's " + std::to_string(latest));
     if (version < 1) c.exec(kSchemaV1);
     if (version < 2) c.exec(kSchemaV2);
+    if (version < 3) c.exec(kSchemaV3);
     c.query(
         "schema_set",
         "INSERT INTO luaflame_meta VALUES('schema', $1) ON CONFLICT(key) DO UPDATE SET value=$1",
@@ -527,37 +539,70 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
             "INSERT INTO metrics(run, metric, total) VALUES($1, $2, $3)"
             " ON CONFLICT(run, metric) DO UPDATE SET total=excluded.total",
             pg::Params().add(run).add(metric).add(total));
-    // All four key columns in the index condition (the cross product of widths and starts,
-    // at most 7 x 7 probes): one plan whatever the table's statistics say; exact pairs below.
-    auto q =
-        c.query("merge_read",
-                "SELECT width, bucket, total, data FROM buckets WHERE run=$1 AND metric=$2"
-                " AND width=ANY($3::int8[]) AND bucket=ANY($4::int8[])",
-                pg::Params().add(run).add(metric).array(widths).array(starts), /*binary=*/true);
-    std::vector<int64_t> totals(widths.size(), 0);
-    std::vector<std::string_view> datas(widths.size());
-    std::vector<bool> found(widths.size(), false);
+    // The parts of those buckets (batch.hpp, parts_to_merge), sizes only; all four key
+    // columns in the index condition (at most 7 x 7 probes: one plan whatever the table's
+    // statistics say); exact pairs below.
+    auto q = c.query("merge_parts",
+                     "SELECT width, bucket, part, total, octet_length(data)::int8 FROM buckets"
+                     " WHERE run=$1 AND metric=$2 AND width=ANY($3::int8[]) AND"
+                     " bucket=ANY($4::int8[]) ORDER BY part",
+                     pg::Params().add(run).add(metric).array(widths).array(starts),
+                     /*binary=*/true);
+    std::vector<std::vector<int64_t>> parts(widths.size()), sizes(widths.size()),
+        totals(widths.size());
     for (int i = 0; i < q.rows(); ++i)
       for (std::size_t k = 0; k < widths.size(); ++k)
         if (widths[k] == q.bin_i64(i, 0) && starts[k] == q.bin_i64(i, 1)) {
-          totals[k] = q.bin_i64(i, 2);
-          datas[k] = q.bytes(i, 3);
-          found[k] = true;
+          parts[k].push_back(q.bin_i64(i, 2));
+          totals[k].push_back(q.bin_i64(i, 3));
+          sizes[k].push_back(q.bin_i64(i, 4));
         }
+    std::string fresh;
+    encode_values(vals, fresh);
+    // Each bucket merges its newest parts that are not much bigger than the new values: they
+    // are taken out (one DELETE ... RETURNING) and come back as one part.
+    std::vector<std::size_t> keep(widths.size());
+    std::vector<int64_t> taken;
+    for (std::size_t k = 0; k < widths.size(); ++k) {
+      keep[k] = parts[k].size() - parts_to_merge(sizes[k], static_cast<int64_t>(fresh.size()));
+      taken.insert(taken.end(), parts[k].begin() + static_cast<std::ptrdiff_t>(keep[k]),
+                   parts[k].end());
+    }
+    std::unordered_map<int64_t, std::string_view> old;
+    pg::Result gone;
+    if (!taken.empty()) {
+      gone = c.query("merge_take",
+                     "DELETE FROM buckets WHERE run=$1 AND metric=$2 AND width=ANY($3::int8[])"
+                     " AND bucket=ANY($4::int8[]) AND part=ANY($5::int8[]) RETURNING part, data",
+                     pg::Params().add(run).add(metric).array(widths).array(starts).array(taken),
+                     /*binary=*/true);
+      for (int i = 0; i < gone.rows(); ++i) old[gone.bin_i64(i, 0)] = gone.bytes(i, 1);
+    }
     std::vector<int64_t> new_totals;
     std::vector<std::string> new_datas;
     for (std::size_t k = 0; k < widths.size(); ++k) {
-      new_totals.push_back(merged_total(totals[k], sum, 1));
+      int64_t total = 0;
+      Values cur;
+      for (std::size_t j = keep[k]; j < parts[k].size(); ++j) {
+        auto it = old.find(parts[k][j]);
+        if (it == old.end() || !merge_blob(it->second, cur))
+          throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
+        total = checked_add(total, totals[k][j], "a bucket's total");
+        bytes -= kRowBytes + sizes[k][j];
+      }
+      new_totals.push_back(merged_total(total, sum, 1));
       new_datas.emplace_back();
-      merged_bucket(datas[k], vals, 1, run, new_datas.back());
-      bytes += static_cast<int64_t>(new_datas.back().size()) -
-               static_cast<int64_t>(datas[k].size()) + (found[k] ? 0 : kRowBytes);
+      if (keep[k] == parts[k].size()) {
+        new_datas.back() = fresh;
+      } else {
+        merge_values(cur, vals, 1);
+        encode_values(cur, new_datas.back());
+      }
+      bytes += kRowBytes + static_cast<int64_t>(new_datas.back().size());
     }
     c.query("merge_write",
             "INSERT INTO buckets(run, metric, width, bucket, total, data)"
-            " SELECT $1, $2, * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[])"
-            " ON CONFLICT(run, metric, width, bucket) DO UPDATE SET total=excluded.total, "
-            "data=excluded.data",
+            " SELECT $1, $2, * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[])",
             pg::Params()
                 .add(run)
                 .add(metric)
@@ -605,18 +650,27 @@ int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>&
         add_removed(subs, q.bin_i64(i, 0), static_cast<int>(q.bin_i64(i, 1)), q.bin_i64(i, 2),
                     q.bytes(i, 3));
       for (const Removed& s : subs) {
+        // The merged tree's parts become one, less what the dropped buckets held.
         auto w = c.query("trim_whole",
-                         "SELECT total, data FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
+                         "DELETE FROM buckets WHERE run=$1 AND metric=$2 AND width=0"
+                         " RETURNING total, data",
                          pg::Params().add(s.run).add(s.metric), /*binary=*/true);
-        std::string blob;
-        if (!merged_bucket(w.rows() ? w.bytes(0, 1) : std::string_view(), s.v, -1, s.run, blob))
-          c.query("trim_whole_del", "DELETE FROM buckets WHERE run=$1 AND metric=$2 AND width=0",
-                  pg::Params().add(s.run).add(s.metric));
-        else
-          c.query(
-              "trim_whole_set",
-              "UPDATE buckets SET total=total-$3, data=$4 WHERE run=$1 AND metric=$2 AND width=0",
-              pg::Params().add(s.run).add(s.metric).add(s.sum).bytea(blob));
+        Values cur;
+        int64_t total = 0;
+        for (int i = 0; i < w.rows(); ++i) {
+          if (!merge_blob(w.bytes(i, 1), cur))
+            throw std::runtime_error("store: run " + std::to_string(s.run) + ": bad bucket");
+          total = checked_add(total, w.bin_i64(i, 0), "a bucket's total");
+        }
+        merge_values(cur, s.v, -1);
+        if (!cur.empty()) {
+          std::string blob;
+          encode_values(cur, blob);
+          c.query("trim_whole_set",
+                  "INSERT INTO buckets(run, metric, width, bucket, total, data)"
+                  " VALUES($1, $2, 0, 0, $3, $4)",
+                  pg::Params().add(s.run).add(s.metric).add(total - s.sum).bytea(blob));
+        }
         c.query("trim_total", "UPDATE metrics SET total=total-$3 WHERE run=$1 AND metric=$2",
                 pg::Params().add(s.run).add(s.metric).add(s.sum));
       }

@@ -76,6 +76,12 @@ const char* const kSchemaV4 = R"(
        UPDATE tags SET name=(SELECT name FROM runs WHERE runs.id=tags.run);
        CREATE INDEX tags_kvn ON tags(key, value, name, run);)";
 
+// 5: a bucket is a few parts (rows) that reads add up (batch.hpp, parts_to_merge), so its key
+// is no longer unique.
+const char* const kSchemaV5 = R"(
+       DROP INDEX buckets_key;
+       CREATE INDEX buckets_key ON buckets(run, metric, width, bucket);)";
+
 void put_varint(std::string& out, uint32_t v) {
   while (v >= 0x80) {
     out += static_cast<char>((v & 0x7f) | 0x80);
@@ -205,7 +211,7 @@ void migrate_v3(sqlite3* db, const std::function<void(int64_t, const Batch&)>& a
 bool migrate_schema(sqlite3* db, const std::string& path,
                     const std::function<void(int64_t, const Batch&)>& add) {
   int version = static_cast<int>(sql::pragma(db, "PRAGMA user_version"));
-  const int latest = 4;
+  const int latest = 5;
   if (version > latest)
     throw std::runtime_error("store: " + path + " has schema version " + std::to_string(version) +
                              ", newer than this server's " + std::to_string(latest));
@@ -217,6 +223,7 @@ bool migrate_schema(sqlite3* db, const std::string& path,
     if (i == 1) migrate_v2(db);
     if (i == 2) migrate_v3(db, add);
     if (i == 3) exec(db, kSchemaV4);
+    if (i == 4) exec(db, kSchemaV5);
     exec(db, ("PRAGMA user_version=" + std::to_string(i + 1)).c_str());
     txn.commit();
   }

@@ -255,6 +255,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   if (o.alloc) return err = jit::kNoAlloc, false;
   static std::once_flag exit_once;
   std::call_once(exit_once, [] { std::atexit(jit::at_process_exit); });
+  Streamer::set_exit_handler(
+      jit::at_process_exit);  // registered again after httplib's first answer
   auto j = std::make_unique<JitState>();
   j->s = std::make_unique<Session>(L, o);
   Session& s = *j->s;

@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -40,6 +41,7 @@ struct FakeServer {
   int port = 0;
   std::mutex mu;
   int fail_chunks = 0;
+  int chunk_delay_ms = 0;  // every chunk answered this late (a slow, loaded server)
   int creates = 0, finishes = 0, chunk_posts = 0;
   std::vector<uint64_t> seqs;              // accepted, in arrival order
   std::map<uint64_t, std::string> bodies;  // seq -> body (a retry must repeat it)
@@ -57,6 +59,7 @@ struct FakeServer {
       res.set_content("{\"id\": 7, \"url\": \"/runs/7\"}", "application/json");
     });
     srv.Post("/api/runs/7/chunks", [this](const httplib::Request& req, httplib::Response& res) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(chunk_delay_ms));
       std::lock_guard<std::mutex> lk(mu);
       ++chunk_posts;
       if (fail_chunks > 0) {
@@ -118,7 +121,8 @@ Totals read_folded(const std::string& path) {
 // Runs a ~0.6 s (CPU) traced workload with `opts` (a Lua table
 // constructor); returns the fallback file, and in `stop_secs` how long
 // luaflame.stop() took.
-std::string run_workload(const std::string& opts, double* stop_secs = nullptr) {
+std::string run_workload(const std::string& opts, double* stop_secs = nullptr,
+                         const std::string& before_stop = "") {
   lua_State* L = luaL_newstate();
   luaL_openlibs(L);
   lfc::preload_module(L);
@@ -131,7 +135,8 @@ std::string run_workload(const std::string& opts, double* stop_secs = nullptr) {
       "lf.start(" +
       opts +
       ")\n"
-      "for i = 1, 6 do spin(100) end\n";
+      "for i = 1, 6 do spin(100) end\n" +
+      before_stop;
   std::string err;
   if (luaL_dostring(L, code.c_str()) != LUA_OK) err = lua_tostring(L, -1);
   auto t0 = std::chrono::steady_clock::now();
@@ -192,6 +197,82 @@ TEST_CASE("stream: a failing server is retried with back-off and nothing counts 
   CHECK(fake.totals["time"] == read_folded(out));
   std::remove(out.c_str());
   std::remove("stream_test_retry.calls.folded");
+}
+
+// Broke under load (bench/real/stream.sh: 3 of 3 runs on a loaded machine): at stop the final
+// wait counted 3 s from stop() whatever was in flight, so after joining the streaming thread's
+// slow chunk, the last chunk was cut while the server was answering it ("Read error"), the run
+// stayed live and the data went to the fallback file. Every chunk here takes the server 1.6 s
+// (within the chunk's own 2 s timeout); a chunk is sent just before stop (luaflame.flush()), so
+// joining it and sending the last one takes longer than 3 s.
+TEST_CASE("stream: a slow server's last chunk is not cut by the final wait (read error at stop)") {
+  FakeServer fake;
+  fake.chunk_delay_ms = 1600;
+  const std::string out = "stream_test_slow.folded";
+  double stop_secs = 0;
+  std::string fallback = run_workload(
+      "{mode = 'trace', server = '" + fake.url() + "', flush_interval = 100, output = '" + out +
+          "'}",
+      &stop_secs, "lf.flush() local t = os.clock() while os.clock() - t < 0.05 do mid(50) end\n");
+  MESSAGE("stop took " << stop_secs << " s");
+  CHECK(fallback == "");
+  std::lock_guard<std::mutex> lk(fake.mu);
+  CHECK(fake.finishes == 1);
+  CHECK(fake.seqs.size() >= 2);
+  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
+  CHECK(fake.totals["calls"] == read_folded("stream_test_slow.calls.folded"));
+  CHECK(fake.totals["time"] == read_folded(out));
+  std::remove(out.c_str());
+  std::remove("stream_test_slow.calls.folded");
+}
+
+// Broke in every real run ended by os.exit() (bench/real/stream.sh over luacheck on a loaded
+// machine: "Read error" on valid 200 answers, the run left live, its last chunks in the
+// fallback file; once a crash): exit() destroyed cpp-httplib's status-line regex, built at the
+// first answer, before the session's exit handler (registered at start) sent the last chunks.
+// A child process streams to the fake server, sends a chunk, makes a large final delta and
+// calls os.exit(0) without stopping.
+TEST_CASE("stream: a run ended by os.exit() delivers its last chunks (httplib destroyed at exit)") {
+  FakeServer fake;
+  const std::string out = "stream_test_exit.folded";
+  std::remove("stream_test_exit.undelivered.folded");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    lua_State* L = luaL_newstate();
+    luaL_openlibs(L);
+    lfc::preload_module(L);
+    std::string code =
+        "local lf = require 'luaflame'\n"
+        "local function leaf(i) return i * 2 end\n"
+        "local function spin(ms) local t = os.clock() while os.clock() - t < ms / 1000 do "
+        "leaf(1) end end\n"
+        "lf.start({mode = 'trace', server = '" +
+        fake.url() + "', flush_interval = 100, output = '" + out +
+        "'})\n"
+        "spin(50) lf.flush() spin(300)\n"  // one chunk answered: httplib's parser is built
+        "for i = 1, 4000 do load('local function f' .. i .. '() return ' .. i .. ' end return "
+        "f' .. i .. '()')() end\n"
+        "os.exit(0)\n";
+    luaL_dostring(L, code.c_str());
+    _exit(3);  // not reached: os.exit ends the child
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::ifstream undelivered("stream_test_exit.undelivered.folded");
+  CHECK_FALSE(undelivered.good());
+  std::lock_guard<std::mutex> lk(fake.mu);
+  CHECK(fake.finishes == 1);
+  CHECK(fake.seqs.size() >= 2);
+  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
+  CHECK(fake.totals["calls"].size() > 4000);
+  CHECK(fake.totals["calls"] == read_folded("stream_test_exit.calls.folded"));
+  for (const char* f :
+       {"stream_test_exit.folded", "stream_test_exit.calls.folded",
+        "stream_test_exit.undelivered.folded", "stream_test_exit.undelivered.calls.folded"})
+    std::remove(f);
 }
 
 // A server that accepts connections and never answers.

@@ -598,13 +598,16 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
     lfs::pg::Conn c(dir.spec);
     c.exec(
         "DROP INDEX tags_kvn; DROP INDEX runs_name_status; ALTER TABLE tags DROP COLUMN name;"
-        " UPDATE luaflame_meta SET value=1 WHERE key='schema'");
+        " ALTER TABLE buckets DROP CONSTRAINT buckets_pkey; ALTER TABLE buckets DROP COLUMN part;"
+        " DROP SEQUENCE bucket_parts; ALTER TABLE buckets ADD PRIMARY KEY(run, metric, width,"
+        " bucket); UPDATE luaflame_meta SET value=1 WHERE key='schema'");
   } else {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((dir.path + "/luaflame.db").c_str(), &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db,
                        "DROP INDEX tags_kvn; ALTER TABLE tags DROP COLUMN name;"
-                       " PRAGMA user_version=3",
+                       " DROP INDEX buckets_key; CREATE UNIQUE INDEX buckets_key ON"
+                       " buckets(run, metric, width, bucket); PRAGMA user_version=3",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
@@ -620,4 +623,85 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
   l = st->list_runs(f);
   REQUIRE(l.runs.size() == 2);
   CHECK(l.runs[0].id == later);
+  CHECK(read_all(*st, id) == std::map<std::string, int64_t>{{"s", 1}});  // buckets upgraded too
+}
+
+// Issue 11: every chunk decoded and re-encoded its run's whole merged tree and coarse buckets
+// (a streamed run's server time grew with the run). Buckets are now parts; this checks the
+// policy's cost (bytes merged) stays about n log n for n equal parts that never overlap (the
+// worst case: merged parts only grow), where merging every chunk into the bucket cost n^2 / 2.
+TEST_CASE("appending a chunk merges about the chunk, not the bucket (parts_to_merge)") {
+  for (int64_t n : {10, 100, 1000, 5000}) {
+    CAPTURE(n);
+    std::vector<int64_t> parts;
+    int64_t merged_bytes = 0;
+    std::size_t most_parts = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      std::size_t k = lfs::parts_to_merge(parts, 1);
+      int64_t merged = 1;
+      for (std::size_t j = 0; j < k; ++j) {
+        merged += parts.back();
+        parts.pop_back();
+      }
+      if (k > 0) merged_bytes += merged;
+      parts.push_back(merged);
+      most_parts = std::max(most_parts, parts.size());
+    }
+    int64_t log2n = 1;
+    while ((int64_t{1} << log2n) < n) ++log2n;
+    CHECK(most_parts <= lfs::kMaxParts);
+    CHECK(merged_bytes <= 3 * n * log2n);
+  }
+}
+
+// The same in the store: a growing live run streamed in many chunks that all land in the same
+// coarse buckets reads back whole (merged tree, ranges, timeline), also after reopening, and
+// each bucket stays a few parts (SQLite: rows per bucket key).
+TEST_CASE("a live run's chunks appended as parts read back whole, before and after reopening") {
+  TempDir dir;
+  lfs::StoreOptions fast;
+  fast.sync_full = false;
+  int64_t id = 0;
+  const int64_t t0 = 1700000000 * kS / (3600 * kS) * (3600 * kS);
+  std::map<std::string, int64_t> want;
+  {
+    auto st = open_test_store(dir, fast);
+    bool created = false;
+    id = st->open_stream(stream_run("parts"), created);
+    for (int i = 0; i < 400; ++i) {  // 400 chunks in 40 s: new stacks and repeated ones
+      std::vector<std::pair<std::string, int64_t>> stacks;
+      for (int k = 0; k < 20; ++k) {
+        std::string s =
+            "main;g" + std::to_string((i * 7 + k) % (i + 30)) + ";h" + std::to_string(k);
+        stacks.push_back({s, i + k + 1});
+        want[s] += i + k + 1;
+      }
+      REQUIRE(st->append(id, i, batch(stacks, t0 + i * kS / 10)) == lfs::AppendStatus::ok);
+    }
+    CHECK(read_all(*st, id) == want);
+  }
+  auto st = open_test_store(dir, fast);
+  CHECK(read_all(*st, id) == want);
+  CHECK(read_all(*st, id, 0, t0, t0 + 60 * kS) == want);
+  int64_t sum = 0, tl = 0;
+  for (auto& [s, v] : want) sum += v;
+  for (const auto& p : st->timeline(id, 0, t0, t0 + 60 * kS, 60 * kS)) tl += p.value;
+  CHECK(tl == sum);
+  CHECK(st->get_run(id)->totals.at(0) == sum);
+  if (!kPg) {
+    st->close();
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((dir.path + "/luaflame.db").c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "SELECT COUNT(*) AS n FROM buckets GROUP BY run, metric, width, "
+                               "bucket ORDER BY n DESC LIMIT 1",
+                               -1, &q, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(q) == SQLITE_ROW);
+    const int64_t most = sqlite3_column_int64(q, 0);
+    CHECK(most >= 1);
+    CHECK(most <= static_cast<int64_t>(lfs::kMaxParts));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+  }
 }
