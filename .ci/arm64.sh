@@ -36,16 +36,26 @@ flags=(-std=c++17 -O1 -g0 -Wall -Wextra -Werror -pthread -Icollector/include -Iw
        -Iengine/include -I"$out/gen" -I/usr/include/lua5.4 -I/usr/include/aarch64-linux-gnu
        -DLUAFLAME_TEST_DATA="\"$PWD/tests/data\"")
 srcs=(wire/wire.cpp engine/src/*.cpp "$out/gen/luaflame_pprof.pb.cc" collector/*.cpp)
+# One compiler per core: each unit in the background, at most $jobs at once
+# (the oldest is waited for first); a failed compile fails the job (set -e).
+jobs=$(nproc 2>/dev/null || echo 2)
+pids=()
+compile() {  # compile ARGS...: "$CXX" with the flags, in the background
+  if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  timeout 300 "$CXX" "${flags[@]}" "$@" &
+  pids+=($!)
+}
 objs=()
 for s in "${srcs[@]}"; do
   [ "$s" = collector/lua_entry.cpp ] && continue
   o="$out/$(echo "${s#"$out"/}" | tr / _).o"
   extra=()
   [[ $s == "$out"/* ]] && extra=(-Wno-error)  # protoc's code is not ours to keep warning-free
-  timeout 300 "$CXX" "${flags[@]}" "${extra[@]}" -c "$s" -o "$o"
+  compile "${extra[@]}" -c "$s" -o "$o"
   objs+=("$o")
 done
-timeout 300 "$CXX" "${flags[@]}" -DDOCTEST_CONFIG_IMPLEMENT_WITH_MAIN -c tests/collector/test_collector.cpp -o "$out/test.o"
+compile -DDOCTEST_CONFIG_IMPLEMENT_WITH_MAIN -c tests/collector/test_collector.cpp -o "$out/test.o"
+for p in "${pids[@]}"; do wait "$p"; done
 "$CXX" -pthread -o "$out/test_collector" "$out/test.o" "${objs[@]}" \
   -L/usr/lib/aarch64-linux-gnu -llua5.4 -lcpp-httplib -lprotobuf-lite -lssl -lcrypto -lz -lbrotlidec -lbrotlienc -ldl -lm
 file "$out/test_collector" | grep -q aarch64

@@ -5,8 +5,8 @@
 #   3. clang-tidy (.clang-tidy) over every .cpp, with the build's compile
 #      commands (-p build-lint), in parallel; headers through HeaderFilterRegex
 # All three run even when one fails; the exit status is non-zero when any did.
-# Installs what it needs (scripts/install-deps.sh --lint). About 6-9 minutes
-# on 2 cores from a cold compiler cache, most of it clang-tidy.
+# Installs what it needs (scripts/install-deps.sh --lint). The last full CI
+# run (fresh clone, 2 cores): 1091 s, 714 s of it clang-tidy.
 #   .ci/lint.sh [format|build|tidy ...]   (default: all three)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,14 +32,24 @@ step_format() {
     sed -E 's/:[0-9]+:[0-9]+: (error|warning): / /' | uniq -c | sed 's/^/  /'
   clang-format --dry-run --Werror "${sources[@]}" >/dev/null 2>&1
 }
+# The build is the one scripts/test.sh makes (Release, every target), plus
+# -Werror and compile_commands.json: .ci/run points LUAFLAME_LINT_BUILD at
+# build/, so the test job reuses it. When it fails, $build/.lint-build-failed
+# says so (.ci/run then lets the test job build without -Werror).
+# ccache only when CCACHE_DIR is set, as in fuzz.sh and sanitizers.sh: on a
+# fresh clone the cache is empty and each build has other flags, so it only
+# adds its own cost.
 step_build() {
   echo "== build with LUAFLAME_WERROR=ON in $build"
   local launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  [ -n "${CCACHE_DIR:-}" ] && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  mkdir -p "$build" && touch "$build/.lint-build-failed"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLUAFLAME_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-        "${launcher[@]}" >/dev/null &&
-    timeout 1200 cmake --build "$build" -j"$jobs" -- -k 2>&1 | grep -E 'error|warning|Error' | head -80
-  return "${PIPESTATUS[0]}"
+        "${launcher[@]}" >/dev/null || return 1
+  timeout 1200 cmake --build "$build" -j"$jobs" -- -k 2>&1 | grep -E 'error|warning|Error' | head -80
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] && rm -f "$build/.lint-build-failed"
+  return "$rc"
 }
 step_tidy() {
   echo "== clang-tidy -p $build over ${#units[@]} files, $jobs at a time"

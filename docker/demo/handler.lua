@@ -1,4 +1,5 @@
--- The nginx demo's request handler (docker/demo/nginx.conf.in).
+-- The nginx request handler: the compose demo's (docker/demo/nginx.conf.in;
+-- installed by docker/build.sh) and the nginx test's (tests/nginx/nginx.conf.in).
 local M = {}
 
 local function checksum(n)
@@ -13,6 +14,11 @@ local function render(n)
   return table.concat(parts, ",")
 end
 
+function M.handle() -- line 17: tests/nginx/nginx_test.sh and docs/luajit.md cite it
+  ngx.say(checksum(20000), " ", #render(200))
+end
+
+-- The demo's timer and location: the same work, as a number.
 function M.work()
   return checksum(20000) + #render(200)
 end

@@ -3,30 +3,12 @@
 # collector's known-answer programs run under both VMs from one suite.
 # Usage: jit_test.sh LUAFLAME_JIT LUAJIT MODULE_DIR DATA_DIR
 set -u
-LF=$(realpath "$1") MODDIR=$(realpath "$3") DATA=$(realpath "$4")
-PATH="$(dirname "$(realpath "$2")"):$PATH"
-LUA=luajit  # luajit prints its argv[0] before an uncaught error: call it by that name
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/vm_test_lib.sh"
+vm_test_setup "$@"
 
 # 1. Same stdout, stderr and exit status as luajit, in every mode (error
 # parity: messages, tracebacks, errors in resume and wrap, os.exit).
-for script in "$DATA"/runner/*.lua; do
-  name=$(basename "$script")
-  (cd "$work" && "$LUA" "$script" one "two words" > lua.out 2> lua.err; echo $? > lua.rc)
-  for mode in sample trace both; do
-    (cd "$work" && "$LF" -q --mode "$mode" -o prof.folded "$script" one "two words" \
-       > lf.out 2> lf.err; echo $? > lf.rc)
-    # The host's C entry in a traceback is an address of each binary.
-    sed -i 's/at 0x[0-9a-f][0-9a-f]*/at 0xADDR/' "$work/lua.err" "$work/lf.err"
-    for f in out err rc; do
-      cmp -s "$work/lua.$f" "$work/lf.$f" ||
-        fail "$name ($mode): $f differs: luajit <$(head -c 300 "$work/lua.$f")> luaflame-jit <$(head -c 300 "$work/lf.$f")>"
-    done
-  done
-done
+PARITY_MASK_ADDRESSES=1 vm_parity luaflame-jit "$LF"
 
 # 2. Exact calls in trace mode, through coroutines of both kinds (the
 # 5.4 suite's trace/*.calls.folded are made by its in-process harness).
@@ -96,5 +78,4 @@ false	luaflame.start: unknown option 'bogus'"
 [[ $out == *"alloc mode is not available with LuaJIT"* ]] || fail "alloc refusal: <$out>"
 [[ $out == *"luaflame.stop: luaflame is not running"* ]] || fail "stop when stopped: <$out>"
 
-[ $fails = 0 ] && echo "all LuaJIT collector checks passed"
-exit $((fails > 0))
+vm_test_end "LuaJIT collector"

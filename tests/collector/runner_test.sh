@@ -2,28 +2,11 @@
 # Integration: `luaflame run` against the real lua5.4, and luaflame.so from
 # a stock lua5.4. Usage: runner_test.sh LUAFLAME LUA MODULE_DIR DATA_DIR
 set -u
-LF=$(realpath "$1") MODDIR=$(realpath "$3") DATA=$(realpath "$4")
-# lua5.4 prints its argv[0] before an uncaught error: call it by that name.
-PATH="$(dirname "$(realpath "$2")"):$PATH"
-LUA=lua5.4
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/vm_test_lib.sh"
+vm_test_setup "$@"
 
 # 1. Same stdout, stderr and exit status as lua5.4, in every mode.
-for script in "$DATA"/runner/*.lua; do
-  name=$(basename "$script")
-  (cd "$work" && "$LUA" "$script" one "two words" > lua.out 2> lua.err; echo $? > lua.rc)
-  for mode in sample trace both; do
-    (cd "$work" && "$LF" run -q --mode "$mode" -o prof.folded "$script" one "two words" \
-       > lf.out 2> lf.err; echo $? > lf.rc)
-    for f in out err rc; do
-      cmp -s "$work/lua.$f" "$work/lf.$f" ||
-        fail "$name ($mode): $f differs: lua5.4 <$(head -c 300 "$work/lua.$f")> luaflame <$(head -c 300 "$work/lf.$f")>"
-    done
-  done
-done
+vm_parity luaflame "$LF" run
 
 # 2. A script on standard input ('-').
 a=$(echo 'print("stdin", ...)' | "$LUA" - x y 2>&1; echo "rc=$?")
@@ -95,5 +78,4 @@ for cmd in "$LUA" "$LF run -q --mode trace -o $work/int.folded"; do
     fail "SIGINT ($cmd): status $(cat "$work/int.rc"), <$(head -1 "$work/int.err")>"
 done
 
-if [ $fails -gt 0 ]; then echo "$fails failure(s)"; exit 1; fi
-echo "runner and module: all checks passed"
+vm_test_end "runner and module"

@@ -43,7 +43,9 @@ start_nginx() {  # PROFILE(on/off) SERVER_URL
       -e "s#@PROFILE@#$1#g" -e "s#@HZ@#999#g" -e "s#@SERVER@#$2#g" -e "s#@PORT@#$nport#g" -e "s#@USER@#$user#g" \
       "$HERE/nginx.conf.in" >"$tmp/ngx/nginx.conf"
   # Started in its prefix: a worker's undelivered profile is written in its working directory.
-  (cd "$tmp/ngx" && exec nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log") \
+  # LUAFLAME_TEST_PRELOAD (.ci/sanitizers.sh: the ASan runtime) is nginx's LD_PRELOAD, and its alone.
+  (cd "$tmp/ngx" && exec env ${LUAFLAME_TEST_PRELOAD:+LD_PRELOAD="$LUAFLAME_TEST_PRELOAD"} \
+     nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log") \
     >"$tmp/ngx/out.log" 2>&1 & npid=$!
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && return 0; sleep 0.1; done
   echo "FAIL: nginx did not start"; cat "$tmp/ngx/out.log" "$tmp/ngx/error.log"; exit 1
