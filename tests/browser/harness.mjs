@@ -132,6 +132,22 @@ export class Runner {
   get failed() { return this.results.filter((r) => !r.ok).length; }
 }
 
+/** Latency goals are for the normal build; the sanitizer job (.ci/sanitizers.sh) sets
+ *  LUAFLAME_TEST_TIME_FACTOR=5 (the server is instrumented, two ctest jobs share the
+ *  machine), and a goal is multiplied by it when above 1, as tests/hostile/common.cpp does. */
+export const timeFactor = (() => {
+  const f = parseInt(process.env.LUAFLAME_TEST_TIME_FACTOR || '', 10);
+  return f > 1 ? f : 1;
+})();
+export const goalMs = (ms) => ms * timeFactor;
+
+/** The middle of `xs` (the mean of the two middle ones for an even count). */
+export function median(xs) {
+  const s = xs.slice().sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
 export function assert(cond, msg) {
   if (!cond) throw new Error(`assertion failed: ${msg}`);
 }

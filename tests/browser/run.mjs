@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, startServer, launchBrowser, Runner, assert, assertEq } from './harness.mjs';
+import { parseArgs, startServer, launchBrowser, Runner, assert, assertEq, median, goalMs, timeFactor } from './harness.mjs';
 import { gameProfile, bigProfile, shareOf, wireChunk } from './profiles.mjs';
 import { viewChecks } from './views.mjs';
 
@@ -133,7 +133,7 @@ async function longest(page) {
 
 async function main() {
   if (!opt.server || !fs.existsSync(opt.server)) throw new Error(`no luaflame-server at '${opt.server}' (pass --server PATH)`);
-  console.log(`server ${opt.server}\nweb    ${opt.web}\nshots  ${opt.shots}`);
+  console.log(`server ${opt.server}\nweb    ${opt.web}\nshots  ${opt.shots}\ntime goals x${timeFactor} (LUAFLAME_TEST_TIME_FACTOR)`);
   server = await startServer(opt.server, opt.web, ['--max-body', '512M', ...(args.threads ? ['--threads', String(args.threads)] : [])]);
   browser = await launchBrowser(opt.chromium);
   const ctx = browser.context;
@@ -460,66 +460,193 @@ async function main() {
 
   await T.check(`${opt.big.toLocaleString('en')}-stack run opens, searches and zooms without stalling`, async () => {
     let t0 = Date.now();
+    let first = null;
+    let zoomed = null;
     const folded = bigProfile(opt.big);
     T.figure('generate big profile', Date.now() - t0);
     T.figure('big profile size', folded.length / 1e6, 'MB');
     t0 = Date.now();
     ids.big = await apiUpload('big', ['stacks=' + opt.big], folded);
     T.figure('API: upload big profile', Date.now() - t0);
-    await longest(page);
-    t0 = Date.now();
-    await page.goto(`${server.base}/runs/${ids.big}`);
-    await page.waitForSelector('#flame[data-state=ready]', { timeout: 90000 });
-    T.figure('big run: page open to graph drawn (first view, server renders)', Date.now() - t0);
-    await page.waitForSelector('#app[data-loaded]', { timeout: 90000 });
-    T.figure('big run: page open to function table and timeline loaded', Date.now() - t0);
-    const first = await page.evaluate(() => window.__lfPerf.loads[0]);
-    T.figure('big run: SVG fetch (first, uncached)', first.fetchMs);
-    T.figure('big run: SVG parse + inline', first.buildMs);
-    T.figure('big run: frames drawn', first.frames, 'frames');
-    T.figure('big run: SVG size', first.bytes / 1e6, 'MB');
-    T.figure('big run: longest main-thread task while opening', await longest(page));
-    T.figure('big run: page open to graph drawn (cached SVG)', await open(page, `/runs/${ids.big}`, '#flame[data-state=ready]'));
-    const second = await page.evaluate(() => window.__lfPerf.loads[0]);
-    T.figure('big run: SVG fetch (cached)', second.fetchMs);
-    await page.waitForSelector('#app[data-loaded]', { timeout: 90000 });
-    await longest(page);
-    t0 = Date.now();
-    await page.fill('#search', 'db\\.');
-    await page.waitForFunction(() => /%/.test(document.querySelector('#matched').textContent));
-    T.figure('big run: search typed to highlighted (incl. 120 ms debounce)', Date.now() - t0);
-    T.figure('big run: search work', await page.evaluate(() => window.__lfPerf.lastSearchMs));
-    T.figure('big run: longest main-thread task while searching', await longest(page));
-    assert(pct(await page.textContent('#matched')) > 0, 'matches found');
-    await shot(page, '10-big-search');
+    // Issue 17's "no main-thread task over 100 ms", per interaction: three rounds
+    // each, the longest task of each round, the goal asserted on the median round
+    // (one task of a round can land on a loaded machine's bad moment), scaled by
+    // LUAFLAME_TEST_TIME_FACTOR in the sanitizer job (goalMs).
+    const long = { opening: [], searching: [], zooming: [] };
+    // Opening: the first view (the server renders), then twice from its cache; each
+    // round until the table and timeline loaded and 500 ms after (what follows the drawing).
+    for (let k = 0; k < 3; k++) {
+      await longest(page);
+      t0 = Date.now();
+      await page.goto(`${server.base}/runs/${ids.big}`);
+      await page.waitForSelector('#flame[data-state=ready]', { timeout: 90000 });
+      const drawn = Date.now() - t0;
+      await page.waitForSelector('#app[data-loaded]', { timeout: 90000 });
+      const loaded = Date.now() - t0;
+      const rec = await page.evaluate(() => window.__lfPerf.loads[0]);
+      if (k === 0) {
+        T.figure('big run: page open to graph drawn (first view, server renders)', drawn);
+        T.figure('big run: page open to function table and timeline loaded', loaded);
+        T.figure('big run: SVG fetch (first, uncached)', rec.fetchMs);
+        T.figure('big run: SVG read + drawn (worker, canvas)', rec.buildMs);
+        T.figure('big run: frames drawn', rec.frames, 'frames');
+        T.figure('big run: SVG size', rec.bytes / 1e6, 'MB');
+        first = rec;
+      } else if (k === 1) {
+        T.figure('big run: page open to graph drawn (cached SVG)', drawn);
+        T.figure('big run: SVG fetch (cached)', rec.fetchMs);
+      }
+      await page.waitForTimeout(500);
+      long.opening.push(await longest(page));
+    }
+    // Searching: the same term three times, cleared in between.
+    for (let k = 0; k < 3; k++) {
+      await page.fill('#search', '');
+      await page.waitForFunction(() => !/%/.test(document.querySelector('#matched').textContent));
+      await page.waitForTimeout(200);
+      await longest(page);
+      t0 = Date.now();
+      await page.fill('#search', 'db\\.');
+      await page.waitForFunction(() => /%/.test(document.querySelector('#matched').textContent));
+      const ms = Date.now() - t0;
+      await page.waitForTimeout(300);  // the exact share arrives from the worker
+      long.searching.push(await longest(page));
+      if (k === 0) {
+        T.figure('big run: search typed to highlighted (incl. 120 ms debounce)', ms);
+        T.figure('big run: search work', await page.evaluate(() => window.__lfPerf.lastSearchMs));
+        assert(pct(await page.textContent('#matched')) > 0, 'matches found');
+        await shot(page, '10-big-search');
+      }
+    }
     await page.fill('#search', '');
-    const n = await loads(page);
-    t0 = Date.now();
-    // Zoom into the widest frame three levels up.
+    await page.waitForFunction(() => !/%/.test(document.querySelector('#matched').textContent));
+    // Zooming: into the widest frame three levels up, Esc back to the whole graph in between.
     // The big graph is a canvas (run.js CANVAS_FRAMES): click at the frame's place on it.
     assertEq(await page.locator('#flame canvas').count(), 1, 'a graph this big is drawn on a canvas');
-    const at = await page.evaluate(() => {
-      const g = window.__lfGraph;
-      const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
-      const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
-      const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
-      const place = () => {
-        const box = g.canvas.getBoundingClientRect();
-        return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
-      };
-      window.scrollBy(0, place().y - window.innerHeight / 2);  // the frame on screen
-      return place();
-    });
-    await page.mouse.click(at.x, at.y);
-    const z = await nextLoad(page, n);
-    T.figure('big run: zoom click to drawn (server renders focus)', Date.now() - t0);
-    T.figure('big run: zoomed frames drawn', z.frames, 'frames');
-    T.figure('big run: longest main-thread task while zooming', await longest(page));
-    assert(page.url().includes('focus='), 'zoomed');
-    const names = await page.$$eval('#crumbs a, #crumbs .cur', (x) => x.length);
-    assertEq(names, 4, 'breadcrumb: all + 3 levels');
-    await shot(page, '11-big-zoom');
-    assert(first.buildMs < 1500 && z.buildMs < 1500, `parse+inline under 1.5 s (${first.buildMs}, ${z.buildMs})`);
+    for (let k = 0; k < 3; k++) {
+      if (k > 0) {
+        const m = await loads(page);
+        await page.keyboard.press('Escape');
+        await nextLoad(page, m);
+        assert(!page.url().includes('focus='), 'Esc zoomed out');
+        await page.waitForSelector('#flame canvas');
+      }
+      await page.waitForTimeout(300);
+      await longest(page);
+      const n = await loads(page);
+      t0 = Date.now();
+      const at = await page.evaluate(() => {
+        const g = window.__lfGraph;
+        const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
+        const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
+        const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
+        const place = () => {
+          const box = g.canvas.getBoundingClientRect();
+          return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
+        };
+        window.scrollBy(0, place().y - window.innerHeight / 2);  // the frame on screen
+        return place();
+      });
+      await page.mouse.click(at.x, at.y);
+      const z = await nextLoad(page, n);
+      const ms = Date.now() - t0;
+      await page.waitForTimeout(300);
+      long.zooming.push(await longest(page));
+      assert(page.url().includes('focus='), 'zoomed');
+      if (k === 0) {
+        T.figure('big run: zoom click to drawn (server renders focus)', ms);
+        T.figure('big run: zoomed frames drawn', z.frames, 'frames');
+        const names = await page.$$eval('#crumbs a, #crumbs .cur', (x) => x.length);
+        assertEq(names, 4, 'breadcrumb: all + 3 levels');
+        await page.evaluate(() => window.scrollTo(0, 0));  // the sticky header at the top of the shot
+        await shot(page, '11-big-zoom');
+        zoomed = z;
+      }
+    }
+    for (const [k, xs] of Object.entries(long)) {
+      T.figure(`big run: longest main-thread task while ${k}, median of 3 [${xs.map(Math.round).join(', ')}]`, median(xs));
+    }
+    for (const [k, xs] of Object.entries(long)) {
+      assert(median(xs) < goalMs(100), `no main-thread task over ${goalMs(100)} ms while ${k} the big run: median round ${median(xs)} ms (${xs})`);
+    }
+    assert(first.buildMs < 1500 && zoomed.buildMs < 1500, `read + drawn under 1.5 s (${first.buildMs}, ${zoomed.buildMs})`);
+  });
+
+  // The compare page with the big run as head: its graph has the big run's frames.
+  await T.check(`${opt.big.toLocaleString('en')}-stack run on the compare page: open, search and zoom without stalling`, async () => {
+    assert(ids.big, 'the big run was uploaded');
+    const long = { opening: [], searching: [], zooming: [] };
+    for (let k = 0; k < 3; k++) {
+      await longest(page);
+      const t0 = Date.now();
+      await page.goto(`${server.base}/compare?base=${ids.game1}&head=${ids.big}`);
+      await page.waitForSelector('#flame[data-state=ready]', { timeout: 90000 });
+      const ms = Date.now() - t0;
+      const rec = await page.evaluate(() => window.__lfPerf.loads.at(-1));
+      if (k === 0) {
+        T.figure('big compare: page open to graph drawn (first, server renders)', ms);
+        T.figure('big compare: frames drawn', rec.frames, 'frames');
+        T.figure('big compare: SVG read + drawn (worker, canvas)', rec.buildMs);
+        assertEq(await page.locator('#flame canvas').count(), 1, 'a diff this big is drawn on a canvas (CANVAS_FRAMES)');
+      }
+      await page.waitForTimeout(500);
+      long.opening.push(await longest(page));
+    }
+    for (let k = 0; k < 3; k++) {
+      await page.fill('#diff-search', '');
+      await page.waitForFunction(() => document.querySelector('#matched').textContent === '');
+      await page.waitForTimeout(200);
+      await longest(page);
+      await page.fill('#diff-search', 'db\\.');
+      await page.waitForFunction(() => /Matched/.test(document.querySelector('#matched').textContent));
+      await page.waitForTimeout(300);
+      long.searching.push(await longest(page));
+    }
+    await shot(page, '20-big-compare-search');
+    await page.fill('#diff-search', '');
+    await page.waitForFunction(() => document.querySelector('#matched').textContent === '');
+    await page.locator('#diff-search').blur();
+    for (let k = 0; k < 3; k++) {
+      if (k > 0) {
+        const m = await loads(page);
+        await page.keyboard.press('Escape');
+        await nextLoad(page, m);
+        assert(!page.url().includes('focus='), 'Esc zoomed out');
+      }
+      await page.waitForTimeout(300);
+      await longest(page);
+      const n = await loads(page);
+      // The widest frame three levels up, clicked where it is drawn (canvas or SVG).
+      const at = await page.evaluate(() => {
+        const g = window.__lfGraph;
+        const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
+        const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
+        const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
+        const drawn = g.canvas || document.querySelector('#flame svg:not(.overlay)');
+        const place = () => {
+          const box = drawn.getBoundingClientRect();
+          return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
+        };
+        window.scrollBy(0, place().y - window.innerHeight / 2);
+        return place();
+      });
+      await page.mouse.click(at.x, at.y);
+      const z = await nextLoad(page, n);
+      await page.waitForTimeout(300);
+      long.zooming.push(await longest(page));
+      assert(page.url().includes('focus='), 'zoomed');
+      if (k === 0) {
+        T.figure('big compare: zoomed frames drawn', z.frames, 'frames');
+        await page.evaluate(() => window.scrollTo(0, 0));  // the sticky header at the top of the shot
+        await shot(page, '21-big-compare-zoom');
+      }
+    }
+    for (const [k, xs] of Object.entries(long)) {
+      T.figure(`big compare: longest main-thread task while ${k}, median of 3 [${xs.map(Math.round).join(', ')}]`, median(xs));
+    }
+    for (const [k, xs] of Object.entries(long)) {
+      assert(median(xs) < goalMs(100), `no main-thread task over ${goalMs(100)} ms while ${k} the big compare page: median round ${median(xs)} ms (${xs})`);
+    }
   });
 
   await viewChecks({ T, page, server, opt, ids, open, shot, apiUpload, post, longest });

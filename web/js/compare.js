@@ -4,7 +4,7 @@
 import { api, parseTags, url } from './api.js';
 import { el, $, initHeader, errorBox, toast, copyText, gettingStarted, debounce } from './ui.js';
 import { fmtDate, fmtPct, metricLabel } from './format.js';
-import { FlameGraph, exactRegexSource } from './flame.js';
+import { FlameGraph, exactRegexSource, CANVAS_FRAMES } from './flame.js';
 
 const app = $('#app');
 const LIST = 200;
@@ -193,6 +193,9 @@ async function showTables(st) {
       if (path.join(';') !== state.focus.join(';')) setState({ focus: path });
     },
     describe: (info) => [info.value, isFinite(info.pct) ? fmtPct(info.pct) : '', info.extra, info.more].filter(Boolean).join(' · '),
+    // A big diff goes on a canvas like the run page's graph (13,909 frames for a
+    // 200,000-stack head: 100-300 ms tasks as SVG).
+    canvas: CANVAS_FRAMES,
   });
   window.__lfGraph = graph;
   return true;

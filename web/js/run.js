@@ -4,7 +4,7 @@
 import { api, url } from './api.js';
 import { el, $, initHeader, errorBox, toast, copyText, tagChip, debounce } from './ui.js';
 import { fmtDate, fmtDuration, fmtValue, fmtPct, metricLabel } from './format.js';
-import { FlameGraph, exactRegexSource } from './flame.js';
+import { FlameGraph, exactRegexSource, CANVAS_FRAMES } from './flame.js';
 import { FuncTable } from './functable.js';
 import { drawTimeline, timelineResolves } from './timeline.js';
 import { SandwichView } from './sandwich.js';
@@ -499,9 +499,6 @@ function skeleton() {
       el('aside.panel.side#side')),
   ];
 }
-
-/** Frames above which the run page's flame graph is drawn on a canvas (FlameGraph opts.canvas). */
-const CANVAS_FRAMES = 2500;
 
 async function main() {
   initHeader('runs');
