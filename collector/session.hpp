@@ -6,7 +6,10 @@
 // thread only reads the tree (see tree.hpp). The signal handler does
 // nothing but arm a one-shot hook with lua_sethook (async-signal-safe, as
 // ldebug.c and lua.c rely on); Lua-thread code that changes hooks itself
-// runs inside `critical` sections, during which the handler defers its arm.
+// runs inside critical sections, during which the handler defers its arm
+// (the contract: hookchain.hpp). Each concern keeps its state in its own
+// owner: HookChain (hooks), Accounting (the summary's counts), Sampler,
+// AllocState, Streamer; the session wires them.
 #pragma once
 
 #include <atomic>
@@ -20,6 +23,7 @@
 
 #include "cycles.hpp"
 #include "frames.hpp"
+#include "hookchain.hpp"
 #include "luaflame/collector.hpp"
 #include "luaint.hpp"
 #include "sampler.hpp"
@@ -119,6 +123,17 @@ struct CallCache {
   std::atomic<uint64_t>* slots = nullptr;  ///< the child's values
 };
 
+/// What a session counts for its summary: written on the Lua thread (the
+/// hook, the tracer, the allocator), except `samples_asked` (atomic).
+struct Accounting {
+  uint64_t start_wall = 0, start_unix = 0, start_clock = 0;
+  uint64_t hook_ns = 0, hook_calls = 0, calls = 0;
+  uint64_t sample_events = 0, samples = 0;
+  std::atomic<uint64_t> samples_asked{0};
+  /// The recorded frame had returned by the hook: charged to the hook's stack.
+  uint64_t samples_moved = 0;
+};
+
 class Session {
  public:
   Session(lua_State* L, const Options& o);
@@ -138,68 +153,24 @@ class Session {
   luaint::Layout layout;    ///< which direct reads of Lua's structures this Lua allows
   bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
 
-  // ---- hooks ----
-  lua_Hook prev_hook =
-      nullptr;  ///< the start thread's hook before start (chained, restored at stop)
-  int prev_mask = 0, prev_count = 0;
-  /// A hook the program keeps on a thread: luaflame's hook forwards it
-  /// exactly the events of its mask, its count events when its count is due.
-  struct Chained {
-    lua_Hook hook = nullptr;
-    int mask = 0, count = 0;
-  };
-  /// Hooks the program set with debug.sethook while tracing (hooks.cpp),
-  /// by thread; a thread not here chains the hook of before start.
-  std::unordered_map<lua_State*, Chained> chained;
-  Chained chained_for(lua_State* L) const {
-    if (!chained.empty()) {
-      auto it = chained.find(L);
-      if (it != chained.end()) return it->second;
-    }
-    return Chained{prev_hook, prev_mask, prev_count};
-  }
-  int base_mask() const { return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | prev_mask; }
-  int thread_mask(lua_State* L) const {
-    return (opt.trace ? (LUA_MASKCALL | LUA_MASKRET) : 0) | chained_for(L).mask;
-  }
+  // ---- hooks: the program's, chained behind ours, and the one-shot (hookchain.hpp) ----
+  std::atomic<lua_State*> current{nullptr};  ///< the running thread, read by the signal handler
+  HookChain hooks{current, layout, opt.trace};
   /// After the program's debug.sethook on T while tracing: its hook is
   /// chained, luaflame's goes back (hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
   void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
-  bool warned_hook = false;
   void hook_rest(lua_State* L, lua_Debug* ar,
                  int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
 
   // ---- coroutine tracking (coroutine.resume / coroutine.wrap wrappers) ----
-  std::vector<lua_State*> chain;             ///< resume chain: chain.back() runs
-  std::atomic<lua_State*> current{nullptr};  ///< the running thread, read by the signal handler
-  void enter(lua_State* L, lua_State* co);   ///< L resumes co
-  void leave(lua_State* L, lua_State* co);   ///< co yielded, returned or failed back to L
+  std::vector<lua_State*> chain;            ///< resume chain: chain.back() runs (`current`, above)
+  void enter(lua_State* L, lua_State* co);  ///< L resumes co
+  void leave(lua_State* L, lua_State* co);  ///< co yielded, returned or failed back to L
 
-  // ---- signal-safe arming (sampler.cpp) ----
-  volatile sig_atomic_t in_critical = 0, deferred = 0, armed = 0;
-  lua_State* armed_L = nullptr;
-  lua_Hook armed_hook = nullptr;
-  int armed_mask = 0, armed_count = 0;
-  int armed_left =
-      0;  ///< the armed thread's hookcount before arming (its own count hook's progress), 0 unknown
-  /// The one-shot runs on the program's own count (count_progress_unsure).
-  volatile sig_atomic_t armed_keep_count = 0;
-  std::atomic<bool> alloc_pending{false};
-  void arm();  ///< from the handler or a critical section
-  /// Whether arm() keeps the program's count running (hooks.cpp).
-  bool count_progress_unsure(const lua_State* L, int left) const;
-  /// Restores the armed thread's hook, and its count hook's progress less
-  /// the `consumed` instructions our count hook took.
-  void disarm(int consumed = 0);
-  void begin_critical() {
-    in_critical = 1;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  }
-  void end_critical();
-  uint64_t samples_moved =
-      0;  ///< the recorded frame had returned by the hook: charged to the hook's stack
+  // ---- sampling (sampler.cpp): arms hooks.arm() from its signal handler ----
+  std::atomic<bool> alloc_pending{false};  ///< the allocator armed: take_alloc at the hook
   Sampler sampler;
   void on_sample_signal();              ///< from the handler (sampler.cpp)
   void note_position(uint64_t weight);  ///< from the handler
@@ -264,11 +235,7 @@ class Session {
   void take_alloc(lua_State* L);
   void stop_alloc(lua_State* L, bool collect);
 
-  // ---- accounting ----
-  uint64_t start_wall = 0, start_unix = 0, start_clock = 0;
-  uint64_t hook_ns = 0, hook_calls = 0, calls = 0;
-  uint64_t sample_events = 0, samples = 0;
-  std::atomic<uint64_t> samples_asked{0};
+  Accounting acct;
   uint64_t clock_ns_read() const;
   std::size_t memory_bytes() const;
 
@@ -312,10 +279,5 @@ void set_hook_after_stop(lua_Hook h, int mask, int count);
 void install_coroutine_wrappers(lua_State* L);
 void restore_coroutine_wrappers(lua_State* L);
 void preset_coroutine_frames(FrameTable& frames);
-
-/// The hook function installed on every profiled thread (tracer.cpp).
-void lf_hook(lua_State* L, lua_Debug* ar);
-/// lf_hook on a thread that still had it after stop: the old hook back.
-void lf_hook_after_stop(lua_State* L, lua_Debug* ar);
 
 }  // namespace lfc

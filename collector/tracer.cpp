@@ -263,7 +263,7 @@ inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
     node = callee_node(L, ar, parent, v);
   }
   Tree::bump(v[col_calls], 1);
-  ++calls;
+  ++acct.calls;
   st.push_back({node, ci, v});
 }
 
@@ -308,7 +308,7 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
 // call replacing it) of a function in the call cache. Anything else returns false having changed
 // nothing.
 inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
-  if (!trace_fast_ok || armed || L != last_L || !last_sh) return false;
+  if (!trace_fast_ok || hooks.armed() || L != last_L || !last_sh) return false;
   if (((trace_events + 1) & kMeasureMask) == 1)
     return false;  // hook_est is measured on the slow path
   Shadow& sh = *last_sh;
@@ -359,13 +359,13 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   if (c) {
     if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
     Tree::bump(c->slots[col_calls], 1);
-    ++calls;
+    ++acct.calls;
     st.push_fast({c->child, ci, c->slots});
   } else {
     st.pop_back();
   }
   ++trace_events;
-  ++hook_calls;
+  ++acct.hook_calls;
   return true;
 }
 
@@ -383,11 +383,11 @@ void lf_hook(lua_State* L, lua_Debug* ar) {
 }
 
 void Session::hook(lua_State* L, lua_Debug* ar) {
-  ++hook_calls;
+  ++acct.hook_calls;
   const int ev = ar->event;
   if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (armed || prev_hook || !chained.empty()) hook_rest(L, ar, ev);
+  if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
 }
 
 // Both mode: where a sample falls, the tracer already has the stack. The
