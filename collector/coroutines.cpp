@@ -25,11 +25,11 @@ void Session::enter(lua_State* L, lua_State* co) {
   install_thread_hook(L, co);
   if (opt.trace) {
     charge_now();
-    Shadow& parent = shadows[L];
-    Shadow& sh = shadows[co];
+    Shadow& parent = tracer.shadows[L];
+    Shadow& sh = tracer.shadows[co];
     if (sh.root != parent.top()) reroot(sh, parent.top());
-    last_L = co;
-    last_sh = &sh;
+    tracer.last_L = co;
+    tracer.last_sh = &sh;
   }
   hooks.end_critical();
 }
@@ -49,9 +49,10 @@ void Session::leave(lua_State* L, lua_State* co) {
   if (hooks.armed_on(co)) hooks.disarm(), hooks.arm();
   if (opt.trace) {
     charge_now();
-    last_L = L;
-    last_sh = &shadows[L];
-    if (lua_status(co) != LUA_YIELD) shadows.erase(co);  // finished or failed: its stack is gone
+    tracer.last_L = L;
+    tracer.last_sh = &tracer.shadows[L];
+    if (lua_status(co) != LUA_YIELD)
+      tracer.shadows.erase(co);  // finished or failed: its stack is gone
   }
   hooks.end_critical();
 }

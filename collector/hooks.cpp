@@ -204,7 +204,7 @@ void Session::install_thread_hook(lua_State* L, lua_State* co) {
   if (opt.trace) {
     if (h != lf_hook || lua_gethookmask(co) != hooks.thread_mask(co)) {
       lua_sethook(co, lf_hook, hooks.thread_mask(co), hooks.chained_for(co).count);
-      Shadow& sh = shadows[co];
+      Shadow& sh = tracer.shadows[co];
       sh.stack.clear();
       seed_shadow(co, sh, L);
     }
@@ -217,7 +217,7 @@ void Session::install_thread_hook(lua_State* L, lua_State* co) {
 
 void Session::adopt_program_hook(lua_State* L, lua_State* T) {
   if (!hooks.adopt(T)) return;
-  trace_fast_ok = false;  // every event may have to be forwarded
+  tracer.trace_fast_ok = false;  // every event may have to be forwarded
   if (T != start_L && T != main_L) {
     // Remembered weakly, to give it its hook back at stop if it lives.
     lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);

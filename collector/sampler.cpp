@@ -335,7 +335,7 @@ uint32_t Session::path_node(const std::vector<uint32_t>& leaf_first) {
 }
 
 void Session::take_sample(lua_State* L) {
-  uint64_t t0 = opt.trace ? tclock.now() : now_ns();
+  uint64_t t0 = opt.trace ? tracer.tclock.now() : now_ns();
   // Owed periods and recorded positions, taken together so that no signal
   // lands between the two reads.
   Sampler::Pos pos[Sampler::kMaxPos];
@@ -367,9 +367,9 @@ void Session::take_sample(lua_State* L) {
   }
   ++acct.sample_events;
   if (opt.trace) {
-    uint64_t dt = tclock.now() - t0;
-    acct.hook_ns += tclock.to_ns(dt);
-    last_tick += dt;  // not charged to the program's frames
+    uint64_t dt = tracer.tclock.now() - t0;
+    acct.hook_ns += tracer.tclock.to_ns(dt);
+    tracer.last_tick += dt;  // not charged to the program's frames
   } else {
     acct.hook_ns += now_ns() - t0;
   }

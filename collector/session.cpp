@@ -28,9 +28,8 @@ uint64_t Session::clock_ns_read() const {
 
 std::size_t Session::memory_bytes() const {
   std::size_t b = sizeof(Session) + tree.memory_bytes() + frames.memory_bytes();
-  for (const auto& kv : shadows) b += 64 + kv.second.stack.capacity() * sizeof(Shadow::Entry);
+  b += tracer.memory_bytes();
   b += scratch.capacity() * 4 + chain.capacity() * sizeof(void*);
-  b += call_cache.capacity() * sizeof(CallCache) + ident_frames.size() * 64;  // tracer.cpp
   return b;
 }
 
@@ -82,8 +81,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->layout = luaint::probe(L);
   s->ci_walk_ok = s->layout.ci_prev_ok;
   if (!s->layout.lua_ident_ok)
-    s->ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
-  if (!s->layout.c_ident_ok) s->ident_c = -1;
+    s->tracer.ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
+  if (!s->layout.c_ident_ok) s->tracer.ident_c = -1;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   s->main_L = lua_tothread(L, -1);
   lua_pop(L, 1);
@@ -99,15 +98,15 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   if (s->opt.trace) {
     if (!s->ci_walk_ok)
       return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
-    Shadow& sh = s->shadows[L];
+    Shadow& sh = s->tracer.shadows[L];
     s->seed_shadow(L, sh, L);
-    s->last_L = L;
-    s->last_sh = &sh;
-    s->tclock.init();
-    s->call_cache.resize(std::size_t{1} << CallCache::kBits);
-    s->trace_fast_ok =
-        s->tclock.tsc && !s->hooks.start_hook().hook;  // else every event takes Session::hook
-    s->last_tick = s->tclock.now();
+    s->tracer.last_L = L;
+    s->tracer.last_sh = &sh;
+    s->tracer.tclock.init();
+    s->tracer.call_cache.resize(std::size_t{1} << CallCache::kBits);
+    s->tracer.trace_fast_ok = s->tracer.tclock.tsc &&
+                              !s->hooks.start_hook().hook;  // else every event takes Session::hook
+    s->tracer.last_tick = s->tracer.tclock.now();
   }
   g_session.store(s.get());  // the allocator wrapper finds it there
   if (s->opt.alloc && !s->start_alloc(err)) {
@@ -181,11 +180,12 @@ Summary stop(lua_State* L) {
   // measurement would stand for 255 events: "5419 ms in hooks" for a 3.4 s
   // run), times the events. The time in hooks cannot exceed the thread's
   // CPU time: that bounds it when the clock is the CPU's.
-  if (s->opt.trace && s->hook_kept_n)
-    sum.hook_ns = s->acct.hook_ns +
-                  s->tclock.to_ns(static_cast<uint64_t>(static_cast<double>(s->hook_kept) /
-                                                        static_cast<double>(s->hook_kept_n) *
-                                                        static_cast<double>(s->trace_events)));
+  if (s->opt.trace && s->tracer.hook_kept_n)
+    sum.hook_ns =
+        s->acct.hook_ns +
+        s->tracer.tclock.to_ns(static_cast<uint64_t>(static_cast<double>(s->tracer.hook_kept) /
+                                                     static_cast<double>(s->tracer.hook_kept_n) *
+                                                     static_cast<double>(s->tracer.trace_events)));
   else
     sum.hook_ns = s->acct.hook_ns;
   if (s->opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
