@@ -21,8 +21,8 @@ extern "C" {
 
 namespace lfc {
 
-extern bool g_report_at_exit;  // session.cpp
-extern bool g_output_failed;   // session.cpp
+extern bool g_report_at_exit;  // session_common.cpp
+extern bool g_output_failed;   // session_common.cpp
 
 namespace {
 

@@ -1,6 +1,6 @@
 // LuaJIT sessions: start/stop/flush/folded (luaflame/collector.hpp) for
-// LuaJIT, the coroutine wrappers, and what lfc::Session needs from a
-// build that does not link the 5.4 session.cpp.
+// LuaJIT and the coroutine wrappers. Session's construction, g_session and
+// the clocks are shared with the 5.4 build (session_common.cpp).
 #include "jsession.hpp"
 
 #include <pthread.h>
