@@ -166,13 +166,13 @@ void AllocState::unpend(void* block) {
 
 void Session::request_alloc_sample() {
   alloc_pending.store(true, std::memory_order_relaxed);
-  if (in_critical) {
-    deferred = 1;
+  if (hooks.in_critical()) {
+    hooks.defer();
     return;
   }
-  begin_critical();
-  arm();
-  end_critical();
+  hooks.begin_critical();
+  hooks.arm();
+  hooks.end_critical();
 }
 
 bool Session::start_alloc(std::string&) {
@@ -231,7 +231,7 @@ void Session::take_alloc(lua_State* L) {
     tree.add(lost, col_acount, a->lost_count);
     a->lost_bytes = a->lost_count = 0;
   }
-  hook_ns += now_ns() - t0;
+  acct.hook_ns += now_ns() - t0;
 }
 
 void Session::stop_alloc(lua_State* L, bool collect) {
@@ -260,8 +260,9 @@ void Session::stop_alloc(lua_State* L, bool collect) {
     alloc.reset();
   } else {
     // Blocks may still come back through the wrapper (someone wrapped it
-    // again, or the state is closing): it stays, passing everything through.
-    alloc.release();
+    // again, or the state is closing): it stays, passing everything through,
+    // and `a` stays with it as its ud, never freed.
+    static_cast<void>(alloc.release());
   }
 }
 

@@ -17,8 +17,8 @@
 // `pending`/`npending`, `countdown`, `live` and the filter, all read only
 // by Lua-thread code after it returns (the hook, stop). Arming goes
 // through Session::request_alloc_sample: in a critical section it only
-// sets `deferred` (end_critical arms), else it opens one around arm(), so
-// the handler never arms at the same time (hooks.cpp, "arming").
+// defers (HookChain::defer; end_critical arms), else it opens one around arm(), so
+// the handler never arms at the same time (hookchain.hpp: the contract).
 // lua_sethook does not allocate, so arming never re-enters lf_alloc.
 #pragma once
 

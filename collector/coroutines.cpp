@@ -18,24 +18,24 @@ extern "C" {
 namespace lfc {
 
 void Session::enter(lua_State* L, lua_State* co) {
-  begin_critical();
+  hooks.begin_critical();
   chain.push_back(co);
   current.store(co, std::memory_order_relaxed);
-  if (armed) disarm(), arm();  // the pending sample belongs to what runs now
+  if (hooks.armed()) hooks.disarm(), hooks.arm();  // the pending sample belongs to what runs now
   install_thread_hook(L, co);
   if (opt.trace) {
     charge_now();
-    Shadow& parent = shadows[L];
-    Shadow& sh = shadows[co];
+    Shadow& parent = tracer.shadows[L];
+    Shadow& sh = tracer.shadows[co];
     if (sh.root != parent.top()) reroot(sh, parent.top());
-    last_L = co;
-    last_sh = &sh;
+    tracer.last_L = co;
+    tracer.last_sh = &sh;
   }
-  end_critical();
+  hooks.end_critical();
 }
 
 void Session::leave(lua_State* L, lua_State* co) {
-  begin_critical();
+  hooks.begin_critical();
   if (!chain.empty() && chain.back() == co)
     chain.pop_back();
   else
@@ -46,14 +46,15 @@ void Session::leave(lua_State* L, lua_State* co) {
       }
   if (chain.empty()) chain.push_back(L);
   current.store(chain.back(), std::memory_order_relaxed);
-  if (armed && armed_L == co) disarm(), arm();
+  if (hooks.armed_on(co)) hooks.disarm(), hooks.arm();
   if (opt.trace) {
     charge_now();
-    last_L = L;
-    last_sh = &shadows[L];
-    if (lua_status(co) != LUA_YIELD) shadows.erase(co);  // finished or failed: its stack is gone
+    tracer.last_L = L;
+    tracer.last_sh = &tracer.shadows[L];
+    if (lua_status(co) != LUA_YIELD)
+      tracer.shadows.erase(co);  // finished or failed: its stack is gone
   }
-  end_critical();
+  hooks.end_critical();
 }
 
 namespace {

@@ -10,11 +10,12 @@
 // A hook set from C with lua_sethook cannot be seen: it replaces ours, the
 // trace of that thread stops there, and stop() says so once (not with -q).
 //
-// This file owns every lua_sethook of the collector: the one-shot hook the
-// sampler and the allocator arm (Session::arm/disarm and the critical
-// sections that fence them from the signal handler), the hooks a
-// coroutine gets when it first runs, the program's hooks chained behind
-// luaflame's, and the hooks given back at stop. It also swaps library
+// The hook chain (hookchain.hpp) owns the state: the program's hooks kept
+// behind luaflame's, and the one-shot hook the sampler and the allocator
+// arm, with the critical sections that fence it from the signal handler.
+// This file is the session's side of it: the hooks a coroutine gets when it
+// first runs, what an event forwards (hook_rest), the debug.sethook/gethook
+// wrappers, and the hooks given back at stop. It also swaps library
 // functions for luaflame's (swap_library: debug.sethook/gethook here,
 // coroutine.resume/wrap in coroutines.cpp) and puts them back.
 #include <cstdio>
@@ -73,7 +74,7 @@ int lf_gethook(lua_State* L) {
     lua_CFunction f = orig(L, "luaflame.orig.gethook");
     return f ? f(L) : 0;
   }
-  const Session::Chained c = s->chained_for(T);
+  const HookChain::Chained c = s->hooks.chained_for(T);
   if (!c.hook) {
     lua_pushnil(L);
     return 1;
@@ -172,25 +173,24 @@ void lf_hook_after_stop(lua_State* L, lua_Debug* ar) {
 // on an armed thread, and the chained hook. lf_hook calls it only when a
 // thread is armed or a hook was there before start.
 void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
-  const bool was_armed = armed && armed_L == L;
+  const bool was_armed = hooks.armed_on(L);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // The hook the thread had before we armed it gets exactly its events:
   // those of its own mask, and its count event only when its count is due.
-  const Chained own = chained_for(L);
+  const HookChain::Chained own = hooks.chained_for(L);
   lua_Hook fwd = own.hook;
   int fwd_mask = own.mask;
   bool count_due = false;
   if (was_armed) {
     const bool was_busy = alloc && alloc->busy;
     if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
-    if (armed_hook != lf_hook) fwd = armed_hook, fwd_mask = armed_mask;
+    hooks.armed_forward(ev, fwd, fwd_mask, count_due);
     const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;
-    count_due = armed_keep_count ? ev == LUA_HOOKCOUNT : armed_left > 0 && armed_left <= consumed;
     if (sampler.owes()) take_sample(L);
     if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
-    begin_critical();
-    disarm(consumed);
-    end_critical();
+    hooks.begin_critical();
+    hooks.disarm(consumed);
+    hooks.end_critical();
     if (alloc) alloc->busy = was_busy;
   }
   if (fwd && fwd != lf_hook && (fwd_mask & event_mask(ev)) &&
@@ -199,42 +199,25 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
 }
 
 void Session::install_thread_hook(lua_State* L, lua_State* co) {
-  if (co == armed_L) return;
+  if (co == hooks.armed_thread()) return;
   lua_Hook h = lua_gethook(co);
   if (opt.trace) {
-    if (h != lf_hook || lua_gethookmask(co) != thread_mask(co)) {
-      lua_sethook(co, lf_hook, thread_mask(co), chained_for(co).count);
-      Shadow& sh = shadows[co];
+    if (h != lf_hook || lua_gethookmask(co) != hooks.thread_mask(co)) {
+      lua_sethook(co, lf_hook, hooks.thread_mask(co), hooks.chained_for(co).count);
+      Shadow& sh = tracer.shadows[co];
       sh.stack.clear();
       seed_shadow(co, sh, L);
     }
   } else if (h == lf_hook) {
     // Inherited from a thread that was armed when it created this one.
-    const Chained c = chained_for(co);
+    const HookChain::Chained c = hooks.chained_for(co);
     lua_sethook(co, c.hook, c.mask, c.count);
   }
 }
 
 void Session::adopt_program_hook(lua_State* L, lua_State* T) {
-  begin_critical();
-  if (armed && armed_L == T) {
-    // Armed after debug.sethook ran: what we armed over is the program's
-    // new hook, put it back (with its count progress). Armed before: the
-    // program's hook replaced our one-shot; owed waits for the next signal.
-    if (lua_gethook(T) == lf_hook)
-      disarm();
-    else
-      armed = 0, armed_L = nullptr;
-  }
-  lua_Hook h = lua_gethook(T);
-  if (h == lf_hook) {
-    end_critical();
-    return;
-  }
-  chained[T] = Chained{h, h ? lua_gethookmask(T) : 0, h ? lua_gethookcount(T) : 0};
-  trace_fast_ok = false;  // every event may have to be forwarded
-  lua_sethook(T, lf_hook, thread_mask(T), chained[T].count);
-  end_critical();
+  if (!hooks.adopt(T)) return;
+  tracer.trace_fast_ok = false;  // every event may have to be forwarded
   if (T != start_L && T != main_L) {
     // Remembered weakly, to give it its hook back at stop if it lives.
     lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);
@@ -276,10 +259,9 @@ void Session::restore_program_hooks(lua_State* L) {
   // start) goes back; a thread whose hook C code replaced is said once.
   auto give_back = [&](lua_State* T) {
     if (lua_gethook(T) == lf_hook) {
-      const Chained c = chained_for(T);
+      const HookChain::Chained c = hooks.chained_for(T);
       lua_sethook(T, c.hook, c.mask, c.count);
-    } else if (!warned_hook && !opt.quiet && lua_gethook(T) != nullptr) {
-      warned_hook = true;
+    } else if (!opt.quiet && lua_gethook(T) != nullptr && hooks.first_lost_hook()) {
       std::fprintf(stderr,
                    "luaflame: a hook set from C while tracing replaced luaflame's; that thread's "
                    "trace stopped there\n");
@@ -299,124 +281,6 @@ void Session::restore_program_hooks(lua_State* L) {
   lua_pushnil(L);
   lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
   restore_library(L, "debug", kHookSwaps, 2);
-}
-
-// ---------------------------------------------------------------- arming
-//
-// The one-shot hook. Contract with the signal handler (sampler.hpp) and
-// the allocator (alloc.hpp), which call arm() on the Lua thread at any
-// instruction, and with the Lua-thread code below, which also changes
-// hooks:
-//   - arm() and disarm() write `armed`, `armed_L`, `armed_hook`,
-//     `armed_mask`, `armed_count`, `armed_left`, `armed_keep_count` and
-//     call lua_sethook
-//     (async-signal-safe by Lua's design, see the comment above
-//     lua_sethook in ldebug.c). Only two callers run them: the handler
-//     or allocator outside a critical section, or Lua-thread code inside
-//     one (begin_critical .. end_critical). In a critical section the
-//     handler only sets `deferred`; end_critical() then arms, and loops
-//     until no signal fell between its last check and leaving, so a
-//     signal is never lost and never arms in the middle of a hook change.
-//   - `in_critical` and `deferred` are volatile sig_atomic_t, ordered with
-//     signal fences (the handler runs on this thread: no CPU fence needed).
-//   - arm() reads the thread's hook (lua_gethook: one load) to keep the
-//     program's: what we arm over is restored by disarm(), with its count
-//     hook's progress (luaint::hookcount, one int) given back.
-// Whether the count progress read in arm() cannot be trusted to split the
-// program's count events from the one-shot's, so that arm() keeps the
-// program's count running instead (the sample then waits for its next
-// count event or a return, at most its count of instructions):
-//   - `left` 0 or back at the base count: the signal may have fallen inside
-//     luaG_traceexec (ldebug.c) after it decided to raise the program's count
-//     event and before luaD_hook reads L->hook, so the event in flight is the
-//     program's; or the count was just reset, so it is not. Either is
-//     possible and they read the same.
-//   - hooks not allowed: a hook of L runs (the program's, or ours forwarding
-//     to it). Its instructions count down the program's count, with no
-//     event the one-shot could take (luaD_hook skips them), so the progress
-//     given back at the next event would be short of them. (Seen under qemu:
-//     a count hook every 1,000 instructions lost one event of 903; with a
-//     count of 3, one event in four samples.)
-//   - the allowhook read not verified at start: always.
-// Reads L->allowhook (luaint.hpp): safe in the handler.
-bool Session::count_progress_unsure(const lua_State* L, int left) const {
-  return left <= 0 || left == armed_count || !layout.allowhook_ok || !luaint::allowhook(L);
-}
-
-void Session::arm() {
-  if (armed) {
-    // Still ours: the sample is pending. Replaced (the program called
-    // debug.sethook meanwhile): its hook stays, and we arm again.
-    if (!armed_L || lua_gethook(armed_L) == lf_hook) return;
-    armed = 0;
-  }
-  lua_State* L = current.load(std::memory_order_relaxed);
-  if (!L) return;
-  lua_Hook h = lua_gethook(L);
-  if (h == lf_hook || h == nullptr) {
-    // Back to the thread's base state afterwards (ours when tracing).
-    const Chained c = chained_for(L);
-    armed_hook = (opt.trace) ? lf_hook : c.hook;
-    armed_mask = (opt.trace) ? thread_mask(L) : (c.hook ? c.mask : 0);
-    armed_count = c.count;
-    if (h == nullptr && !opt.trace) armed_hook = nullptr, armed_mask = 0, armed_count = 0;
-  } else {
-    armed_hook = h;
-    armed_mask = lua_gethookmask(L);
-    armed_count = lua_gethookcount(L);
-  }
-  armed_L = L;
-  // The thread's own count progress, given back less what the one-shot
-  // took; when it is unsure the program's count keeps running instead.
-  armed_left = 0;
-  armed_keep_count = 0;
-  if ((armed_mask & LUA_MASKCOUNT) && layout.hookcount_off) {
-    const int left = luaint::hookcount(L, layout.hookcount_off);
-    armed_left = left > 0 ? left : 1;  // 0: traceexec resets it before the event
-    armed_keep_count = count_progress_unsure(L, left);
-  }
-  if (armed_keep_count) {
-    lua_sethook(L, lf_hook, armed_mask | LUA_MASKRET, armed_count);
-    luaint::set_hookcount(L, layout.hookcount_off, armed_left);
-  } else {
-    lua_sethook(L, lf_hook, armed_mask | LUA_MASKCOUNT | LUA_MASKRET, 1);
-  }
-  armed = 1;
-}
-
-void Session::disarm(int consumed) {
-  if (!armed) return;
-  if (armed_L) {
-    const std::size_t off = layout.hookcount_off;
-    const bool counts = (armed_mask & LUA_MASKCOUNT) && off;
-    // Kept running: the program's progress is the thread's count now.
-    const int live = counts && armed_keep_count ? luaint::hookcount(armed_L, off) : 0;
-    lua_sethook(armed_L, armed_hook, armed_mask, armed_count);
-    // lua_sethook restarted the thread's own count: give back its progress
-    // (when it is due now, hook_rest forwards the count event and the
-    // fresh count stays).
-    if (counts && armed_keep_count && live > 0)
-      luaint::set_hookcount(armed_L, off, live);
-    else if (counts && !armed_keep_count && armed_left > consumed)
-      luaint::set_hookcount(armed_L, off, armed_left - consumed);
-  }
-  armed_L = nullptr;
-  armed = 0;
-}
-
-void Session::end_critical() {
-  for (;;) {
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (deferred) {
-      deferred = 0;
-      arm();
-    }
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    in_critical = 0;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (!deferred) return;
-    in_critical = 1;
-  }
 }
 
 }  // namespace lfc

@@ -3,7 +3,6 @@
 // message handler and its traceback, "lua5.4: " before an uncaught error,
 // exit status 1 on error, Ctrl-C as "interrupted!"), with a session around
 // the script.
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "luaflame/collector.hpp"
+#include "run_common.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -21,17 +21,13 @@ extern "C" {
 
 namespace lfc {
 
-extern bool g_report_at_exit;  // session.cpp
-extern bool g_output_failed;   // session.cpp
+extern bool g_report_at_exit;  // session_common.cpp
+extern bool g_output_failed;   // session_common.cpp
 
 namespace {
 
 // lua5.4's name, so an error reads exactly as lua5.4 prints it.
 const char* const kProgName = "lua5.4";
-// The status of a run whose program succeeded but whose profile could not be written.
-constexpr int kOutputFailed = 3;
-
-lua_State* g_L = nullptr;
 
 struct RunArgs {
   const Options* opts;
@@ -40,16 +36,10 @@ struct RunArgs {
   int script;
 };
 
-void l_message(const char* pname, const char* msg) {
-  if (pname) std::fprintf(stderr, "%s: ", pname);
-  std::fprintf(stderr, "%s\n", msg);
-  std::fflush(stderr);
-}
-
 int report(lua_State* L, int status) {
   if (status != LUA_OK) {
     const char* msg = lua_tostring(L, -1);
-    l_message(kProgName, msg ? msg : "(error object is not a string)");
+    run::l_message(kProgName, msg ? msg : "(error object is not a string)");
     lua_pop(L, 1);
   }
   return status;
@@ -65,24 +55,13 @@ int msghandler(lua_State* L) {
   return 1;
 }
 
-void lstop(lua_State* L, lua_Debug*) {
-  lua_sethook(L, nullptr, 0, 0);
-  luaL_error(L, "interrupted!");
-}
-
-void laction(int i) {
-  std::signal(i, SIG_DFL);
-  lua_sethook(g_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-}
-
 int docall(lua_State* L, int narg, int nres) {
   int base = lua_gettop(L) - narg;
   lua_pushcfunction(L, msghandler);
   lua_insert(L, base);
-  g_L = L;
-  std::signal(SIGINT, laction);
+  run::watch_sigint(L);
   int status = lua_pcall(L, narg, nres, base);
-  std::signal(SIGINT, SIG_DFL);
+  run::unwatch_sigint();
   lua_remove(L, base);
   return status;
 }
@@ -158,25 +137,6 @@ int handle_script(lua_State* L, char** argv) {
   return report(L, status);
 }
 
-// Started from a C function of its own so the session sees a two-level
-// stack (it checks its CallInfo walk there).
-int start_session(lua_State* L) {
-  const Options* o = static_cast<const Options*>(lua_touserdata(L, 1));
-  {
-    std::string err;  // gone before lua_error jumps
-    if (start(L, *o, err)) return 0;
-    lua_pushlstring(L, err.data(), err.size());
-  }
-  return lua_error(L);
-}
-
-void end_session(lua_State* L, bool quiet) {
-  if (!running()) return;
-  Summary s = stop(L);
-  if (!quiet || !s.stream_error.empty() || !s.fallback_file.empty())
-    std::fprintf(stderr, "%s", format_summary(s).c_str());
-}
-
 int pmain(lua_State* L) {
   RunArgs* a = static_cast<RunArgs*>(lua_touserdata(L, 1));
   luaL_checkversion(L);
@@ -186,16 +146,16 @@ int pmain(lua_State* L) {
   lua_gc(L, LUA_GCRESTART);
   lua_gc(L, LUA_GCGEN, 0, 0);
   if (handle_luainit(L) != LUA_OK) return 0;
-  lua_pushcfunction(L, start_session);
+  lua_pushcfunction(L, run::start_session);
   lua_pushlightuserdata(L, const_cast<Options*>(a->opts));
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    l_message("luaflame run", lua_tostring(L, -1));
+    run::l_message("luaflame run", lua_tostring(L, -1));
     lua_pop(L, 1);
     return 0;
   }
   g_report_at_exit = !a->opts->quiet;
   int status = handle_script(L, a->argv + a->script);
-  end_session(L, a->opts->quiet);
+  run::end_session(L, a->opts->quiet);
   g_report_at_exit = false;
   if (status != LUA_OK) return 0;
   lua_pushboolean(L, 1);
@@ -207,7 +167,7 @@ int pmain(lua_State* L) {
 int run_script(const Options& opts, int argc, char** argv, int script_index) {
   lua_State* L = luaL_newstate();
   if (!L) {
-    l_message(kProgName, "cannot create state: not enough memory");
+    run::l_message(kProgName, "cannot create state: not enough memory");
     return EXIT_FAILURE;
   }
   lua_gc(L, LUA_GCSTOP);
@@ -217,11 +177,11 @@ int run_script(const Options& opts, int argc, char** argv, int script_index) {
   int status = lua_pcall(L, 1, 1, 0);
   int result = lua_toboolean(L, -1);
   report(L, status);
-  end_session(L, opts.quiet);
+  run::end_session(L, opts.quiet);
   lua_close(L);
   // The program's status, except that a run that succeeded but whose
   // profile could not be written says so (docs/collector.md: exit status).
-  if (result && status == LUA_OK) return g_output_failed ? kOutputFailed : EXIT_SUCCESS;
+  if (result && status == LUA_OK) return g_output_failed ? run::kOutputFailed : EXIT_SUCCESS;
   return EXIT_FAILURE;
 }
 

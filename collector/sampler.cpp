@@ -254,12 +254,12 @@ void Sampler::stop() {
 void Session::on_sample_signal() {
   const uint64_t k = sampler.due();
   if (!k) return;
-  if (in_critical) {
-    deferred = 1;
+  if (hooks.in_critical()) {
+    hooks.defer();
     return;
   }
   note_position(k);
-  arm();
+  hooks.arm();
 }
 
 void Session::note_position(uint64_t weight) {
@@ -335,14 +335,14 @@ uint32_t Session::path_node(const std::vector<uint32_t>& leaf_first) {
 }
 
 void Session::take_sample(lua_State* L) {
-  uint64_t t0 = opt.trace ? tclock.now() : now_ns();
+  uint64_t t0 = opt.trace ? tracer.tclock.now() : now_ns();
   // Owed periods and recorded positions, taken together so that no signal
   // lands between the two reads.
   Sampler::Pos pos[Sampler::kMaxPos];
   int n = 0;
-  begin_critical();
+  hooks.begin_critical();
   uint64_t w = sampler.drain(pos, n);
-  end_critical();
+  hooks.end_critical();
   if (!w) return;
   // Each recorded position its periods, the rest (signals deferred by a
   // critical section, a full buffer, the polling thread's coalesced
@@ -357,21 +357,21 @@ void Session::take_sample(lua_State* L) {
     if (!traced_node(L, n > 0 ? pos[i].L : L, n > 0 ? pos[i].ci : nullptr, node)) {
       bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
       if (!ok) {
-        if (n > 0) samples_moved += k;
+        if (n > 0) acct.samples_moved += k;
         walk(L, scratch);
       }
       node = path_node(scratch);
     }
     tree.add(node, col_samples, k);
-    samples += k;
+    acct.samples += k;
   }
-  ++sample_events;
+  ++acct.sample_events;
   if (opt.trace) {
-    uint64_t dt = tclock.now() - t0;
-    hook_ns += tclock.to_ns(dt);
-    last_tick += dt;  // not charged to the program's frames
+    uint64_t dt = tracer.tclock.now() - t0;
+    acct.hook_ns += tracer.tclock.to_ns(dt);
+    tracer.last_tick += dt;  // not charged to the program's frames
   } else {
-    hook_ns += now_ns() - t0;
+    acct.hook_ns += now_ns() - t0;
   }
 }
 

@@ -13,13 +13,13 @@
 //     `owed` inside a critical section, so no update is lost.
 //   - `pos_[]`/`npos_`: the slot first, then the count, a signal fence
 //     between; the hook copies and resets them inside a critical section
-//     (Session::begin_critical), during which the handler only counts
-//     (`owed`) and defers its arm (Session::deferred), so it never sees a
+//     (HookChain::begin_critical), during which the handler only counts
+//     (`owed`) and defers its arm (HookChain::defer), so it never sees a
 //     half-reset buffer and never writes one that is being read.
 //   - the hook itself: lua_sethook is async-signal-safe by Lua's design
 //     (see the comment above lua_sethook in ldebug.c, which lua.c's
 //     SIGINT handler relies on); the handler calls it only outside
-//     critical sections (Session::arm).
+//     critical sections (HookChain::arm).
 // The handler reads the running thread (`Session::current`, atomic) and
 // its CallInfo pointer (luaint::state_ci: one aligned pointer load, never
 // dereferenced there) and calls only clock_gettime, timer_settime (both

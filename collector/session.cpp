@@ -20,50 +20,6 @@ extern "C" {
 
 namespace lfc {
 
-std::atomic<Session*> g_session{nullptr};
-bool g_report_at_exit = false;
-bool g_output_failed = false;
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t unix_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-Session::Session(lua_State* L, const Options& o)
-    : opt(o),
-      metrics(metrics_of(o)),
-      tree(static_cast<int>(metrics.size())),
-      start_L(L),
-      main_L(L) {
-  if (opt.sources && !opt.server.empty()) frames.sources = &source_files;
-  for (std::size_t i = 0; i < metrics.size(); ++i) {
-    const std::string& m = metrics[i];
-    int c = static_cast<int>(i);
-    if (m == "samples")
-      col_samples = c;
-    else if (m == "time")
-      col_time = c;
-    else if (m == "calls")
-      col_calls = c;
-    else if (m == "alloc_bytes")
-      col_abytes = c;
-    else if (m == "alloc_count")
-      col_acount = c;
-    else if (m == "live_bytes")
-      col_live = c;
-  }
-  tree.overflow_frame = frames.named("[luaflame] too many stacks");
-}
-
-Session::~Session() = default;  // session.cpp includes alloc.hpp and streamer.hpp: both complete
-
 uint64_t Session::clock_ns_read() const {
   timespec ts;
   if (clock_gettime(opt.cpu_clock ? lua_cpu_clock : CLOCK_MONOTONIC, &ts) != 0) return 0;
@@ -72,9 +28,8 @@ uint64_t Session::clock_ns_read() const {
 
 std::size_t Session::memory_bytes() const {
   std::size_t b = sizeof(Session) + tree.memory_bytes() + frames.memory_bytes();
-  for (const auto& kv : shadows) b += 64 + kv.second.stack.capacity() * sizeof(Shadow::Entry);
+  b += tracer.memory_bytes();
   b += scratch.capacity() * 4 + chain.capacity() * sizeof(void*);
-  b += call_cache.capacity() * sizeof(CallCache) + ident_frames.size() * 64;  // tracer.cpp
   return b;
 }
 
@@ -127,52 +82,49 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->layout = luaint::probe(L);
   s->ci_walk_ok = s->layout.ci_prev_ok;
   if (!s->layout.lua_ident_ok)
-    s->ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
-  if (!s->layout.c_ident_ok) s->ident_c = -1;
+    s->tracer.ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
+  if (!s->layout.c_ident_ok) s->tracer.ident_c = -1;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   s->main_L = lua_tothread(L, -1);
   lua_pop(L, 1);
   preset_coroutine_frames(s->frames);
   s->frames.preset_makers(L);
-  s->prev_hook = lua_gethook(L);
-  s->prev_mask = s->prev_hook == lf_hook ? 0 : lua_gethookmask(L);
-  s->prev_count = s->prev_hook == lf_hook ? 0 : lua_gethookcount(L);
-  if (s->prev_hook == lf_hook) s->prev_hook = nullptr;
+  s->hooks.keep_start_hook(L);
   s->chain.push_back(L);
   s->current.store(L);
-  s->start_wall = now_ns();
-  s->start_unix = unix_now_ns();
+  s->acct.start_wall = now_ns();
+  s->acct.start_unix = unix_now_ns();
   if (pthread_getcpuclockid(pthread_self(), &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
-  s->start_clock = s->clock_ns_read();
+  s->acct.start_clock = s->clock_ns_read();
   if (s->opt.trace) {
     if (!s->ci_walk_ok)
       return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
-    Shadow& sh = s->shadows[L];
+    Shadow& sh = s->tracer.shadows[L];
     s->seed_shadow(L, sh, L);
-    s->last_L = L;
-    s->last_sh = &sh;
-    s->tclock.init();
-    s->call_cache.resize(std::size_t{1} << CallCache::kBits);
-    s->trace_fast_ok = s->tclock.tsc && !s->prev_hook;  // else every event takes Session::hook
-    s->last_tick = s->tclock.now();
+    s->tracer.last_L = L;
+    s->tracer.last_sh = &sh;
+    s->tracer.tclock.init();
+    s->tracer.call_cache.resize(std::size_t{1} << CallCache::kBits);
+    s->tracer.trace_fast_ok = s->tracer.tclock.tsc &&
+                              !s->hooks.start_hook().hook;  // else every event takes Session::hook
+    s->tracer.last_tick = s->tracer.tclock.now();
   }
-  Session* raw = s.get();
-  g_session.store(raw);
-  if (raw->opt.alloc && !raw->start_alloc(err)) {
+  g_session.store(s.get());  // the allocator wrapper finds it there
+  if (s->opt.alloc && !s->start_alloc(err)) {
     g_session.store(nullptr);
-    return false;
+    return false;  // s deletes it
   }
+  Session* raw = s.release();  // g_session owns it from here: stop() deletes it
   if (raw->opt.trace) {
-    lua_sethook(L, lf_hook, raw->base_mask(), raw->prev_count);
+    lua_sethook(L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
     if (raw->main_L && raw->main_L != L && lua_gethook(raw->main_L) != lf_hook)
-      lua_sethook(raw->main_L, lf_hook, raw->base_mask(), raw->prev_count);
+      lua_sethook(raw->main_L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
   }
   install_coroutine_wrappers(L);
   if (raw->opt.trace) install_hook_wrappers(L);
   register_close_finalizer(L);
   if (raw->opt.sample &&
       !raw->sampler.start(raw->opt.hz, raw->opt.cpu_clock, raw->lua_cpu_clock, err)) {
-    s.release();
     stop(L);
     return false;
   }
@@ -180,7 +132,6 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     raw->streamer = std::make_unique<Streamer>(*raw);
     raw->streamer->start();
   }
-  s.release();
   return true;
 }
 
@@ -191,9 +142,9 @@ Summary stop(lua_State* L) {
   const char* sampler_kind = s->sampler.kind();
   if (s->opt.sample) s->sampler.stop();
   if (L) {
-    s->begin_critical();
-    s->disarm();
-    s->in_critical = 0;
+    s->hooks.begin_critical();
+    s->hooks.disarm();
+    s->hooks.end_critical_stopped();
     if (s->opt.trace) {
       s->charge_now();
       s->restore_program_hooks(L);  // hooks.cpp
@@ -202,7 +153,8 @@ Summary stop(lua_State* L) {
     lua_pushnil(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
   }
-  set_hook_after_stop(s->prev_hook, s->prev_mask, s->prev_count);
+  const HookChain::Chained before = s->hooks.start_hook();
+  set_hook_after_stop(before.hook, before.mask, before.count);
   // Detached before the final collection: finalizers it runs (our closer
   // among them) must not see a session that is going away.
   g_session.store(nullptr);
@@ -211,16 +163,16 @@ Summary stop(lua_State* L) {
   sum.mode = s->opt.trace ? (s->opt.sample ? "both" : "trace") : (s->opt.sample ? "sample" : "");
   if (s->opt.alloc) sum.mode += sum.mode.empty() ? "alloc" : "+alloc";
   sum.metrics = s->metrics;
-  sum.wall_ns = now_ns() - s->start_wall;
+  sum.wall_ns = now_ns() - s->acct.start_wall;
   uint64_t clk = s->clock_ns_read();
-  sum.clock_ns = clk > s->start_clock ? clk - s->start_clock : 0;
+  sum.clock_ns = clk > s->acct.start_clock ? clk - s->acct.start_clock : 0;
   sum.hz_asked = s->opt.hz;
   if (s->opt.sample) {
     sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s->opt.hz / 1e9);
-    sum.sample_events = s->sample_events;
+    sum.sample_events = s->acct.sample_events;
     sum.sampler = sampler_kind;
-    sum.samples = s->samples;
-    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->sample_events) * 1e9 /
+    sum.samples = s->acct.samples;
+    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->acct.sample_events) * 1e9 /
                                           static_cast<double>(sum.clock_ns)
                                     : 0;
   }
@@ -229,19 +181,20 @@ Summary stop(lua_State* L) {
   // measurement would stand for 255 events: "5419 ms in hooks" for a 3.4 s
   // run), times the events. The time in hooks cannot exceed the thread's
   // CPU time: that bounds it when the clock is the CPU's.
-  if (s->opt.trace && s->hook_kept_n)
+  if (s->opt.trace && s->tracer.hook_kept_n)
     sum.hook_ns =
-        s->hook_ns + s->tclock.to_ns(static_cast<uint64_t>(static_cast<double>(s->hook_kept) /
-                                                           static_cast<double>(s->hook_kept_n) *
-                                                           static_cast<double>(s->trace_events)));
+        s->acct.hook_ns +
+        s->tracer.tclock.to_ns(static_cast<uint64_t>(static_cast<double>(s->tracer.hook_kept) /
+                                                     static_cast<double>(s->tracer.hook_kept_n) *
+                                                     static_cast<double>(s->tracer.trace_events)));
   else
-    sum.hook_ns = s->hook_ns;
+    sum.hook_ns = s->acct.hook_ns;
   if (s->opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
-  sum.hook_calls = s->hook_calls;
+  sum.hook_calls = s->acct.hook_calls;
   sum.fast_paths = s->layout.on();
   sum.fast_paths_off = s->layout.why;
-  sum.samples_moved = s->samples_moved;
-  sum.calls = s->calls;
+  sum.samples_moved = s->acct.samples_moved;
+  sum.calls = s->acct.calls;
   sum.nodes = s->tree.size();
   sum.frames = s->names.size();
   sum.memory_bytes = s->memory_bytes();

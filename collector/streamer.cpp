@@ -75,7 +75,7 @@ Streamer::~Streamer() {
 }
 
 void Streamer::start() {
-  last_until_ = s_.start_unix;
+  last_until_ = s_.acct.start_unix;
   th_ = std::thread([this] { run(); });
 }
 
@@ -127,7 +127,7 @@ bool Streamer::create_run() {
   j["name"] = s_.opt.name.empty() ? "lua" : s_.opt.name;
   j["tags"] = s_.opt.tags;
   j["metrics"] = s_.metrics;
-  j["started_ns"] = s_.start_unix;
+  j["started_ns"] = s_.acct.start_unix;
   if (s_.opt.sample) j["hz"] = s_.opt.hz;
   int status = 0;
   std::string answer;

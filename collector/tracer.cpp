@@ -10,6 +10,8 @@
 //  - coroutines: every thread has its own shadow stack, hung under the frame
 //    that resumed it; time while suspended goes to whatever runs instead.
 // The collector's own time in the hook is measured and not charged.
+// The state between events is Tracer's (tracer.hpp); the events, which
+// charge the session's tree, are Session's, here.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -86,11 +88,12 @@ void TraceClock::init() {
 }
 
 void Session::charge_now() {
-  if (!last_sh || col_time < 0) return;
-  uint64_t now = tclock.now();
-  if (now > last_tick)
-    tree.add(last_sh->top(), col_time, tclock.to_ns(now - last_tick));  // cold path
-  last_tick = now;
+  if (!tracer.last_sh || col_time < 0) return;
+  uint64_t now = tracer.tclock.now();
+  if (now > tracer.last_tick)
+    tree.add(tracer.last_sh->top(), col_time,
+             tracer.tclock.to_ns(now - tracer.last_tick));  // cold path
+  tracer.last_tick = now;
 }
 
 // The child of `parent` for the function being called: through the call
@@ -114,32 +117,32 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
   const void* check = nullptr;
   if (ci_walk_ok) {
     func_of(ar->i_ci, tag, value);
-    if (tag == kTagLuaClosure && ident_lua >= 0) {
+    if (tag == kTagLuaClosure && tracer.ident_lua >= 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
-      if (ident_lua == 0) {
+      if (tracer.ident_lua == 0) {
         // Check the Proto layout against what lua_getinfo says.
         lua_getinfo(L, "S", ar);
         const void* src = at<const void*>(ident, kProtoSource);
         bool ok = at<int>(ident, kProtoLine) == ar->linedefined &&
                   at<int>(ident, kProtoLine + 4) == ar->lastlinedefined && src &&
                   static_cast<const char*>(src) + kTStringContents == ar->source;
-        ident_lua = ok ? 1 : -1;
+        tracer.ident_lua = ok ? 1 : -1;
         if (!ok) ident = nullptr;
       }
-    } else if ((tag == kTagLightC || tag == kTagCClosure) && ident_c >= 0) {
+    } else if ((tag == kTagLightC || tag == kTagCClosure) && tracer.ident_c >= 0) {
       ident = tag == kTagLightC ? value : at<const void*>(value, kClosureFn);
-      if (ident_c == 0) {
+      if (tracer.ident_c == 0) {
         lua_getinfo(L, "f", ar);
         bool ok = reinterpret_cast<const void*>(lua_tocfunction(L, -1)) == ident;
         lua_pop(L, 1);
-        ident_c = ok ? 1 : -1;
+        tracer.ident_c = ok ? 1 : -1;
         if (!ok) ident = nullptr;
       }
     }
   }
   if (ident) {
-    CallCache& c = call_cache[CallCache::slot(ident, parent, call_bits)];
+    CallCache& c = tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)];
     if (c.ident == ident && c.parent == parent && c.check == check && c.child) {
       slots = c.slots;
       return c.child;
@@ -147,7 +150,7 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
     uint32_t node = tree.child(parent, frame_of_ident(L, ar, tag, ident, check));
     slots = tree.slots(node);
     c = CallCache{ident, check, parent, node, slots};
-    if (++call_misses > (call_cache.size() << 1)) grow_call_cache();
+    if (++tracer.call_misses > (tracer.call_cache.size() << 1)) tracer.grow_call_cache();
     return node;
   }
   lua_getinfo(L, "S", ar);
@@ -164,16 +167,16 @@ uint32_t Session::frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag,
   const bool lua_fn = tag == kTagLuaClosure;
   const void* source = lua_fn ? at<const void*>(ident, kProtoSource) : nullptr;
   const int line = lua_fn ? at<int>(ident, kProtoLine) : 0;
-  auto it = ident_frames.find(ident);
-  if (it != ident_frames.end() && it->second.check == check && it->second.source == source &&
+  auto it = tracer.ident_frames.find(ident);
+  if (it != tracer.ident_frames.end() && it->second.check == check && it->second.source == source &&
       it->second.line == line)
     return it->second.frame;
   lua_getinfo(L, "S", ar);
   const uint32_t frame = frames.of(L, ar);
   // Entries of functions since freed stay until their address is reused:
   // a program that makes functions without end gets a fresh map now and then.
-  if (ident_frames.size() >= (std::size_t{1} << 16)) ident_frames.clear();
-  ident_frames[ident] = IdentFrame{check, source, line, frame};
+  if (tracer.ident_frames.size() >= (std::size_t{1} << 16)) tracer.ident_frames.clear();
+  tracer.ident_frames[ident] = Tracer::IdentFrame{check, source, line, frame};
   return frame;
 }
 
@@ -182,17 +185,23 @@ uint32_t Session::frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag,
 // each miss a hash lookup in the tree's map, cold in the cache: past two
 // misses per entry since the last growth, four times the entries (up to
 // CallCache::kMaxBits). Small programs keep the small cache.
-void Session::grow_call_cache() {
+void Tracer::grow_call_cache() {
   call_misses = 0;
   if (call_bits >= CallCache::kMaxBits) return;
   call_bits = std::min(call_bits + 2, CallCache::kMaxBits);
   call_cache.assign(std::size_t{1} << call_bits, CallCache{});
 }
 
+std::size_t Tracer::memory_bytes() const {
+  std::size_t b = 0;
+  for (const auto& kv : shadows) b += 64 + kv.second.stack.capacity() * sizeof(Shadow::Entry);
+  return b + call_cache.capacity() * sizeof(CallCache) + ident_frames.size() * 64;
+}
+
 // Rare cases of an event whose CallInfo is not the expected one: a tail
 // call (its frame replaces the one with the same CallInfo), a call or a
 // return after an error unwound frames without return events.
-void Session::unwind(Shadow::Stack& st, const void* ci, int ev) {
+void Tracer::unwind(Shadow::Stack& st, const void* ci, int ev) {
   if (ev == LUA_HOOKRET) {
     long k = find_ci(st, ci);
     if (k >= 0) st.resize(static_cast<std::size_t>(k));
@@ -214,7 +223,7 @@ void Session::unwind(Shadow::Stack& st, const void* ci, int ev) {
 // estimate taken off each interval follows the typical event (a moving
 // average with outliers clipped: first sightings that build the tree, the
 // thread being preempted); the report counts them all.
-void Session::measure_hook(uint64_t t0) {
+void Tracer::measure_hook(uint64_t t0) {
   const uint64_t d = tclock.now() - t0;
   hook_sampled += d;
   // For the report: a measurement the thread was preempted in (wall ticks)
@@ -244,18 +253,19 @@ inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   const void* ident = nullptr;
   const void* check = nullptr;
   if (tag == kTagLuaClosure) {
-    if (ident_lua > 0) {
+    if (tracer.ident_lua > 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
     }
   } else if (tag == kTagLightC) {
-    if (ident_c > 0) ident = value;
+    if (tracer.ident_c > 0) ident = value;
   } else if (tag == kTagCClosure) {
-    if (ident_c > 0) ident = at<const void*>(value, kClosureFn);
+    if (tracer.ident_c > 0) ident = at<const void*>(value, kClosureFn);
   }
   uint32_t node;
   std::atomic<uint64_t>* v;
-  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent, call_bits)] : nullptr;
+  const CallCache* c =
+      ident ? &tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)] : nullptr;
   if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
     node = c->child;
     v = c->slots;
@@ -263,24 +273,24 @@ inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
     node = callee_node(L, ar, parent, v);
   }
   Tree::bump(v[col_calls], 1);
-  ++calls;
+  ++acct.calls;
   st.push_back({node, ci, v});
 }
 
 inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
-  const uint64_t t0 = tclock.now();
-  Shadow* sh = last_sh;
+  const uint64_t t0 = tracer.tclock.now();
+  Shadow* sh = tracer.last_sh;
   if (__builtin_expect(sh != nullptr, 1)) {
-    if (t0 > last_tick) {
+    if (t0 > tracer.last_tick) {
       // The hook's own mean cost is taken off: it is the collector's time.
-      const uint64_t dt = t0 - last_tick;
+      const uint64_t dt = t0 - tracer.last_tick;
       std::atomic<uint64_t>* v = sh->top_slots();
       if (!v) v = sh->root_slots = tree.slots(sh->root);
-      Tree::bump(v[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+      Tree::bump(v[col_time], tracer.tclock.to_ns(dt > tracer.hook_est ? dt - tracer.hook_est : 0));
     }
-    if (L != last_L) sh = &shadows[L];
+    if (L != tracer.last_L) sh = &tracer.shadows[L];
   } else {
-    sh = &shadows[L];
+    sh = &tracer.shadows[L];
   }
   auto& st = sh->stack;
   const void* ci = ar->i_ci;
@@ -289,18 +299,18 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
     if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
       st.pop_back();
     else
-      unwind(st, ci, ev);
+      Tracer::unwind(st, ci, ev);
   } else if (ev == LUA_HOOKCALL) {
-    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
+    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) Tracer::unwind(st, ci, ev);
     trace_call(L, ar, *sh);
   } else if (ev == LUA_HOOKTAILCALL) {
-    unwind(st, ci, ev);
+    Tracer::unwind(st, ci, ev);
     trace_call(L, ar, *sh);
   }
-  last_L = L;
-  last_sh = sh;
-  last_tick = t0;
-  if (__builtin_expect((++trace_events & kMeasureMask) == 1, 0)) measure_hook(t0);
+  tracer.last_L = L;
+  tracer.last_sh = sh;
+  tracer.last_tick = t0;
+  if (__builtin_expect((++tracer.trace_events & kMeasureMask) == 1, 0)) tracer.measure_hook(t0);
 }
 
 // The common event, with no call and no allocation: a return whose
@@ -308,10 +318,10 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
 // call replacing it) of a function in the call cache. Anything else returns false having changed
 // nothing.
 inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
-  if (!trace_fast_ok || armed || L != last_L || !last_sh) return false;
-  if (((trace_events + 1) & kMeasureMask) == 1)
+  if (!tracer.trace_fast_ok || hooks.armed() || L != tracer.last_L || !tracer.last_sh) return false;
+  if (((tracer.trace_events + 1) & kMeasureMask) == 1)
     return false;  // hook_est is measured on the slow path
-  Shadow& sh = *last_sh;
+  Shadow& sh = *tracer.last_sh;
   Shadow::Stack& st = sh.stack;
   std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
   if (!top) return false;
@@ -337,35 +347,35 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
     func_of(ci, tag, value);
     const void* ident;
     const void* check = nullptr;
-    if (tag == kTagLuaClosure && ident_lua > 0) {
+    if (tag == kTagLuaClosure && tracer.ident_lua > 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
-    } else if (tag == kTagLightC && ident_c > 0) {
+    } else if (tag == kTagLightC && tracer.ident_c > 0) {
       ident = value;
-    } else if (tag == kTagCClosure && ident_c > 0) {
+    } else if (tag == kTagCClosure && tracer.ident_c > 0) {
       ident = at<const void*>(value, kClosureFn);
     } else {
       return false;
     }
-    c = &call_cache[CallCache::slot(ident, parent, call_bits)];
+    c = &tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)];
     if (c->ident != ident || c->parent != parent || c->check != check) return false;
   }
   const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
-  if (t0 > last_tick) {
-    const uint64_t dt = t0 - last_tick;
-    Tree::bump(top[col_time], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+  if (t0 > tracer.last_tick) {
+    const uint64_t dt = t0 - tracer.last_tick;
+    Tree::bump(top[col_time], tracer.tclock.to_ns(dt > tracer.hook_est ? dt - tracer.hook_est : 0));
   }
-  last_tick = t0;
+  tracer.last_tick = t0;
   if (c) {
     if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
     Tree::bump(c->slots[col_calls], 1);
-    ++calls;
+    ++acct.calls;
     st.push_fast({c->child, ci, c->slots});
   } else {
     st.pop_back();
   }
-  ++trace_events;
-  ++hook_calls;
+  ++tracer.trace_events;
+  ++acct.hook_calls;
   return true;
 }
 
@@ -383,11 +393,11 @@ void lf_hook(lua_State* L, lua_Debug* ar) {
 }
 
 void Session::hook(lua_State* L, lua_Debug* ar) {
-  ++hook_calls;
+  ++acct.hook_calls;
   const int ev = ar->event;
   if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (armed || prev_hook || !chained.empty()) hook_rest(L, ar, ev);
+  if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
 }
 
 // Both mode: where a sample falls, the tracer already has the stack. The
@@ -402,10 +412,10 @@ bool Session::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& 
     if (!layout.state_ci_ok) return false;
     ci = luaint::state_ci(L);
   }
-  Shadow* sh = L == last_L && last_sh ? last_sh : nullptr;
+  Shadow* sh = L == tracer.last_L && tracer.last_sh ? tracer.last_sh : nullptr;
   if (!sh) {
-    auto it = shadows.find(L);
-    if (it == shadows.end()) return false;
+    auto it = tracer.shadows.find(L);
+    if (it == tracer.shadows.end()) return false;
     sh = &it->second;
   }
   const long k = find_ci(sh->stack, ci);

@@ -3,12 +3,12 @@
 // at arg[-1], LUA_INIT, the traceback handler, "luajit: " before an
 // uncaught error, a nil error object printing nothing, exit status 1 on
 // error, Ctrl-C as "interrupted!"), with a session around the script.
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "../run_common.hpp"
 #include "luaflame/collector.hpp"
 
 extern "C" {
@@ -27,9 +27,6 @@ namespace {
 
 // luajit's name, so an error reads exactly as luajit prints it.
 const char* const kProgName = "luajit";
-constexpr int kOutputFailed = 3;  // the program succeeded, its profile could not be written
-
-lua_State* g_L = nullptr;
 
 struct RunArgs {
   const Options* opts;
@@ -39,17 +36,11 @@ struct RunArgs {
   int status;
 };
 
-void l_message(const char* pname, const char* msg) {
-  if (pname) std::fprintf(stderr, "%s: ", pname);
-  std::fprintf(stderr, "%s\n", msg);
-  std::fflush(stderr);
-}
-
 int report(lua_State* L, int status) {
   if (status && !lua_isnil(L, -1)) {
     const char* msg = lua_tostring(L, -1);
     if (msg == nullptr) msg = "(error object is not a string)";
-    l_message(kProgName, msg);
+    run::l_message(kProgName, msg);
     lua_pop(L, 1);
   }
   return status;
@@ -65,24 +56,13 @@ int traceback(lua_State* L) {
   return 1;
 }
 
-void lstop(lua_State* L, lua_Debug*) {
-  lua_sethook(L, nullptr, 0, 0);
-  luaL_error(L, "interrupted!");
-}
-
-void laction(int i) {
-  std::signal(i, SIG_DFL);
-  lua_sethook(g_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-}
-
 int docall(lua_State* L, int narg, int clear) {
   const int base = lua_gettop(L) - narg;
   lua_pushcfunction(L, traceback);
   lua_insert(L, base);
-  g_L = L;
-  std::signal(SIGINT, laction);
+  run::watch_sigint(L);
   const int status = lua_pcall(L, narg, clear ? 0 : LUA_MULTRET, base);
-  std::signal(SIGINT, SIG_DFL);
+  run::unwatch_sigint();
   lua_remove(L, base);
   if (status != LUA_OK) lua_gc(L, LUA_GCCOLLECT, 0);  // force a complete collection, as luajit
   return status;
@@ -126,24 +106,6 @@ int handle_script(lua_State* L, char** argv, int n) {
   return report(L, status);
 }
 
-// Started from a C function of its own, as the 5.4 runner does.
-int start_session(lua_State* L) {
-  const Options* o = static_cast<const Options*>(lua_touserdata(L, 1));
-  {
-    std::string err;  // gone before lua_error jumps
-    if (start(L, *o, err)) return 0;
-    lua_pushlstring(L, err.data(), err.size());
-  }
-  return lua_error(L);
-}
-
-void end_session(lua_State* L, bool quiet) {
-  if (!running()) return;
-  Summary s = stop(L);
-  if (!quiet || !s.stream_error.empty() || !s.fallback_file.empty())
-    std::fprintf(stderr, "%s", format_summary(s).c_str());
-}
-
 int pmain(lua_State* L) {
   RunArgs* a = static_cast<RunArgs*>(lua_touserdata(L, 1));
   lua_gc(L, LUA_GCSTOP, 0);
@@ -155,17 +117,17 @@ int pmain(lua_State* L) {
     a->status = 1;
     return 0;
   }
-  lua_pushcfunction(L, start_session);
+  lua_pushcfunction(L, run::start_session);
   lua_pushlightuserdata(L, const_cast<Options*>(a->opts));
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    l_message("luaflame run", lua_tostring(L, -1));
+    run::l_message("luaflame run", lua_tostring(L, -1));
     lua_pop(L, 1);
     a->status = 1;
     return 0;
   }
   g_report_at_exit = !a->opts->quiet;
   a->status = handle_script(L, a->argv + a->script, a->argc - a->script - 1);
-  end_session(L, a->opts->quiet);
+  run::end_session(L, a->opts->quiet);
   g_report_at_exit = false;
   return 0;
 }
@@ -175,16 +137,16 @@ int pmain(lua_State* L) {
 int run_script(const Options& opts, int argc, char** argv, int script_index) {
   lua_State* L = luaL_newstate();
   if (!L) {
-    l_message(kProgName, "cannot create state: not enough memory");
+    run::l_message(kProgName, "cannot create state: not enough memory");
     return EXIT_FAILURE;
   }
   RunArgs a{&opts, argc, argv, script_index, 0};
   int status = lua_cpcall(L, pmain, &a);
   report(L, status);
-  end_session(L, opts.quiet);
+  run::end_session(L, opts.quiet);
   lua_close(L);
   if (status || a.status) return EXIT_FAILURE;
-  return g_output_failed ? kOutputFailed : EXIT_SUCCESS;
+  return g_output_failed ? run::kOutputFailed : EXIT_SUCCESS;
 }
 
 }  // namespace lfc

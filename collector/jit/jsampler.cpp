@@ -186,11 +186,11 @@ void JitState::on_samples(lua_State* L, int samples, int vmstate) {
   scratch.insert(scratch.begin(), vm_frame[vm_index(vmstate)]);
   const uint64_t k = samples > 0 ? static_cast<uint64_t>(samples) : 1;
   s->tree.add(path_node(scratch), s->col_samples, k);
-  s->samples += k;
-  ++s->sample_events;
-  ++s->hook_calls;
+  s->acct.samples += k;
+  ++s->acct.sample_events;
+  ++s->acct.hook_calls;
   const uint64_t dt = now_ns() - t0;
-  s->hook_ns += dt;
+  s->acct.hook_ns += dt;
   last_ns += dt;  // not charged to the traced frames (mode both)
 }
 

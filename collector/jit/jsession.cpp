@@ -1,6 +1,6 @@
 // LuaJIT sessions: start/stop/flush/folded (luaflame/collector.hpp) for
-// LuaJIT, the coroutine wrappers, and what lfc::Session needs from a
-// build that does not link the 5.4 session.cpp.
+// LuaJIT and the coroutine wrappers. Session's construction, g_session and
+// the clocks are shared with the 5.4 build (session_common.cpp).
 #include "jsession.hpp"
 
 #include <pthread.h>
@@ -20,41 +20,6 @@ extern "C" {
 }
 
 namespace lfc {
-
-bool g_report_at_exit = false;
-bool g_output_failed = false;
-std::atomic<Session*> g_session{nullptr};
-
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t unix_now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// The shared data holder; the 5.4 session.cpp builds the same columns.
-Session::Session(lua_State* L, const Options& o)
-    : opt(o),
-      metrics(metrics_of(o)),
-      tree(static_cast<int>(metrics.size())),
-      start_L(L),
-      main_L(L) {
-  if (opt.sources && !opt.server.empty()) frames.sources = &source_files;
-  for (std::size_t i = 0; i < metrics.size(); ++i) {
-    const std::string& m = metrics[i];
-    const int c = static_cast<int>(i);
-    if (m == "samples") col_samples = c;
-    if (m == "time") col_time = c;
-    if (m == "calls") col_calls = c;
-  }
-  tree.overflow_frame = frames.named("[luaflame] too many stacks");
-}
-Session::~Session() = default;
 
 namespace jit {
 
@@ -264,16 +229,16 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   j->L = L;
   const char* const kVm[] = {"[JIT]", "[interp]", "[C]", "[GC]", "[compiler]"};
   for (int i = 0; i < 5; ++i) j->vm_frame[i] = s.frames.named(kVm[i]);
-  s.start_wall = now_ns();
-  s.start_unix = unix_now_ns();
+  s.acct.start_wall = now_ns();
+  s.acct.start_unix = unix_now_ns();
   j->lua_thread = pthread_self();
   if (pthread_getcpuclockid(j->lua_thread, &j->cpu_clock) != 0) s.opt.cpu_clock = false;
   if (!s.opt.cpu_clock) j->cpu_clock = CLOCK_MONOTONIC;
-  s.start_clock = jit::thread_cpu_ns(j->cpu_clock);
+  s.acct.start_clock = jit::thread_cpu_ns(j->cpu_clock);
   j->chain.push_back(L);
   jit::install_coroutine_wrappers(L, *j);
   jit::register_close_finalizer(L);
-  JitState* raw = j.get();
+  JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
   g_jit.store(raw);
   if (s.opt.trace) {
     // Hooks do not fire in compiled code: the tracer runs the program on
@@ -281,15 +246,14 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     raw->jit_was_on = jit::jit_status(L);
     luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
     luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-    s.prev_hook = lua_gethook(L);
-    s.prev_mask = lua_gethookmask(L);
-    s.prev_count = lua_gethookcount(L);
+    raw->prev_hook = lua_gethook(L);
+    raw->prev_mask = lua_gethookmask(L);
+    raw->prev_count = lua_gethookcount(L);
     raw->seed(L);
     raw->last_ns = now_ns();
     lua_sethook(L, jit::trace_hook, LUA_MASKCALL | LUA_MASKRET, 0);
   }
   if (s.opt.sample && !raw->start_sampler(err)) {
-    j.release();
     stop(L);
     return false;
   }
@@ -297,7 +261,6 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     s.streamer = std::make_unique<Streamer>(s);
     s.streamer->start();
   }
-  j.release();
   return true;
 }
 
@@ -310,7 +273,7 @@ Summary stop(lua_State* L) {
   if (s.opt.trace) {
     j->charge_now();
     if (L) {
-      lua_sethook(L, s.prev_hook, s.prev_mask, s.prev_count);
+      lua_sethook(L, j->prev_hook, j->prev_mask, j->prev_count);
       if (j->jit_was_on) luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_ON);
     }
   }
@@ -323,22 +286,22 @@ Summary stop(lua_State* L) {
 
   sum.mode = s.opt.trace ? (s.opt.sample ? "both" : "trace") : "sample";
   sum.metrics = s.metrics;
-  sum.wall_ns = now_ns() - s.start_wall;
+  sum.wall_ns = now_ns() - s.acct.start_wall;
   const uint64_t clk = jit::thread_cpu_ns(j->cpu_clock);
-  sum.clock_ns = clk > s.start_clock ? clk - s.start_clock : 0;
+  sum.clock_ns = clk > s.acct.start_clock ? clk - s.acct.start_clock : 0;
   sum.hz_asked = s.opt.hz;
   if (s.opt.sample) {
     sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s.opt.hz / 1e9);
-    sum.sample_events = s.sample_events;
-    sum.samples = s.samples;
-    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s.sample_events) * 1e9 /
+    sum.sample_events = s.acct.sample_events;
+    sum.samples = s.acct.samples;
+    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s.acct.sample_events) * 1e9 /
                                           static_cast<double>(sum.clock_ns)
                                     : 0;
   }
-  sum.hook_ns = s.hook_ns;
+  sum.hook_ns = s.acct.hook_ns;
   if (s.opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
-  sum.hook_calls = s.hook_calls;
-  sum.calls = s.calls;
+  sum.hook_calls = s.acct.hook_calls;
+  sum.calls = s.acct.calls;
   sum.fast_paths = s.opt.sample ? "luajit_profiler" : "";
   if (s.opt.trace)
     sum.fast_paths_off = "JIT compiler off while tracing (hooks do not fire in compiled code)";

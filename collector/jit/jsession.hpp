@@ -80,6 +80,8 @@ struct JitState {
   std::unordered_map<lua_State*, JShadow> shadows;
   uint64_t last_ns = 0;
   bool jit_was_on = false;
+  lua_Hook prev_hook = nullptr;  ///< the start thread's hook before start, restored at stop
+  int prev_mask = 0, prev_count = 0;
   void trace_event(lua_State* L, lua_Debug* ar);
   void charge_now();
   void seed(lua_State* T);

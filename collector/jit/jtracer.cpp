@@ -77,7 +77,7 @@ void JitState::trace_event(lua_State* T, lua_Debug* ar) {
     const uint32_t node = s->tree.child(sh.top(), frame);
     sh.stack.push_back({node, frame, slot});
     s->tree.add(node, s->col_calls, 1);
-    ++s->calls;
+    ++s->acct.calls;
   } else {
     while (!sh.stack.empty() && sh.stack.back().slot > slot) sh.stack.pop_back();
     if (!sh.stack.empty() && sh.stack.back().slot == slot) sh.stack.pop_back();
@@ -86,9 +86,9 @@ void JitState::trace_event(lua_State* T, lua_Debug* ar) {
 }
 
 void JitState::done(uint64_t t0) {
-  ++s->hook_calls;
+  ++s->acct.hook_calls;
   last_ns = now_ns();
-  s->hook_ns += last_ns - t0;
+  s->acct.hook_ns += last_ns - t0;
 }
 
 }  // namespace lfc::jit

@@ -297,6 +297,31 @@ std::string abs_loop() {
   return body + "    x = math.abs(x)\n  end\n  return x\nend\n";
 }
 
+// A program with a known answer: at least `min_self` percent of its samples
+// have `leaf` as the leaf frame.
+struct LeafCase {
+  const char* name;
+  std::string code;
+  const char* leaf;
+  double min_self;  ///< percent of samples with `leaf` as the leaf frame
+};
+
+// A long string.rep: its self time is its own, not the next call's.
+const char* const kLongRep =
+    "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end";
+
+// Profiles each case in `mode` and checks its leaf share.
+void check_leaf_shares(const std::vector<LeafCase>& cases, const char* mode) {
+  for (const LeafCase& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    Folded f = profile_of(c.code, mode);
+    CAPTURE(f.size());
+    CHECK(total(f) > 50);
+    CHECK(share_leaf(f, c.leaf) >= c.min_self);
+  }
+}
+
 }  // namespace
 
 // Regression (issue 10): the hook armed by the signal runs at the next
@@ -304,28 +329,14 @@ std::string abs_loop() {
 // samples went to [C] math.abs. The signal now records the running
 // CallInfo and the hook walks from there.
 TEST_CASE("sample: charged where the timer fired, not at the next call or return") {
-  struct Case {
-    const char* name;
-    std::string code;
-    const char* leaf;
-    double min_self;  ///< percent of samples with `leaf` as the leaf frame
-  };
-  const Case cases[] = {
-      {"200 arithmetic lines then math.abs", abs_loop(), "main ", 95},
-      {"a long string.rep",
-       "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end",
-       "[C] string.rep", 90},
-      {"a tight loop with no call",
-       "function main() local x = 0 for i = 1, 3e7 do x = x + i % 7 end end", "main ", 95},
-  };
-  for (const Case& c : cases) {
-    const std::string name = c.name;
-    CAPTURE(name);
-    Folded f = profile_of(c.code, "sample");
-    CAPTURE(f.size());
-    CHECK(total(f) > 50);
-    CHECK(share_leaf(f, c.leaf) >= c.min_self);
-  }
+  check_leaf_shares(
+      {
+          {"200 arithmetic lines then math.abs", abs_loop(), "main ", 95},
+          {"a long string.rep", kLongRep, "[C] string.rep", 90},
+          {"a tight loop with no call",
+           "function main() local x = 0 for i = 1, 3e7 do x = x + i % 7 end end", "main ", 95},
+      },
+      "sample");
 }
 
 // Sampled self shares against traced ones, run apart (tracing slows calls).
@@ -1063,31 +1074,17 @@ TEST_CASE("alloc: string churn across GC cycles: the collector itself allocates 
 // (Session::traced_node) instead of walking the stack: the same known
 // answers as sample mode, with coroutines and a tail call on the way.
 TEST_CASE("both: a sample is charged where the timer fired, from the tracer's stack") {
-  struct Case {
-    const char* name;
-    std::string code;
-    const char* leaf;
-    double min_self;  ///< percent of samples with `leaf` as the leaf frame
-  };
-  const Case cases[] = {
-      // 90, not 95: the trace hooks of each math.abs call and return run
-      // with math.abs's CallInfo on top, and a signal falling there is its.
-      {"200 arithmetic lines then math.abs", abs_loop(), "main ", 90},
-      {"a long string.rep",
-       "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end",
-       "[C] string.rep", 90},
-      {"a loop in a coroutine reached by a tail call",
-       "function spin() local x = 0 for i = 1, 3e7 do x = x + i % 7 end return x end\n"
-       "function via() return spin() end\n"
-       "function main() local co = coroutine.wrap(function() return via() end) co() end",
-       "spin ", 95},
-  };
-  for (const Case& c : cases) {
-    const std::string name = c.name;
-    CAPTURE(name);
-    Folded f = profile_of(c.code, "both");
-    CAPTURE(f.size());
-    CHECK(total(f) > 50);
-    CHECK(share_leaf(f, c.leaf) >= c.min_self);
-  }
+  check_leaf_shares(
+      {
+          // 90, not 95: the trace hooks of each math.abs call and return run
+          // with math.abs's CallInfo on top, and a signal falling there is its.
+          {"200 arithmetic lines then math.abs", abs_loop(), "main ", 90},
+          {"a long string.rep", kLongRep, "[C] string.rep", 90},
+          {"a loop in a coroutine reached by a tail call",
+           "function spin() local x = 0 for i = 1, 3e7 do x = x + i % 7 end return x end\n"
+           "function via() return spin() end\n"
+           "function main() local co = coroutine.wrap(function() return via() end) co() end",
+           "spin ", 95},
+      },
+      "both");
 }
