@@ -84,6 +84,20 @@ void on_sigprof(int sig) {
   for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
 }
 
+// SIGPROF's action before start, and the guard put in its place before
+// LuaJIT's profiler starts, so that the guard is what LuaJIT saves and
+// gives back when its profiler stops.
+struct sigaction g_before {};
+
+// Contract: lua_close stops LuaJIT's profiler (luaJIT_profile_stop, which
+// restores the action LuaJIT found) before the finalizer that stops our
+// timer thread runs (os.exit(code, true), a host closing its state). A
+// SIGPROF the thread sends in between would meet the action of before
+// start, by default the one that kills the process; it meets this guard
+// instead, which does nothing (async-signal-safe trivially). stop_sampler
+// puts the action of before start back once the thread is joined.
+void guard_sigprof(int) {}
+
 void timer_main(JitState* j) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
   const uint64_t period = static_cast<uint64_t>(1e9 / j->s->opt.hz);
@@ -205,6 +219,11 @@ bool JitState::start_sampler(std::string& err) {
   // (ms) it never reaches, 11 days: our timer sends the signals.
   const char* checks = std::getenv("LUAFLAME_JIT_CHECKS");
   const bool line = checks && std::string(checks) == "line";
+  struct sigaction guard {};
+  guard.sa_handler = guard_sigprof;
+  guard.sa_flags = SA_RESTART;
+  sigemptyset(&guard.sa_mask);
+  sigaction(SIGPROF, &guard, &g_before);
   luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", profile_cb, this);
   profiling = true;
   // LuaJIT's handler is called from ours, which counts the periods owed.
@@ -213,6 +232,7 @@ bool JitState::start_sampler(std::string& err) {
       g_lj_action.sa_handler == SIG_DFL || g_lj_action.sa_handler == SIG_IGN) {
     luaJIT_profile_stop(L);
     profiling = false;
+    sigaction(SIGPROF, &g_before, nullptr);
     return err = "LuaJIT's profiler did not install its SIGPROF handler", false;
   }
   ours = g_lj_action;
@@ -227,8 +247,10 @@ bool JitState::start_sampler(std::string& err) {
   try {
     timer = std::thread(timer_main, this);
   } catch (const std::exception& e) {
+    sigaction(SIGPROF, &g_lj_action, nullptr);
     luaJIT_profile_stop(L);
     profiling = false;
+    sigaction(SIGPROF, &g_before, nullptr);
     return err = std::string("cannot start the sampler thread: ") + e.what(), false;
   }
   return true;
@@ -236,14 +258,22 @@ bool JitState::start_sampler(std::string& err) {
 
 // Contract: after the join no SIGPROF is sent; one sent just before may
 // still be pending, and LuaJIT's handler (still installed until
-// luaJIT_profile_stop) takes it. luaJIT_profile_stop restores the old
-// handler and timer; a sample it leaves pending is never called back.
+// luaJIT_profile_stop) takes it. luaJIT_profile_stop restores the guard
+// and LuaJIT's timer; a sample it leaves pending is never called back.
+// When lua_close stopped LuaJIT's profiler already, SIGPROF's action is
+// the guard, not ours: LuaJIT's handler must not come back then (it
+// reads the profiler's state, gone). Last, the action of before start.
 void JitState::stop_sampler() {
   timer_stop.store(true);
   if (timer.joinable()) timer.join();
   if (profiling) {
-    sigaction(SIGPROF, &g_lj_action, nullptr);  // LuaJIT's back: its stop restores the one before
-    luaJIT_profile_stop(L);
+    struct sigaction now {};
+    sigaction(SIGPROF, nullptr, &now);
+    if (now.sa_handler == on_sigprof) {
+      sigaction(SIGPROF, &g_lj_action, nullptr);  // LuaJIT's back: its stop restores the guard
+      luaJIT_profile_stop(L);
+    }
+    sigaction(SIGPROF, &g_before, nullptr);
   }
   profiling = false;
 }
