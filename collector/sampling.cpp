@@ -5,31 +5,6 @@
 
 namespace lfc {
 
-namespace {
-
-// From the handler: where the running thread is, for the hook to charge
-// the sample from there (no layout: the hook's own stack).
-void note_position(Sampler& sampler, const Coroutines& coroutines, const luaint::Layout& layout,
-                   bool ci_walk_ok, uint64_t weight) {
-  if (!layout.state_ci_ok || !ci_walk_ok) return;
-  lua_State* L = coroutines.current().load(std::memory_order_relaxed);
-  if (L) sampler.note_position(L, luaint::state_ci(L), weight);
-}
-
-}  // namespace
-
-void Sampling::on_signal(Sampler& sampler, HookChain& hooks, const Coroutines& coroutines,
-                         const luaint::Layout& layout, const bool& ci_walk_ok) {
-  const uint64_t k = sampler.due();
-  if (!k) return;
-  if (hooks.in_critical()) {
-    hooks.defer();
-    return;
-  }
-  note_position(sampler, coroutines, layout, ci_walk_ok, k);
-  hooks.arm();
-}
-
 void Sampling::take(lua_State* L) {
   uint64_t t0 = opt_.trace ? tracer_.tclock.now() : now_ns();
   // Owed periods and recorded positions, taken together so that no signal

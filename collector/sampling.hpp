@@ -19,15 +19,22 @@
 //     position is then not recorded: the sample goes to the hook's stack),
 //     else it records the position and arms;
 //   - it allocates nothing, takes no lock, calls no Lua function but
-//     lua_sethook (in arm). The parts are its arguments, taken straight
-//     from the session: no reference to follow inside the handler.
+//     lua_sethook (in arm). It is inline, and the parts are its arguments,
+//     taken straight from the session (Session::on_sample_signal): the
+//     handler reaches each at a fixed offset, no reference to follow.
 // The hook's side (take) runs on the Lua thread in the armed hook. It
 // drains the sampler inside a critical section (owed periods and positions
 // together, so no signal lands between the two reads), then walks and
 // charges the tree outside it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+
+#include "coroutines.hpp"
+#include "hookchain.hpp"
+#include "luaint.hpp"
+#include "sampler.hpp"
 
 extern "C" {
 #include <lua.h>
@@ -35,18 +42,12 @@ extern "C" {
 
 namespace lfc {
 
-class Coroutines;
-class HookChain;
-class Sampler;
 class Session;
 class StackWalker;
 class Tree;
 struct Accounting;
 struct Options;
 struct Tracer;
-namespace luaint {
-struct Layout;
-}
 
 class Sampling {
  public:
@@ -69,7 +70,20 @@ class Sampling {
   /// (outside a critical section) the position and the arm; inside one, the
   /// arm waits for end_critical and the sample goes to the hook's stack.
   static void on_signal(Sampler& sampler, HookChain& hooks, const Coroutines& coroutines,
-                        const luaint::Layout& layout, const bool& ci_walk_ok);
+                        const luaint::Layout& layout, bool ci_walk_ok) {
+    const uint64_t k = sampler.due();
+    if (!k) return;
+    if (hooks.in_critical()) {
+      hooks.defer();
+      return;
+    }
+    // Where the running thread is, for the hook to charge the sample from
+    // there (no layout: the hook's own stack).
+    if (layout.state_ci_ok && ci_walk_ok)
+      if (lua_State* L = coroutines.current().load(std::memory_order_relaxed))
+        sampler.note_position(L, luaint::state_ci(L), k);
+    hooks.arm();
+  }
 
   /// The hook's side: the owed periods charged to the recorded positions'
   /// stacks (or the hook's own), in the armed hook on thread L.
