@@ -52,7 +52,7 @@ void Output::write(Summary& sum) const {
   const uint64_t room = fixed_room(names_);
   const uint64_t budget = limit > 2 * room ? limit - room : limit / 2;
   OutTree t = snapshot(
-      tree_, names_, [&](uint32_t n, int m) { return tree_.value(n, m); },
+      tree_, names_, [&tree = tree_](uint32_t n, int m) { return tree.value(n, m); },
       [&](std::size_t len, std::string_view name) { return node_cost(fmt, nm, len, name); },
       budget);
   std::string cut;
@@ -104,7 +104,7 @@ void Output::write(Summary& sum) const {
 std::string Output::folded_text(int col) const {
   std::string out;
   OutTree t = snapshot(
-      tree_, names_, [&](uint32_t n, int m) { return tree_.value(n, m); },
+      tree_, names_, [&tree = tree_](uint32_t n, int m) { return tree.value(n, m); },
       [](std::size_t, std::string_view) { return uint64_t{0}; }, 0);
   write_folded_text(t, col, [&](std::string_view line) { out.append(line); });
   return out;
