@@ -149,7 +149,7 @@ void AllocState::sampled(void* block, std::size_t size, int type) {
     count = static_cast<uint64_t>(std::llround(1.0 / p));
     next_countdown();
   }
-  lua_State* th = session->current.load(std::memory_order_relaxed);
+  lua_State* th = session->coroutines.current().load(std::memory_order_relaxed);
   const void* ci =
       th && session->layout.state_ci_ok && session->ci_walk_ok ? luaint::state_ci(th) : nullptr;
   if (npending < kPending)
@@ -206,10 +206,8 @@ void Session::take_alloc(lua_State* L) {
     const AllocState::Pending& p = a->pending[i];
     if (i == 0 || p.th != at_th || p.ci != at_ci) {
       at_th = p.th, at_ci = p.ci, gc_base = UINT32_MAX;
-      if (p.ci && walk(L, scratch, p.th, p.ci)) {
-        base = path_node(scratch);
-      } else {
-        if (here == UINT32_MAX) walk(L, scratch), here = path_node(scratch);
+      if (!p.ci || !walker.node(L, base, p.th, p.ci)) {
+        if (here == UINT32_MAX) walker.node(L, here);
         base = here;
       }
     }

@@ -43,7 +43,7 @@ struct AllocState {
     int type;        ///< LUA_T* of a new object, -1 buffer/array, -2 growth
     bool freed;
     bool gc;         ///< made inside a GC step or a finalizer: "[GC]" above the leaf
-    lua_State* th;   ///< the thread that ran when it was made (Session::current)
+    lua_State* th;   ///< the thread that ran when it was made (Coroutines::current)
     const void* ci;  ///< its running CallInfo then (luaint::state_ci), or null
   };
   /// A sampled block still allocated: where it came from, what it weighs.

@@ -1,14 +1,9 @@
-// Coroutine tracking: which thread runs, and which resumed it. Lua has no
-// resume/yield event, so while profiling coroutine.resume and
-// coroutine.wrap are luaflame's (lcorolib.c's, with the session told of
-// each switch): enter() before the resume, leave() after it returns.
-//
-// Contract with the signal handler: `chain` is the Lua thread's alone;
-// the handler reads only `current` (atomic), written here inside a
-// critical section together with the chain. A sample already armed on
-// the thread that stops running is re-armed on the one that runs now
-// (disarm + arm, inside the same critical section), so it is charged to
-// where the program is when the hook runs.
+// Coroutine tracking (coroutines.hpp: the contract): the resume chain, the
+// running thread, and coroutine.resume / coroutine.wrap as lcorolib.c's
+// with the session told of each switch (Session::on_resume before the
+// resume, Session::on_return after it).
+#include "coroutines.hpp"
+
 #include "session.hpp"
 
 extern "C" {
@@ -17,44 +12,29 @@ extern "C" {
 
 namespace lfc {
 
-void Session::enter(lua_State* L, lua_State* co) {
-  hooks.begin_critical();
-  chain.push_back(co);
-  current.store(co, std::memory_order_relaxed);
-  if (hooks.armed()) hooks.disarm(), hooks.arm();  // the pending sample belongs to what runs now
-  install_thread_hook(L, co);
-  if (opt.trace) {
-    charge_now();
-    Shadow& parent = tracer.shadows[L];
-    Shadow& sh = tracer.shadows[co];
-    if (sh.root != parent.top()) reroot(sh, parent.top());
-    tracer.last_L = co;
-    tracer.last_sh = &sh;
-  }
-  hooks.end_critical();
+void Coroutines::start(lua_State* L) {
+  chain_.push_back(L);
+  current_.store(L);
 }
 
-void Session::leave(lua_State* L, lua_State* co) {
-  hooks.begin_critical();
-  if (!chain.empty() && chain.back() == co)
-    chain.pop_back();
+void Coroutines::enter(lua_State* co, HookChain& hooks) {
+  chain_.push_back(co);
+  current_.store(co, std::memory_order_relaxed);
+  if (hooks.armed()) hooks.disarm(), hooks.arm();  // the pending sample belongs to what runs now
+}
+
+void Coroutines::leave(lua_State* L, lua_State* co, HookChain& hooks) {
+  if (!chain_.empty() && chain_.back() == co)
+    chain_.pop_back();
   else
-    for (std::size_t i = chain.size(); i-- > 0;)
-      if (chain[i] == co) {
-        chain.erase(chain.begin() + i);
+    for (std::size_t i = chain_.size(); i-- > 0;)
+      if (chain_[i] == co) {
+        chain_.erase(chain_.begin() + i);
         break;
       }
-  if (chain.empty()) chain.push_back(L);
-  current.store(chain.back(), std::memory_order_relaxed);
+  if (chain_.empty()) chain_.push_back(L);
+  current_.store(chain_.back(), std::memory_order_relaxed);
   if (hooks.armed_on(co)) hooks.disarm(), hooks.arm();
-  if (opt.trace) {
-    charge_now();
-    tracer.last_L = L;
-    tracer.last_sh = &tracer.shadows[L];
-    if (lua_status(co) != LUA_YIELD)
-      tracer.shadows.erase(co);  // finished or failed: its stack is gone
-  }
-  hooks.end_critical();
 }
 
 namespace {
@@ -67,11 +47,11 @@ int aux_resume(lua_State* L, lua_State* co, int narg) {
   }
   lua_xmove(L, co, narg);
   Session* s = g_session.load(std::memory_order_relaxed);
-  if (s) s->enter(L, co);
+  if (s) s->on_resume(L, co);
   int nres = 0;
   int status = lua_resume(co, L, narg, &nres);
   Session* s2 = g_session.load(std::memory_order_relaxed);
-  if (s2 && s2 == s) s2->leave(L, co);
+  if (s2 && s2 == s) s2->on_return(L, co);
   if (status == LUA_OK || status == LUA_YIELD) {
     if (!lua_checkstack(L, nres + 1)) {
       lua_pop(co, nres);

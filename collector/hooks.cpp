@@ -186,7 +186,7 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
     if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
     hooks.armed_forward(ev, fwd, fwd_mask, count_due);
     const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;
-    if (sampler.owes()) take_sample(L);
+    if (sampler.owes()) sampling.take(L);
     if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
     hooks.begin_critical();
     hooks.disarm(consumed);

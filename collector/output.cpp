@@ -1,10 +1,13 @@
-// The `output` files, luaflame.folded(), and the report.
+// The `output` files and luaflame.folded()'s text (output.hpp), and the report.
+#include "output.hpp"
+
 #include <cstdio>
 #include <ctime>
 #include <memory>
 
 #include "out_formats.hpp"
-#include "session.hpp"
+#include "tracer.hpp"  // now_ns
+#include "tree.hpp"
 
 namespace lfc {
 
@@ -40,22 +43,22 @@ uint64_t fixed_room(const FrameNames& f) {
 // One file per metric (folded, SVG) or one for all (speedscope), from one
 // snapshot of the tree cut to the size limit. Each file's fate is recorded:
 // written (with what it holds), cut, or not written and why.
-void Session::write_outputs(Summary& sum) {
-  if (opt.output.empty()) return;
+void Output::write(Summary& sum) const {
+  if (opt_.output.empty()) return;
   const uint64_t t0 = now_ns(), c0 = thread_cpu_ns();
-  const Format fmt = format_of(opt.output);
-  const int nm = static_cast<int>(metrics.size());
-  const uint64_t limit = output_limit(opt.output, static_cast<uint64_t>(opt.max_output));
-  const uint64_t room = fixed_room(names);
+  const Format fmt = format_of(opt_.output);
+  const int nm = static_cast<int>(metrics_.size());
+  const uint64_t limit = output_limit(opt_.output, static_cast<uint64_t>(opt_.max_output));
+  const uint64_t room = fixed_room(names_);
   const uint64_t budget = limit > 2 * room ? limit - room : limit / 2;
   OutTree t = snapshot(
-      tree, names, [&](uint32_t n, int m) { return tree.value(n, m); },
+      tree_, names_, [&tree = tree_](uint32_t n, int m) { return tree.value(n, m); },
       [&](std::size_t len, std::string_view name) { return node_cost(fmt, nm, len, name); },
       budget);
   std::string cut;
   if (t.dropped)
     cut = ": cut at the output limit of " + human_bytes(limit) + ": " + std::to_string(t.dropped) +
-          " of " + std::to_string(tree.size() - 1) + " call paths folded into '" +
+          " of " + std::to_string(tree_.size() - 1) + " call paths folded into '" +
           std::string(kTruncatedFrame) + "' (max_output raises the limit)";
   auto finish = [&](OutFile& f, const std::string& path, const std::string& what) {
     if (f.commit()) {
@@ -68,25 +71,26 @@ void Session::write_outputs(Summary& sum) {
     }
   };
   if (one_file(fmt)) {
-    OutFile f(opt.output, limit);
+    OutFile f(opt_.output, limit);
     if (f.ok() && fmt == Format::pprof)
-      write_pprof_file(t, metrics, f);
+      write_pprof_file(t, metrics_, f);
     else if (f.ok())
-      write_speedscope(t, metrics, opt.name.empty() ? "lua" : opt.name, f);
+      write_speedscope(t, metrics_, opt_.name.empty() ? "lua" : opt_.name, f);
     std::string all;
-    for (const auto& m : metrics) all += (all.empty() ? "" : " ") + m;
-    finish(f, opt.output, (fmt == Format::pprof ? "pprof: " : "speedscope: ") + all);
+    for (const auto& m : metrics_) all += (all.empty() ? "" : " ") + m;
+    finish(f, opt_.output, (fmt == Format::pprof ? "pprof: " : "speedscope: ") + all);
   } else {
     std::unique_ptr<SvgWriter> svg;
     if (fmt == Format::svg) svg = std::make_unique<SvgWriter>(t);
     for (int m = 0; m < nm; ++m) {
-      const std::string& metric = metrics[static_cast<std::size_t>(m)];
-      std::string path = output_path(opt.output, metric, m == 0);
+      const std::string& metric = metrics_[static_cast<std::size_t>(m)];
+      std::string path = output_path(opt_.output, metric, m == 0);
       OutFile f(path, limit);
       if (f.ok()) {
         if (svg)
           svg->write(m, metric,
-                     "luaflame: " + (opt.name.empty() ? "lua" : opt.name) + " (" + metric + ")", f);
+                     "luaflame: " + (opt_.name.empty() ? "lua" : opt_.name) + " (" + metric + ")",
+                     f);
         else
           write_folded_file(t, m, f);
       }
@@ -97,10 +101,10 @@ void Session::write_outputs(Summary& sum) {
   sum.output_cpu_ns += thread_cpu_ns() - c0;
 }
 
-std::string Session::folded_text(int col) const {
+std::string Output::folded_text(int col) const {
   std::string out;
   OutTree t = snapshot(
-      tree, names, [&](uint32_t n, int m) { return tree.value(n, m); },
+      tree_, names_, [&tree = tree_](uint32_t n, int m) { return tree.value(n, m); },
       [](std::size_t, std::string_view) { return uint64_t{0}; }, 0);
   write_folded_text(t, col, [&](std::string_view line) { out.append(line); });
   return out;

@@ -1,5 +1,5 @@
-// The sampler (sampler.hpp: its signal-safety contract) and the sample
-// the hook takes. By default the kernel delivers the signal to the Lua
+// The sampler (sampler.hpp: its signal-safety contract); the sample the
+// hook takes is Sampling's (sampling.hpp). By default the kernel delivers the signal to the Lua
 // thread itself (timer_create with SIGEV_THREAD_ID): no helper thread,
 // no polling. The handler counts the periods of the sampled clock that
 // passed, records where the thread is and arms a one-shot hook (count 1 +
@@ -27,8 +27,6 @@
 namespace lfc {
 
 namespace {
-
-constexpr std::size_t kMaxDepth = 4000;  // frames kept per sample (leaf side)
 
 uint64_t ns_of(const timespec& ts) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
@@ -246,133 +244,6 @@ void Sampler::stop() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   signo_ = 0;
   kind_ = Kind::off;
-}
-
-// From on_signal: the periods due, then (outside a critical section) the
-// position and the arm; inside one, the arm waits for end_critical and
-// the sample goes to the hook's stack.
-void Session::on_sample_signal() {
-  const uint64_t k = sampler.due();
-  if (!k) return;
-  if (hooks.in_critical()) {
-    hooks.defer();
-    return;
-  }
-  note_position(k);
-  hooks.arm();
-}
-
-void Session::note_position(uint64_t weight) {
-  if (!layout.state_ci_ok || !ci_walk_ok) return;
-  lua_State* L = current.load(std::memory_order_relaxed);
-  if (L) sampler.note_position(L, luaint::state_ci(L), weight);
-}
-
-bool Session::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T,
-                   const void* from_ci) {
-  out.clear();
-  int at = -1;
-  for (std::size_t i = chain.size(); i-- > 0;)
-    if (chain[i] == L) {
-      at = static_cast<int>(i);
-      break;
-    }
-  int first = at < 0 ? 0 : at;
-  if (from_T && from_T != L) {
-    // The recorded thread must be one of L's resumers.
-    if (at < 0) return false;
-    first = -1;
-    for (int i = at - 1; i >= 0; --i)
-      if (chain[static_cast<std::size_t>(i)] == from_T) {
-        first = i;
-        break;
-      }
-    if (first < 0) return false;
-  }
-  lua_Debug ar;
-  for (int t = first; t >= 0 && out.size() < kMaxDepth; --t) {
-    lua_State* T = at < 0 ? L : chain[static_cast<std::size_t>(t)];
-    const bool leaf = opt.lines && out.empty();
-    if (!lua_getstack(T, 0, &ar)) {
-      if (T == from_T) return false;
-      continue;
-    }
-    if (ci_walk_ok) {
-      const void* top = ar.i_ci;
-      if (T == from_T) {
-        // The recorded CallInfo must still be on the stack (at or below the
-        // top): a frame entered since is not the one the signal fell in.
-        const void* c = top;
-        while (c && c != from_ci) c = ci_prev(c);
-        if (!c) return false;
-        top = from_ci;
-      }
-      // Follow the CallInfo list directly: lua_getstack(level) costs O(level).
-      for (const void* ci = top; ci && ci_prev(ci) && out.size() < kMaxDepth; ci = ci_prev(ci)) {
-        ar.i_ci = static_cast<struct CallInfo*>(const_cast<void*>(ci));
-        const bool line = leaf && out.empty();
-        lua_getinfo(L, line ? "Sl" : "S", &ar);
-        out.push_back(frames.of(L, &ar, line));
-      }
-    } else {
-      for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
-        const bool line = leaf && level == 0;
-        lua_getinfo(L, line ? "Sl" : "S", &ar);
-        out.push_back(frames.of(L, &ar, line));
-      }
-    }
-  }
-  // The host's own C entry (lua.c's pmain, the runner) is not the program's.
-  while (!out.empty() && frames.is_c(out.back())) out.pop_back();
-  if (out.size() >= kMaxDepth) out.push_back(frames.named("[luaflame] truncated"));
-  return true;
-}
-
-uint32_t Session::path_node(const std::vector<uint32_t>& leaf_first) {
-  uint32_t node = 0;
-  for (std::size_t i = leaf_first.size(); i-- > 0;) node = tree.child(node, leaf_first[i]);
-  return node;
-}
-
-void Session::take_sample(lua_State* L) {
-  uint64_t t0 = opt.trace ? tracer.tclock.now() : now_ns();
-  // Owed periods and recorded positions, taken together so that no signal
-  // lands between the two reads.
-  Sampler::Pos pos[Sampler::kMaxPos];
-  int n = 0;
-  hooks.begin_critical();
-  uint64_t w = sampler.drain(pos, n);
-  hooks.end_critical();
-  if (!w) return;
-  // Each recorded position its periods, the rest (signals deferred by a
-  // critical section, a full buffer, the polling thread's coalesced
-  // signals) to the last one; none recorded (no layout, or deferred): the
-  // hook's stack.
-  for (int i = 0; i < n || (i == 0 && n == 0); ++i) {
-    uint64_t k = w;
-    if (n > 0 && i + 1 < n) k = pos[i].weight < w - 1 ? pos[i].weight : w - 1;
-    if (k == 0) continue;
-    w -= k;
-    uint32_t node = 0;
-    if (!traced_node(L, n > 0 ? pos[i].L : L, n > 0 ? pos[i].ci : nullptr, node)) {
-      bool ok = n > 0 && walk(L, scratch, pos[i].L, pos[i].ci);
-      if (!ok) {
-        if (n > 0) acct.samples_moved += k;
-        walk(L, scratch);
-      }
-      node = path_node(scratch);
-    }
-    tree.add(node, col_samples, k);
-    acct.samples += k;
-  }
-  ++acct.sample_events;
-  if (opt.trace) {
-    uint64_t dt = tracer.tclock.now() - t0;
-    acct.hook_ns += tracer.tclock.to_ns(dt);
-    tracer.last_tick += dt;  // not charged to the program's frames
-  } else {
-    acct.hook_ns += now_ns() - t0;
-  }
 }
 
 }  // namespace lfc

@@ -1,7 +1,6 @@
-// The session's life: start, the hook every profiled thread runs, the
-// coroutine.resume / coroutine.wrap wrappers that tell which coroutine
-// runs, and stop. Sampling, tracing, allocation and streaming live in their
-// own files.
+// The session's life and wiring: start, stop, the summary, and the events
+// that cross the parts (a coroutine switch). The parts live in their own
+// files (session.hpp lists them).
 #include "session.hpp"
 
 #include <pthread.h>
@@ -29,8 +28,39 @@ uint64_t Session::clock_ns_read() const {
 std::size_t Session::memory_bytes() const {
   std::size_t b = sizeof(Session) + tree.memory_bytes() + frames.memory_bytes();
   b += tracer.memory_bytes();
-  b += scratch.capacity() * 4 + chain.capacity() * sizeof(void*);
+  b += walker.memory_bytes() + coroutines.memory_bytes();
   return b;
+}
+
+// The coroutine switch, in one critical section: the tracking (chain,
+// running thread, a pending sample moved), the new thread's hook, and the
+// tracer's shadow stack hung under the resumer's frame.
+void Session::on_resume(lua_State* L, lua_State* co) {
+  hooks.begin_critical();
+  coroutines.enter(co, hooks);
+  install_thread_hook(L, co);
+  if (opt.trace) {
+    charge_now();
+    Shadow& parent = tracer.shadows[L];
+    Shadow& sh = tracer.shadows[co];
+    if (sh.root != parent.top()) reroot(sh, parent.top());
+    tracer.last_L = co;
+    tracer.last_sh = &sh;
+  }
+  hooks.end_critical();
+}
+
+void Session::on_return(lua_State* L, lua_State* co) {
+  hooks.begin_critical();
+  coroutines.leave(L, co, hooks);
+  if (opt.trace) {
+    charge_now();
+    tracer.last_L = L;
+    tracer.last_sh = &tracer.shadows[L];
+    if (lua_status(co) != LUA_YIELD)
+      tracer.shadows.erase(co);  // finished or failed: its stack is gone
+  }
+  hooks.end_critical();
 }
 
 namespace {
@@ -90,8 +120,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   preset_coroutine_frames(s->frames);
   s->frames.preset_makers(L);
   s->hooks.keep_start_hook(L);
-  s->chain.push_back(L);
-  s->current.store(L);
+  s->coroutines.start(L);
   s->acct.start_wall = now_ns();
   s->acct.start_unix = unix_now_ns();
   if (pthread_getcpuclockid(pthread_self(), &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
@@ -203,7 +232,7 @@ Summary stop(lua_State* L) {
     sum.alloc_count = s->alloc_total_count;
     for (uint32_t i = 0; i < s->tree.size(); ++i) sum.live_bytes += s->tree.value(i, s->col_live);
   }
-  s->write_outputs(sum);
+  s->output.write(sum);
   // Always said, even with quiet: a profile that was not written (or was cut).
   for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (sum.files_failed) g_output_failed = true;
@@ -216,7 +245,7 @@ void flush() {
   Session* s = g_session.load();
   if (!s) return;
   Summary written;
-  s->write_outputs(written);
+  s->output.write(written);
   for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (s->streamer) s->streamer->flush_now();
 }
@@ -237,7 +266,7 @@ bool folded(const std::string& metric, std::string& out, std::string& err) {
     }
   }
   if (s->opt.trace) s->charge_now();
-  out = s->folded_text(col);
+  out = s->output.folded_text(col);
   return true;
 }
 

@@ -1,5 +1,20 @@
-// The profiling session: state shared by the hook, the sampler's signal
-// handler, the tracer, the allocator wrapper and the streamer. Internal.
+// The profiling session: a small class that wires the parts of the
+// collector, each the one owner of its concern and its state:
+//   - HookChain (hookchain.hpp): the program's hooks behind luaflame's, the
+//     one-shot hook, the critical sections (the signal-safety contract);
+//   - Coroutines (coroutines.hpp): the resume chain and the running thread;
+//   - Sampler (sampler.hpp): the signal, the timers, owed periods, positions;
+//   - Sampling (sampling.hpp): the handler's side of a sample and the
+//     sample the armed hook takes; StackWalker (stackwalk.hpp): the walk;
+//   - Tracer (tracer.hpp): shadow stacks, clock, call cache (its events are
+//     the session's, tracer.cpp); AllocState (alloc.hpp): the allocator;
+//   - Output (output.hpp), Streamer (streamer.hpp): the files, the server;
+//   - Accounting (below): the summary's counts.
+// The session holds them by value (the hook and the handler reach each at
+// a fixed offset from the session, no pointer to follow), with the
+// configuration they share, and wires the events that cross them: start
+// and stop (session.cpp), a coroutine switch (on_resume/on_return), the
+// signal (on_sample_signal) and the hook (hooks.cpp, tracer.cpp).
 //
 // Threads: the Lua thread runs hooks, wrappers and the signal handler; the
 // sampler thread only reads a CPU clock and sends a signal; the streamer
@@ -7,9 +22,7 @@
 // nothing but arm a one-shot hook with lua_sethook (async-signal-safe, as
 // ldebug.c and lua.c rely on); Lua-thread code that changes hooks itself
 // runs inside critical sections, during which the handler defers its arm
-// (the contract: hookchain.hpp). Each concern keeps its state in its own
-// owner: HookChain (hooks), Accounting (the summary's counts), Sampler,
-// AllocState, Streamer; the session wires them.
+// (the contract: hookchain.hpp). Internal.
 #pragma once
 
 #include <atomic>
@@ -21,12 +34,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coroutines.hpp"
 #include "cycles.hpp"
 #include "frames.hpp"
 #include "hookchain.hpp"
 #include "luaflame/collector.hpp"
 #include "luaint.hpp"
+#include "output.hpp"
 #include "sampler.hpp"
+#include "sampling.hpp"
+#include "stackwalk.hpp"
 #include "tracer.hpp"
 #include "tree.hpp"
 
@@ -69,9 +86,16 @@ class Session {
   luaint::Layout layout;    ///< which direct reads of Lua's structures this Lua allows
   bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
 
+  // ---- coroutine tracking (coroutines.hpp): the running thread, the resume chain ----
+  Coroutines coroutines;  ///< before `hooks`, which reads its `current`
+  /// L resumes co / co yielded, returned or failed back to L (the
+  /// coroutine.resume wrappers): the switch, in one critical section, for
+  /// the coroutine tracking, the new thread's hook and the tracer (session.cpp).
+  void on_resume(lua_State* L, lua_State* co);
+  void on_return(lua_State* L, lua_State* co);
+
   // ---- hooks: the program's, chained behind ours, and the one-shot (hookchain.hpp) ----
-  std::atomic<lua_State*> current{nullptr};  ///< the running thread, read by the signal handler
-  HookChain hooks{current, layout, opt.trace};
+  HookChain hooks{coroutines.current(), layout, opt.trace};
   /// After the program's debug.sethook on T while tracing: its hook is
   /// chained, luaflame's goes back (hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
@@ -80,24 +104,13 @@ class Session {
                  int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
 
-  // ---- coroutine tracking (coroutine.resume / coroutine.wrap wrappers) ----
-  std::vector<lua_State*> chain;            ///< resume chain: chain.back() runs (`current`, above)
-  void enter(lua_State* L, lua_State* co);  ///< L resumes co
-  void leave(lua_State* L, lua_State* co);  ///< co yielded, returned or failed back to L
-
-  // ---- sampling (sampler.cpp): arms hooks.arm() from its signal handler ----
+  // ---- sampling: the signal (sampler.hpp), the sample (sampling.hpp), the walk ----
   std::atomic<bool> alloc_pending{false};  ///< the allocator armed: take_alloc at the hook
   Sampler sampler;
-  void on_sample_signal();              ///< from the handler (sampler.cpp)
-  void note_position(uint64_t weight);  ///< from the handler
-  void take_sample(lua_State* L);
-  /// The frames of L's stack and its resumers', leaf first. With `from_T`,
-  /// the walk starts at `from_ci` on thread from_T (a frame the signal or
-  /// the allocator recorded): false, `out` undefined, when from_T is not
-  /// in L's resume chain or from_ci no longer on from_T's stack.
-  bool walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T = nullptr,
-            const void* from_ci = nullptr);
-  uint32_t path_node(const std::vector<uint32_t>& leaf_first);
+  StackWalker walker{coroutines, frames, tree, opt.lines, ci_walk_ok};
+  Sampling sampling{sampler, hooks, walker, tree, col_samples, acct, tracer, opt, *this};
+  /// From the handler (sampler.cpp): the parts handed straight to it.
+  void on_sample_signal() { Sampling::on_signal(sampler, hooks, coroutines, layout, ci_walk_ok); }
 
   // ---- tracer: its state in Tracer (tracer.hpp), its events here (tracer.cpp) ----
   Tracer tracer;
@@ -130,12 +143,12 @@ class Session {
 
   clockid_t lua_cpu_clock{};  ///< the Lua thread's CPU clock (opt.cpu_clock)
 
-  // ---- output ----
+  // ---- output: the files (output.hpp), the server (streamer.hpp) ----
+  Output output{opt, metrics, tree, names};
   std::unique_ptr<Streamer> streamer;
-  void write_outputs(Summary& sum);  ///< output.cpp: the files, and what became of each
-  std::string folded_text(int col) const;
-
-  std::vector<uint32_t> scratch;  ///< reused by walk()
+  /// The LuaJIT session's calls (jit/jsession.cpp), forwarded.
+  void write_outputs(Summary& sum) { output.write(sum); }
+  std::string folded_text(int col) const { return output.folded_text(col); }
 };
 
 /// Print the whole summary when the session ends at exit or lua_close (the runner sets it).
@@ -163,10 +176,5 @@ void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size
 void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
 /// The hook lf_hook_after_stop gives back (hooks.cpp).
 void set_hook_after_stop(lua_Hook h, int mask, int count);
-
-/// coroutine.resume/wrap swapped for the tracking ones (coroutines.cpp).
-void install_coroutine_wrappers(lua_State* L);
-void restore_coroutine_wrappers(lua_State* L);
-void preset_coroutine_frames(FrameTable& frames);
 
 }  // namespace lfc

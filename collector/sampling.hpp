@@ -1,0 +1,104 @@
+// Sample taking: what the sampler's signal handler does on the Lua thread
+// (the position the thread is at, the one-shot hook armed) and the sample
+// the armed hook then takes (the owed periods charged to the stacks of the
+// recorded positions). Internal. The signal, the timers, the owed periods
+// and the position buffer are the Sampler's (sampler.hpp); the walk is the
+// StackWalker's; the one-shot hook is the HookChain's.
+//
+// Signal-safety contract of the handler's side (on_signal). The handler
+// (on_signal in sampler.cpp) calls it through Session::on_sample_signal, on
+// the Lua thread, at any instruction of the program or of luaflame:
+//   - it reads the running thread (Coroutines::current: atomic, written by
+//     the coroutine tracking only inside critical sections), the layout
+//     flags (written at start, before the handler is installed), the
+//     thread's running CallInfo (luaint::state_ci: one aligned pointer
+//     load, never dereferenced here) and HookChain::in_critical();
+//   - it writes only through Sampler::due/note_position and
+//     HookChain::defer/arm, under their contracts (sampler.hpp,
+//     hookchain.hpp): inside a critical section it only defers (the
+//     position is then not recorded: the sample goes to the hook's stack),
+//     else it records the position and arms;
+//   - it allocates nothing, takes no lock, calls no Lua function but
+//     lua_sethook (in arm). It is inline, and the parts are its arguments,
+//     taken straight from the session (Session::on_sample_signal): the
+//     handler reaches each at a fixed offset, no reference to follow.
+// The hook's side (take) runs on the Lua thread in the armed hook. It
+// drains the sampler inside a critical section (owed periods and positions
+// together, so no signal lands between the two reads), then walks and
+// charges the tree outside it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "coroutines.hpp"
+#include "hookchain.hpp"
+#include "luaint.hpp"
+#include "sampler.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc {
+
+class Session;
+class StackWalker;
+class Tree;
+struct Accounting;
+struct Options;
+struct Tracer;
+
+class Sampling {
+ public:
+  /// The parts the hook's side reads and writes; `session` for the
+  /// tracer's node lookup in both mode (Session::traced_node, tracer.cpp).
+  Sampling(Sampler& sampler, HookChain& hooks, StackWalker& walker, Tree& tree,
+           const int& col_samples, Accounting& acct, Tracer& tracer, const Options& opt,
+           Session& session)
+      : sampler_(sampler),
+        hooks_(hooks),
+        walker_(walker),
+        tree_(tree),
+        col_samples_(col_samples),
+        acct_(acct),
+        tracer_(tracer),
+        opt_(opt),
+        session_(session) {}
+
+  /// The handler's side (see the contract above): the periods due, then
+  /// (outside a critical section) the position and the arm; inside one, the
+  /// arm waits for end_critical and the sample goes to the hook's stack.
+  static void on_signal(Sampler& sampler, HookChain& hooks, const Coroutines& coroutines,
+                        const luaint::Layout& layout, bool ci_walk_ok) {
+    const uint64_t k = sampler.due();
+    if (!k) return;
+    if (hooks.in_critical()) {
+      hooks.defer();
+      return;
+    }
+    // Where the running thread is, for the hook to charge the sample from
+    // there (no layout: the hook's own stack).
+    if (layout.state_ci_ok && ci_walk_ok)
+      if (lua_State* L = coroutines.current().load(std::memory_order_relaxed))
+        sampler.note_position(L, luaint::state_ci(L), k);
+    hooks.arm();
+  }
+
+  /// The hook's side: the owed periods charged to the recorded positions'
+  /// stacks (or the hook's own), in the armed hook on thread L.
+  void take(lua_State* L);
+
+ private:
+  Sampler& sampler_;
+  HookChain& hooks_;
+  StackWalker& walker_;
+  Tree& tree_;
+  const int& col_samples_;
+  Accounting& acct_;
+  Tracer& tracer_;
+  const Options& opt_;
+  Session& session_;
+};
+
+}  // namespace lfc
