@@ -70,13 +70,16 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
     return c->query_once("SELECT " + capped_sql(sql, cap), p).i64(0, 0);
   };
   const bool named = !f.name.empty(), with_status = !f.status.empty();
-  // The candidates of each condition, counted in one statement: name (with the status when
-  // both), each tag (with the name, or else the status), the status alone; columns in that order.
+  // The candidates of each condition, counted in one statement (one round trip): the name, each
+  // tag (with the name, or else the status), the status; columns in that order.
   std::vector<std::string> counts;
   pg::Params cp;
   int cn = 0;
   auto carg = [&cn] { return "$" + std::to_string(++cn); };
-  if (named) {  // with a status, the runs of both (runs_name_status)
+  // The name's: with a status, the runs of both (runs_name_status); without, only when no tag
+  // (a tag's candidates, tags_kvn, are a subset of the name's).
+  const bool count_name = named && (with_status || f.tags.empty());
+  if (count_name) {
     std::string w = "SELECT 1 FROM runs WHERE name=" + carg();
     cp.add(f.name);
     if (with_status) {
@@ -98,7 +101,9 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
     }
     counts.push_back(capped_sql(w, kCountCap));
   }
-  if (with_status && !named) {
+  // The status alone: only when it is the only condition, as a tag's candidates above are
+  // already those of the tag and the status (a subset: the status would never be fewer).
+  if (with_status && !named && f.tags.empty()) {
     counts.push_back(capped_sql("SELECT 1 FROM runs WHERE status=" + carg(), kCountCap));
     cp.add(f.status);
   }
@@ -112,7 +117,7 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
   int64_t best = kMax;
   int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
   std::size_t col = 0;
-  if (named) {
+  if (count_name) {
     best = n_of[col++];
     driver = 0;
   }
@@ -123,9 +128,7 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
       driver = 2 + static_cast<int>(ti);
     }
   }
-  // Status last, taken only when strictly fewer: it has two values, so a status past the cap
-  // is most likely half the table, while a tag or a name past the cap may be far less.
-  if (with_status && !named && n_of[col] < best) {
+  if (with_status && !named && f.tags.empty()) {
     best = n_of[col];
     driver = 1;
   }
