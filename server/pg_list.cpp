@@ -30,7 +30,8 @@ RunInfo pg_read_run(const pg::Result& r, int i) {
   return info;
 }
 
-// Tags and totals of `runs`: two queries for a whole page.
+// Tags and totals of `runs`: one query for a whole page (a round trip less: under load each
+// one waits for a core).
 void pg_fill_runs(pg::Conn& c, std::vector<RunInfo>& runs) {
   if (runs.empty()) return;
   std::vector<int64_t> ids;
@@ -39,63 +40,102 @@ void pg_fill_runs(pg::Conn& c, std::vector<RunInfo>& runs) {
     ids.push_back(r.id);
     by_id[r.id] = &r;
   }
-  auto t = c.query("fill_tags", "SELECT run, key, value FROM tags WHERE run=ANY($1::int8[])",
-                   pg::Params().array(ids));
-  for (int i = 0; i < t.rows(); ++i) by_id[t.i64(i, 0)]->tags.emplace(t.text(i, 1), t.text(i, 2));
-  auto m =
-      c.query("fill_totals", "SELECT run, metric, total FROM metrics WHERE run=ANY($1::int8[])",
+  auto t =
+      c.query("fill_runs",
+              "SELECT run, 0, key, value, 0, 0::int8 FROM tags WHERE run=ANY($1::int8[]) UNION ALL"
+              " SELECT run, 1, '', '', metric, total FROM metrics WHERE run=ANY($1::int8[])",
               pg::Params().array(ids));
-  for (int i = 0; i < m.rows(); ++i)
-    by_id[m.i64(i, 0)]->totals[static_cast<int>(m.i64(i, 1))] = m.i64(i, 2);
+  for (int i = 0; i < t.rows(); ++i) {
+    RunInfo& r = *by_id[t.i64(i, 0)];
+    if (t.i64(i, 1) == 0)
+      r.tags.emplace(t.text(i, 2), t.text(i, 3));
+    else
+      r.totals[static_cast<int>(t.i64(i, 4))] = t.i64(i, 5);
+  }
 }
 
 // As SqliteStore::list_runs: the rows come newest first from the index of the condition with
-// the fewest candidates (each counted up to the cap in its own index; with a name, a tag's
-// candidates are those of name and tag, tags_kvn), the other conditions checked per run. The
-// plan is spelled out rather than left to the planner, which joined and counted 10,000 rows
-// (100 to 300 ms at 1M runs) where one index walk serves the page.
+// the fewest candidates (each counted up to the cap in its own index, all in one statement; with
+// a name, a tag's candidates are those of name and tag, tags_kvn; with a status and no name,
+// those of status and tag, tags_kvs), the other conditions checked per run. The plan is spelled
+// out rather than left to the planner, which joined and counted 10,000 rows (100 to 300 ms at
+// 1M runs) where one index walk serves the page.
 RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
   pg::Conn* c = &conn;
   pg::Txn txn(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // counts and page agree
-  auto capped = [&](const std::string& sql, const pg::Params& p, int64_t cap = kCountCap) {
-    return c
-        ->query_once("SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(cap + 1) + ") m",
-                     p)
-        .i64(0, 0);
+  auto capped_sql = [](const std::string& sql, int64_t cap) {
+    return "(SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(cap + 1) + ") m)";
   };
-  const bool named = !f.name.empty();
+  auto capped = [&](const std::string& sql, const pg::Params& p, int64_t cap) {
+    return c->query_once("SELECT " + capped_sql(sql, cap), p).i64(0, 0);
+  };
+  const bool named = !f.name.empty(), with_status = !f.status.empty();
+  // The candidates of each condition, counted in one statement (one round trip): the name, each
+  // tag (with the name, or else the status), the status; columns in that order.
+  std::vector<std::string> counts;
+  pg::Params cp;
+  int cn = 0;
+  auto carg = [&cn] { return "$" + std::to_string(++cn); };
+  // The name's: with a status, the runs of both (runs_name_status); without, only when no tag
+  // (a tag's candidates, tags_kvn, are a subset of the name's).
+  const bool count_name = named && (with_status || f.tags.empty());
+  if (count_name) {
+    std::string w = "SELECT 1 FROM runs WHERE name=" + carg();
+    cp.add(f.name);
+    if (with_status) {
+      w += " AND status=" + carg();
+      cp.add(f.status);
+    }
+    counts.push_back(capped_sql(w, kCountCap));
+  }
+  for (const auto& [k, v] : f.tags) {
+    std::string w = "SELECT 1 FROM tags WHERE key=" + carg();
+    w += " AND value=" + carg();
+    cp.add(k).add(v);
+    if (named) {
+      w += " AND name=" + carg();
+      cp.add(f.name);
+    } else if (with_status) {
+      w += " AND status=" + carg();
+      cp.add(f.status);
+    }
+    counts.push_back(capped_sql(w, kCountCap));
+  }
+  // The status alone: only when it is the only condition, as a tag's candidates above are
+  // already those of the tag and the status (a subset: the status would never be fewer).
+  if (with_status && !named && f.tags.empty()) {
+    counts.push_back(capped_sql("SELECT 1 FROM runs WHERE status=" + carg(), kCountCap));
+    cp.add(f.status);
+  }
+  std::vector<int64_t> n_of;
+  if (!counts.empty()) {
+    std::string sql = "SELECT ";
+    for (std::size_t i = 0; i < counts.size(); ++i) sql += (i ? ", " : "") + counts[i];
+    auto r = c->query_once(sql, cp);
+    for (std::size_t i = 0; i < counts.size(); ++i) n_of.push_back(r.i64(0, static_cast<int>(i)));
+  }
   int64_t best = kMax;
   int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
-  if (named) {      // with a status, the runs of both (runs_name_status)
-    best = f.status.empty() ? capped("SELECT 1 FROM runs WHERE name=$1", pg::Params().add(f.name))
-                            : capped("SELECT 1 FROM runs WHERE name=$1 AND status=$2",
-                                     pg::Params().add(f.name).add(f.status));
+  std::size_t col = 0;
+  if (count_name) {
+    best = n_of[col++];
     driver = 0;
   }
-  int ti = 0;
-  for (const auto& [k, v] : f.tags) {
-    const int64_t n =
-        named ? capped("SELECT 1 FROM tags WHERE key=$1 AND value=$2 AND name=$3",
-                       pg::Params().add(k).add(v).add(f.name))
-              : capped("SELECT 1 FROM tags WHERE key=$1 AND value=$2", pg::Params().add(k).add(v));
+  for (std::size_t ti = 0; ti < f.tags.size(); ++ti) {
+    const int64_t n = n_of[col++];
     if (n < best) {
       best = n;
-      driver = 2 + ti;
+      driver = 2 + static_cast<int>(ti);
     }
-    ++ti;
   }
-  // Status last, taken only when strictly fewer: it has two values, so a status past the cap
-  // is most likely half the table, while a tag or a name past the cap may be far less.
-  if (!f.status.empty() && !named) {
-    const int64_t n = capped("SELECT 1 FROM runs WHERE status=$1", pg::Params().add(f.status));
-    if (n < best) {
-      best = n;
-      driver = 1;
-    }
+  if (with_status && !named && f.tags.empty()) {
+    best = n_of[col];
+    driver = 1;
   }
   const std::size_t conditions = (named ? 1 : 0) + (f.status.empty() ? 0 : 1) + f.tags.size();
-  const bool covered =
-      conditions == 1 || (conditions == 2 && named && (driver >= 2 || !f.status.empty()));
+  // Covered: the driving index holds every condition (the count of the choice is the total).
+  const bool covered = conditions == 1 || (conditions == 2 && (named || with_status) &&
+                                           (driver >= 2 || (named && with_status)));
   pg::Params p;
   int n = 0;
   auto arg = [&n] { return "$" + std::to_string(++n); };
@@ -109,6 +149,9 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
     if (named) {
       where += " AND d.name=" + arg();
       p.add(f.name);
+    } else if (with_status) {  // tags_kvs: the status is the tag row's
+      where += " AND d.status=" + arg();
+      p.add(f.status);
     }
     order = " ORDER BY d.run DESC";
   }
@@ -116,11 +159,11 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
     where += " AND runs.name=" + arg();
     p.add(f.name);
   }
-  if (!f.status.empty()) {
-    where += " AND status=" + arg();
+  if (with_status && (named || driver < 2)) {
+    where += " AND runs.status=" + arg();
     p.add(f.status);
   }
-  ti = 0;
+  int ti = 0;
   for (const auto& [k, v] : f.tags) {
     if (driver != 2 + ti) {
       where += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run=runs.id AND t.key=" + arg();
@@ -140,7 +183,8 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
   page += " OFFSET " + arg();
   p.add(f.limit + 1).add(f.offset);
   auto r = c->query_once(
-      "SELECT runs.id, runs.name, source, status, started_ns, ended_ns, hz, stats, stack_count, "
+      "SELECT runs.id, runs.name, source, runs.status, started_ns, ended_ns, hz, stats, "
+      "stack_count, "
       "revision" +
           page,
       p);

@@ -74,6 +74,21 @@ const char* const kSchemaV3 = R"(
   ALTER TABLE buckets ALTER COLUMN part SET DEFAULT nextval('bucket_parts');
   ALTER TABLE buckets DROP CONSTRAINT buckets_pkey;
   ALTER TABLE buckets ADD PRIMARY KEY(run, metric, width, bucket, part);)";
+// 4: the run's status copied into its tag rows, kept by triggers (a tag row takes its run's
+// status when written; finishing a run updates its tag rows in the same statement), and indexed
+// with the tag: a status + tag listing reads exactly its matches in run order and counts them in
+// the index (before: a run lookup per match counted, 6.5 ms of database CPU at 1M runs).
+const char* const kSchemaV4 = R"(
+  ALTER TABLE tags ADD COLUMN status text NOT NULL DEFAULT '';
+  UPDATE tags SET status=runs.status FROM runs WHERE runs.id=tags.run;
+  CREATE INDEX tags_kvs ON tags(key, value, status, run);
+  CREATE FUNCTION tags_take_status() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN NEW.status := (SELECT status FROM runs WHERE id=NEW.run); RETURN NEW; END $$;
+  CREATE TRIGGER tags_status BEFORE INSERT ON tags FOR EACH ROW EXECUTE FUNCTION tags_take_status();
+  CREATE FUNCTION runs_give_status() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN UPDATE tags SET status=NEW.status WHERE run=NEW.id; RETURN NULL; END $$;
+  CREATE TRIGGER runs_status AFTER UPDATE OF status ON runs FOR EACH ROW
+    WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION runs_give_status();)";
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -360,13 +375,14 @@ class PgStore : public Store {
     c.query("schema_lock", "SELECT pg_advisory_xact_lock($1)", pg::Params().add(kSchemaLock));
     c.exec("CREATE TABLE IF NOT EXISTS luaflame_meta(key text PRIMARY KEY, value bigint NOT NULL)");
     auto r = c.query("schema_version", "SELECT value FROM luaflame_meta WHERE key='schema'");
-    const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 3;
+    const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 4;
     if (version > latest)
       throw std::runtime_error("store: the database has schema version " + std::to_string(version) +
                                ", newer than this server's " + std::to_string(latest));
     if (version < 1) c.exec(kSchemaV1);
     if (version < 2) c.exec(kSchemaV2);
     if (version < 3) c.exec(kSchemaV3);
+    if (version < 4) c.exec(kSchemaV4);
     c.query(
         "schema_set",
         "INSERT INTO luaflame_meta VALUES('schema', $1) ON CONFLICT(key) DO UPDATE SET value=$1",

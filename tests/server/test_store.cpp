@@ -597,7 +597,10 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
   if (kPg) {
     lfs::pg::Conn c(dir.spec);
     c.exec(
-        "DROP INDEX tags_kvn; DROP INDEX runs_name_status; ALTER TABLE tags DROP COLUMN name;"
+        "DROP TRIGGER runs_status ON runs; DROP TRIGGER tags_status ON tags;"
+        " DROP FUNCTION runs_give_status(); DROP FUNCTION tags_take_status();"
+        " DROP INDEX tags_kvs; ALTER TABLE tags DROP COLUMN status;"
+        " DROP INDEX tags_kvn; DROP INDEX runs_name_status; ALTER TABLE tags DROP COLUMN name;"
         " ALTER TABLE buckets DROP CONSTRAINT buckets_pkey; ALTER TABLE buckets DROP COLUMN part;"
         " DROP SEQUENCE bucket_parts; ALTER TABLE buckets ADD PRIMARY KEY(run, metric, width,"
         " bucket); UPDATE luaflame_meta SET value=1 WHERE key='schema'");
@@ -624,6 +627,10 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
   REQUIRE(l.runs.size() == 2);
   CHECK(l.runs[0].id == later);
   CHECK(read_all(*st, id) == std::map<std::string, int64_t>{{"s", 1}});  // buckets upgraded too
+  lfs::RunFilter done;  // PostgreSQL: tag rows get their run's status at upgrade (schema 4)
+  done.status = "finished";
+  done.tags = {{"branch", "main"}};
+  CHECK(st->list_runs(done).total == 3);
 }
 
 // Issue 11: every chunk decoded and re-encoded its run's whole merged tree and coarse buckets
@@ -704,4 +711,37 @@ TEST_CASE("a live run's chunks appended as parts read back whole, before and aft
     sqlite3_finalize(q);
     sqlite3_close(db);
   }
+}
+
+// PostgreSQL schema 4 copies a run's status into its tag rows (status + tag listings read one
+// index): a stream that finishes must leave the live listing and join the finished one, by tag.
+TEST_CASE("a finished stream moves from the live to the finished status + tag listing") {
+  TempDir dir;
+  auto st = open_test_store(dir, {});
+  const int64_t done = st->create_run(upload_run("svc", {{"host", "h1"}}), batch({{"s", 1}}));
+  lfs::NewRun r = stream_run("s1");
+  r.tags = {{"host", "h1"}, {"branch", "main"}};
+  bool created = false;
+  const int64_t id = st->open_stream(r, created);
+  auto ids = [&](const char* status, lfs::Tags tags) {
+    lfs::RunFilter f;
+    f.status = status;
+    f.tags = std::move(tags);
+    std::vector<int64_t> out;
+    for (const lfs::RunInfo& info : st->list_runs(f).runs) out.push_back(info.id);
+    return out;
+  };
+  CHECK(ids("live", {{"host", "h1"}}) == std::vector<int64_t>{id});
+  CHECK(ids("finished", {{"host", "h1"}}) == std::vector<int64_t>{done});
+  REQUIRE(st->finish(id, "", 20'000'000'000));
+  CHECK(ids("live", {{"host", "h1"}}).empty());
+  CHECK(ids("live", {{"branch", "main"}}).empty());
+  CHECK(ids("finished", {{"host", "h1"}}) == std::vector<int64_t>{id, done});
+  CHECK(ids("finished", {{"branch", "main"}}) == std::vector<int64_t>{id});
+  lfs::RunFilter f;
+  f.status = "finished";
+  f.tags = {{"host", "h1"}};
+  const lfs::RunList l = st->list_runs(f);
+  CHECK(l.total == 2);
+  CHECK(l.total_exact);
 }
