@@ -337,7 +337,7 @@ int fleet(lfs::Store& st, int argc, char** argv) {
         "day %2d: %lld chunks in %.1f s (%.0f chunks/s, append CPU median %.2f ms); retention %.0f "
         "ms CPU, "
         "%lld buckets trimmed, %.1f MB freed; disk %.1f MB, in use %.1f MB\n",
-        day, static_cast<long long>(per_day * services), day_wall,
+        day, static_cast<long long>(per_day) * services, day_wall,
         static_cast<double>(per_day * services) / day_wall, median(cpu), retain_ms,
         static_cast<long long>(rr.buckets_trimmed), static_cast<double>(rr.bytes_freed) / 1e6,
         // a database server's disk: the store's own figure (PostgreSQL: pg_database_size)

@@ -129,6 +129,59 @@ async function longest(page) {
   return page.evaluate(() => { const m = window.__lfLong || 0; window.__lfLong = 0; return m; });
 }
 
+/**
+ * Three zoom rounds on a big graph (the big run and the big compare page), for the long-task
+ * figures: each clicks the widest frame three levels up where it is drawn (canvas or SVG),
+ * waits for the zoomed graph and records the longest main-thread task in `long.zooming`;
+ * between rounds Esc goes back to the whole graph (then waits for `wholeSel` when given).
+ * `first(z, ms)` runs after the first round: z its load record, ms click to drawn.
+ */
+async function zoomRounds(page, long, wholeSel, first) {
+  for (let k = 0; k < 3; k++) {
+    if (k > 0) {
+      const m = await loads(page);
+      await page.keyboard.press('Escape');
+      await nextLoad(page, m);
+      assert(!page.url().includes('focus='), 'Esc zoomed out');
+      if (wholeSel) await page.waitForSelector(wholeSel);
+    }
+    await page.waitForTimeout(300);
+    await longest(page);
+    const n = await loads(page);
+    const t0 = Date.now();
+    const at = await page.evaluate(() => {
+      const g = window.__lfGraph;
+      const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
+      const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
+      const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
+      const drawn = g.canvas || document.querySelector('#flame svg:not(.overlay)');
+      const place = () => {
+        const box = drawn.getBoundingClientRect();
+        return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
+      };
+      window.scrollBy(0, place().y - window.innerHeight / 2);  // the frame on screen
+      return place();
+    });
+    await page.mouse.click(at.x, at.y);
+    const z = await nextLoad(page, n);
+    const ms = Date.now() - t0;
+    await page.waitForTimeout(300);
+    long.zooming.push(await longest(page));
+    assert(page.url().includes('focus='), 'zoomed');
+    if (k === 0) await first(z, ms);
+  }
+}
+
+/** The long-task figures of `what` (median of the rounds of each kind) and their goal. */
+function reportLongTasks(T, long, what, where) {
+  for (const [k, xs] of Object.entries(long)) {
+    T.figure(`${what}: longest main-thread task while ${k}, median of 3 [${xs.map(Math.round).join(', ')}]`, median(xs));
+  }
+  for (const [k, xs] of Object.entries(long)) {
+    assert(median(xs) < goalMs(100), `no main-thread task over ${goalMs(100)} ms while ${k} ${where}: median round ${median(xs)} ms (${xs})`);
+  }
+}
+
 // ---- the checks ------------------------------------------------------------
 
 async function main() {
@@ -523,52 +576,16 @@ async function main() {
     // Zooming: into the widest frame three levels up, Esc back to the whole graph in between.
     // The big graph is a canvas (run.js CANVAS_FRAMES): click at the frame's place on it.
     assertEq(await page.locator('#flame canvas').count(), 1, 'a graph this big is drawn on a canvas');
-    for (let k = 0; k < 3; k++) {
-      if (k > 0) {
-        const m = await loads(page);
-        await page.keyboard.press('Escape');
-        await nextLoad(page, m);
-        assert(!page.url().includes('focus='), 'Esc zoomed out');
-        await page.waitForSelector('#flame canvas');
-      }
-      await page.waitForTimeout(300);
-      await longest(page);
-      const n = await loads(page);
-      t0 = Date.now();
-      const at = await page.evaluate(() => {
-        const g = window.__lfGraph;
-        const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
-        const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
-        const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
-        const place = () => {
-          const box = g.canvas.getBoundingClientRect();
-          return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
-        };
-        window.scrollBy(0, place().y - window.innerHeight / 2);  // the frame on screen
-        return place();
-      });
-      await page.mouse.click(at.x, at.y);
-      const z = await nextLoad(page, n);
-      const ms = Date.now() - t0;
-      await page.waitForTimeout(300);
-      long.zooming.push(await longest(page));
-      assert(page.url().includes('focus='), 'zoomed');
-      if (k === 0) {
-        T.figure('big run: zoom click to drawn (server renders focus)', ms);
-        T.figure('big run: zoomed frames drawn', z.frames, 'frames');
-        const names = await page.$$eval('#crumbs a, #crumbs .cur', (x) => x.length);
-        assertEq(names, 4, 'breadcrumb: all + 3 levels');
-        await page.evaluate(() => window.scrollTo(0, 0));  // the sticky header at the top of the shot
-        await shot(page, '11-big-zoom');
-        zoomed = z;
-      }
-    }
-    for (const [k, xs] of Object.entries(long)) {
-      T.figure(`big run: longest main-thread task while ${k}, median of 3 [${xs.map(Math.round).join(', ')}]`, median(xs));
-    }
-    for (const [k, xs] of Object.entries(long)) {
-      assert(median(xs) < goalMs(100), `no main-thread task over ${goalMs(100)} ms while ${k} the big run: median round ${median(xs)} ms (${xs})`);
-    }
+    await zoomRounds(page, long, '#flame canvas', async (z, ms) => {
+      T.figure('big run: zoom click to drawn (server renders focus)', ms);
+      T.figure('big run: zoomed frames drawn', z.frames, 'frames');
+      const names = await page.$$eval('#crumbs a, #crumbs .cur', (x) => x.length);
+      assertEq(names, 4, 'breadcrumb: all + 3 levels');
+      await page.evaluate(() => window.scrollTo(0, 0));  // the sticky header at the top of the shot
+      await shot(page, '11-big-zoom');
+      zoomed = z;
+    });
+    reportLongTasks(T, long, 'big run', 'the big run');
     assert(first.buildMs < 1500 && zoomed.buildMs < 1500, `read + drawn under 1.5 s (${first.buildMs}, ${zoomed.buildMs})`);
   });
 
@@ -606,47 +623,12 @@ async function main() {
     await page.fill('#diff-search', '');
     await page.waitForFunction(() => document.querySelector('#matched').textContent === '');
     await page.locator('#diff-search').blur();
-    for (let k = 0; k < 3; k++) {
-      if (k > 0) {
-        const m = await loads(page);
-        await page.keyboard.press('Escape');
-        await nextLoad(page, m);
-        assert(!page.url().includes('focus='), 'Esc zoomed out');
-      }
-      await page.waitForTimeout(300);
-      await longest(page);
-      const n = await loads(page);
-      // The widest frame three levels up, clicked where it is drawn (canvas or SVG).
-      const at = await page.evaluate(() => {
-        const g = window.__lfGraph;
-        const ys = [...new Set(g.frames.map((f) => f.y))].sort((a, b) => b - a);
-        const f = g.frames.filter((o) => o.y === ys[3]).sort((a, b) => b.w - a.w)[0];
-        const [vx, vy, vw, vh] = g.viewBox.split(' ').map(Number);
-        const drawn = g.canvas || document.querySelector('#flame svg:not(.overlay)');
-        const place = () => {
-          const box = drawn.getBoundingClientRect();
-          return { x: box.left + ((f.x + f.w / 2 - vx) * box.width) / vw, y: box.top + ((f.y + g.rowH / 2 - vy) * box.height) / vh };
-        };
-        window.scrollBy(0, place().y - window.innerHeight / 2);
-        return place();
-      });
-      await page.mouse.click(at.x, at.y);
-      const z = await nextLoad(page, n);
-      await page.waitForTimeout(300);
-      long.zooming.push(await longest(page));
-      assert(page.url().includes('focus='), 'zoomed');
-      if (k === 0) {
-        T.figure('big compare: zoomed frames drawn', z.frames, 'frames');
-        await page.evaluate(() => window.scrollTo(0, 0));  // the sticky header at the top of the shot
-        await shot(page, '21-big-compare-zoom');
-      }
-    }
-    for (const [k, xs] of Object.entries(long)) {
-      T.figure(`big compare: longest main-thread task while ${k}, median of 3 [${xs.map(Math.round).join(', ')}]`, median(xs));
-    }
-    for (const [k, xs] of Object.entries(long)) {
-      assert(median(xs) < goalMs(100), `no main-thread task over ${goalMs(100)} ms while ${k} the big compare page: median round ${median(xs)} ms (${xs})`);
-    }
+    await zoomRounds(page, long, null, async (z) => {
+      T.figure('big compare: zoomed frames drawn', z.frames, 'frames');
+      await page.evaluate(() => window.scrollTo(0, 0));  // the sticky header at the top of the shot
+      await shot(page, '21-big-compare-zoom');
+    });
+    reportLongTasks(T, long, 'big compare', 'the big compare page');
   });
 
   await viewChecks({ T, page, server, opt, ids, open, shot, apiUpload, post, longest });

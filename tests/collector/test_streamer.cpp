@@ -118,17 +118,26 @@ Totals read_folded(const std::string& path) {
   return t;
 }
 
+// A Lua state with the standard libraries and luaflame preloaded, for the workloads below,
+// whose code starts with kPrelude (`lf`, and `leaf` as the innermost frame).
+lua_State* new_lua() {
+  lua_State* L = luaL_newstate();
+  luaL_openlibs(L);
+  lfc::preload_module(L);
+  return L;
+}
+const char* const kPrelude =
+    "local lf = require 'luaflame'\n"
+    "local function leaf(i) return i * 2 end\n";
+
 // Runs a ~0.6 s (CPU) traced workload with `opts` (a Lua table
 // constructor); returns the fallback file, and in `stop_secs` how long
 // luaflame.stop() took.
 std::string run_workload(const std::string& opts, double* stop_secs = nullptr,
                          const std::string& before_stop = "") {
-  lua_State* L = luaL_newstate();
-  luaL_openlibs(L);
-  lfc::preload_module(L);
+  lua_State* L = new_lua();
   std::string code =
-      "local lf = require 'luaflame'\n"
-      "local function leaf(i) return i * 2 end\n"
+      std::string(kPrelude) +
       "local function mid(n) local s = 0 for i = 1, n do s = s + leaf(i) end return s end\n"
       "local function spin(ms) local t = os.clock() while os.clock() - t < ms / 1000 do mid(50) "
       "end end\n"
@@ -152,6 +161,30 @@ std::string run_workload(const std::string& opts, double* stop_secs = nullptr,
   lua_close(L);
   REQUIRE(err == "");
   return fallback;
+}
+
+// A traced run streaming to `fake` every `flush_interval` seconds (output STEM.folded, its
+// calls STEM.calls.folded; run_workload's other arguments), checked for what every streamed
+// run owes, whatever the server did: no fallback file, chunks numbered 0, 1, 2... in order, and
+// the server's totals equal to the local files. The files are removed after.
+void stream_traced_run(FakeServer& fake, const std::string& stem, const std::string& flush_interval,
+                       double* stop_secs = nullptr, const std::string& before_stop = "") {
+  INFO("run " << stem);
+  const std::string out = stem + ".folded", calls = stem + ".calls.folded";
+  std::string fallback =
+      run_workload("{mode = 'trace', server = '" + fake.url() +
+                       "', flush_interval = " + flush_interval + ", output = '" + out + "'}",
+                   stop_secs, before_stop);
+  CHECK(fallback == "");
+  std::lock_guard<std::mutex> lk(fake.mu);
+  for (std::size_t i = 0; i < fake.seqs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(fake.seqs[i] == i);
+  }
+  CHECK(fake.totals["calls"] == read_folded(calls));
+  CHECK(fake.totals["time"] == read_folded(out));
+  std::remove(out.c_str());
+  std::remove(calls.c_str());
 }
 
 }  // namespace
@@ -183,20 +216,12 @@ TEST_CASE("stream: chunks every flush_interval, seq 0, 1, 2..., totals equal to 
 TEST_CASE("stream: a failing server is retried with back-off and nothing counts twice") {
   FakeServer fake;
   fake.fail_chunks = 3;
-  const std::string out = "stream_test_retry.folded";
-  std::string fallback = run_workload("{mode = 'trace', server = '" + fake.url() +
-                                      "', flush_interval = 0.1, output = '" + out + "'}");
-  CHECK(fallback == "");
+  stream_traced_run(fake, "stream_test_retry", "0.1");
   std::lock_guard<std::mutex> lk(fake.mu);
   CHECK(fake.chunk_posts >= static_cast<int>(fake.seqs.size()) + 3);
   CHECK_FALSE(fake.resent_different);
-  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
   // 3 failures at 0.25 s, 0.5 s, 1 s of back-off: fewer chunks than without.
   CHECK(fake.seqs.size() >= 1);
-  CHECK(fake.totals["calls"] == read_folded("stream_test_retry.calls.folded"));
-  CHECK(fake.totals["time"] == read_folded(out));
-  std::remove(out.c_str());
-  std::remove("stream_test_retry.calls.folded");
 }
 
 // Broke under load (bench/real/stream.sh: 3 of 3 runs on a loaded machine): at stop the final
@@ -208,22 +233,13 @@ TEST_CASE("stream: a failing server is retried with back-off and nothing counts 
 TEST_CASE("stream: a slow server's last chunk is not cut by the final wait (read error at stop)") {
   FakeServer fake;
   fake.chunk_delay_ms = 1600;
-  const std::string out = "stream_test_slow.folded";
   double stop_secs = 0;
-  std::string fallback = run_workload(
-      "{mode = 'trace', server = '" + fake.url() + "', flush_interval = 100, output = '" + out +
-          "'}",
-      &stop_secs, "lf.flush() local t = os.clock() while os.clock() - t < 0.05 do mid(50) end\n");
+  stream_traced_run(fake, "stream_test_slow", "100", &stop_secs,
+                    "lf.flush() local t = os.clock() while os.clock() - t < 0.05 do mid(50) end\n");
   MESSAGE("stop took " << stop_secs << " s");
-  CHECK(fallback == "");
   std::lock_guard<std::mutex> lk(fake.mu);
   CHECK(fake.finishes == 1);
   CHECK(fake.seqs.size() >= 2);
-  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
-  CHECK(fake.totals["calls"] == read_folded("stream_test_slow.calls.folded"));
-  CHECK(fake.totals["time"] == read_folded(out));
-  std::remove(out.c_str());
-  std::remove("stream_test_slow.calls.folded");
 }
 
 // Broke in every real run ended by os.exit() (bench/real/stream.sh over luacheck on a loaded
@@ -239,12 +255,9 @@ TEST_CASE("stream: a run ended by os.exit() delivers its last chunks (httplib de
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    lua_State* L = luaL_newstate();
-    luaL_openlibs(L);
-    lfc::preload_module(L);
+    lua_State* L = new_lua();
     std::string code =
-        "local lf = require 'luaflame'\n"
-        "local function leaf(i) return i * 2 end\n"
+        std::string(kPrelude) +
         "local function spin(ms) local t = os.clock() while os.clock() - t < ms / 1000 do "
         "leaf(1) end end\n"
         "lf.start({mode = 'trace', server = '" +
@@ -275,19 +288,27 @@ TEST_CASE("stream: a run ended by os.exit() delivers its last chunks (httplib de
     std::remove(f);
 }
 
+// Binds `fd` to a free 127.0.0.1 port and returns it. A failed bind() or getsockname()
+// fails the test here: unchecked, the tests below would aim at port 0 (or a random
+// one) and pass or fail for reasons of their own (clang-tidy bugprone-unused-return-value).
+int bind_loopback(int fd) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  return ntohs(a.sin_port);
+}
+
 // A server that accepts connections and never answers.
 struct SilentServer {
   int fd = -1, port = 0;
   SilentServer() {
     fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    listen(fd, 16);
+    REQUIRE(fd >= 0);
+    port = bind_loopback(fd);
+    REQUIRE(listen(fd, 16) == 0);
   }
   ~SilentServer() { close(fd); }
 };
@@ -295,14 +316,10 @@ struct SilentServer {
 // A port nothing listens on: bound, read, closed.
 int closed_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  REQUIRE(fd >= 0);
+  const int port = bind_loopback(fd);
   close(fd);
-  return ntohs(a.sin_port);
+  return port;
 }
 
 TEST_CASE("stream: a server that never answers does not hold the program past the bounded wait") {
