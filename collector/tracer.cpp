@@ -60,38 +60,6 @@ long find_ci(const Shadow::Stack& st, const void* ci) {
   return -1;
 }
 
-// The parent's memo entry (Tree::memo) that may hold `ident`: direct-mapped
-// on two address bits, so a loop calling two functions keeps both.
-inline std::atomic<uint64_t>* memo_entry(const Tree& t, std::atomic<uint64_t>* parent_slots,
-                                         const void* ident) {
-  const auto a = reinterpret_cast<uintptr_t>(ident);
-  return t.memo(parent_slots) + (((a >> 4) ^ (a >> 9)) & (Tree::kMemo - 1)) * 2;
-}
-
-// The check kept in a memo entry: the low half of the Proto's code
-// address. A reused Proto address with a code array whose address differs
-// only above bit 31 (4 GiB apart in the same heap) is the one case the
-// full check (the call cache's) would tell and this one does not.
-inline uint32_t memo_check(const void* check) {
-  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(check));
-}
-
-// The child the memo entry `e` holds for (ident, check), or 0 (a child is
-// never node 0).
-inline uint32_t memo_get(const std::atomic<uint64_t>* e, const void* ident, const void* check) {
-  const uint64_t w = e[1].load(std::memory_order_relaxed);
-  if (e[0].load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(ident) ||
-      static_cast<uint32_t>(w) != memo_check(check))
-    return 0;
-  return static_cast<uint32_t>(w >> 32);
-}
-
-inline void memo_put(std::atomic<uint64_t>* e, const void* ident, const void* check,
-                     uint32_t child) {
-  e[0].store(reinterpret_cast<uintptr_t>(ident), std::memory_order_relaxed);
-  e[1].store(memo_check(check) | (static_cast<uint64_t>(child) << 32), std::memory_order_relaxed);
-}
-
 }  // namespace
 
 bool cycles_constant() {
@@ -296,19 +264,13 @@ inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   }
   uint32_t node;
   std::atomic<uint64_t>* v;
-  std::atomic<uint64_t>* pslots = st.empty() ? sh.root_slots : st.back().slots;
-  std::atomic<uint64_t>* memo = ident && pslots ? memo_entry(tree, pslots, ident) : nullptr;
   const CallCache* c =
       ident ? &tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)] : nullptr;
-  if (memo && (node = memo_get(memo, ident, check)) != 0) {
-    v = tree.slots(node);
-  } else if (c && c->ident == ident && c->parent == parent && c->check == check) {
+  if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
     node = c->child;
     v = c->slots;
-    if (memo) memo_put(memo, ident, check, node);
   } else {
-    node = callee_node(L, ar, parent, v);  // by the same identity: ident is set only once checked
-    if (memo) memo_put(memo, ident, check, node);
+    node = callee_node(L, ar, parent, v);
   }
   Tree::bump(v[col_calls], 1);
   ++acct.calls;
@@ -365,24 +327,18 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
   if (!top) return false;
   const void* ci = ar->i_ci;
   const int ev = ar->event;
-  uint32_t child = 0;  // the callee's node (0: a return)
-  std::atomic<uint64_t>* cslots = nullptr;
+  const CallCache* c = nullptr;
   if (ev == LUA_HOOKRET) {
     if (st.empty() || st.back().ci != ci) return false;
   } else {
     uint32_t parent;
-    std::atomic<uint64_t>* pslots;
     if (ev == LUA_HOOKCALL) {
       if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
       parent = st.empty() ? sh.root : st.back().node;
-      pslots = top;
     } else if (ev == LUA_HOOKTAILCALL) {
       // The top frame is replaced (same CallInfo): a child of its caller.
       if (st.empty() || st.back().ci != ci) return false;
-      const bool deep = st.size() > 1;
-      parent = deep ? st[st.size() - 2].node : sh.root;
-      pslots = deep ? st[st.size() - 2].slots : sh.root_slots;
-      if (!pslots) return false;
+      parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
     } else {
       return false;
     }
@@ -401,18 +357,8 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
     } else {
       return false;
     }
-    // The parent's row, just charged or about to be, first; then the call cache.
-    std::atomic<uint64_t>* memo = memo_entry(tree, pslots, ident);
-    child = memo_get(memo, ident, check);
-    if (__builtin_expect(child != 0, 1)) {
-      cslots = tree.slots(child);
-    } else {
-      const CallCache& c = tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)];
-      if (c.ident != ident || c.parent != parent || c.check != check) return false;
-      child = c.child;
-      cslots = c.slots;
-      memo_put(memo, ident, check, child);
-    }
+    c = &tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)];
+    if (c->ident != ident || c->parent != parent || c->check != check) return false;
   }
   const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
   if (t0 > tracer.last_tick) {
@@ -420,11 +366,11 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
     Tree::bump(top[col_time], tracer.tclock.to_ns(dt > tracer.hook_est ? dt - tracer.hook_est : 0));
   }
   tracer.last_tick = t0;
-  if (child) {
+  if (c) {
     if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
-    Tree::bump(cslots[col_calls], 1);
+    Tree::bump(c->slots[col_calls], 1);
     ++acct.calls;
-    st.push_fast({child, ci, cslots});
+    st.push_fast({c->child, ci, c->slots});
   } else {
     st.pop_back();
   }

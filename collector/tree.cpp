@@ -1,13 +1,10 @@
 // Call tree and frame names (see tree.hpp for the threading contract).
 #include "tree.hpp"
 
-#include <new>
-
 namespace lfc {
 
 namespace {
 constexpr uint64_t kEmpty = ~0ull;
-constexpr std::size_t kLine = 64;
 constexpr int kFrameBits = 20, kKeyBits = 42;
 constexpr uint64_t kKeyMask = (1ull << kKeyBits) - 1;
 static_assert(Tree::kMaxNodes <= (1u << (kKeyBits - kFrameBits)) &&
@@ -48,19 +45,13 @@ uint32_t FrameNames::add(std::string name) {
 }
 
 Tree::Tree(int nmetrics)
-    : nm_(nmetrics > 0 ? nmetrics : 1),
-      row_((static_cast<std::size_t>(nm_) + 1 + 2 * kMemo + 7) & ~std::size_t{7}),
-      blocks_(new Block*[(kMaxNodes >> kBits) + 1]()) {
+    : nm_(nmetrics > 0 ? nmetrics : 1), blocks_(new Block*[(kMaxNodes >> kBits) + 1]()) {
   map_.assign(1024, kEmpty);
   make(0, kNoFrame);  // the root
 }
 
 Tree::~Tree() {
-  for (uint32_t b = 0; b <= (kMaxNodes >> kBits); ++b) {
-    if (!blocks_[b]) continue;
-    ::operator delete[](blocks_[b]->values, std::align_val_t{kLine});
-    delete blocks_[b];
-  }
+  for (uint32_t b = 0; b <= (kMaxNodes >> kBits); ++b) delete blocks_[b];
 }
 
 uint32_t Tree::make(uint32_t parent, uint32_t frame) {
@@ -68,11 +59,7 @@ uint32_t Tree::make(uint32_t parent, uint32_t frame) {
   Block*& b = blocks_[i >> kBits];
   if (!b) {
     b = new Block;
-    // Zeroed rows on line boundaries: a row never straddles two lines.
-    const std::size_t words = row_ << kBits;
-    void* p = ::operator new[](words * sizeof(uint64_t), std::align_val_t{kLine});
-    b->values = static_cast<std::atomic<uint64_t>*>(p);
-    for (std::size_t w = 0; w < words; ++w) new (&b->values[w]) std::atomic<uint64_t>(0);
+    b->values.reset(new std::atomic<uint64_t>[static_cast<std::size_t>(nm_ + 1) << kBits]());
   }
   b->parent[i & kMask] = parent;
   b->frame[i & kMask] = frame;
@@ -123,8 +110,8 @@ uint32_t Tree::lookup(uint32_t parent, uint32_t frame) {
 
 std::size_t Tree::memory_bytes() const {
   std::size_t blocks = (size() >> kBits) + 1;
-  return blocks * (sizeof(Block) + (row_ << kBits) * 8) + map_.capacity() * 8 +
-         ((kMaxNodes >> kBits) + 1) * sizeof(void*);
+  return blocks * (sizeof(Block) + (static_cast<std::size_t>(nm_ + 1) << kBits) * 8) +
+         map_.capacity() * 8 + ((kMaxNodes >> kBits) + 1) * sizeof(void*);
 }
 
 }  // namespace lfc

@@ -63,14 +63,6 @@ class Tree {
   /// The node's value slots, one per metric column: stable for the
   /// tree's life, so the tracer keeps them and skips the block lookup.
   std::atomic<uint64_t>* slots(uint32_t node) { return &val(node, 0); }
-  /// The tracer's memo of a node's recent callees (Lua thread only): kMemo
-  /// entries of two words, {function identity, its check's low 32 bits |
-  /// child node << 32}, in the node's row right after its values, so the
-  /// line the tracer has just charged time to also answers the next call
-  /// (the global call cache is a random line per call path). A row is one
-  /// 64-byte line when nmetrics() <= 3 (trace, both).
-  static constexpr int kMemo = 2;
-  std::atomic<uint64_t>* memo(std::atomic<uint64_t>* slots) const { return slots + nm_ + 1; }
   static void bump(std::atomic<uint64_t>& a, uint64_t v) {
     a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
   }
@@ -91,20 +83,18 @@ class Tree {
   struct Block {
     uint32_t parent[1u << kBits];
     uint32_t frame[1u << kBits];
-    std::atomic<uint64_t>* values;  ///< rows, 64-byte aligned (operator new[] with alignment)
+    std::unique_ptr<std::atomic<uint64_t>[]> values;
   };
   Block* block(uint32_t n) const { return blocks_[n >> kBits]; }
-  // A node's row: its nm_ values, its last-child word (see child()), the
-  // tracer's memo (memo()), padded to whole 64-byte lines.
+  // A node's row: its nm_ values, then its last-child word (see child()).
   std::atomic<uint64_t>& val(uint32_t n, int m) {
-    return block(n)->values[static_cast<std::size_t>(n & kMask) * row_ + m];
+    return block(n)->values[static_cast<std::size_t>(n & kMask) * (nm_ + 1) + m];
   }
   uint32_t make(uint32_t parent, uint32_t frame);
   uint32_t lookup(uint32_t parent, uint32_t frame);  ///< the map, creating on a miss
   void grow_map();
 
   int nm_;
-  std::size_t row_;  ///< words per row: nm_ + 1 + 2 * kMemo, rounded up to 8
   std::unique_ptr<Block*[]> blocks_;
   std::atomic<uint32_t> count_{0};
   uint32_t overflow_node_ = 0;
