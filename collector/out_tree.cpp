@@ -29,6 +29,23 @@ void link_children(OutTree& o) {
   }
 }
 
+// Every node kept: the collector's numbering is the snapshot's.
+template <class FrameOf>
+void copy_all(const Tree& t, uint32_t n, const std::function<uint64_t(uint32_t, int)>& value,
+              const FrameOf& frame_of, uint32_t root_frame, OutTree& o) {
+  o.parent.resize(n);
+  o.frame.resize(n);
+  o.val.assign(static_cast<std::size_t>(n) * o.nm, 0);
+  o.parent[0] = 0;
+  o.frame[0] = root_frame;
+  uint64_t* v = o.val.data();
+  for (uint32_t i = 1; i < n; ++i) {
+    o.parent[i] = t.parent(i);
+    o.frame[i] = frame_of(i);
+    for (int m = 0; m < o.nm; ++m) v[static_cast<std::size_t>(i) * o.nm + m] = value(i, m);
+  }
+}
+
 }  // namespace
 
 std::vector<char> OutTree::live(int m) const {
@@ -65,18 +82,25 @@ OutTree snapshot(const Tree& t, const FrameNames& f,
     return fr < nf ? fr : nf;
   };
 
-  // Which nodes fit: all of them, or the cheapest first within the budget.
-  std::vector<char> keep(n, 1);
+  // Which nodes fit: all of them (the common case: no per-node arrays
+  // kept, the copy below is straight), or the cheapest first within the budget.
+  std::vector<char> keep;
   if (budget && n > 1) {
-    std::vector<uint64_t> plen(n, 0), c(n, 0);
+    std::vector<uint64_t> plen(n, 0);
     uint64_t total = 0;
-    for (uint32_t i = 1; i < n; ++i) {
+    for (uint32_t i = 1; i < n && total <= budget; ++i) {
       uint32_t p = t.parent(i);
       plen[i] = plen[p] + (p ? 1 : 0) + o.names[frame_of(i)].size();
-      c[i] = cost(plen[i], o.names[frame_of(i)]);
-      total += c[i];
+      total += cost(plen[i], o.names[frame_of(i)]);
     }
     if (total > budget) {
+      std::vector<uint64_t> c(n, 0);
+      for (uint32_t i = 1; i < n; ++i) {
+        uint32_t p = t.parent(i);
+        plen[i] = plen[p] + (p ? 1 : 0) + o.names[frame_of(i)].size();
+        c[i] = cost(plen[i], o.names[frame_of(i)]);
+      }
+      keep.assign(n, 1);
       std::vector<uint32_t> order(n - 1);
       for (uint32_t i = 1; i < n; ++i) order[i - 1] = i;
       // Stable: equal lengths keep creation order, so a parent (strictly
@@ -95,6 +119,11 @@ OutTree snapshot(const Tree& t, const FrameNames& f,
     }
   }
 
+  if (keep.empty()) {
+    copy_all(t, n, value, frame_of, nf, o);
+    link_children(o);
+    return o;
+  }
   std::vector<uint32_t> idx(n, OutTree::kNone), trunc_of;
   uint32_t kept = 0;
   for (uint32_t i = 0; i < n; ++i)
