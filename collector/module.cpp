@@ -150,7 +150,7 @@ void push_summary(lua_State* L, const Summary& s) {
   for (std::size_t i = 0; i < s.metrics.size(); ++i) {
     set_str(L, "x", s.metrics[i]);
     lua_getfield(L, -1, "x");
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i) + 1);
   }
   lua_pushnil(L);
   lua_setfield(L, -2, "x");
@@ -176,13 +176,13 @@ void push_summary(lua_State* L, const Summary& s) {
   lua_createtable(L, static_cast<int>(s.files.size()), 0);
   for (std::size_t i = 0; i < s.files.size(); ++i) {
     lua_pushlstring(L, s.files[i].data(), s.files[i].size());
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i) + 1);
   }
   lua_setfield(L, -2, "files");
   lua_createtable(L, static_cast<int>(s.file_errors.size()), 0);
   for (std::size_t i = 0; i < s.file_errors.size(); ++i) {
     lua_pushlstring(L, s.file_errors[i].data(), s.file_errors[i].size());
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i) + 1);
   }
   lua_setfield(L, -2, "file_errors");
   set_int(L, "output_ns", s.output_ns);
