@@ -20,7 +20,7 @@
 //     (see the comment above lua_sethook in ldebug.c, which lua.c's
 //     SIGINT handler relies on); the handler calls it only outside
 //     critical sections (HookChain::arm).
-// The handler reads the running thread (`Session::current`, atomic) and
+// The handler reads the running thread (`Coroutines::current`, atomic) and
 // its CallInfo pointer (luaint::state_ci: one aligned pointer load, never
 // dereferenced there) and calls only clock_gettime, timer_settime (both
 // async-signal-safe) and lua_sethook. errno is saved and restored.
