@@ -16,13 +16,14 @@
 // and stop (session.cpp), a coroutine switch (on_resume/on_return), the
 // signal (on_sample_signal) and the hook (hooks.cpp, tracer.cpp).
 //
-// Threads: the Lua thread runs hooks, wrappers and the signal handler; the
-// sampler thread only reads a CPU clock and sends a signal; the streamer
-// thread only reads the tree (see tree.hpp). The signal handler does
-// nothing but arm a one-shot hook with lua_sethook (async-signal-safe, as
-// ldebug.c and lua.c rely on); Lua-thread code that changes hooks itself
-// runs inside critical sections, during which the handler defers its arm
-// (the contract: hookchain.hpp). Internal.
+// Threads: the Lua thread runs hooks, wrappers and the signal handler (the
+// kernel timers deliver the signal to it); the sampler's fallback thread,
+// where those timers cannot be made, only reads a CPU clock and sends the
+// signal; the streamer thread only reads the tree (see tree.hpp). The
+// signal handler does nothing but arm a one-shot hook with lua_sethook
+// (async-signal-safe, as ldebug.c and lua.c rely on); Lua-thread code that
+// changes hooks itself runs inside critical sections, during which the
+// handler defers its arm (the contract: hookchain.hpp). Internal.
 #pragma once
 
 #include <atomic>
