@@ -3,6 +3,7 @@
 
 #include "../engine/src/utf8.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -43,20 +44,30 @@ void sanitize_frame(std::string& s) {
 
 namespace {
 
-// Searches table at `t` for a value raw-equal to `fidx`; on success returns
-// true with the key (a string) in `key`.
-bool find_in(lua_State* L, int t, int fidx, std::string& key, int& budget) {
+// A function stored under several names (penlight's `List.concat =
+// table.concat`) gets the same one in every run: Lua 5.4 seeds its string
+// hashes per state, so the order lua_next visits a table in changes from run
+// to run, and "the first match" did too. The best of all matches wins: the
+// shortest text, then the smallest in byte order.
+void offer(std::string& best, std::string candidate) {
+  if (best.empty() || candidate.size() < best.size() ||
+      (candidate.size() == best.size() && candidate < best))
+    best = std::move(candidate);
+}
+
+// Offers `prefix` + every string key of the table at `t` whose value is
+// raw-equal to `fidx`. Visits at most `budget` entries (past it the result
+// may again depend on the visiting order: only in programs with tens of
+// thousands of module entries).
+void find_in(lua_State* L, int t, int fidx, const std::string& prefix, std::string& best,
+             int& budget) {
   lua_pushnil(L);
   while (budget-- > 0 && lua_next(L, t)) {
-    if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fidx)) {
-      key = lua_tostring(L, -2);
-      lua_pop(L, 2);
-      return true;
-    }
+    if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fidx))
+      offer(best, prefix + lua_tostring(L, -2));
     lua_pop(L, 1);
   }
   if (budget <= 0) lua_settop(L, t);  // lua_next may have stopped with a key on the stack
-  return false;
 }
 
 // Character classes of the forms below (the C locale's, as std::regex's
@@ -187,7 +198,7 @@ bool FrameTable::definition_name(const char* source, int line, std::string& name
 }
 
 std::string global_name(lua_State* L, int fidx, int budget) {
-  std::string found, key;
+  std::string found;
   int top = lua_gettop(L);
   lua_pushliteral(L, LUA_LOADED_TABLE);
   if (lua_rawget(L, LUA_REGISTRYINDEX) != LUA_TTABLE) {
@@ -197,13 +208,13 @@ std::string global_name(lua_State* L, int fidx, int budget) {
   int loaded = lua_gettop(L);
   // Modules first: package.loaded[m][k] == f gives "m.k" ("k" for _G).
   lua_pushnil(L);
-  while (found.empty() && budget > 0 && lua_next(L, loaded)) {
-    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE &&
-        find_in(L, lua_gettop(L), fidx, key, budget)) {
+  while (budget > 0 && lua_next(L, loaded)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE) {
       const char* mod = lua_tostring(L, -2);
-      found = std::strcmp(mod, "_G") == 0 ? key : std::string(mod) + "." + key;
+      const std::string prefix = std::strcmp(mod, "_G") == 0 ? "" : std::string(mod) + ".";
+      find_in(L, lua_gettop(L), fidx, prefix, found, budget);
     }
-    lua_pop(L, 1);
+    lua_settop(L, loaded + 1);  // the key, for lua_next
   }
   lua_settop(L, loaded);
   // Then one level into global tables: _G[t][k] == f gives "t.k".
@@ -211,11 +222,10 @@ std::string global_name(lua_State* L, int fidx, int budget) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
     int g = lua_gettop(L);
     lua_pushnil(L);
-    while (found.empty() && budget > 0 && lua_next(L, g)) {
-      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE &&
-          find_in(L, lua_gettop(L), fidx, key, budget))
-        found = std::string(lua_tostring(L, -2)) + "." + key;
-      lua_pop(L, 1);
+    while (budget > 0 && lua_next(L, g)) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE)
+        find_in(L, lua_gettop(L), fidx, std::string(lua_tostring(L, -2)) + ".", found, budget);
+      lua_settop(L, g + 1);
     }
   }
   lua_settop(L, top);
@@ -296,6 +306,45 @@ uint32_t FrameTable::of_c(lua_State* L, lua_Debug* ar) {
   uint32_t id = add("[C] " + name, true);
   c_[fn] = id;
   return id;
+}
+
+// The standard library's C functions under their own names, whatever other
+// module holds them too (penlight's `List.concat = table.concat`,
+// `compat.load = load`) and whichever was seen first: fixed at start, the
+// libraries in a fixed order, the best name within one (offer). Raw reads of
+// package.loaded only; no Lua call.
+void FrameTable::preset_stdlib(lua_State* L) {
+  static const char* const kLibs[] = {"_G", "string",    "table", "math",  "io",
+                                      "os", "coroutine", "utf8",  "debug", "package"};
+  const int top = lua_gettop(L);
+  lua_pushliteral(L, LUA_LOADED_TABLE);
+  if (lua_rawget(L, LUA_REGISTRYINDEX) == LUA_TTABLE) {
+    const int loaded = lua_gettop(L);
+    for (const char* lib : kLibs) {
+      lua_pushstring(L, lib);
+      if (lua_rawget(L, loaded) == LUA_TTABLE) preset_lib(L, lua_gettop(L), lib);
+      lua_settop(L, loaded);
+    }
+  }
+  lua_settop(L, top);
+}
+
+void FrameTable::preset_lib(lua_State* L, int t, const char* lib) {
+  const std::string prefix = std::strcmp(lib, "_G") == 0 ? "" : std::string(lib) + ".";
+  std::unordered_map<const void*, std::string> best;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_CFunction f = lua_type(L, -2) == LUA_TSTRING ? lua_tocfunction(L, -1) : nullptr;
+    if (f && !c_.count(reinterpret_cast<const void*>(f)))
+      offer(best[reinterpret_cast<const void*>(f)], prefix + lua_tostring(L, -2));
+    lua_pop(L, 1);
+  }
+  // Interned in name order, so frame ids do not follow the hash order either.
+  std::vector<std::pair<std::string, const void*>> named;
+  named.reserve(best.size());
+  for (auto& [f, name] : best) named.emplace_back(std::move(name), f);
+  std::sort(named.begin(), named.end());
+  for (auto& [name, f] : named) c_[f] = add("[C] " + name, true);
 }
 
 // The C functions that iterators and buffers are made of, named after what

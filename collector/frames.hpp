@@ -39,6 +39,10 @@ class FrameTable {
   /// makers ("[C] ipairs iterator", "[C] buffer __close"). Calls Lua on a
   /// thread of its own with no hook: at start, not from a hook.
   void preset_makers(lua_State* L);
+  /// Names the standard library's C functions after their own library
+  /// ("[C] table.concat", "[C] load"), before any other module's alias of
+  /// them can be seen first. Raw reads at start, not from a hook.
+  void preset_stdlib(lua_State* L);
   /// Interns a synthetic frame by its text ("[alloc] table").
   uint32_t named(const std::string& text);
   /// True for C function frames.
@@ -48,6 +52,7 @@ class FrameTable {
   std::size_t memory_bytes() const;
 
  private:
+  void preset_lib(lua_State* L, int t, const char* lib);
   struct LuaKey {
     const void* src;
     int line;

@@ -119,6 +119,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   lua_pop(L, 1);
   preset_coroutine_frames(s->frames);
   s->frames.preset_makers(L);
+  s->frames.preset_stdlib(L);
   s->hooks.keep_start_hook(L);
   s->coroutines.start(L);
   s->acct.start_wall = now_ns();

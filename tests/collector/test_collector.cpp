@@ -921,6 +921,43 @@ TEST_CASE("frames: C iterators named after what made them, to-be-closed metameth
   CHECK(calls.find("for iterator") == std::string::npos);
 }
 
+// Regression: ldoc's frames were "[C] table.concat" in one run and "[C] pl.List.concat" in the
+// next (penlight aliases it), "[C] load" or "[C] pl.compat.load": the first match in
+// package.loaded's hash order, which Lua 5.4 seeds per state.
+TEST_CASE("frames: a C function held by several modules has one name in every run") {
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    Lua lua;
+    std::string err = lua.run(R"(
+      local lf = require 'luaflame'
+      for i = 1, 40 do
+        package.loaded['m' .. i] = {concat = table.concat, push = table.insert, ld = load}
+        package.loaded['x' .. i] = {running = lf.running}
+      end
+      lf.start{mode = 'trace'}
+      for i = 1, 3 do
+        local t = {}
+        table.insert(t, 'a')
+        local s = table.concat(t)
+        load('return 1')
+        lf.running()
+      end
+      CALLS = lf.folded('calls')
+      lf.stop()
+    )",
+                              "@frames_alias_test.lua");
+    REQUIRE(err == "");
+    const std::string calls = lua.global("CALLS");
+    CAPTURE(calls);
+    for (const std::string frame :
+         {";[C] table.concat ", ";[C] table.insert ", ";[C] load ", ";[C] x1.running "}) {
+      CAPTURE(frame);
+      CHECK(calls.find(frame) != std::string::npos);
+    }
+    CHECK(calls.find(";[C] m") == std::string::npos);
+  }
+}
+
 TEST_CASE("alloc: blocks from before the session are freed safely; the allocator is restored") {
   Lua lua;
   void* ud0 = nullptr;
