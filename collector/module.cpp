@@ -190,6 +190,7 @@ void push_summary(lua_State* L, const Summary& s) {
   set_str(L, "fast_paths", s.fast_paths);
   if (!s.fast_paths_off.empty()) set_str(L, "fast_paths_off", s.fast_paths_off);
   set_int(L, "samples_moved", s.samples_moved);
+  set_int(L, "samples_in_hooks", s.samples_in_hooks);
   if (!s.run_url.empty()) set_str(L, "run_url", s.run_url);
   if (!s.stream_error.empty()) set_str(L, "stream_error", s.stream_error);
   if (!s.fallback_file.empty()) set_str(L, "fallback_file", s.fallback_file);

@@ -124,6 +124,10 @@ std::string format_summary(const Summary& s) {
                   static_cast<unsigned long long>(s.samples), static_cast<double>(s.clock_ns) / 1e9,
                   s.sampler == "thread" ? "polling thread" : "kernel timer");
     r += buf;
+    if (s.samples_in_hooks) {
+      r.pop_back();  // the parenthesis, reopened
+      r += "; " + std::to_string(s.samples_in_hooks) + " in luaflame's hooks)";
+    }
   }
   if (s.calls) {
     std::snprintf(buf, sizeof buf, "; %llu calls traced", static_cast<unsigned long long>(s.calls));

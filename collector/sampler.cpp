@@ -184,10 +184,10 @@ uint64_t Sampler::due() {
   return k;
 }
 
-void Sampler::note_position(lua_State* L, const void* ci, uint64_t weight) {
+void Sampler::note_position(lua_State* L, const void* ci, uint64_t weight, bool in_hook) {
   const sig_atomic_t n = npos_;
   if (n >= kMaxPos) return;  // full: the last position takes the rest (drain's caller)
-  pos_[n] = Pos{L, ci, static_cast<uint32_t>(weight)};
+  pos_[n] = Pos{L, ci, static_cast<uint32_t>(weight), in_hook};
   std::atomic_signal_fence(std::memory_order_seq_cst);
   npos_ = n + 1;
 }

@@ -50,6 +50,8 @@ class Sampler {
     lua_State* L;
     const void* ci;  ///< L's running CallInfo then (luaint::state_ci), not dereferenced there
     uint32_t weight;
+    /// The thread was in luaflame's own hook (Sampling::on_signal).
+    bool in_hook;
   };
   static constexpr int kMaxPos = 16;
 
@@ -68,7 +70,7 @@ class Sampler {
   /// Periods of the clock due now, 0 when none (timer mode: reads the
   /// clock, paces the timers); the fallback thread counted them already.
   uint64_t due();
-  void note_position(lua_State* L, const void* ci, uint64_t weight);
+  void note_position(lua_State* L, const void* ci, uint64_t weight, bool in_hook);
 
   // ---- the hook's side, inside a critical section ----
   /// Owed periods (reset) and the recorded positions (copied, reset).

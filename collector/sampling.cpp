@@ -32,6 +32,10 @@ void Sampling::take(lua_State* L) {
         walker_.node(L, node);
       }
     }
+    if (n > 0 && pos[i].in_hook && hook_frame) {
+      node = tree_.child(node, hook_frame);
+      acct_.samples_in_hooks += k;
+    }
     tree_.add(node, col_samples_, k);
     acct_.samples += k;
   }

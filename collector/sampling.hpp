@@ -12,7 +12,11 @@
 //     the coroutine tracking only inside critical sections), the layout
 //     flags (written at start, before the handler is installed), the
 //     thread's running CallInfo (luaint::state_ci: one aligned pointer
-//     load, never dereferenced here) and HookChain::in_critical();
+//     load, never dereferenced here), HookChain::in_critical(), and outside
+//     a critical section the thread's allowhook byte (luaint::allowhook:
+//     one load; Lua writes it around every hook call, a stale value only
+//     mis-tags this one sample) and HookChain::forwards() (the program's
+//     hooks: changed only inside critical sections, so stable here);
 //   - it writes only through Sampler::due/note_position and
 //     HookChain::defer/arm, under their contracts (sampler.hpp,
 //     hookchain.hpp): inside a critical section it only defers (the
@@ -81,7 +85,7 @@ class Sampling {
     // there (no layout: the hook's own stack).
     if (layout.state_ci_ok && ci_walk_ok)
       if (lua_State* L = coroutines.current().load(std::memory_order_relaxed))
-        sampler.note_position(L, luaint::state_ci(L), k);
+        sampler.note_position(L, luaint::state_ci(L), k, in_own_hook(L, hooks, layout));
     hooks.arm();
   }
 
@@ -89,7 +93,21 @@ class Sampling {
   /// stacks (or the hook's own), in the armed hook on thread L.
   void take(lua_State* L);
 
+  /// The frame a sample gets under the recorded one when the signal fell in
+  /// luaflame's own hook ("[luaflame] hook"); 0 until the session sets it.
+  uint32_t hook_frame = 0;
+
  private:
+  /// Whether L is inside a hook that is luaflame's: Lua clears allowhook
+  /// for any hook's duration (luaD_hook), and with no program hook to
+  /// forward to, every hook L runs is ours (the tracer's call/return hook,
+  /// the armed one-shot). The tracer's time leaves its own hook time out of
+  /// the functions' (Tracer::last_tick); without this a sample falling in it
+  /// went to the callee (call event) or the caller (return event).
+  static bool in_own_hook(lua_State* L, const HookChain& hooks, const luaint::Layout& layout) {
+    return layout.allowhook_ok && !luaint::allowhook(L) && !hooks.forwards();
+  }
+
   Sampler& sampler_;
   HookChain& hooks_;
   StackWalker& walker_;

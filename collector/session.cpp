@@ -120,6 +120,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   preset_coroutine_frames(s->frames);
   s->frames.preset_makers(L);
   s->frames.preset_stdlib(L);
+  if (s->opt.sample) s->sampling.hook_frame = s->frames.named("[luaflame] hook");
   s->hooks.keep_start_hook(L);
   s->coroutines.start(L);
   s->acct.start_wall = now_ns();
@@ -224,6 +225,7 @@ Summary stop(lua_State* L) {
   sum.fast_paths = s->layout.on();
   sum.fast_paths_off = s->layout.why;
   sum.samples_moved = s->acct.samples_moved;
+  sum.samples_in_hooks = s->acct.samples_in_hooks;
   sum.calls = s->acct.calls;
   sum.nodes = s->tree.size();
   sum.frames = s->names.size();

@@ -66,6 +66,8 @@ struct Accounting {
   std::atomic<uint64_t> samples_asked{0};
   /// The recorded frame had returned by the hook: charged to the hook's stack.
   uint64_t samples_moved = 0;
+  /// The signal fell in luaflame's own hook: charged to "[luaflame] hook".
+  uint64_t samples_in_hooks = 0;
 };
 
 class Session {

@@ -100,7 +100,8 @@ struct Summary {
   /// signal_position hook_count lua_ident c_ident"; and why any is off.
   std::string fast_paths;
   std::string fast_paths_off;
-  uint64_t samples_moved = 0;  ///< samples whose recorded frame had returned by the hook
+  uint64_t samples_moved = 0;     ///< samples whose recorded frame had returned by the hook
+  uint64_t samples_in_hooks = 0;  ///< samples taken in luaflame's own hook ("[luaflame] hook")
 };
 
 /// Starts profiling the thread `L` of a Lua state. Replaces coroutine.resume
