@@ -97,8 +97,8 @@ table() {
 gap() {  # LABEL FILE_A FILE_B N_A N_B -> largest gap of the frames >= 1% in either
   # The sampling error shown is two standard deviations of a share p
   # estimated from N samples, sqrt(p(1-p)/N) per sampled side (0 for a
-  # trace, N_x = 0): a bound for independent samples; the timer's
-  # periodic samples usually do better.
+  # trace, N_x = 0): a model of independent samples, not checked for
+  # the timer's periodic ones.
   join -t$'\t' -1 2 -2 2 -a 1 -a 2 -e 0 -o 0,1.1,2.1 "$2" "$3" |
     awk -F'\t' -v label="$1" -v na="$4" -v nb="$5" '
       $2 >= 1 || $3 >= 1 {d = $2 - $3; if (d < 0) d = -d
