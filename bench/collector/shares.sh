@@ -28,9 +28,9 @@
 # a trace's time is always wall time), wall:smp (sample --clock wall),
 # wboth:smp, wboth:trc (both --clock wall), wb:smp*k (wboth:smp times k,
 # the sampled time over the traced time of those runs: the sampled shares
-# on the trace's scale, where the trace hook's own time, which the trace
-# takes off and the sampler cannot, shows as the excess of frames whose
-# calls and returns it served).
+# on the trace's scale: the samples of the program's own time (the
+# "[luaflame] hook" samples left out) over the traced time, so k near 1 says
+# the two clocks agree on how much time the program had).
 set -euo pipefail
 both=0
 if [ "${1:-}" = --mode ]; then
@@ -61,11 +61,16 @@ else
 fi
 [ "$both" = 1 ] && progs+=("luacheck|$work|$lp51|/usr/bin/luacheck /usr/share/lua/5.1/luacheck")
 
+# Samples in luaflame's own hook ("[luaflame] hook" leaves: the trace hook's
+# time, which the trace leaves out) are left out of the shares and totals:
+# the program's time only, on both sides.
 shares() {  # folded files... -> "share frame" per leaf frame, percent of the total
-  cat "$@" | awk '{v=$NF; $NF=""; sub(/ $/, ""); n=split($0, f, ";"); leaf=f[n]; s[leaf]+=v; t+=v}
+  cat "$@" | awk '{v=$NF; $NF=""; sub(/ $/, ""); n=split($0, f, ";"); leaf=f[n]
+                   if (leaf == "[luaflame] hook") next; s[leaf]+=v; t+=v}
                   END {for (k in s) printf "%.2f\t%s\n", 100*s[k]/t, k}' | sort -t$'\t' -k2
 }
-total() { cat "$@" | awk '{t+=$NF} END {print t+0}'; }
+total() { cat "$@" | awk '/;\[luaflame\] hook [0-9]+$/ {next} {t+=$NF} END {print t+0}'; }
+in_hooks() { cat "$@" | awk '/;\[luaflame\] hook [0-9]+$/ {h+=$NF} {t+=$NF} END {printf "%.1f", t ? 100*h/t : 0}'; }
 
 run() {  # dir lua_path output mode-and-clock-options... -- command words
   local dir=$1 lpath=$2 out=$3
@@ -149,13 +154,15 @@ for p in "${progs[@]}"; do
   nb=$(total "${bs[@]}") nv=$(total "${vs[@]}") nw=$(total "${ws[@]}")
   # Wall clock: the sampled periods and the traced nanoseconds measure the
   # same thing, so the sampled shares can be put on the trace's scale
-  # (percent of the traced total): what the sampler saw of the trace
-  # hook's own time then shows as frames above their traced time.
+  # (percent of the traced total); luaflame's hook samples are left out
+  # of both, so a frame above its traced time is time sampled there that
+  # the trace did not see.
   nt=$(total "${wt[@]}")
   scale=$(awk -v n="$nw" -v t="$nt" -v hz="$hz" 'BEGIN {printf "%.6f", (t > 0 ? n * int(1e9 / hz) / t : 0)}')
   awk -F'\t' -v k="$scale" '{printf "%.2f\t%s\n", $1 * k, $2}' "$work/ws.shares" > "$work/wa.shares"
   echo "-- $name, the same execution sampled and traced (--mode both); samples: sample $nsamples," \
-       "both $nb, sample --clock wall $nv, both --clock wall $nw"
+       "both $nb, sample --clock wall $nv, both --clock wall $nw (besides those, in luaflame's" \
+       "hook: both $(in_hooks "${bs[@]}")%, both --clock wall $(in_hooks "${ws[@]}")%)"
   table sample="$work/s.shares" both:smp="$work/bs.shares" both:trc="$work/bt.shares" \
         trace="$work/t.shares" wall:smp="$work/vs.shares" wboth:smp="$work/ws.shares" \
         wboth:trc="$work/wt.shares" \
@@ -165,7 +172,7 @@ for p in "${progs[@]}"; do
   gap "(b) sampled: sample vs both, CPU clock" "$work/s.shares" "$work/bs.shares" "$nsamples" "$nb"
   gap "(c) traced: both vs trace" "$work/bt.shares" "$work/t.shares" 0 0
   gap "(a) both --clock wall: sampled vs traced" "$work/ws.shares" "$work/wt.shares" "$nw" 0
-  echo "  both --clock wall: sampled time / traced time = $scale (1 + the trace hook's time the sampler sees)"
+  echo "  both --clock wall: sampled time / traced time = $scale (the program's samples, luaflame's hook left out)"
   gap "(a) both --clock wall, on the traced time's scale" "$work/wa.shares" "$work/wt.shares" "$nw" 0
   gap "(b) sampled, wall clock: sample vs both" "$work/vs.shares" "$work/ws.shares" "$nv" "$nw"
   gap "sample --clock wall vs trace (separate runs)" "$work/vs.shares" "$work/t.shares" "$nv" 0
