@@ -17,9 +17,12 @@
 // and a thread of ours watches the Lua thread's CPU clock (as the 5.4
 // sampler does) and sends SIGPROF to the Lua thread with pthread_kill each
 // period: LuaJIT's own SIGPROF handler takes it as one of its samples.
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -71,6 +74,37 @@ void profile_cb(void* data, lua_State* L, int samples, int vmstate) {
 struct sigaction g_lj_action {};
 std::atomic<uint64_t> g_owed{0};
 
+// One signal per callback. Once a signal has set LuaJIT's profile hook,
+// more signals before the callback only add to its count, yet each costs
+// the Lua thread an interruption and the timer a pthread_kill: in `f` mode
+// a loop with no function entry keeps the hook pending for hundreds of
+// periods (cpu.lua: ~70 callbacks for ~1200 periods a second). So:
+//   - g_pending: 1 from the timer's signal until the callback (also the
+//     futex word the parked timer waits on);
+//   - g_extra: periods that ended while pending, not signalled; the
+//     callback adds them to LuaJIT's count, so every period still counts;
+//   - g_parked: the timer waits on g_pending (a stretch with no check), so
+//     the callback wakes it and the next signal comes a period later, not
+//     at the end of a long sleep.
+// Contract: the timer thread and the Lua thread (the callback, never the
+// signal handler) race on these; all are lock-free atomics, seq_cst where
+// one side writes one and reads the other (g_pending, g_parked: a wake is
+// never missed). A period added to g_extra just after the callback took it
+// goes to the next callback: none is lost, one may move by a callback.
+std::atomic<uint32_t> g_pending{0};
+std::atomic<uint64_t> g_extra{0};
+std::atomic<bool> g_parked{false};
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
+          0);
+}
+void futex_wake(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
+}
+
 // Contract: runs on the Lua thread (our timer sends SIGPROF there with
 // pthread_kill; LuaJIT's setitimer, armed for 11 days, would go to any
 // thread). It only calls LuaJIT's own handler once per owed period:
@@ -98,34 +132,60 @@ struct sigaction g_before {};
 // puts the action of before start back once the thread is joined.
 void guard_sigprof(int) {}
 
+// The thread's clock runs at most as fast as the wall clock, and at the
+// share of it the thread had since the last wake-up: the wall time until
+// `left` ns of the thread's clock have passed at that share (a busy
+// thread: the period left; an idle one, blocked in epoll: up to kMaxSleep).
+uint64_t wall_wait(uint64_t left, double share) {
+  constexpr double kMaxSleep = 20000000;  // 20 ms: an idle thread costs 50 wake-ups a second
+  return static_cast<uint64_t>(
+      std::min(static_cast<double>(left) / std::max(std::min(share, 1.0), 0.02), kMaxSleep));
+}
+
 void timer_main(JitState* j) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
   const uint64_t period = static_cast<uint64_t>(1e9 / j->s->opt.hz);
-  constexpr uint64_t kMaxSleep = 20000000;  // 20 ms: an idle thread costs 50 wake-ups a second
   uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();
   uint64_t next = cpu0 + period;
+  bool parked = false;  // the last wait was a park that timed out (the callback did not come)
   while (!j->timer_stop.load(std::memory_order_relaxed)) {
     const uint64_t cpu = thread_cpu_ns(j->cpu_clock), wall = now_ns();
+    bool waiting = false;  // a signal is pending and this wake-up sent none
     if (cpu >= next) {
       // Every period that ended is owed, so a late wake-up loses none: the
       // handler counts them all, and the sample weighs that many.
       const uint64_t k = (cpu - next) / period + 1;
-      g_owed.fetch_add(k, std::memory_order_relaxed);
-      pthread_kill(j->lua_thread, SIGPROF);
-      j->signals.fetch_add(1, std::memory_order_relaxed);
       next += k * period;
+      // A signal when none is pending; and again after a park timed out,
+      // in case LuaJIT dropped the last one (its handler sets no hook
+      // inside a GC finalizer or VM event hook: the hook would never come).
+      if (g_pending.exchange(1) == 0 || parked) {
+        g_owed.fetch_add(k, std::memory_order_relaxed);
+        pthread_kill(j->lua_thread, SIGPROF);
+        j->signals.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        g_extra.fetch_add(k, std::memory_order_relaxed);
+        waiting = true;
+      }
     }
-    // The thread's clock runs at most as fast as the wall clock, and at
-    // the share of it the thread had since the last wake-up: sleep until
-    // the period's expected end at that share (a busy thread: the period
-    // left; an idle one, blocked in epoll: up to kMaxSleep).
     const double share =
         wall > wall0 ? static_cast<double>(cpu - cpu0) / static_cast<double>(wall - wall0) : 1;
     cpu0 = cpu;
     wall0 = wall;
-    const double left = static_cast<double>(next - cpu);
-    const uint64_t wait = static_cast<uint64_t>(
-        std::min(left / std::max(std::min(share, 1.0), 0.02), static_cast<double>(kMaxSleep)));
+    // A whole period passed and the callback has not come (a stretch with
+    // no profile check): wait for it rather than wake every period, at
+    // most 16 periods of the clock at the thread's share.
+    parked = false;
+    if (waiting) {
+      g_parked.store(true);
+      if (g_pending.load() == 1) {
+        futex_wait(g_pending, 1, wall_wait(16 * period, share));
+        parked = g_pending.load() == 1;
+      }
+      g_parked.store(false);
+      continue;
+    }
+    const uint64_t wait = wall_wait(next - cpu, share);
     timespec ts{static_cast<time_t>(wait / 1000000000ull), static_cast<long>(wait % 1000000000ull)};
     nanosleep(&ts, nullptr);
   }
@@ -198,7 +258,12 @@ void JitState::on_samples(lua_State* L, int samples, int vmstate) {
   walk(L, scratch);
   lua_settop(L, top);
   scratch.insert(scratch.begin(), vm_frame[vm_index(vmstate)]);
-  const uint64_t k = samples > 0 ? static_cast<uint64_t>(samples) : 1;
+  // The callback came: the timer may signal again (woken if parked), and
+  // the periods it counted without a signal belong to this sample.
+  g_pending.store(0);
+  if (g_parked.load()) futex_wake(g_pending);
+  const uint64_t k = (samples > 0 ? static_cast<uint64_t>(samples) : 1) +
+                     g_extra.exchange(0, std::memory_order_relaxed);
   s->tree.add(path_node(scratch), s->col_samples, k);
   s->acct.samples += k;
   ++s->acct.sample_events;
@@ -238,6 +303,8 @@ bool JitState::start_sampler(std::string& err) {
   ours = g_lj_action;
   ours.sa_handler = on_sigprof;
   g_owed.store(0);
+  g_pending.store(0);
+  g_extra.store(0);
   sigaction(SIGPROF, &ours, nullptr);
   sigset_t set;
   sigemptyset(&set);
