@@ -148,24 +148,29 @@ void timer_main(JitState* j) {
   uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();
   uint64_t next = cpu0 + period;
   bool parked = false;  // the last wait was a park that timed out (the callback did not come)
+  bool resent = false;  // the pending signal was sent again once
   while (!j->timer_stop.load(std::memory_order_relaxed)) {
     const uint64_t cpu = thread_cpu_ns(j->cpu_clock), wall = now_ns();
-    bool waiting = false;  // a signal is pending and this wake-up sent none
+    bool waiting = false;  // a signal is pending: park after this wake-up
     if (cpu >= next) {
       // Every period that ended is owed, so a late wake-up loses none: the
       // handler counts them all, and the sample weighs that many.
       const uint64_t k = (cpu - next) / period + 1;
       next += k * period;
-      // A signal when none is pending; and again after a park timed out,
-      // in case LuaJIT dropped the last one (its handler sets no hook
-      // inside a GC finalizer or VM event hook: the hook would never come).
-      if (g_pending.exchange(1) == 0 || parked) {
+      // A signal when none is pending. Sent again a period later, and after
+      // each park that timed out, in case LuaJIT dropped it: its handler
+      // sets no hook while its VM-event hook runs (our callback, until
+      // LuaJIT's profile hook returns) or a GC finalizer does, and then the
+      // callback would never come. A signal LuaJIT took only adds to its count.
+      const bool fresh = g_pending.exchange(1) == 0;
+      waiting = !fresh;
+      if (fresh || !resent || parked) {
+        resent = !fresh;
         g_owed.fetch_add(k, std::memory_order_relaxed);
         pthread_kill(j->lua_thread, SIGPROF);
         j->signals.fetch_add(1, std::memory_order_relaxed);
       } else {
         g_extra.fetch_add(k, std::memory_order_relaxed);
-        waiting = true;
       }
     }
     const double share =
@@ -173,8 +178,8 @@ void timer_main(JitState* j) {
     cpu0 = cpu;
     wall0 = wall;
     // A whole period passed and the callback has not come (a stretch with
-    // no profile check): wait for it rather than wake every period, at
-    // most 16 periods of the clock at the thread's share.
+    // no profile check, e.g. a loop in `f` mode): wait for it rather than
+    // wake every period, at most 16 periods of the clock at the thread's share.
     parked = false;
     if (waiting) {
       g_parked.store(true);
