@@ -95,6 +95,26 @@ std::atomic<uint32_t> g_pending{0};
 std::atomic<uint64_t> g_extra{0};
 std::atomic<bool> g_parked{false};
 
+// The end of the first period not yet counted, on the sampled clock, and
+// the period. Periods are taken by whoever sees them end first: the timer
+// at a wake-up, or the callback, which reads the clock itself, so the
+// periods that ended while the timer was parked count for this sample
+// (they were spent before it), not for the next. Contract: the timer and
+// the Lua thread's callback race on g_next; take_periods advances it by
+// compare-and-swap, so each period is taken once.
+std::atomic<uint64_t> g_next{0};
+uint64_t g_period = 1;
+
+/// Periods of the clock ended by `now` and not yet counted, now counted.
+uint64_t take_periods(uint64_t now) {
+  uint64_t n = g_next.load();
+  while (now >= n) {
+    const uint64_t k = (now - n) / g_period + 1;
+    if (g_next.compare_exchange_weak(n, n + k * g_period)) return k;
+  }
+  return 0;
+}
+
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
@@ -144,19 +164,16 @@ uint64_t wall_wait(uint64_t left, double share) {
 
 void timer_main(JitState* j) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
-  const uint64_t period = static_cast<uint64_t>(1e9 / j->s->opt.hz);
+  const uint64_t period = g_period;
   uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();
-  uint64_t next = cpu0 + period;
   bool parked = false;  // the last wait was a park that timed out (the callback did not come)
   bool resent = false;  // the pending signal was sent again once
   while (!j->timer_stop.load(std::memory_order_relaxed)) {
     const uint64_t cpu = thread_cpu_ns(j->cpu_clock), wall = now_ns();
     bool waiting = false;  // a signal is pending: park after this wake-up
-    if (cpu >= next) {
-      // Every period that ended is owed, so a late wake-up loses none: the
-      // handler counts them all, and the sample weighs that many.
-      const uint64_t k = (cpu - next) / period + 1;
-      next += k * period;
+    // Every period that ended is owed, so a late wake-up loses none: the
+    // handler counts them all, and the sample weighs that many.
+    if (const uint64_t k = take_periods(cpu)) {
       // A signal when none is pending. Sent again a period later, and after
       // each park that timed out, in case LuaJIT dropped it: its handler
       // sets no hook while its VM-event hook runs (our callback, until
@@ -190,7 +207,8 @@ void timer_main(JitState* j) {
       g_parked.store(false);
       continue;
     }
-    const uint64_t wait = wall_wait(next - cpu, share);
+    const uint64_t next = g_next.load();
+    const uint64_t wait = wall_wait(next > cpu ? next - cpu : 0, share);
     timespec ts{static_cast<time_t>(wait / 1000000000ull), static_cast<long>(wait % 1000000000ull)};
     nanosleep(&ts, nullptr);
   }
@@ -263,12 +281,14 @@ void JitState::on_samples(lua_State* L, int samples, int vmstate) {
   walk(L, scratch);
   lua_settop(L, top);
   scratch.insert(scratch.begin(), vm_frame[vm_index(vmstate)]);
-  // The callback came: the timer may signal again (woken if parked), and
-  // the periods it counted without a signal belong to this sample.
-  g_pending.store(0);
-  if (g_parked.load()) futex_wake(g_pending);
-  const uint64_t k = (samples > 0 ? static_cast<uint64_t>(samples) : 1) +
-                     g_extra.exchange(0, std::memory_order_relaxed);
+  // The sample weighs the periods LuaJIT counted (the signals), those the
+  // timer counted without a signal while the hook was pending, and those
+  // that ended since, up to now (taken here, so that a timer woken below
+  // finds the current period unfinished).
+  uint64_t k = (samples > 0 ? static_cast<uint64_t>(samples) : 0) +
+               g_extra.exchange(0, std::memory_order_relaxed) +
+               take_periods(thread_cpu_ns(cpu_clock));
+  if (k == 0) k = 1;
   s->tree.add(path_node(scratch), s->col_samples, k);
   s->acct.samples += k;
   ++s->acct.sample_events;
@@ -276,6 +296,10 @@ void JitState::on_samples(lua_State* L, int samples, int vmstate) {
   const uint64_t dt = now_ns() - t0;
   s->acct.hook_ns += dt;
   last_ns += dt;  // not charged to the traced frames (mode both)
+  // Last: the timer may signal again (woken if parked). A signal that came
+  // before LuaJIT's hook returns would be dropped (see timer_main).
+  g_pending.store(0);
+  if (g_parked.load()) futex_wake(g_pending);
 }
 
 bool JitState::start_sampler(std::string& err) {
@@ -310,6 +334,8 @@ bool JitState::start_sampler(std::string& err) {
   g_owed.store(0);
   g_pending.store(0);
   g_extra.store(0);
+  g_period = static_cast<uint64_t>(1e9 / s->opt.hz);
+  g_next.store(thread_cpu_ns(cpu_clock) + g_period);
   sigaction(SIGPROF, &ours, nullptr);
   sigset_t set;
   sigemptyset(&set);
