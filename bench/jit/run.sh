@@ -45,11 +45,14 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 median() { grep "^$1 " "$TMP/all" | awk -v c="$2" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# The fastest run too: the neighbours' load only ever adds time.
+least() { grep "^$1 " "$TMP/all" | awk '{print $2}' | sort -n | head -1; }
 P=$(median plain 2)
 for k in $KINDS; do
   M=$(median "$k" 2)
-  echo "$k: median $M s CPU over $ROUNDS runs ($(echo "$M $P" | awk '{printf "%.3f", $1/$2}')x plain; median of per-round ratios $(median "$k" 3)x)"
+  echo "$k: median $M s CPU over $ROUNDS runs ($(echo "$M $P" | awk '{printf "%.3f", $1/$2}')x plain; median of per-round ratios $(median "$k" 3)x; fastest $(least "$k") s, $(echo "$(least "$k") $(least plain)" | awk '{printf "%.3f", $1/$2}')x the fastest plain)"
 done
+[ -n "${KEEP:-}" ] && cp "$TMP/all" "$KEEP"  # every run: kind, CPU s, ratio to the round's plain
 # Samples per ms of CPU: luaflame's summary, and jit.profile at i1 (jp_rate.lua).
 "$JIT" --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua" 2>&1 >/dev/null | grep 'Hz delivered' |
   sed 's/.*(\([0-9]*\) events, \([0-9]*\) asked, \([0-9]*\) recorded over \([0-9.]*\) s.*/luaflame: \1 events, \3 samples recorded, \2 asked: /' |
