@@ -15,8 +15,9 @@
 // `-jp=i1` delivers about 0.25 samples per ms), and goes to any thread of
 // the process. Here LuaJIT's timer is given an interval it never reaches,
 // and a thread of ours watches the Lua thread's CPU clock (as the 5.4
-// sampler does) and sends SIGPROF to the Lua thread with pthread_kill each
-// period: LuaJIT's own SIGPROF handler takes it as one of its samples.
+// sampler does) and sends SIGPROF to the Lua thread with pthread_kill when
+// a period ends and no sample is pending (see g_pending): LuaJIT's own
+// SIGPROF handler takes it as one of its samples.
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/prctl.h>
