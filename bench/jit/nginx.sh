@@ -6,7 +6,9 @@
 # from /proc/PID/stat): on a shared machine ab's requests per second of wall
 # time move by +-30% with the neighbours' load, the workers' CPU per request
 # does not. ab's wall-clock rate is printed too.
-# Usage: [HZ=999] [FLUSH=1] bench/jit/nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]  (FLUSH: flush_interval, s)
+# With BEFORE=OTHER_BUILD_DIR, a third setting: the collector module built
+# there, in the same rounds ("before"), for a side-by-side comparison.
+# Usage: [HZ=999] [FLUSH=1] [BEFORE=DIR] bench/jit/nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]  (FLUSH: flush_interval, s)
 set -u
 BUILD=$(realpath "${1:?usage: nginx.sh BUILD_DIR [ROUNDS] [REQUESTS]}") ROUNDS=${2:-5} REQS=${3:-30000}
 CONF=$(cd "$(dirname "$0")/../../tests/nginx" && pwd)
@@ -21,11 +23,11 @@ worker_ticks() {  # utime + stime of the workers, in clock ticks
   for p in $(pgrep -P "$npid"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
   echo "$t"
 }
-run() {  # PROFILE -> requests per CPU second of the workers, ab's requests per second
-  local nport=$((20000 + RANDOM % 40000)) user=""
+run() {  # PROFILE [MODULE_BUILD] -> requests per CPU second of the workers, ab's requests per second
+  local mod=${2:-$BUILD} nport=$((20000 + RANDOM % 40000)) user=""
   [ "$(id -u)" = 0 ] && user="user root;"
   mkdir -p "$tmp/ngx"
-  sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$BUILD/collector/jit#g" \
+  sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$mod/collector/jit#g" \
       -e "s#@PROFILE@#${1%%:*}#g" -e "s#@HZ@#${HZ:-999}#g" -e "s#@SERVER@#http://127.0.0.1:$port#g" -e "s#@PORT@#$nport#g" \
       -e "s#@USER@#$user#g" -e "s#flush_interval = 1#flush_interval = ${FLUSH:-1}#" \
       "$CONF/nginx.conf.in" >"$tmp/ngx/nginx.conf"
@@ -41,8 +43,13 @@ run() {  # PROFILE -> requests per CPU second of the workers, ab's requests per 
 for r in $(seq "$ROUNDS"); do
   echo "off $(run off)" >>"$tmp/all"
   echo "on $(run on)" >>"$tmp/all"
+  [ -n "${BEFORE:-}" ] && echo "before $(run on "$(realpath "$BEFORE")")" >>"$tmp/all"
 done
 median() { grep "^$1 " "$tmp/all" | awk '{print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 off=$(median off) on=$(median on)
 echo "nginx (2 workers, ab -n $REQS -c 4, $ROUNDS rounds, interleaved): off $off, on $on requests per worker CPU second (medians): $(echo "$on $off" | awk '{printf "%.1f%%", ($2-$1)/$2*100}') drop"
+if [ -n "${BEFORE:-}" ]; then
+  before=$(median before)
+  echo "before (module from $BEFORE): $before requests per worker CPU second: $(echo "$before $off" | awk '{printf "%.1f%%", ($2-$1)/$2*100}') drop"
+fi
 echo "all rounds: $(tr '\n' ' ' <"$tmp/all")"
