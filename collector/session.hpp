@@ -114,7 +114,7 @@ class Session {
   std::atomic<bool> alloc_pending{false};  ///< the allocator armed: take_alloc at the hook
   Sampler sampler;
   StackWalker walker{coroutines, frames, tree, opt.lines, ci_walk_ok};
-  Sampling sampling{sampler, hooks, walker, tree, col_samples, acct, tracer, opt, *this};
+  Sampling sampling{sampler, hooks, walker, tree, col_samples, acct, tracer, opt};
   /// From the handler (sampler.cpp): the parts handed straight to it.
   void on_sample_signal() { Sampling::on_signal(sampler, hooks, coroutines, layout, ci_walk_ok); }
 
