@@ -138,9 +138,6 @@ class Session {
   // ---- output: the files (output.hpp), the server (streamer.hpp) ----
   Output output{opt, metrics, tree, names};
   std::unique_ptr<Streamer> streamer;
-  /// The LuaJIT session's calls (jit/jsession.cpp), forwarded.
-  void write_outputs(Summary& sum) { output.write(sum); }
-  std::string folded_text(int col) const { return output.folded_text(col); }
 };
 
 /// Print the whole summary when the session ends at exit or lua_close (the runner sets it).
