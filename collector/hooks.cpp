@@ -163,23 +163,11 @@ void set_hook_after_stop(lua_Hook h, int mask, int count) {
   g_after_count = count;
 }
 
-// lf_hook itself (the hot path: Tracer::trace_fast) is in tracer.cpp.
+// lf_hook itself (the hot path: Tracer::trace_fast) and its slow path
+// (Session::hook) are in tracer.cpp.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar) {
   lua_sethook(L, g_after_hook, g_after_mask, g_after_count);
   if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
-}
-
-// lf_hook's slow path: the tracer's event (call and return events; the
-// count event is the one-shot's), then what an armed thread or a chained
-// hook needs. The signal handler may arm while the tracer works: the fence
-// keeps the read of the armed state after that work, so such a sample is
-// taken at this event.
-void Session::hook(lua_State* L, lua_Debug* ar) {
-  ++acct.hook_calls;
-  const int ev = ar->event;
-  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) tracer.event(L, ar);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
 }
 
 // What a hook event does besides tracing: a sample or allocations pending

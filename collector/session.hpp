@@ -14,8 +14,8 @@
 // a fixed offset from the session, no pointer to follow), with the
 // configuration they share, and wires the events that cross them: start
 // and stop (session.cpp), a coroutine switch (on_resume/on_return), the
-// signal (on_sample_signal) and the hook (lf_hook in tracer.cpp, its slow
-// path Session::hook in hooks.cpp).
+// signal (on_sample_signal) and the hook (lf_hook and its slow path
+// Session::hook in tracer.cpp, hook_rest in hooks.cpp).
 //
 // Threads: the Lua thread runs hooks, wrappers and the signal handler (the
 // kernel timers deliver the signal to it); the sampler's fallback thread,
@@ -104,7 +104,7 @@ class Session {
   void adopt_program_hook(lua_State* L, lua_State* T);
   void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
   /// Every event lf_hook's fast path (Tracer::trace_fast) leaves: the
-  /// tracer's event, then hook_rest (hooks.cpp).
+  /// tracer's event, then hook_rest (tracer.cpp, with lf_hook).
   void hook(lua_State* L, lua_Debug* ar);
   void hook_rest(lua_State* L, lua_Debug* ar,
                  int ev);  ///< armed thread or chained hook (lf_hook's slow part)

@@ -275,7 +275,7 @@ inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   st.push_back({node, ci, v});
 }
 
-void Tracer::event(lua_State* L, lua_Debug* ar) {
+inline void Tracer::event(lua_State* L, lua_Debug* ar) {
   const uint64_t t0 = tclock.now();
   Shadow* sh = last_sh;
   if (__builtin_expect(sh != nullptr, 1)) {
@@ -383,7 +383,7 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
 
 // The hook on every profiled thread: the common trace event inline, the
 // rest (a first sighting, an unwind, a coroutine switch, an armed thread,
-// a chained hook, after stop) in Session::hook (hooks.cpp).
+// a chained hook, after stop) in Session::hook.
 void lf_hook(lua_State* L, lua_Debug* ar) {
   Session* s = g_session.load(std::memory_order_relaxed);
   if (__builtin_expect(s != nullptr, 1)) {
@@ -392,6 +392,18 @@ void lf_hook(lua_State* L, lua_Debug* ar) {
     return;
   }
   lf_hook_after_stop(L, ar);
+}
+
+// lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
+// return events; the count event is the one-shot's), then what an armed thread or a chained hook
+// needs. The signal handler may arm while the tracer works: the fence keeps the read of the armed
+// state after that work, so such a sample is taken at this event.
+void Session::hook(lua_State* L, lua_Debug* ar) {
+  ++acct.hook_calls;
+  const int ev = ar->event;
+  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) tracer.event(L, ar);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
 }
 
 // Both mode: where a sample falls, the tracer already has the stack. The

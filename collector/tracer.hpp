@@ -149,8 +149,9 @@ class Tracer {
   /// reaches them at a fixed offset from the session: no reference to
   /// follow on the hottest path (its cost is counted with callgrind).
   inline bool trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks, Accounting& acct);
-  /// Any call or return event (the hook's slow path, Session::hook).
-  void event(lua_State* L, lua_Debug* ar);
+  /// Any call or return event (the hook's slow path: inlined in
+  /// Session::hook, tracer.cpp).
+  inline void event(lua_State* L, lua_Debug* ar);
   /// The time since the last event charged now (a switch, stop, a folded text).
   void charge_now();
   /// L resumed co: co's stack hung under L's top frame, co's the last event's.
