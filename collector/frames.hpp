@@ -83,6 +83,13 @@ class FrameTable {
       sources_;  ///< lines of each source read
 };
 
+/// The name a function's definition gives it, from the text of the line it
+/// starts on: "local function f (", "function M.f(", "function o:m(",
+/// "f = function(", "M.f = function(", "['f'] = function(" -> f, M.f, o:m,
+/// M.f, f. A line-level scan: comments and strings are not told apart (as
+/// the regular expressions it replaced did not). "" when the line names none.
+std::string name_on_line(const std::string& text);
+
 /// Finds a name for the function at stack index `fidx` in package.loaded
 /// ("string.gsub", "print") or one level into global tables ("Parser.parse").
 /// Returns "" when none. Visits at most `budget` table entries.

@@ -163,7 +163,8 @@ void set_hook_after_stop(lua_Hook h, int mask, int count) {
   g_after_count = count;
 }
 
-// lf_hook itself (the hot path) is in tracer.cpp.
+// lf_hook itself (the hot path: Tracer::trace_fast) and its slow path
+// (Session::hook) are in tracer.cpp.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar) {
   lua_sethook(L, g_after_hook, g_after_mask, g_after_count);
   if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
@@ -204,9 +205,7 @@ void Session::install_thread_hook(lua_State* L, lua_State* co) {
   if (opt.trace) {
     if (h != lf_hook || lua_gethookmask(co) != hooks.thread_mask(co)) {
       lua_sethook(co, lf_hook, hooks.thread_mask(co), hooks.chained_for(co).count);
-      Shadow& sh = tracer.shadows[co];
-      sh.stack.clear();
-      seed_shadow(co, sh, L);
+      tracer.hooked(co, L);
     }
   } else if (h == lf_hook) {
     // Inherited from a thread that was armed when it created this one.
@@ -217,7 +216,7 @@ void Session::install_thread_hook(lua_State* L, lua_State* co) {
 
 void Session::adopt_program_hook(lua_State* L, lua_State* T) {
   if (!hooks.adopt(T)) return;
-  tracer.trace_fast_ok = false;  // every event may have to be forwarded
+  tracer.fast_off();  // every event may have to be forwarded
   if (T != start_L && T != main_L) {
     // Remembered weakly, to give it its hook back at stop if it lives.
     lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);

@@ -86,20 +86,20 @@ OutTree snapshot(const Tree& t, const FrameNames& f,
   // kept, the copy below is straight), or the cheapest first within the budget.
   std::vector<char> keep;
   if (budget && n > 1) {
-    std::vector<uint64_t> plen(n, 0);
+    // Each node's path length and cost, computed once: up to the budget
+    // first, then (over it) the rest, for the cut.
+    std::vector<uint64_t> plen(n, 0), c(n, 0);
+    auto measure = [&](uint32_t i) {
+      const uint32_t p = t.parent(i);
+      const std::string_view name = o.names[frame_of(i)];
+      plen[i] = plen[p] + (p ? 1 : 0) + name.size();
+      return c[i] = cost(plen[i], name);
+    };
     uint64_t total = 0;
-    for (uint32_t i = 1; i < n && total <= budget; ++i) {
-      uint32_t p = t.parent(i);
-      plen[i] = plen[p] + (p ? 1 : 0) + o.names[frame_of(i)].size();
-      total += cost(plen[i], o.names[frame_of(i)]);
-    }
+    uint32_t measured = 1;  // nodes [1, measured) have plen and c
+    for (; measured < n && total <= budget; ++measured) total += measure(measured);
     if (total > budget) {
-      std::vector<uint64_t> c(n, 0);
-      for (uint32_t i = 1; i < n; ++i) {
-        uint32_t p = t.parent(i);
-        plen[i] = plen[p] + (p ? 1 : 0) + o.names[frame_of(i)].size();
-        c[i] = cost(plen[i], o.names[frame_of(i)]);
-      }
+      for (; measured < n; ++measured) measure(measured);
       keep.assign(n, 1);
       std::vector<uint32_t> order(n - 1);
       for (uint32_t i = 1; i < n; ++i) order[i - 1] = i;

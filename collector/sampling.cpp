@@ -25,7 +25,7 @@ void Sampling::take(lua_State* L) {
     if (k == 0) continue;
     w -= k;
     uint32_t node = 0;
-    if (!session_.traced_node(L, n > 0 ? pos[i].L : L, n > 0 ? pos[i].ci : nullptr, node)) {
+    if (!tracer_.traced_node(L, n > 0 ? pos[i].L : L, n > 0 ? pos[i].ci : nullptr, node)) {
       bool ok = n > 0 && walker_.node(L, node, pos[i].L, pos[i].ci);
       if (!ok) {
         if (n > 0) acct_.samples_moved += k;

@@ -46,20 +46,19 @@ extern "C" {
 
 namespace lfc {
 
-class Session;
 class StackWalker;
+class Tracer;
 class Tree;
 struct Accounting;
 struct Options;
-struct Tracer;
 
 class Sampling {
  public:
-  /// The parts the hook's side reads and writes; `session` for the
-  /// tracer's node lookup in both mode (Session::traced_node, tracer.cpp).
+  /// The parts the hook's side reads and writes; `tracer` for its clock
+  /// and, in both mode, the sample's node from its shadow stack
+  /// (Tracer::traced_node).
   Sampling(Sampler& sampler, HookChain& hooks, StackWalker& walker, Tree& tree,
-           const int& col_samples, Accounting& acct, Tracer& tracer, const Options& opt,
-           Session& session)
+           const int& col_samples, Accounting& acct, Tracer& tracer, const Options& opt)
       : sampler_(sampler),
         hooks_(hooks),
         walker_(walker),
@@ -67,8 +66,7 @@ class Sampling {
         col_samples_(col_samples),
         acct_(acct),
         tracer_(tracer),
-        opt_(opt),
-        session_(session) {}
+        opt_(opt) {}
 
   /// The handler's side (see the contract above): the periods due, then
   /// (outside a critical section) the position and the arm; inside one, the
@@ -116,7 +114,6 @@ class Sampling {
   Accounting& acct_;
   Tracer& tracer_;
   const Options& opt_;
-  Session& session_;
 };
 
 }  // namespace lfc

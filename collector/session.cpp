@@ -39,27 +39,14 @@ void Session::on_resume(lua_State* L, lua_State* co) {
   hooks.begin_critical();
   coroutines.enter(co, hooks);
   install_thread_hook(L, co);
-  if (opt.trace) {
-    charge_now();
-    Shadow& parent = tracer.shadows[L];
-    Shadow& sh = tracer.shadows[co];
-    if (sh.root != parent.top()) reroot(sh, parent.top());
-    tracer.last_L = co;
-    tracer.last_sh = &sh;
-  }
+  if (opt.trace) tracer.resumed(L, co);
   hooks.end_critical();
 }
 
 void Session::on_return(lua_State* L, lua_State* co) {
   hooks.begin_critical();
   coroutines.leave(L, co, hooks);
-  if (opt.trace) {
-    charge_now();
-    tracer.last_L = L;
-    tracer.last_sh = &tracer.shadows[L];
-    if (lua_status(co) != LUA_YIELD)
-      tracer.shadows.erase(co);  // finished or failed: its stack is gone
-  }
+  if (opt.trace) tracer.returned(L, co);
   hooks.end_critical();
 }
 
@@ -130,15 +117,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   if (s->opt.trace) {
     if (!s->ci_walk_ok)
       return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
-    Shadow& sh = s->tracer.shadows[L];
-    s->seed_shadow(L, sh, L);
-    s->tracer.last_L = L;
-    s->tracer.last_sh = &sh;
-    s->tracer.tclock.init();
-    s->tracer.call_cache.resize(std::size_t{1} << CallCache::kBits);
-    s->tracer.trace_fast_ok = s->tracer.tclock.tsc &&
-                              !s->hooks.start_hook().hook;  // else every event takes Session::hook
-    s->tracer.last_tick = s->tracer.tclock.now();
+    s->tracer.start(L, !s->hooks.start_hook().hook);  // a hook to forward: the slow path
   }
   g_session.store(s.get());  // the allocator wrapper finds it there
   if (s->opt.alloc && !s->start_alloc(err)) {
@@ -177,7 +156,7 @@ Summary stop(lua_State* L) {
     s->hooks.disarm();
     s->hooks.end_critical_stopped();
     if (s->opt.trace) {
-      s->charge_now();
+      s->tracer.charge_now();
       s->restore_program_hooks(L);  // hooks.cpp
     }
     restore_coroutine_wrappers(L);
@@ -268,7 +247,7 @@ bool folded(const std::string& metric, std::string& out, std::string& err) {
       return false;
     }
   }
-  if (s->opt.trace) s->charge_now();
+  if (s->opt.trace) s->tracer.charge_now();
   out = s->output.folded_text(col);
   return true;
 }

@@ -6,15 +6,16 @@
 //   - Sampler (sampler.hpp): the signal, the timers, owed periods, positions;
 //   - Sampling (sampling.hpp): the handler's side of a sample and the
 //     sample the armed hook takes; StackWalker (stackwalk.hpp): the walk;
-//   - Tracer (tracer.hpp): shadow stacks, clock, call cache (its events are
-//     the session's, tracer.cpp); AllocState (alloc.hpp): the allocator;
+//   - Tracer (tracer.hpp, tracer.cpp): shadow stacks, clock, call cache and
+//     the trace events; AllocState (alloc.hpp): the allocator;
 //   - Output (output.hpp), Streamer (streamer.hpp): the files, the server;
 //   - Accounting (below): the summary's counts.
 // The session holds them by value (the hook and the handler reach each at
 // a fixed offset from the session, no pointer to follow), with the
 // configuration they share, and wires the events that cross them: start
 // and stop (session.cpp), a coroutine switch (on_resume/on_return), the
-// signal (on_sample_signal) and the hook (hooks.cpp, tracer.cpp).
+// signal (on_sample_signal) and the hook (lf_hook and its slow path
+// Session::hook in tracer.cpp, hook_rest in hooks.cpp).
 //
 // Threads: the Lua thread runs hooks, wrappers and the signal handler (the
 // kernel timers deliver the signal to it); the sampler's fallback thread,
@@ -78,8 +79,9 @@ class Session {
   // ---- configuration ----
   Options opt;
   std::vector<std::string> metrics;
-  int col_samples = -1, col_time = -1, col_calls = -1;
-  int col_abytes = -1, col_acount = -1, col_live = -1;
+  /// The tree's column of each metric, -1 when not recorded.
+  const int col_samples, col_time, col_calls;
+  const int col_abytes, col_acount, col_live;
   FrameNames names;
   SourceFiles source_files;  ///< option `sources`: files of the profiled functions
   FrameTable frames{names};
@@ -103,6 +105,9 @@ class Session {
   /// chained, luaflame's goes back (hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
   void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
+  /// Every event lf_hook's fast path (Tracer::trace_fast) leaves: the
+  /// tracer's event, then hook_rest (tracer.cpp, with lf_hook).
+  void hook(lua_State* L, lua_Debug* ar);
   void hook_rest(lua_State* L, lua_Debug* ar,
                  int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
@@ -111,26 +116,12 @@ class Session {
   std::atomic<bool> alloc_pending{false};  ///< the allocator armed: take_alloc at the hook
   Sampler sampler;
   StackWalker walker{coroutines, frames, tree, opt.lines, ci_walk_ok};
-  Sampling sampling{sampler, hooks, walker, tree, col_samples, acct, tracer, opt, *this};
+  Sampling sampling{sampler, hooks, walker, tree, col_samples, acct, tracer, opt};
   /// From the handler (sampler.cpp): the parts handed straight to it.
   void on_sample_signal() { Sampling::on_signal(sampler, hooks, coroutines, layout, ci_walk_ok); }
 
-  // ---- tracer: its state in Tracer (tracer.hpp), its events here (tracer.cpp) ----
-  Tracer tracer;
-  uint32_t frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
-                          const void* check);
-  uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
-  inline void trace_event(lua_State* L, lua_Debug* ar);  ///< tracer.cpp, inlined in lf_hook
-  inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
-  /// The common event, or false having done nothing (inlined in lf_hook).
-  inline bool trace_fast(lua_State* L, lua_Debug* ar);
-  void hook(lua_State* L, lua_Debug* ar);  ///< every other event (lf_hook's slow path)
-  void seed_shadow(lua_State* T, Shadow& sh,
-                   lua_State* via);  ///< `via`: the running thread (API calls)
-  void reroot(Shadow& sh, uint32_t root);
-  /// Both mode: a sample's node from the shadow stack, no walk (tracer.cpp).
-  bool traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node);
-  void charge_now();
+  // ---- tracer: its state and events (tracer.hpp) ----
+  Tracer tracer{tree, frames, acct, alloc, opt, layout, ci_walk_ok, col_time, col_calls};
 
   // ---- allocation profiler (alloc.cpp) ----
   std::unique_ptr<AllocState> alloc;
@@ -149,9 +140,6 @@ class Session {
   // ---- output: the files (output.hpp), the server (streamer.hpp) ----
   Output output{opt, metrics, tree, names};
   std::unique_ptr<Streamer> streamer;
-  /// The LuaJIT session's calls (jit/jsession.cpp), forwarded.
-  void write_outputs(Summary& sum) { output.write(sum); }
-  std::string folded_text(int col) const { return output.folded_text(col); }
 };
 
 /// Print the whole summary when the session ends at exit or lua_close (the runner sets it).

@@ -25,29 +25,30 @@ uint64_t unix_now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+namespace {
+
+// The tree's column of metric `m`, or -1.
+int column(const std::vector<std::string>& metrics, const char* m) {
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    if (metrics[i] == m) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
 Session::Session(lua_State* L, const Options& o)
     : opt(o),
       metrics(metrics_of(o)),
+      col_samples(column(metrics, "samples")),
+      col_time(column(metrics, "time")),
+      col_calls(column(metrics, "calls")),
+      col_abytes(column(metrics, "alloc_bytes")),
+      col_acount(column(metrics, "alloc_count")),
+      col_live(column(metrics, "live_bytes")),
       tree(static_cast<int>(metrics.size())),
       start_L(L),
       main_L(L) {
   if (opt.sources && !opt.server.empty()) frames.sources = &source_files;
-  for (std::size_t i = 0; i < metrics.size(); ++i) {
-    const std::string& m = metrics[i];
-    const int c = static_cast<int>(i);
-    if (m == "samples")
-      col_samples = c;
-    else if (m == "time")
-      col_time = c;
-    else if (m == "calls")
-      col_calls = c;
-    else if (m == "alloc_bytes")
-      col_abytes = c;
-    else if (m == "alloc_count")
-      col_acount = c;
-    else if (m == "live_bytes")
-      col_live = c;
-  }
   tree.overflow_frame = frames.named("[luaflame] too many stacks");
 }
 

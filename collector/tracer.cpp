@@ -10,8 +10,7 @@
 //  - coroutines: every thread has its own shadow stack, hung under the frame
 //    that resumed it; time while suspended goes to whatever runs instead.
 // The collector's own time in the hook is measured and not charged.
-// The state between events is Tracer's (tracer.hpp); the events, which
-// charge the session's tree, are Session's, here.
+// Tracer's state and events (tracer.hpp), and lf_hook, the hook itself.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -87,19 +86,19 @@ void TraceClock::init() {
                                4294967296.0);
 }
 
-void Session::charge_now() {
-  if (!tracer.last_sh || col_time < 0) return;
-  uint64_t now = tracer.tclock.now();
-  if (now > tracer.last_tick)
-    tree.add(tracer.last_sh->top(), col_time,
-             tracer.tclock.to_ns(now - tracer.last_tick));  // cold path
-  tracer.last_tick = now;
+void Tracer::charge_now() {
+  if (!last_sh || col_time_ < 0) return;
+  uint64_t now = tclock.now();
+  if (now > last_tick)
+    tree_.add(last_sh->top(), col_time_,
+              tclock.to_ns(now - last_tick));  // cold path
+  last_tick = now;
 }
 
 // The child of `parent` for the function being called: through the call
 // cache when the layouts are known good, else lua_getinfo and the frame table.
-uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
-                              std::atomic<uint64_t>*& slots) {
+uint32_t Tracer::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
+                             std::atomic<uint64_t>*& slots) {
   // What naming allocates through the state is the collector's.
   struct Busy {
     AllocState* a;
@@ -110,73 +109,73 @@ uint32_t Session::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
     ~Busy() {
       if (a) a->busy = was;
     }
-  } busy(alloc.get());
+  } busy(alloc_.get());
   unsigned char tag = 0;
   const void* value = nullptr;
   const void* ident = nullptr;
   const void* check = nullptr;
-  if (ci_walk_ok) {
+  if (ci_walk_ok_) {
     func_of(ar->i_ci, tag, value);
-    if (tag == kTagLuaClosure && tracer.ident_lua >= 0) {
+    if (tag == kTagLuaClosure && ident_lua >= 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
-      if (tracer.ident_lua == 0) {
+      if (ident_lua == 0) {
         // Check the Proto layout against what lua_getinfo says.
         lua_getinfo(L, "S", ar);
         const void* src = at<const void*>(ident, kProtoSource);
         bool ok = at<int>(ident, kProtoLine) == ar->linedefined &&
                   at<int>(ident, kProtoLine + 4) == ar->lastlinedefined && src &&
                   static_cast<const char*>(src) + kTStringContents == ar->source;
-        tracer.ident_lua = ok ? 1 : -1;
+        ident_lua = ok ? 1 : -1;
         if (!ok) ident = nullptr;
       }
-    } else if ((tag == kTagLightC || tag == kTagCClosure) && tracer.ident_c >= 0) {
+    } else if ((tag == kTagLightC || tag == kTagCClosure) && ident_c >= 0) {
       ident = tag == kTagLightC ? value : at<const void*>(value, kClosureFn);
-      if (tracer.ident_c == 0) {
+      if (ident_c == 0) {
         lua_getinfo(L, "f", ar);
         bool ok = reinterpret_cast<const void*>(lua_tocfunction(L, -1)) == ident;
         lua_pop(L, 1);
-        tracer.ident_c = ok ? 1 : -1;
+        ident_c = ok ? 1 : -1;
         if (!ok) ident = nullptr;
       }
     }
   }
   if (ident) {
-    CallCache& c = tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)];
+    CallCache& c = call_cache[CallCache::slot(ident, parent, call_bits)];
     if (c.ident == ident && c.parent == parent && c.check == check && c.child) {
       slots = c.slots;
       return c.child;
     }
-    uint32_t node = tree.child(parent, frame_of_ident(L, ar, tag, ident, check));
-    slots = tree.slots(node);
+    uint32_t node = tree_.child(parent, frame_of_ident(L, ar, tag, ident, check));
+    slots = tree_.slots(node);
     c = CallCache{ident, check, parent, node, slots};
-    if (++tracer.call_misses > (tracer.call_cache.size() << 1)) tracer.grow_call_cache();
+    if (++call_misses > (call_cache.size() << 1)) grow_call_cache();
     return node;
   }
   lua_getinfo(L, "S", ar);
-  uint32_t node = tree.child(parent, frames.of(L, ar));
-  slots = tree.slots(node);
+  uint32_t node = tree_.child(parent, frames_.of(L, ar));
+  slots = tree_.slots(node);
   return node;
 }
 
 // A function's frame from its identity, else from lua_getinfo and the
 // frame table (which names it the first time). Same answer as the frame
 // table's: it keys Lua functions by source and line, C ones by address.
-uint32_t Session::frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
-                                 const void* check) {
+uint32_t Tracer::frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
+                                const void* check) {
   const bool lua_fn = tag == kTagLuaClosure;
   const void* source = lua_fn ? at<const void*>(ident, kProtoSource) : nullptr;
   const int line = lua_fn ? at<int>(ident, kProtoLine) : 0;
-  auto it = tracer.ident_frames.find(ident);
-  if (it != tracer.ident_frames.end() && it->second.check == check && it->second.source == source &&
+  auto it = ident_frames.find(ident);
+  if (it != ident_frames.end() && it->second.check == check && it->second.source == source &&
       it->second.line == line)
     return it->second.frame;
   lua_getinfo(L, "S", ar);
-  const uint32_t frame = frames.of(L, ar);
+  const uint32_t frame = frames_.of(L, ar);
   // Entries of functions since freed stay until their address is reused:
   // a program that makes functions without end gets a fresh map now and then.
-  if (tracer.ident_frames.size() >= (std::size_t{1} << 16)) tracer.ident_frames.clear();
-  tracer.ident_frames[ident] = Tracer::IdentFrame{check, source, line, frame};
+  if (ident_frames.size() >= (std::size_t{1} << 16)) ident_frames.clear();
+  ident_frames[ident] = IdentFrame{check, source, line, frame};
   return frame;
 }
 
@@ -243,7 +242,7 @@ void Tracer::measure_hook(uint64_t t0) {
 // A call: the child of the caller's node for the function being called,
 // straight from the call cache when the CallInfo's function is known
 // (a few loads, a multiply and a compare), else through callee_node.
-inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
+inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   auto& st = sh.stack;
   const uint32_t parent = st.empty() ? sh.root : st.back().node;
   const void* ci = ar->i_ci;
@@ -253,44 +252,43 @@ inline void Session::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   const void* ident = nullptr;
   const void* check = nullptr;
   if (tag == kTagLuaClosure) {
-    if (tracer.ident_lua > 0) {
+    if (ident_lua > 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
     }
   } else if (tag == kTagLightC) {
-    if (tracer.ident_c > 0) ident = value;
+    if (ident_c > 0) ident = value;
   } else if (tag == kTagCClosure) {
-    if (tracer.ident_c > 0) ident = at<const void*>(value, kClosureFn);
+    if (ident_c > 0) ident = at<const void*>(value, kClosureFn);
   }
   uint32_t node;
   std::atomic<uint64_t>* v;
-  const CallCache* c =
-      ident ? &tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)] : nullptr;
+  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent, call_bits)] : nullptr;
   if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
     node = c->child;
     v = c->slots;
   } else {
     node = callee_node(L, ar, parent, v);
   }
-  Tree::bump(v[col_calls], 1);
-  ++acct.calls;
+  Tree::bump(v[col_calls_], 1);
+  ++acct_.calls;
   st.push_back({node, ci, v});
 }
 
-inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
-  const uint64_t t0 = tracer.tclock.now();
-  Shadow* sh = tracer.last_sh;
+inline void Tracer::event(lua_State* L, lua_Debug* ar) {
+  const uint64_t t0 = tclock.now();
+  Shadow* sh = last_sh;
   if (__builtin_expect(sh != nullptr, 1)) {
-    if (t0 > tracer.last_tick) {
+    if (t0 > last_tick) {
       // The hook's own mean cost is taken off: it is the collector's time.
-      const uint64_t dt = t0 - tracer.last_tick;
+      const uint64_t dt = t0 - last_tick;
       std::atomic<uint64_t>* v = sh->top_slots();
-      if (!v) v = sh->root_slots = tree.slots(sh->root);
-      Tree::bump(v[col_time], tracer.tclock.to_ns(dt > tracer.hook_est ? dt - tracer.hook_est : 0));
+      if (!v) v = sh->root_slots = tree_.slots(sh->root);
+      Tree::bump(v[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
     }
-    if (L != tracer.last_L) sh = &tracer.shadows[L];
+    if (L != last_L) sh = &shadows[L];
   } else {
-    sh = &tracer.shadows[L];
+    sh = &shadows[L];
   }
   auto& st = sh->stack;
   const void* ci = ar->i_ci;
@@ -299,29 +297,33 @@ inline void Session::trace_event(lua_State* L, lua_Debug* ar) {
     if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
       st.pop_back();
     else
-      Tracer::unwind(st, ci, ev);
+      unwind(st, ci, ev);
   } else if (ev == LUA_HOOKCALL) {
-    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) Tracer::unwind(st, ci, ev);
+    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
     trace_call(L, ar, *sh);
   } else if (ev == LUA_HOOKTAILCALL) {
-    Tracer::unwind(st, ci, ev);
+    unwind(st, ci, ev);
     trace_call(L, ar, *sh);
   }
-  tracer.last_L = L;
-  tracer.last_sh = sh;
-  tracer.last_tick = t0;
-  if (__builtin_expect((++tracer.trace_events & kMeasureMask) == 1, 0)) tracer.measure_hook(t0);
+  last_L = L;
+  last_sh = sh;
+  last_tick = t0;
+  if (__builtin_expect((++trace_events & kMeasureMask) == 1, 0)) measure_hook(t0);
 }
 
 // The common event, with no call and no allocation: a return whose
 // CallInfo is the top frame's, or a call from the top frame (or a tail
-// call replacing it) of a function in the call cache. Anything else returns false having changed
-// nothing.
-inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
-  if (!tracer.trace_fast_ok || hooks.armed() || L != tracer.last_L || !tracer.last_sh) return false;
-  if (((tracer.trace_events + 1) & kMeasureMask) == 1)
+// call replacing it) of a function in the call cache. Anything else returns
+// false having changed nothing. The signal handler may arm the one-shot at
+// any instruction (hooks.armed(), written by the handler): an armed thread
+// takes the slow path, and an arm after the check leaves lua_sethook's
+// one-shot to take the sample at the next event (nothing here changes hooks).
+inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks,
+                               Accounting& acct) {
+  if (!trace_fast_ok || hooks.armed() || L != last_L || !last_sh) return false;
+  if (((trace_events + 1) & kMeasureMask) == 1)
     return false;  // hook_est is measured on the slow path
-  Shadow& sh = *tracer.last_sh;
+  Shadow& sh = *last_sh;
   Shadow::Stack& st = sh.stack;
   std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
   if (!top) return false;
@@ -347,34 +349,34 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
     func_of(ci, tag, value);
     const void* ident;
     const void* check = nullptr;
-    if (tag == kTagLuaClosure && tracer.ident_lua > 0) {
+    if (tag == kTagLuaClosure && ident_lua > 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
-    } else if (tag == kTagLightC && tracer.ident_c > 0) {
+    } else if (tag == kTagLightC && ident_c > 0) {
       ident = value;
-    } else if (tag == kTagCClosure && tracer.ident_c > 0) {
+    } else if (tag == kTagCClosure && ident_c > 0) {
       ident = at<const void*>(value, kClosureFn);
     } else {
       return false;
     }
-    c = &tracer.call_cache[CallCache::slot(ident, parent, tracer.call_bits)];
+    c = &call_cache[CallCache::slot(ident, parent, call_bits)];
     if (c->ident != ident || c->parent != parent || c->check != check) return false;
   }
   const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
-  if (t0 > tracer.last_tick) {
-    const uint64_t dt = t0 - tracer.last_tick;
-    Tree::bump(top[col_time], tracer.tclock.to_ns(dt > tracer.hook_est ? dt - tracer.hook_est : 0));
+  if (t0 > last_tick) {
+    const uint64_t dt = t0 - last_tick;
+    Tree::bump(top[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
   }
-  tracer.last_tick = t0;
+  last_tick = t0;
   if (c) {
     if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
-    Tree::bump(c->slots[col_calls], 1);
+    Tree::bump(c->slots[col_calls_], 1);
     ++acct.calls;
     st.push_fast({c->child, ci, c->slots});
   } else {
     st.pop_back();
   }
-  ++tracer.trace_events;
+  ++trace_events;
   ++acct.hook_calls;
   return true;
 }
@@ -385,17 +387,21 @@ inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) {
 void lf_hook(lua_State* L, lua_Debug* ar) {
   Session* s = g_session.load(std::memory_order_relaxed);
   if (__builtin_expect(s != nullptr, 1)) {
-    if (__builtin_expect(s->trace_fast(L, ar), 1)) return;
+    if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
     s->hook(L, ar);
     return;
   }
   lf_hook_after_stop(L, ar);
 }
 
+// lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
+// return events; the count event is the one-shot's), then what an armed thread or a chained hook
+// needs. The signal handler may arm while the tracer works: the fence keeps the read of the armed
+// state after that work, so such a sample is taken at this event.
 void Session::hook(lua_State* L, lua_Debug* ar) {
   ++acct.hook_calls;
   const int ev = ar->event;
-  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) trace_event(L, ar);
+  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) tracer.event(L, ar);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
 }
@@ -406,16 +412,16 @@ void Session::hook(lua_State* L, lua_Debug* ar) {
 // walk must decide: no trace, leaf lines asked, another thread, a frame
 // not (or no longer) on the stack, a stack deep enough that the walk's
 // depth limit might cut it. Lua thread, inside the hook (no event races).
-bool Session::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node) {
-  if (!opt.trace || opt.lines || T != L || !ci_walk_ok) return false;
+bool Tracer::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node) {
+  if (!opt_.trace || opt_.lines || T != L || !ci_walk_ok_) return false;
   if (!ci) {
-    if (!layout.state_ci_ok) return false;
+    if (!layout_.state_ci_ok) return false;
     ci = luaint::state_ci(L);
   }
-  Shadow* sh = L == tracer.last_L && tracer.last_sh ? tracer.last_sh : nullptr;
+  Shadow* sh = L == last_L && last_sh ? last_sh : nullptr;
   if (!sh) {
-    auto it = tracer.shadows.find(L);
-    if (it == tracer.shadows.end()) return false;
+    auto it = shadows.find(L);
+    if (it == shadows.end()) return false;
     sh = &it->second;
   }
   const long k = find_ci(sh->stack, ci);
@@ -424,7 +430,40 @@ bool Session::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& 
   return true;
 }
 
-void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
+void Tracer::start(lua_State* L, bool fast_ok) {
+  Shadow& sh = shadows[L];
+  seed_shadow(L, sh, L);
+  last_L = L;
+  last_sh = &sh;
+  tclock.init();
+  call_cache.resize(std::size_t{1} << CallCache::kBits);
+  trace_fast_ok = fast_ok && tclock.tsc;  // else every event takes Session::hook
+  last_tick = tclock.now();
+}
+
+void Tracer::resumed(lua_State* L, lua_State* co) {
+  charge_now();
+  Shadow& parent = shadows[L];
+  Shadow& sh = shadows[co];
+  if (sh.root != parent.top()) reroot(sh, parent.top());
+  last_L = co;
+  last_sh = &sh;
+}
+
+void Tracer::returned(lua_State* L, lua_State* co) {
+  charge_now();
+  last_L = L;
+  last_sh = &shadows[L];
+  if (lua_status(co) != LUA_YIELD) shadows.erase(co);  // finished or failed: its stack is gone
+}
+
+void Tracer::hooked(lua_State* co, lua_State* via) {
+  Shadow& sh = shadows[co];
+  sh.stack.clear();
+  seed_shadow(co, sh, via);
+}
+
+void Tracer::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
   struct Level {
     uint32_t frame;
     const void* ci;
@@ -433,25 +472,25 @@ void Session::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
   lua_Debug ar;
   for (int level = 0; lua_getstack(T, level, &ar); ++level) {
     lua_getinfo(via, "S", &ar);
-    levels.push_back({frames.of(via, &ar), ar.i_ci});
+    levels.push_back({frames_.of(via, &ar), ar.i_ci});
   }
   // The host's C entry at the bottom is not part of the program.
-  while (!levels.empty() && frames.is_c(levels.back().frame)) levels.pop_back();
+  while (!levels.empty() && frames_.is_c(levels.back().frame)) levels.pop_back();
   uint32_t node = sh.root;
   for (std::size_t i = levels.size(); i-- > 0;) {
-    node = tree.child(node, levels[i].frame);
-    sh.stack.push_back({node, levels[i].ci, tree.slots(node)});
+    node = tree_.child(node, levels[i].frame);
+    sh.stack.push_back({node, levels[i].ci, tree_.slots(node)});
   }
 }
 
-void Session::reroot(Shadow& sh, uint32_t root) {
+void Tracer::reroot(Shadow& sh, uint32_t root) {
   sh.root = root;
-  sh.root_slots = tree.slots(root);
+  sh.root_slots = tree_.slots(root);
   uint32_t node = root;
   for (auto& e : sh.stack) {
-    node = tree.child(node, tree.frame(e.node));
+    node = tree_.child(node, tree_.frame(e.node));
     e.node = node;
-    e.slots = tree.slots(node);
+    e.slots = tree_.slots(node);
   }
 }
 

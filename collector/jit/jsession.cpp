@@ -309,7 +309,7 @@ Summary stop(lua_State* L) {
   sum.frames = s.names.size();
   sum.memory_bytes = sizeof(JitState) + sizeof(Session) + s.tree.memory_bytes() +
                      s.frames.memory_bytes() + j->scratch.capacity() * 4;
-  s.write_outputs(sum);
+  s.output.write(sum);
   for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (sum.files_failed) g_output_failed = true;
   if (s.streamer) s.streamer->finish(sum);
@@ -321,7 +321,7 @@ void flush() {
   JitState* j = g_jit.load();
   if (!j) return;
   Summary written;
-  j->s->write_outputs(written);
+  j->s->output.write(written);
   for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (j->s->streamer) j->s->streamer->flush_now();
 }
@@ -343,7 +343,7 @@ bool folded(const std::string& metric, std::string& out, std::string& err) {
     }
   }
   if (s.opt.trace) j->charge_now();
-  out = s.folded_text(col);
+  out = s.output.folded_text(col);
   return true;
 }
 
