@@ -7,9 +7,10 @@
 // the resume chain.
 //
 // Threads: the Lua thread runs the profiler callback, the trace hook and
-// the coroutine wrappers; the timer thread only reads the Lua thread's CPU
-// clock and sends it SIGPROF (LuaJIT's own handler takes it, see
-// jsampler.cpp); the streamer thread only reads the tree.
+// the coroutine wrappers; the timer thread reads the Lua thread's CPU clock,
+// sends it SIGPROF when no sample is pending (LuaJIT's own handler takes it)
+// and otherwise counts the periods and waits for the callback (the contract
+// is in jsampler.cpp); the streamer thread only reads the tree.
 #pragma once
 
 #include <atomic>
