@@ -313,13 +313,14 @@ TEST_CASE("sample: a signal in luaflame's own hook goes to [luaflame] hook, not 
   // Two hooks per call of `tiny`: a good part of the run is luaflame's.
   CHECK(in_hooks >= 0.05 * total(samples));
   double leaf_hook = 0;
-  for (const auto& [stack, v] : samples) {
+  for (const auto& kv : samples) {
+    const std::string& stack = kv.first;  // not a structured binding: CAPTURE's lambda
     const auto at = stack.find(";[luaflame] hook");
     if (at == std::string::npos) continue;
     CAPTURE(stack);
     CHECK(at + std::strlen(";[luaflame] hook") == stack.size());  // a leaf
     CHECK(stack.find(";calls ") != std::string::npos);            // under the program's frames
-    leaf_hook += v;
+    leaf_hook += kv.second;
   }
   CHECK(leaf_hook == in_hooks);
   CHECK(lua.global("PROGRAM_HOOK_IN_HOOKS") == "0");
