@@ -312,17 +312,20 @@ TEST_CASE("sample: a signal in luaflame's own hook goes to [luaflame] hook, not 
   CAPTURE(lua.global("TOTAL"));
   // Two hooks per call of `tiny`: a good part of the run is luaflame's.
   CHECK(in_hooks >= 0.05 * total(samples));
-  double leaf_hook = 0;
+  double leaf_hook = 0, under_calls = 0;
   for (const auto& kv : samples) {
     const std::string& stack = kv.first;  // not a structured binding: CAPTURE's lambda
     const auto at = stack.find(";[luaflame] hook");
     if (at == std::string::npos) continue;
     CAPTURE(stack);
     CHECK(at + std::strlen(";[luaflame] hook") == stack.size());  // a leaf
-    CHECK(stack.find(";calls ") != std::string::npos);            // under the program's frames
     leaf_hook += kv.second;
+    // Under the frame the hook ran for: `calls` and `tiny`, but also the call
+    // hook of luaflame.folded (seen once under qemu).
+    if (stack.find(";calls ") != std::string::npos) under_calls += kv.second;
   }
   CHECK(leaf_hook == in_hooks);
+  CHECK(under_calls >= 0.9 * leaf_hook);
   CHECK(lua.global("PROGRAM_HOOK_IN_HOOKS") == "0");
 }
 
@@ -359,12 +362,25 @@ struct LeafCase {
 const char* const kLongRep =
     "function main() local n = 0 for i = 1, 40 do n = n + #string.rep('abc', 3000000) end end";
 
-// Profiles each case in `mode` and checks its leaf share.
+// The program's own samples: those luaflame's hook took ("[luaflame] hook"
+// leaves) left out. Regression: under ASan (slow instrumented hooks) they were
+// 14% of a both run and took the 200-lines loop below 90%.
+Folded program_only(const Folded& f) {
+  Folded out;
+  const std::string hook = ";[luaflame] hook";
+  for (const auto& kv : f)
+    if (kv.first.size() < hook.size() ||
+        kv.first.compare(kv.first.size() - hook.size(), hook.size(), hook) != 0)
+      out.insert(kv);
+  return out;
+}
+
+// Profiles each case in `mode` and checks its leaf share of the program's samples.
 void check_leaf_shares(const std::vector<LeafCase>& cases, const char* mode) {
   for (const LeafCase& c : cases) {
     const std::string name = c.name;
     CAPTURE(name);
-    Folded f = profile_of(c.code, mode);
+    Folded f = program_only(profile_of(c.code, mode));
     CAPTURE(f.size());
     CHECK(total(f) > 50);
     CHECK(share_leaf(f, c.leaf) >= c.min_self);
@@ -1162,8 +1178,8 @@ TEST_CASE("alloc: string churn across GC cycles: the collector itself allocates 
 TEST_CASE("both: a sample is charged where the timer fired, from the tracer's stack") {
   check_leaf_shares(
       {
-          // 90, not 95: the trace hooks of each math.abs call and return run
-          // with math.abs's CallInfo on top, and a signal falling there is its.
+          // 90, not 95: a signal in Lua's own hook dispatch around each
+          // math.abs call and return (outside luaflame's hook) is math.abs's.
           {"200 arithmetic lines then math.abs", abs_loop(), "main ", 90},
           {"a long string.rep", kLongRep, "[C] string.rep", 90},
           {"a loop in a coroutine reached by a tail call",
