@@ -116,18 +116,18 @@ std::string format_summary(const Summary& s) {
   std::snprintf(buf, sizeof buf, ", %.2f s wall", static_cast<double>(s.wall_ns) / 1e9);
   r += buf;
   if (s.samples_asked || s.sample_events) {
+    const char* source = s.sampler == "thread" ? "polling thread" : "kernel timer";
+    const std::string in_hooks =
+        s.samples_in_hooks ? "; " + std::to_string(s.samples_in_hooks) + " in luaflame's hooks"
+                           : "";
     std::snprintf(buf, sizeof buf,
                   "; samples: %.0f Hz asked, %.0f Hz delivered (%llu events, %llu asked, %llu "
-                  "recorded over %.3f s of clock; %s)",
+                  "recorded over %.3f s of clock; %s%s)",
                   s.hz_asked, s.hz_delivered, static_cast<unsigned long long>(s.sample_events),
                   static_cast<unsigned long long>(s.samples_asked),
                   static_cast<unsigned long long>(s.samples), static_cast<double>(s.clock_ns) / 1e9,
-                  s.sampler == "thread" ? "polling thread" : "kernel timer");
+                  source, in_hooks.c_str());
     r += buf;
-    if (s.samples_in_hooks) {
-      r.pop_back();  // the parenthesis, reopened
-      r += "; " + std::to_string(s.samples_in_hooks) + " in luaflame's hooks)";
-    }
   }
   if (s.calls) {
     std::snprintf(buf, sizeof buf, "; %llu calls traced", static_cast<unsigned long long>(s.calls));

@@ -49,6 +49,9 @@ awk -v a="$a" -v b="$b" -v all="$all" 'BEGIN {
 rate=$(sed -n 's/.* \([0-9]*\) recorded over \([0-9.]*\) s of clock.*/\1 \2/p' "$work/split.err")
 awk -v r="$rate" 'BEGIN { split(r, v, " "); x = v[1] / (v[2] * 1000); exit !(x >= 0.8 && x <= 1.2) }' ||
   fail "split: $rate (samples, s of CPU): want 0.8 to 1.2 samples per ms: $(cat "$work/split.err")"
+# Regression: the summary named LuaJIT's sampler "kernel timer"; our timer thread sends the signals.
+grep -q 'recorded over [0-9.]* s of clock; polling thread)' "$work/split.err" ||
+  fail "split: the summary does not name the timer thread: $(cat "$work/split.err")"
 
 # 4. Coroutines sit under their resumer, in both kinds.
 cat > "$work/co.lua" <<'LUA'
