@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string_view>
 
@@ -55,19 +56,27 @@ void offer(std::string& best, std::string candidate) {
     best = std::move(candidate);
 }
 
-// Offers `prefix` + every string key of the table at `t` whose value is
-// raw-equal to `fidx`. Visits at most `budget` entries (past it the result
-// may again depend on the visiting order: only in programs with tens of
-// thousands of module entries).
-void find_in(lua_State* L, int t, int fidx, const std::string& prefix, std::string& best,
-             int& budget) {
+// Calls visit(key) for every string key of the table at `t` (the top of
+// the stack), with its value on top. Visits at most `budget` entries (past
+// it a best name may again depend on the visiting order: only in programs
+// with tens of thousands of module entries). Leaves the stack at `t`.
+template <class Visit>
+void each_named(lua_State* L, int t, int& budget, Visit&& visit) {
   lua_pushnil(L);
   while (budget-- > 0 && lua_next(L, t)) {
-    if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fidx))
-      offer(best, prefix + lua_tostring(L, -2));
+    if (lua_type(L, -2) == LUA_TSTRING) visit(lua_tostring(L, -2));
     lua_pop(L, 1);
   }
   if (budget <= 0) lua_settop(L, t);  // lua_next may have stopped with a key on the stack
+}
+
+// Offers `prefix` + every string key of the table at `t` whose value is
+// raw-equal to `fidx`.
+void find_in(lua_State* L, int t, int fidx, const std::string& prefix, std::string& best,
+             int& budget) {
+  each_named(L, t, budget, [&](const char* key) {
+    if (lua_rawequal(L, -1, fidx)) offer(best, prefix + key);
+  });
 }
 
 // Character classes of the forms below (the C locale's, as std::regex's
@@ -331,13 +340,11 @@ void FrameTable::preset_stdlib(lua_State* L) {
 void FrameTable::preset_lib(lua_State* L, int t, const char* lib) {
   const std::string prefix = std::strcmp(lib, "_G") == 0 ? "" : std::string(lib) + ".";
   std::unordered_map<const void*, std::string> best;
-  lua_pushnil(L);
-  while (lua_next(L, t)) {
-    lua_CFunction f = lua_type(L, -2) == LUA_TSTRING ? lua_tocfunction(L, -1) : nullptr;
-    if (f && !c_.count(reinterpret_cast<const void*>(f)))
-      offer(best[reinterpret_cast<const void*>(f)], prefix + lua_tostring(L, -2));
-    lua_pop(L, 1);
-  }
+  int budget = std::numeric_limits<int>::max();  // a library table: all of it
+  each_named(L, t, budget, [&](const char* key) {
+    const void* f = reinterpret_cast<const void*>(lua_tocfunction(L, -1));
+    if (f && !c_.count(f)) offer(best[f], prefix + key);
+  });
   // Interned in name order, so frame ids do not follow the hash order either.
   std::vector<std::pair<std::string, const void*>> named;
   named.reserve(best.size());
