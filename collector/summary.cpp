@@ -2,10 +2,36 @@
 #include "summary.hpp"
 
 #include <cstdio>
+#include <iterator>
 
 #include "luaflame/collector.hpp"
 
 namespace lfc {
+
+namespace {
+
+// Each sampler kind's short name (sampler_name) and its words in the
+// summary, indexed by SamplerKind.
+struct SamplerText {
+  const char* name;
+  const char* words;
+};
+constexpr SamplerText kSamplerText[] = {
+    {"", ""},  // none
+    {"timer", "kernel timer"},
+    {"thread", "polling thread"},
+};
+
+const SamplerText& text_of(SamplerKind k) {
+  const auto i = static_cast<std::size_t>(k);
+  return kSamplerText[i < std::size(kSamplerText) ? i : 0];
+}
+
+}  // namespace
+
+const char* sampler_name(SamplerKind k) {
+  return text_of(k).name;
+}
 
 std::string human_bytes(uint64_t b) {
   char buf[32];
@@ -24,17 +50,18 @@ std::string format_summary(const Summary& s) {
   std::snprintf(buf, sizeof buf, ", %.2f s wall", static_cast<double>(s.wall_ns) / 1e9);
   r += buf;
   if (s.samples_asked || s.sample_events) {
-    const char* source = s.sampler == "thread" ? "polling thread" : "kernel timer";
+    const std::string source =
+        s.sampler != SamplerKind::none ? std::string("; ") + text_of(s.sampler).words : "";
     const std::string in_hooks =
         s.samples_in_hooks ? "; " + std::to_string(s.samples_in_hooks) + " in luaflame's hooks"
                            : "";
     std::snprintf(buf, sizeof buf,
                   "; samples: %.0f Hz asked, %.0f Hz delivered (%llu events, %llu asked, %llu "
-                  "recorded over %.3f s of clock; %s%s)",
+                  "recorded over %.3f s of clock%s%s)",
                   s.hz_asked, s.hz_delivered, static_cast<unsigned long long>(s.sample_events),
                   static_cast<unsigned long long>(s.samples_asked),
                   static_cast<unsigned long long>(s.samples), static_cast<double>(s.clock_ns) / 1e9,
-                  source, in_hooks.c_str());
+                  source.c_str(), in_hooks.c_str());
     r += buf;
   }
   if (s.calls) {

@@ -11,19 +11,22 @@
 // the samples that fell in luaflame's own hooks inside one parenthesis.
 TEST_CASE("summary: the samples part, with the sampler and the hook samples inside it") {
   struct Case {
-    const char* sampler;
+    lfc::SamplerKind sampler;
     uint64_t in_hooks;
     const char* want;
   };
   const Case cases[] = {
-      {"timer", 0, "(12 events, 10 asked, 11 recorded over 0.010 s of clock; kernel timer)"},
-      {"thread", 0, "(12 events, 10 asked, 11 recorded over 0.010 s of clock; polling thread)"},
-      {"timer", 3,
+      {lfc::SamplerKind::timer, 0,
+       "(12 events, 10 asked, 11 recorded over 0.010 s of clock; kernel timer)"},
+      {lfc::SamplerKind::thread, 0,
+       "(12 events, 10 asked, 11 recorded over 0.010 s of clock; polling thread)"},
+      {lfc::SamplerKind::timer, 3,
        "(12 events, 10 asked, 11 recorded over 0.010 s of clock; kernel timer; 3 in luaflame's "
        "hooks); 5 calls traced"},
   };
   for (const Case& c : cases) {
-    CAPTURE(c.sampler);
+    const std::string sampler = lfc::sampler_name(c.sampler);
+    CAPTURE(sampler);
     CAPTURE(c.in_hooks);
     lfc::Summary s;
     s.mode = "both";
@@ -41,4 +44,12 @@ TEST_CASE("summary: the samples part, with the sampler and the hook samples insi
     CHECK(line.find("; samples: 1000 Hz asked, 1200 Hz delivered " + std::string(c.want)) !=
           std::string::npos);
   }
+}
+
+// What Lua users see of the sampler kinds: `sampler` in luaflame.stop()'s
+// table and LUAFLAME_SAMPLER's value (docs/collector.md), spelled in one table.
+TEST_CASE("summary: the sampler kinds' short names, as luaflame.stop() returns them") {
+  CHECK(std::string(lfc::sampler_name(lfc::SamplerKind::timer)) == "timer");
+  CHECK(std::string(lfc::sampler_name(lfc::SamplerKind::thread)) == "thread");
+  CHECK(std::string(lfc::sampler_name(lfc::SamplerKind::none)).empty());
 }
