@@ -242,18 +242,24 @@ std::string global_name(lua_State* L, int fidx, int budget) {
 
 uint32_t FrameTable::add(std::string text, bool c) {
   sanitize_frame(text);
-  uint32_t id = names_.add(std::move(text));
+  auto it = by_text_.find(text);
+  if (it != by_text_.end()) {
+    // The same text for a C function and not ("[C] ?" from named): a C frame.
+    if (c) is_c_[it->second] = true;
+    return it->second;
+  }
+  const uint32_t fresh = names_.size();
+  const uint32_t id = names_.add(std::move(text));
   if (is_c_.size() <= id) is_c_.resize(id + 1, false);
   is_c_[id] = c;
+  // Past FrameNames::kMax every text gets the overflow frame: not this text's.
+  if (id == fresh) by_text_.emplace(names_[id], id);
   return id;
 }
 
 uint32_t FrameTable::named(const std::string& text) {
-  auto it = synthetic_.find(text);
-  if (it != synthetic_.end()) return it->second;
-  uint32_t id = add(text, false);
-  synthetic_.emplace(text, id);
-  return id;
+  auto it = by_text_.find(text);  // a clean text is its own sanitized form
+  return it != by_text_.end() ? it->second : add(text, false);
 }
 
 void FrameTable::preset(lua_CFunction f, const std::string& name) {
@@ -407,7 +413,7 @@ void FrameTable::preset_makers(lua_State* L) {
 std::size_t FrameTable::memory_bytes() const {
   std::size_t b = names_.memory_bytes() + is_c_.capacity() / 8;
   for (const auto& m : lua_) b += m.size() * (sizeof(LuaKey) + sizeof(LuaEntry) + 48);
-  b += c_.size() * 48 + synthetic_.size() * 64;
+  b += c_.size() * 48 + by_text_.size() * 64;
   return b;
 }
 

@@ -3,10 +3,14 @@
 // so one function is one frame whatever its call site; C functions by their
 // address. Names come from loaded modules and globals (string.gsub,
 // Parser.parse), else from the call site (a local's name), else <anon>.
+// Functions whose frames read the same (two unnamed C functions, both
+// "[C] <anon>") share one number: a stack is one node of the tree and one
+// line of the folded text.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -69,6 +73,8 @@ class FrameTable {
   };
   uint32_t of_lua(lua_State* L, lua_Debug* ar, bool leaf_line);
   uint32_t of_c(lua_State* L, lua_Debug* ar);
+  /// The number of a frame's text: the one it has already, else a new one.
+  /// Only when a function is first seen (the caches above keep its number).
   uint32_t add(std::string text, bool c);
   /// The name on the line a function is defined at; false when the
   /// source's text cannot be read (then `name` is untouched).
@@ -77,7 +83,9 @@ class FrameTable {
   FrameNames& names_;
   std::unordered_map<LuaKey, LuaEntry, LuaKeyHash> lua_[2];  // [leaf_line]
   std::unordered_map<const void*, uint32_t> c_;
-  std::unordered_map<std::string, uint32_t> synthetic_;
+  /// Every frame's number by its text (views of names_'s own strings,
+  /// which never move once added).
+  std::unordered_map<std::string_view, uint32_t> by_text_;
   std::vector<bool> is_c_;
   std::unordered_map<std::string, std::vector<std::string>>
       sources_;  ///< lines of each source read

@@ -157,7 +157,7 @@ void push_summary(lua_State* L, const Summary& s) {
   lua_setfield(L, -2, "metrics");
   set_num(L, "hz_asked", s.hz_asked);
   set_num(L, "hz_delivered", s.hz_delivered);
-  if (!s.sampler.empty()) set_str(L, "sampler", s.sampler);
+  if (s.sampler != SamplerKind::none) set_str(L, "sampler", sampler_name(s.sampler));
   set_int(L, "samples_asked", s.samples_asked);
   set_int(L, "sample_events", s.sample_events);
   set_int(L, "samples", s.samples);

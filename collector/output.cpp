@@ -1,4 +1,4 @@
-// The `output` files and luaflame.folded()'s text (output.hpp), and the report.
+// The `output` files and luaflame.folded()'s text (output.hpp).
 #include "output.hpp"
 
 #include <cstdio>
@@ -6,7 +6,8 @@
 #include <memory>
 
 #include "out_formats.hpp"
-#include "tracer.hpp"  // now_ns
+#include "summary.hpp"  // human_bytes
+#include "tracer.hpp"   // now_ns
 #include "tree.hpp"
 
 namespace lfc {
@@ -17,17 +18,6 @@ uint64_t thread_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-std::string human_bytes(uint64_t b) {
-  char buf[32];
-  if (b >= (1ull << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-  else if (b >= 1024)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  return buf;
 }
 
 // Room kept out of the size cut's budget for what does not grow with the
@@ -108,61 +98,6 @@ std::string Output::folded_text(int col) const {
       [](std::size_t, std::string_view) { return uint64_t{0}; }, 0);
   write_folded_text(t, col, [&](std::string_view line) { out.append(line); });
   return out;
-}
-
-std::string format_summary(const Summary& s) {
-  std::string r = "luaflame: " + s.mode + " mode";
-  char buf[512];
-  std::snprintf(buf, sizeof buf, ", %.2f s wall", static_cast<double>(s.wall_ns) / 1e9);
-  r += buf;
-  if (s.samples_asked || s.sample_events) {
-    const char* source = s.sampler == "thread" ? "polling thread" : "kernel timer";
-    const std::string in_hooks =
-        s.samples_in_hooks ? "; " + std::to_string(s.samples_in_hooks) + " in luaflame's hooks"
-                           : "";
-    std::snprintf(buf, sizeof buf,
-                  "; samples: %.0f Hz asked, %.0f Hz delivered (%llu events, %llu asked, %llu "
-                  "recorded over %.3f s of clock; %s%s)",
-                  s.hz_asked, s.hz_delivered, static_cast<unsigned long long>(s.sample_events),
-                  static_cast<unsigned long long>(s.samples_asked),
-                  static_cast<unsigned long long>(s.samples), static_cast<double>(s.clock_ns) / 1e9,
-                  source, in_hooks.c_str());
-    r += buf;
-  }
-  if (s.calls) {
-    std::snprintf(buf, sizeof buf, "; %llu calls traced", static_cast<unsigned long long>(s.calls));
-    r += buf;
-  }
-  if (s.alloc_count) {
-    r += "; allocated " + human_bytes(s.alloc_bytes) + " in " + std::to_string(s.alloc_count) +
-         " allocations, live at stop " + human_bytes(s.live_bytes);
-  }
-  std::snprintf(buf, sizeof buf,
-                "; collector: %.1f ms in %llu hooks, %s for %llu stacks and %llu frames",
-                static_cast<double>(s.hook_ns) / 1e6, static_cast<unsigned long long>(s.hook_calls),
-                human_bytes(s.memory_bytes).c_str(), static_cast<unsigned long long>(s.nodes),
-                static_cast<unsigned long long>(s.frames));
-  r += buf;
-  r += "\n";
-  if (!s.fast_paths_off.empty()) r += "luaflame: slower path: " + s.fast_paths_off + "\n";
-  for (std::size_t i = 0; i < s.files.size(); ++i) {
-    r += "luaflame: wrote " + s.files[i];
-    if (i < s.file_notes.size()) r += " (" + s.file_notes[i] + ")";
-    r += "\n";
-  }
-  if (!s.files.empty()) {
-    std::snprintf(buf, sizeof buf, "luaflame: output written in %.1f ms (%.1f ms of CPU)\n",
-                  static_cast<double>(s.output_ns) / 1e6,
-                  static_cast<double>(s.output_cpu_ns) / 1e6);
-    r += buf;
-  }
-  // s.file_errors are printed by stop() itself, quiet or not.
-  if (!s.run_url.empty())
-    r += "luaflame: streamed " + std::to_string(s.chunks_sent) + " chunks to " + s.run_url + "\n";
-  if (!s.stream_error.empty()) r += "luaflame: streaming failed: " + s.stream_error + "\n";
-  if (!s.fallback_file.empty())
-    r += "luaflame: undelivered profile written to " + s.fallback_file + "\n";
-  return r;
 }
 
 }  // namespace lfc

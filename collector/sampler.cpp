@@ -96,8 +96,9 @@ bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, std::stri
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   const char* force = std::getenv("LUAFLAME_SAMPLER");
   std::string terr;
-  if (!(force && std::strcmp(force, "thread") == 0) && start_timers(terr)) {
-    kind_ = Kind::timer;
+  if (!(force && std::strcmp(force, sampler_name(SamplerKind::thread)) == 0) &&
+      start_timers(terr)) {
+    kind_ = SamplerKind::timer;
     return true;
   }
   poll_stop_.store(false);
@@ -108,7 +109,7 @@ bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, std::stri
     signo_ = 0;
     return err = std::string("cannot start the sampler thread: ") + e.what(), false;
   }
-  kind_ = Kind::thread;
+  kind_ = SamplerKind::thread;
   return true;
 }
 
@@ -173,7 +174,7 @@ void Sampler::pace(uint64_t now) {
 }
 
 uint64_t Sampler::due() {
-  if (kind_ != Kind::timer) return 1;  // the polling thread counted them in owed_
+  if (kind_ != SamplerKind::timer) return 1;  // the polling thread counted them in owed_
   const uint64_t now = clock_now();
   if (now == 0) return 0;
   if (has_cpu_timer_) pace(now);
@@ -223,7 +224,7 @@ void Sampler::poll_main() {
 
 void Sampler::stop() {
   if (!signo_) return;
-  if (kind_ == Kind::thread) {
+  if (kind_ == SamplerKind::thread) {
     poll_stop_.store(true);
     if (poller_.joinable()) poller_.join();
   }
@@ -243,7 +244,7 @@ void Sampler::stop() {
   sigaction(signo_, &old_action_, nullptr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   signo_ = 0;
-  kind_ = Kind::off;
+  kind_ = SamplerKind::none;
 }
 
 }  // namespace lfc

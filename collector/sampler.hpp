@@ -39,6 +39,8 @@ extern "C" {
 #include <lua.h>
 }
 
+#include "luaflame/collector.hpp"  // SamplerKind
+
 namespace lfc {
 
 class Session;
@@ -61,10 +63,8 @@ class Sampler {
   /// Stops the timers or the thread, takes a signal still pending, and
   /// gives the signal back to its previous owner.
   void stop();
-  /// "timer" (kernel timers), "thread" (the polling thread) or "" (off).
-  const char* kind() const {
-    return kind_ == Kind::timer ? "timer" : kind_ == Kind::thread ? "thread" : "";
-  }
+  /// Kernel timers, the polling thread, or none (off).
+  SamplerKind kind() const { return kind_; }
 
   // ---- the handler's side (on_signal, Lua thread) ----
   /// Periods of the clock due now, 0 when none (timer mode: reads the
@@ -78,13 +78,12 @@ class Sampler {
   bool owes() const { return owed_.load(std::memory_order_relaxed) != 0; }
 
  private:
-  enum class Kind { off, timer, thread };
   uint64_t clock_now() const;
   bool start_timers(std::string& err);
   void pace(uint64_t now);
   void poll_main();
 
-  Kind kind_ = Kind::off;
+  SamplerKind kind_ = SamplerKind::none;
   double hz_ = 0;
   bool cpu_clock_ = true;
   clockid_t clock_id_{};

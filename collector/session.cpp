@@ -149,7 +149,7 @@ Summary stop(lua_State* L) {
   Summary sum;
   Session* s = g_session.load();
   if (!s) return sum;
-  const char* sampler_kind = s->sampler.kind();
+  const SamplerKind sampler_kind = s->sampler.kind();
   if (s->opt.sample) s->sampler.stop();
   if (L) {
     s->hooks.begin_critical();

@@ -294,7 +294,7 @@ Summary stop(lua_State* L) {
     sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s.opt.hz / 1e9);
     sum.sample_events = s.acct.sample_events;
     sum.samples = s.acct.samples;
-    sum.sampler = "thread";  // our timer thread sends the signals (jsampler.cpp)
+    sum.sampler = SamplerKind::thread;  // our timer thread sends the signals (jsampler.cpp)
     sum.hz_delivered = sum.clock_ns ? static_cast<double>(s.acct.sample_events) * 1e9 /
                                           static_cast<double>(sum.clock_ns)
                                     : 0;

@@ -1,4 +1,5 @@
-// Frame naming (collector/frames.hpp): the definition scanner. name_on_line
+// Frame naming (collector/frames.hpp): one frame per displayed name, and the
+// definition scanner. name_on_line
 // is a hand-written matcher of three regular expressions (it replaced
 // std::regex for speed); these tests keep it to them: the forms and their
 // edge cases with the names expected, and the scanner against the same
@@ -8,12 +9,20 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "../../collector/frames.hpp"
+#include "luaflame/collector.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <lualib.h>
+}
 
 namespace {
 
@@ -152,4 +161,62 @@ TEST_CASE("name_on_line agrees with the regular expressions on Debian's Lua sour
   // Not a vacuous pass: Debian's Lua packages define thousands of functions.
   CHECK(files.size() > 10);
   CHECK(named > 1000);
+}
+
+// Regression: C functions with no name to reach them by (package.searchers'
+// entries, which require runs; functions handed to a chunk) were each a
+// frame of their own, all shown "[C] <anon>": the folded text had the same
+// stack on several lines, and the tree sibling nodes with one label.
+TEST_CASE("frames: two unnamed C functions under one caller give one folded line") {
+  struct Case {
+    const char* code;
+    const char* stack;  ///< the unnamed functions' one line
+    int calls;          ///< calls on it: one per function
+  };
+  const Case cases[] = {
+      // two C functions of this test, called through pcall (no call-site name)
+      {"local a, b = ... pcall(a) pcall(b)", "t t:0;[C] pcall;[C] <anon>", 2},
+      // Lua's four package searchers (preload, Lua, C, all-in-one) under require
+      {"package.path, package.cpath = '', '' pcall(require, 'luaflame_no_such_module')",
+       "t t:0;[C] pcall;[C] require;[C] <anon>", 4},
+  };
+  for (const Case& c : cases) {
+    const std::string code = c.code;
+    CAPTURE(code);
+    lua_State* L = luaL_newstate();
+    luaL_openlibs(L);
+    lfc::Options o;
+    o.sample = false;
+    o.trace = true;
+    std::string err;
+    REQUIRE_MESSAGE(lfc::start(L, o, err), err);
+    REQUIRE(luaL_loadbuffer(L, code.data(), code.size(), "=t") == LUA_OK);
+    lua_pushcfunction(L, [](lua_State*) { return 0; });
+    lua_pushcfunction(L, [](lua_State* S) {
+      lua_pushinteger(S, 1);  // a body of its own: never folded into the other
+      return 1;
+    });
+    CHECK(lua_pcall(L, 2, 0, 0) == LUA_OK);
+    std::string folded;
+    CHECK(lfc::folded("calls", folded, err));
+    lfc::stop(L);
+    lua_close(L);
+    CAPTURE(folded);
+    std::map<std::string, int> lines;  // stack -> lines it is on
+    std::map<std::string, long> calls;
+    std::istringstream in(folded);
+    for (std::string line; std::getline(in, line);) {
+      const auto sp = line.rfind(' ');
+      REQUIRE(sp != std::string::npos);
+      ++lines[line.substr(0, sp)];
+      calls[line.substr(0, sp)] += std::stol(line.substr(sp + 1));
+    }
+    for (const auto& kv : lines) {  // no structured binding: clang 14 cannot CAPTURE one
+      const std::string& stack = kv.first;
+      CAPTURE(stack);
+      CHECK(kv.second == 1);
+    }
+    CHECK(lines[c.stack] == 1);
+    CHECK(calls[c.stack] == c.calls);
+  }
 }

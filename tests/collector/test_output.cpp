@@ -311,39 +311,3 @@ TEST_CASE("output: pprof holds every metric as a sample type, read back by the e
   std::remove(path.c_str());
   rmdir(dir.c_str());
 }
-
-// The summary's samples part comes from one format: the signal's source and
-// the samples that fell in luaflame's own hooks inside one parenthesis.
-TEST_CASE("output: the summary's samples part, with the sampler and the hook samples inside it") {
-  struct Case {
-    const char* sampler;
-    uint64_t in_hooks;
-    const char* want;
-  };
-  const Case cases[] = {
-      {"timer", 0, "(12 events, 10 asked, 11 recorded over 0.010 s of clock; kernel timer)"},
-      {"thread", 0, "(12 events, 10 asked, 11 recorded over 0.010 s of clock; polling thread)"},
-      {"timer", 3,
-       "(12 events, 10 asked, 11 recorded over 0.010 s of clock; kernel timer; 3 in luaflame's "
-       "hooks); 5 calls traced"},
-  };
-  for (const Case& c : cases) {
-    CAPTURE(c.sampler);
-    CAPTURE(c.in_hooks);
-    lfc::Summary s;
-    s.mode = "both";
-    s.hz_asked = 1000;
-    s.hz_delivered = 1200;
-    s.sample_events = 12;
-    s.samples_asked = 10;
-    s.samples = 11;
-    s.clock_ns = 10000000;
-    s.sampler = c.sampler;
-    s.samples_in_hooks = c.in_hooks;
-    s.calls = c.in_hooks ? 5 : 0;
-    const std::string line = lfc::format_summary(s);
-    CAPTURE(line);
-    CHECK(line.find("; samples: 1000 Hz asked, 1200 Hz delivered " + std::string(c.want)) !=
-          std::string::npos);
-  }
-}

@@ -63,6 +63,19 @@ std::vector<std::string> metrics_of(const Options& o);
 /// BASE = output, EXT = ".folded").
 std::string output_path(const std::string& output, const std::string& metric, bool first);
 
+/// Where a session's sample signals come from (Summary::sampler).
+enum class SamplerKind : uint8_t {
+  none,    ///< not sampling
+  timer,   ///< per-thread kernel timers (Lua 5.4)
+  thread,  ///< a thread of luaflame's own watching the clock (5.4's fallback; LuaJIT's sampler)
+};
+
+/// A sampler kind's short name: "timer", "thread", "" (none). `sampler` in
+/// luaflame.stop()'s table; "thread" is also LUAFLAME_SAMPLER's value that
+/// forces the polling thread. Its words in the summary come from the same
+/// table (summary.cpp).
+const char* sampler_name(SamplerKind k);
+
 /// The collector's own account of a session, returned by stop().
 struct Summary {
   std::string mode;
@@ -73,12 +86,13 @@ struct Summary {
   uint64_t sample_events = 0;  ///< times the hook took a sample
   uint64_t samples = 0;        ///< samples recorded (events weighted by the periods they stand for)
   uint64_t clock_ns = 0;       ///< sampled clock (CPU or wall) elapsed while profiling
-  std::string sampler;   ///< "timer" (per-thread kernel timers) or "thread" (the polling fallback)
-  uint64_t wall_ns = 0;  ///< wall time profiled
-  uint64_t hook_ns = 0;  ///< time spent inside the collector's hooks (trace and alloc: measured;
-                         ///< sample: estimated)
-  uint64_t hook_calls = 0;    ///< hook invocations
-  uint64_t calls = 0;         ///< calls seen by the tracer
+  /// Where the sample signals came from.
+  SamplerKind sampler = SamplerKind::none;
+  uint64_t wall_ns = 0;     ///< wall time profiled
+  uint64_t hook_ns = 0;     ///< time spent inside the collector's hooks (trace and alloc: measured;
+                            ///< sample: estimated)
+  uint64_t hook_calls = 0;  ///< hook invocations
+  uint64_t calls = 0;       ///< calls seen by the tracer
   uint64_t alloc_bytes = 0;   ///< bytes allocated while profiling
   uint64_t alloc_count = 0;   ///< allocations while profiling
   uint64_t live_bytes = 0;    ///< bytes still live at stop after a full collection (alloc mode)
