@@ -39,7 +39,7 @@ worker_ns() {  # CPU time of every thread of the workers, ns (schedstat: finer t
 }
 run() {  # off|on|thread|signal [MODULE_BUILD] -> requests per CPU second of the workers, ab's
          # requests per second, the workers' context switches per 1000 requests
-  local mod=${2:-$BUILD} nport=$((20000 + RANDOM % 40000)) user="" profile=$1 floor=""
+  local mod=${2:-$BUILD} nport user="" profile=$1 floor="" try up
   [ "$(id -u)" = 0 ] && user="user root;"
   case $1 in  # the floor settings: luaflame off, floor.c's thread started in its place
     thread | signal | ktimer)
@@ -51,26 +51,39 @@ run() {  # off|on|thread|signal [MODULE_BUILD] -> requests per CPU second of the
       ;;
   esac
   mkdir -p "$tmp/ngx"
-  sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$mod/collector/jit#g" \
-      -e "s#@PROFILE@#$profile#g" -e "s#@HZ@#${HZ:-999}#g" -e "s#@SERVER@#http://127.0.0.1:$port#g" -e "s#@PORT@#$nport#g" \
-      -e "s#@USER@#$user#g" -e "s#flush_interval = 1#flush_interval = ${FLUSH:-1}#" \
-      "$CONF/nginx.conf.in" >"$tmp/ngx/nginx.conf"
-  [ -n "$floor" ] && sed -i "/init_worker_by_lua_block {/a\\    $floor" "$tmp/ngx/nginx.conf"
-  nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log" >/dev/null 2>&1 & npid=$!
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && break; sleep 0.1; done
+  for try in 1 2 3; do  # a port taken meanwhile, or a slow start: another port
+    nport=$((20000 + RANDOM % 40000)) up=""
+    sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$mod/collector/jit#g" \
+        -e "s#@PROFILE@#$profile#g" -e "s#@HZ@#${HZ:-999}#g" -e "s#@SERVER@#http://127.0.0.1:$port#g" -e "s#@PORT@#$nport#g" \
+        -e "s#@USER@#$user#g" -e "s#flush_interval = 1#flush_interval = ${FLUSH:-1}#" \
+        "$CONF/nginx.conf.in" >"$tmp/ngx/nginx.conf"
+    [ -n "$floor" ] && sed -i "/init_worker_by_lua_block {/a\\    $floor" "$tmp/ngx/nginx.conf"
+    nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log" >/dev/null 2>&1 & npid=$!
+    for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && up=1 && break; sleep 0.1; done
+    [ -n "$up" ] && break
+    echo "nginx.sh: nginx did not answer on port $nport (try $try): $(tail -1 "$tmp/ngx/error.log")" >&2
+    kill -QUIT $npid 2>/dev/null; wait $npid 2>/dev/null; npid=""
+  done
+  [ -n "$up" ] || return 1
   local w0 w1 rps c0 c1
   w0=$(worker_ns) c0=$(worker_switches)
   rps=$(ab -q -n "$REQS" -c 4 "http://127.0.0.1:$nport/" 2>/dev/null | awk '/^Requests per second:/ {print $4}')
   w1=$(worker_ns) c1=$(worker_switches)
   echo "$REQS $w0 $w1 $rps $c0 $c1" | awk '{printf "%.1f %s %.0f\n", $1 / (($3 - $2) / 1e9), $4, ($6 - $5) * 1000 / $1}'
-  kill -QUIT $npid; wait $npid 2>/dev/null; npid=""
+  kill -QUIT "$npid"; wait "$npid" 2>/dev/null; npid=""
+  [ -n "$rps" ] || { echo "nginx.sh: ab failed against $1" >&2; return 1; }
+}
+record() {  # LABEL SETTING [MODULE_BUILD]: one run, appended to the rounds; the bench stops on a failed run
+  local out
+  out=$(run "${@:2}") || exit 1
+  echo "$1 $out" >>"$tmp/all"
 }
 for _ in $(seq "$ROUNDS"); do
-  echo "off $(run off)" >>"$tmp/all"
-  echo "on $(run on)" >>"$tmp/all"
-  [ -n "${BEFORE:-}" ] && echo "before $(run on "$(realpath "$BEFORE")")" >>"$tmp/all"
+  record off off
+  record on on
+  [ -n "${BEFORE:-}" ] && record before on "$(realpath "$BEFORE")"
   if [ -n "${FLOOR:-}" ]; then
-    for f in thread signal ktimer; do echo "$f $(run $f)" >>"$tmp/all"; done
+    for f in thread signal ktimer; do record $f $f; done
   fi
 done
 median() { grep "^$1 " "$tmp/all" | awk -v c="${2:-2}" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
