@@ -30,6 +30,20 @@ free_port() {
   return 1
 }
 
+# owns_port PID PORT: PID holds the socket listening on PORT (from procfs,
+# no tool needed). A /healthz answer alone could come from another test's
+# server that took the port first, when this one's bind failed.
+owns_port() {
+  local hex inode fd
+  hex=$(printf '%04X' "$2")
+  while read -r inode; do
+    for fd in /proc/"$1"/fd/*; do
+      [ "$(readlink "$fd" 2>/dev/null)" = "socket:[$inode]" ] && return 0
+    done
+  done < <(awk -v h=":$hex" '$2 ~ h"$" && $4 == "0A" {print $10}' /proc/net/tcp)
+  return 1
+}
+
 # start_server BINARY [FLAGS...]: sets SHIP_URL (http://127.0.0.1:PORT) and
 # SHIP_DATA; waits until /healthz answers (10 s at most). With SHIP_AS_UID
 # set (and root), the server runs as that user, as in the image.
@@ -52,7 +66,9 @@ start_server() {
     SHIP_SERVER_PID=$!
     SHIP_URL="http://127.0.0.1:$port"
     for _ in $(seq 100); do
-      if curl -fsS --max-time 2 "$SHIP_URL/healthz" >/dev/null 2>&1; then return 0; fi
+      if curl -fsS --max-time 2 "$SHIP_URL/healthz" >/dev/null 2>&1 && owns_port "$SHIP_SERVER_PID" "$port"; then
+        return 0
+      fi
       kill -0 "$SHIP_SERVER_PID" 2>/dev/null || break
       sleep 0.1
     done
