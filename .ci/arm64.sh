@@ -117,7 +117,8 @@ echo "arm64: collector tests passed ($SECONDS s)"
 # samples a loop (its frame with at least 100 of the ~750 samples of 0.8 s of CPU); the
 # module loads into Debian's luajit and traces exact calls.
 cd "$out"
-bin/luajit -jv -e 'local s = 0 for i = 1, 1e6 do s = s + i % 7 end' 2>&1 | grep -q '^\[TRACE   1 '
+bin/luajit -jv -e 'local s = 0 for i = 1, 1e6 do s = s + i % 7 end' >jv.txt 2>&1
+grep -q '^\[TRACE   1 ' jv.txt
 printf 'local function spin(n) local s = 0 for i = 1, n do s = s + i %% 7 end return s end\nprint(spin(3e7) > 0)\n' > smoke.lua
 [ "$(timeout 600 bin/luaflame-jit -q -o smoke.folded smoke.lua)" = true ]
 awk '/;spin smoke.lua:1;/ {s += $NF} END {exit !(s >= 100)}' smoke.folded

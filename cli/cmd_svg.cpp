@@ -325,11 +325,38 @@ void report(const char* prog, const std::string& path, const lf::ParseResult& r,
                strict ? "rejected:" : "Ignored", r.rejected, r.rejected == 1 ? "" : "s");
 }
 
+// What the inputs of one tree were: the sample type drawn when every input
+// was a pprof file of that one type, so titles can say "ms" or "MiB".
+struct Drawn {
+  int files = 0, pprof = 0;
+  lf::PprofValueType type;
+  bool same_type = true;
+  void saw_pprof(const lf::PprofValueType& t) {
+    if (pprof++ && (t.type != type.type || t.unit != type.unit)) same_type = false;
+    type = t;
+  }
+  bool only_pprof() const { return files > 0 && pprof == files && same_type; }
+};
+
+// Titles in the drawn pprof type's unit unless --unit or --countname said
+// otherwise: nanoseconds as time, bytes as KiB/MiB, other counts by type
+// name (e.g. "alloc_objects"), not as "700,000,000 samples".
+void units_from_pprof(const CLI::App& app, const Drawn& d, lf::SvgOptions& o) {
+  if (!d.only_pprof() || app.count("--unit") || app.count("--countname")) return;
+  if (d.type.unit == "nanoseconds")
+    o.unit = "ns";
+  else if (d.type.unit == "bytes")
+    o.unit = "bytes";
+  else if (!d.type.type.empty())
+    o.count_name = d.type.type;
+}
+
 // A pprof file (gzipped or plain, e.g. from Go's runtime/pprof) is read with
 // the engine's pprof codec; its last sample type is drawn, as go tool pprof
 // draws by default (cpu/nanoseconds, inuse_space). False when `path` is not
 // a pprof file; `ok` false when it is one but unreadable.
-bool pprof_input(const char* prog, const std::string& path, lf::Tree& tree, bool& ok) {
+bool pprof_input(const char* prog, const std::string& path, lf::Tree& tree, bool& ok,
+                 Drawn& drawn) {
   if (path == "-") return false;
   std::ifstream in(path, std::ios::binary);
   char head[64];
@@ -346,6 +373,7 @@ bool pprof_input(const char* prog, const std::string& path, lf::Tree& tree, bool
     return true;
   }
   std::size_t k = p.sample_types.size() - 1;
+  drawn.saw_pprof(p.sample_types[k]);
   for (const lf::PprofStack& s : p.stacks)
     if (s.values[k] > 0) tree.add(s.stack, double(s.values[k]));
   return true;
@@ -353,7 +381,8 @@ bool pprof_input(const char* prog, const std::string& path, lf::Tree& tree, bool
 
 // Parses a list of inputs into one tree; false on unreadable input or, in
 // strict mode, bad lines.
-bool load(const char* prog, const std::vector<std::string>& files, const Args& a, lf::Tree& tree) {
+bool load(const char* prog, const std::vector<std::string>& files, const Args& a, lf::Tree& tree,
+          Drawn& drawn) {
   tree.set_flamechart(a.svg.flamechart);
   bool ok = true;
   std::vector<std::string> inputs = files;
@@ -371,7 +400,8 @@ bool load(const char* prog, const std::vector<std::string>& files, const Args& a
     tree.reserve(
         std::min<std::size_t>(bytes / 32, std::size_t(32) << 20));  // capped: virtual, not free
   for (const std::string& f : inputs) {
-    if (pprof_input(prog, f, tree, ok)) continue;
+    ++drawn.files;
+    if (pprof_input(prog, f, tree, ok, drawn)) continue;
     lf::ParseResult r;
     if (!read_into(prog, f, a, tree, r)) ok = false;
     report(prog, f, r, a.parse.strict);
@@ -455,7 +485,9 @@ int svg_main(int argc, char** argv) {
   const int rc = parse(app, false, argc, argv, a);
   if (rc >= 0) return rc;
   lf::Tree tree;
-  if (!load(argv[0], a.files, a, tree)) return a.parse.strict ? kExitStrict : kExitError;
+  Drawn drawn;
+  if (!load(argv[0], a.files, a, tree, drawn)) return a.parse.strict ? kExitStrict : kExitError;
+  units_from_pprof(app, drawn, a.svg);
   return render(argv[0], tree, a);
 }
 
@@ -497,8 +529,11 @@ int diff_main(int argc, char** argv) {
   lf::Tree before, after;
   Args one = a;
   one.svg.flamechart = false;
-  if (!load(argv[0], {a.files[0]}, one, before) || !load(argv[0], {a.files[1]}, one, after))
+  Drawn drawn;
+  if (!load(argv[0], {a.files[0]}, one, before, drawn) ||
+      !load(argv[0], {a.files[1]}, one, after, drawn))
     return a.parse.strict ? kExitStrict : kExitError;
+  units_from_pprof(app, drawn, a.svg);
   lf::DiffOptions dopts;
   dopts.normalize = a.normalize;
   lf::Tree diff = lf::diff_trees(before, after, dopts);

@@ -94,14 +94,14 @@ expect_rc() {  # expect_rc WANT WHAT
   else fail "$2: exit $RC, wanted $1; stdout: ${OUT:0:600} stderr: ${ERR:0:600}"; fi
 }
 expect_match() {  # expect_match TEXT REGEX WHAT
-  if printf '%s' "$1" | grep -Eq -- "$2"; then pass "$3"
+  if grep -Eq -- "$2" <<<"$1"; then pass "$3"
   else fail "$3: /$2/ not found in: ${1:0:800}"; fi
 }
 expect_empty() {  # expect_empty TEXT WHAT
   if [ -z "$1" ]; then pass "$2"; else fail "$2: got '${1:0:400}'"; fi
 }
 expect_no_match() {
-  if printf '%s' "$1" | grep -Eq -- "$2"; then fail "$3: /$2/ found in: ${1:0:800}"
+  if grep -Eq -- "$2" <<<"$1"; then fail "$3: /$2/ found in: ${1:0:800}"
   else pass "$3"; fi
 }
 

@@ -65,6 +65,9 @@ go_runtime)  # a profile written by Go's runtime/pprof uploads, keeps its totals
   run_cmd svg "$lf" svg "$T/cpu.pb.gz"
   expect_rc 0 "luaflame svg FILE.pb.gz"
   expect_match "$OUT" '<title>main.leaf ' "luaflame svg draws the Go profile"
+  expect_match "$OUT" '<title>all \([0-9.]+ m?s, 100%\)' "luaflame svg: cpu/nanoseconds titled as time, not as samples"
+  run_cmd svgheap "$lf" svg "$T/heap.pb.gz"
+  expect_match "$OUT" '<title>all \([0-9.]+ (KiB|MiB), 100%\)' "luaflame svg: inuse_space titled in bytes"
   run_cmd push env -u LUAFLAME_TOKEN "$lf" push --server "$SHIP_URL" --name pushed "$T/heap.pb.gz"
   expect_rc 0 "luaflame push FILE.pb.gz"
   ;;
