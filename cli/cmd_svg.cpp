@@ -338,17 +338,11 @@ struct Drawn {
   bool only_pprof() const { return files > 0 && pprof == files && same_type; }
 };
 
-// Titles in the drawn pprof type's unit unless --unit or --countname said
-// otherwise: nanoseconds as time, bytes as KiB/MiB, other counts by type
-// name (e.g. "alloc_objects"), not as "700,000,000 samples".
+// Titles in the drawn pprof type's unit (the engine's svg_units_of) unless
+// --unit or --countname said otherwise: not "700,000,000 samples".
 void units_from_pprof(const CLI::App& app, const Drawn& d, lf::SvgOptions& o) {
-  if (!d.only_pprof() || app.count("--unit") || app.count("--countname")) return;
-  if (d.type.unit == "nanoseconds")
-    o.unit = "ns";
-  else if (d.type.unit == "bytes")
-    o.unit = "bytes";
-  else if (!d.type.type.empty())
-    o.count_name = d.type.type;
+  if (d.only_pprof() && !app.count("--unit") && !app.count("--countname"))
+    lf::svg_units_of(d.type, o);
 }
 
 // A pprof file (gzipped or plain, e.g. from Go's runtime/pprof) is read with

@@ -405,4 +405,13 @@ std::string write_pprof(const std::vector<PprofSeries>& series, const PprofWrite
   return gz;
 }
 
+void svg_units_of(const PprofValueType& type, SvgOptions& o) {
+  if (type.unit == "nanoseconds")
+    o.unit = "ns";
+  else if (type.unit == "bytes")
+    o.unit = "bytes";
+  else if (!type.type.empty())
+    o.count_name = type.type;
+}
+
 }  // namespace lf

@@ -169,6 +169,29 @@ TEST_CASE("looks_like_pprof: never folded text") {
   }
 }
 
+// Regression: `luaflame svg cpu.pb.gz` titled Go's CPU profile "700,000,000 samples".
+TEST_CASE("svg_units_of: a sample type's unit in the titles") {
+  struct Case {
+    lf::PprofValueType type;
+    std::string unit, count_name;
+  };
+  const std::vector<Case> cases = {
+      {{"cpu", "nanoseconds"}, "ns", "samples"},
+      {{"inuse_space", "bytes"}, "bytes", "samples"},
+      {{"goroutine", "count"}, "", "goroutine"},
+      {{"", ""}, "", "samples"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.type.type);
+    CAPTURE(c.type.unit);
+    lf::SvgOptions o;
+    REQUIRE(o.count_name == "samples");
+    lf::svg_units_of(c.type, o);
+    CHECK(o.unit == c.unit);
+    CHECK(o.count_name == c.count_name);
+  }
+}
+
 TEST_CASE("split_frame_location") {
   struct Case {
     const char* frame;

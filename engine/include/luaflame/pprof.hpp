@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
 
 namespace lf {
@@ -99,6 +100,11 @@ std::string write_pprof(const std::vector<PprofSeries>& series, const PprofWrite
 /// frame, when the frame has no such location ("[C] string.rep").
 bool split_frame_location(std::string_view frame, std::string_view& name, std::string_view& file,
                           int64_t& line);
+
+/// Titles for a drawn sample type, in its unit: nanoseconds as time
+/// (o.unit "ns": "700.00 ms"), bytes as KiB/MiB (o.unit "bytes"), any other
+/// count by its type's name (o.count_name "goroutine"), not as "samples".
+void svg_units_of(const PprofValueType& type, SvgOptions& o);
 
 /// Decompresses gzip data, at most `max_bytes` of output. False (with
 /// `error`) on bad data or when the output would be larger.
