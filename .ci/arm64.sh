@@ -36,15 +36,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-out=$(mktemp -d)
+# A fixed folder inside the clone, so that ccache (CCACHE_BASEDIR: the clone)
+# sees the same relative paths in every run and serves the objects again.
+out=$PWD/build-arm64
+rm -rf "$out"
 trap 'rm -rf "$out"' EXIT
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+launcher=()
+command -v ccache >/dev/null && launcher=(ccache)
 CXX=aarch64-linux-gnu-g++
 mkdir -p "$out/gen" "$out/jit" "$out/bin"
 protoc --cpp_out="$out/gen" -Iengine/proto engine/proto/luaflame_pprof.proto
 # -fPIC everywhere: the engine, wire and protobuf objects also go into jit/luaflame.so.
 common=(-std=c++17 -O1 -g0 -Wall -Wextra -Werror -pthread -fPIC -Icollector/include -Iwire/include
         -Iengine/include -I"$out/gen" -I/usr/include/aarch64-linux-gnu)
-flags=("${common[@]}" -I/usr/include/lua5.4 -DLUAFLAME_TEST_DATA="\"$PWD/tests/data\"")
+flags=("${common[@]}" -I/usr/include/lua5.4)  # tests/data: LUAFLAME_TEST_DATA in the environment
 # The LuaJIT collector as collector/jit/CMakeLists.txt builds it: its shared sources (the
 # list is read from there, one source of truth) again against LuaJIT's headers, the 5.2+
 # calls mapped by compat.hpp.
@@ -61,7 +67,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 pids=()
 compile() {  # compile ARGS...: "$CXX" with ARGS, in the background
   if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
-  timeout 300 "$CXX" "$@" &
+  timeout 300 "${launcher[@]}" "$CXX" "$@" &
   pids+=($!)
 }
 objs=() base_objs=()
@@ -74,7 +80,11 @@ for s in "${srcs[@]}"; do
   objs+=("$o")
   [[ $s == collector/* ]] || base_objs+=("$o")  # wire, engine, protobuf: both collectors link them
 done
+# The collector's three in-process test files, linked into one program (doctest's main in the first).
 compile "${flags[@]}" -DDOCTEST_CONFIG_IMPLEMENT_WITH_MAIN -c tests/collector/test_collector.cpp -o "$out/test.o"
+for part in alloc sampling; do
+  compile "${flags[@]}" -c "tests/collector/test_collector_$part.cpp" -o "$out/test_$part.o"
+done
 jobjs=()
 for s in "${jsrcs[@]}"; do
   o="$out/jit/$(echo "$s" | tr / _).o"
@@ -86,7 +96,7 @@ for s in collector/lua_entry.cpp collector/jit/main.cpp cli/args.cpp cli/cmd_run
 done
 for p in "${pids[@]}"; do wait "$p"; done
 libs=(-L/usr/lib/aarch64-linux-gnu -lcpp-httplib -lprotobuf-lite -lssl -lcrypto -lz -lbrotlidec -lbrotlienc -ldl -lm)
-"$CXX" -pthread -o "$out/test_collector" "$out/test.o" "${objs[@]}" -llua5.4 "${libs[@]}"
+"$CXX" -pthread -o "$out/test_collector" "$out/test.o" "$out/test_alloc.o" "$out/test_sampling.o" "${objs[@]}" -llua5.4 "${libs[@]}"
 file "$out/test_collector" | grep -q aarch64
 # luaflame-jit links LuaJIT statically and exports its API (-rdynamic), as Debian's
 # luajit does; jit/luaflame.so takes LuaJIT's symbols from the luajit that loads it.
@@ -110,7 +120,7 @@ echo "arm64: built ($SECONDS s)"
 # the timing-sensitive shares (sampled vs traced) are left to the native run.
 # The timeout is wall time: 900 s cut the last test case on a machine at
 # load 18 (the job had 10% of a CPU; 171 s of CPU in all), hence 1800.
-(cd "$out" && QEMU_LD_PREFIX=/ timeout "${ARM64_TEST_TIMEOUT:-1800}" qemu-aarch64-static ./test_collector \
+(cd "$out" && LUAFLAME_TEST_DATA="$OLDPWD/tests/data" QEMU_LD_PREFIX=/ timeout "${ARM64_TEST_TIMEOUT:-1800}" qemu-aarch64-static ./test_collector \
   -tce="sample: self shares within 5 points*,sample: a function with three quarters*")
 echo "arm64: collector tests passed ($SECONDS s)"
 # The LuaJIT collector on arm64: Debian's luajit compiles a trace under qemu; luaflame-jit

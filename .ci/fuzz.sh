@@ -1,23 +1,19 @@
 #!/bin/sh
-# CI job: builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) in
-# build-fuzz/ and runs each for FUZZ_SECONDS (default 60) from a seed corpus
-# made of tests/data, FUZZ_JOBS (default: the number of cores) at a time.
-# Exits non-zero when any target finds something (the crashing input is left
-# in build-fuzz/findings/). Usage: .ci/fuzz.sh [SECONDS]
+# CI job: runs the libFuzzer targets in fuzz/, built (clang, ASan + UBSan) in
+# the sanitizer build the sanitize job shares (.ci/asan-build.sh, build-asan/),
+# each for FUZZ_SECONDS (default 60) from a seed corpus made of tests/data,
+# FUZZ_JOBS (default: the number of cores) at a time. Exits non-zero when any
+# target finds something (the crashing input is left in build-asan/findings/).
+# Usage: .ci/fuzz.sh [SECONDS]
 set -eu
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-${FUZZ_SECONDS:-60}}
-BUILD=${FUZZ_BUILD:-build-fuzz}
+BUILD=${FUZZ_BUILD:-${SAN_BUILD:-build-asan}}
 [ -n "${FUZZ_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --fuzz
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ missing (scripts/install-deps.sh installs clang, libfuzzer-14-dev)"; exit 1; }
 TARGETS=${FUZZ_TARGETS:-"fuzz_folded fuzz_wire fuzz_json_request fuzz_gzip_body fuzz_query fuzz_pprof fuzz_multipart"}
-SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 start=$(date +%s)
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" -DLUAFLAME_FUZZ=ON -DLUAFLAME_TESTS=OFF -DLUAFLAME_BENCH=OFF \
-  ${CCACHE_DIR:+-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache} >/dev/null
-cmake --build "$BUILD" -j"${JOBS:-2}" --target $TARGETS
-echo "fuzz.sh: built in $(( $(date +%s) - start )) s"
+SAN_BUILD=$BUILD bash .ci/asan-build.sh $TARGETS
 mkdir -p "$BUILD/findings"
 # Seed corpora, one folder per target.
 for t in $TARGETS; do

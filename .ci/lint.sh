@@ -3,7 +3,9 @@
 #   1. clang-format --dry-run --Werror over every C/C++ source (.clang-format)
 #   2. a full build with -DLUAFLAME_WERROR=ON (-Wall -Wextra as errors)
 #   3. clang-tidy (.clang-tidy) over every .cpp, with the build's compile
-#      commands (-p build-lint), in parallel; headers through HeaderFilterRegex
+#      commands (-p build-lint), in parallel; headers through HeaderFilterRegex;
+#      beside the build (2 and 3 together), and skipping files whose exact
+#      input passed before (a cache outside the clone: step_tidy)
 # All three run even when one fails; the exit status is non-zero when any did.
 # Installs what it needs (scripts/install-deps.sh --lint). The last full CI
 # run (fresh clone, 2 idle cores, 35a271f): 1099 s, 771 s of it clang-tidy.
@@ -21,6 +23,8 @@ for tool in clang-format clang-tidy cmake; do
   command -v "$tool" >/dev/null || { echo "lint: $tool missing (scripts/install-deps.sh --lint)" >&2; exit 1; }
 done
 
+source scripts/build-env.sh
+
 # Every tracked C/C++ source of ours.
 mapfile -t sources < <(git ls-files '*.c' '*.h' '*.cpp' '*.hpp')
 mapfile -t units < <(git ls-files '*.c' '*.cpp')
@@ -32,20 +36,19 @@ step_format() {
     sed -E 's/:[0-9]+:[0-9]+: (error|warning): / /' | uniq -c | sed 's/^/  /'
   clang-format --dry-run --Werror "${sources[@]}" >/dev/null 2>&1
 }
-# The build is the one scripts/test.sh makes (Release, every target), plus
-# -Werror and compile_commands.json: .ci/run points LUAFLAME_LINT_BUILD at
-# build/, so the test job reuses it. When it fails, $build/.lint-build-failed
-# says so (.ci/run then lets the test job build without -Werror).
-# ccache only when CCACHE_DIR is set, as in fuzz.sh and sanitizers.sh: on a
-# fresh clone the cache is empty and each build has other flags, so it only
-# adds its own cost.
+# The build is the one scripts/test.sh makes (scripts/build-env.sh: Release,
+# every target, through ccache), with -Werror and compile_commands.json:
+# .ci/run points LUAFLAME_LINT_BUILD at build/, so the test job reuses it.
+# When it fails, $build/.lint-build-failed says so (.ci/run then lets the
+# test job build without -Werror).
+configure() {
+  mkdir -p "$build" && touch "$build/.lint-build-failed"
+  cmake -S . -B "$build" "${LUAFLAME_CMAKE_OPTIONS[@]}" -DLUAFLAME_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+        >/dev/null
+}
 step_build() {
   echo "== build with LUAFLAME_WERROR=ON in $build"
-  local launcher=()
-  [ -n "${CCACHE_DIR:-}" ] && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-  mkdir -p "$build" && touch "$build/.lint-build-failed"
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DLUAFLAME_WERROR=ON -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-        "${launcher[@]}" >/dev/null || return 1
+  configure || return 1
   timeout 1200 cmake --build "$build" -j"$jobs" -- -k 2>&1 | grep -E 'error|warning|Error' | head -80
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && rm -f "$build/.lint-build-failed"
@@ -63,13 +66,31 @@ step_tidy() {
     [[ -z ${TIDY_ONLY:-} || $f =~ $TIDY_ONLY ]] && todo+=("$f")  # TIDY_ONLY: a path regex
   done
   echo "   ${#todo[@]} of ${#units[@]} files to check (fuzz/ is not in this build; TIDY_ONLY filters)"
+  # A cache of clean verdicts outside the clone (.ci/tidy_keys.py: a key per
+  # file over its preprocessed text, command and the configuration): a file
+  # whose key has passed before is not checked again; with no cache (a new
+  # machine) every file is. LUAFLAME_TIDY_CACHE=off checks every file always.
+  local cache=${LUAFLAME_TIDY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/luaflame/tidy}
   local out; out=$(mktemp -d)
+  if [ "$cache" != off ] && mkdir -p "$cache" && command -v python3 >/dev/null; then
+    python3 .ci/tidy_keys.py "$build" "$root" "${todo[@]}" >"$out/keys" || : >"$out/keys"
+    local -a left=()
+    local key f
+    while read -r key f; do
+      if [ "$key" != none ] && [ -e "$cache/$key" ]; then continue; fi
+      left+=("$f")
+    done <"$out/keys"
+    [ -s "$out/keys" ] || left=("${todo[@]}")
+    echo "   $(( ${#todo[@]} - ${#left[@]} )) passed before with the same input (cache $cache): ${#left[@]} to run"
+    todo=("${left[@]+"${left[@]}"}")
+  fi
   # One clang-tidy per file; a file's findings go to its own log, printed after.
   # -std: GCC 12 compiles C++17 by default, so CMake writes no -std flag, and
   # clang 14's default (C++14) would not know std::string_view. gnu++20, as
   # clang 14 rejects in C++17 what GCC 12 takes there (lambdas capturing
   # structured bindings: server/render.cpp:109, tests/server/test_http.cpp:290).
-  printf '%s\n' "${todo[@]}" | timeout "${TIDY_TIMEOUT:-2400}" xargs -P "$jobs" -I{} sh -c \
+  [ ${#todo[@]} -gt 0 ] || printf '' >"$out/none"
+  [ ${#todo[@]} -eq 0 ] || printf '%s\n' "${todo[@]}" | timeout "${TIDY_TIMEOUT:-2400}" xargs -P "$jobs" -I{} sh -c \
     'f="$1"; log="$2/$(echo "$f" | tr / _).log"; clang-tidy -p "$3" --quiet --extra-arg=-std=gnu++20 "$f" >"$log" 2>&1 || echo "$f" >>"$2/failed"' \
     _ {} "$out" "$build"
   local xrc=$? rc=0
@@ -84,13 +105,39 @@ step_tidy() {
       echo "-- $f"; grep -E 'warning:|error:' "$out/$(echo "$f" | tr / _).log" | sort -u | head -40
     done <"$out/failed"
   fi
+  # Remember the files that passed (the cache of clean verdicts).
+  if [ -s "$out/keys" ] && [ $xrc -eq 0 -o $xrc -eq 123 ]; then
+    while read -r key f; do
+      [ "$key" = none ] || grep -qxF "$f" "$out/failed" 2>/dev/null || : >"$cache/$key"
+    done <"$out/keys"
+  fi
   rm -rf "$out"
   return $rc
 }
 
-for s in "${steps[@]}"; do
-  start=$SECONDS
-  if "step_$s"; then echo "   ok ($((SECONDS - start)) s)"; else echo "   FAILED ($((SECONDS - start)) s)"; failed+=("$s"); fi
-done
+run_step() {
+  local s=$1 start=$SECONDS
+  if "step_$s"; then echo "   ok ($((SECONDS - start)) s)"; else echo "   FAILED ($((SECONDS - start)) s)"; return 1; fi
+}
+# With both, clang-tidy runs beside the build: it needs only the compile
+# commands and the generated protobuf header, made first.
+if [[ " ${steps[*]} " == *" build "* && " ${steps[*]} " == *" tidy "* ]]; then
+  together=$(mktemp -d)
+  for s in "${steps[@]}"; do
+    [ "$s" = format ] && { run_step format || failed+=(format); }
+  done
+  if configure && cmake --build "$build" --target luaflame_pprof_proto >/dev/null 2>&1; then
+    (run_step build >"$together/build.out" 2>&1; echo $? >"$together/build.rc") &
+    run_step tidy || failed+=(tidy)
+    wait
+    cat "$together/build.out"
+    [ "$(cat "$together/build.rc")" = 0 ] || failed+=(build)
+  else
+    echo "lint: cmake could not configure $build" >&2; failed+=(build tidy)
+  fi
+  rm -rf "$together"
+else
+  for s in "${steps[@]}"; do run_step "$s" || failed+=("$s"); done
+fi
 [ ${#failed[@]} -eq 0 ] || { echo "lint: failed: ${failed[*]}" >&2; exit 1; }
 echo "lint: all gates pass"

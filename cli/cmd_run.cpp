@@ -71,7 +71,9 @@ void add_run_options(CLI::App& app, RunArgs& r) {
       app.add_option(spec, r.values[name], option_help(name));
   }
   app.add_option("--tag", r.tag, "add a run tag K=V (repeatable)")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->expected(1)  // one K=V per --tag: the script after it is not a tag
+      ->allow_extra_args(false);
   app.footer(
       "Runs the script exactly as 'lua5.4 script.lua args...' would, under the profiler.\n"
       "Options are also LUAFLAME_<NAME> environment variables and luaflame.start{} fields.\n"

@@ -43,6 +43,31 @@ void sanitize_frame(std::string& s) {
   s.swap(out);
 }
 
+std::string visible_utf8(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  std::size_t n = s.size(), i = 0;
+  while (i < n) {
+    if (p[i] < 0x80) {
+      out += static_cast<char>(p[i++]);
+      continue;
+    }
+    const std::size_t len = lf::detail::utf8_len(p, n, i);
+    if (len > 1) {
+      out.append(s.data() + i, len);
+      i += len;
+    } else {
+      out += "\\x";
+      out += kHex[p[i] >> 4];
+      out += kHex[p[i] & 15];
+      ++i;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // A function stored under several names (penlight's `List.concat =

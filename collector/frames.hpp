@@ -27,6 +27,11 @@ namespace lfc {
 /// control bytes, valid UTF-8 (bad bytes become '?').
 void sanitize_frame(std::string& s);
 
+/// `s` as valid UTF-8 for JSON: each byte that is not part of a valid UTF-8
+/// sequence is written as the four visible characters \xNN; the rest (control
+/// bytes and NUL included: JSON escapes those) is kept as it is.
+std::string visible_utf8(std::string_view s);
+
 class FrameTable {
  public:
   explicit FrameTable(FrameNames& names) : names_(names) {}

@@ -37,6 +37,14 @@ bool known(const char* name) {
   return false;
 }
 
+// The string at `i`, whole: a name or tag may hold NUL bytes (lua_tostring's
+// C string would end at the first), which go on to the server escaped.
+std::string whole_string(lua_State* L, int i) {
+  std::size_t n = 0;
+  const char* p = lua_tolstring(L, i, &n);
+  return p ? std::string(p, n) : std::string();
+}
+
 // tags = {k = "v", ...}: string keys, string or number values. Raises
 // nothing: false with the message in `err`.
 bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::string& err) {
@@ -47,9 +55,9 @@ bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::strin
       lua_pop(L, 2);
       return err = std::string(fn) + ": option 'tags' must map strings to strings", false;
     }
-    std::string k = lua_tostring(L, -2);
+    std::string k = whole_string(L, -2);
     lua_pushvalue(L, -1);
-    std::string v = lua_tostring(L, -1);
+    std::string v = whole_string(L, -1);
     lua_pop(L, 2);
     if (k.find_first_of(",=") != std::string::npos || v.find(',') != std::string::npos) {
       lua_pop(L, 1);
@@ -68,7 +76,7 @@ std::string default_name(lua_State* L) {
   std::string name = "lua";
   int top = lua_gettop(L);
   if (lua_getglobal(L, "arg") == LUA_TTABLE && lua_rawgeti(L, -1, 0) == LUA_TSTRING) {
-    std::string a = lua_tostring(L, -1);
+    std::string a = whole_string(L, -1);
     std::size_t slash = a.rfind('/');
     if (slash != std::string::npos) a = a.substr(slash + 1);
     if (a.size() > 4 && a.compare(a.size() - 4, 4, ".lua") == 0) a.resize(a.size() - 4);
@@ -105,7 +113,7 @@ bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string
     if (!std::strcmp(want, "table") && t == LUA_TTABLE) {
       if (!tags_text(L, lua_gettop(L), fn, value, err)) return lua_settop(L, top), false;
     } else if (!std::strcmp(want, "table") && t == LUA_TSTRING)
-      value = lua_tostring(L, -1);
+      value = whole_string(L, -1);
     else if (!std::strcmp(want, "boolean") && t == LUA_TBOOLEAN)
       value = lua_toboolean(L, -1) ? "true" : "false";
     else if (!std::strcmp(want, "number") && t == LUA_TNUMBER) {
@@ -113,7 +121,7 @@ bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string
       value = lua_tostring(L, -1);
       lua_pop(L, 1);
     } else if (!std::strcmp(want, "string") && t == LUA_TSTRING)
-      value = lua_tostring(L, -1);
+      value = whole_string(L, -1);
     else {
       err = f + ": option '" + name + "' must be a " + want + ", got " + luaL_typename(L, -1);
       return lua_settop(L, top), false;

@@ -11,6 +11,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "frames.hpp"
 #include "luaflame/wire.hpp"
 #include "out_formats.hpp"
 #include "session.hpp"
@@ -32,6 +33,12 @@ std::string make_uuid() {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// JSON text of `j`: bytes that are not UTF-8 become U+FFFD instead of an
+// exception (every string put in `j` went through visible_utf8 already).
+std::string dump_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 Clock::time_point after(double seconds) {
   return Clock::now() +
@@ -121,25 +128,34 @@ bool Streamer::post(const std::string& path, const std::string& body, const char
   return false;
 }
 
+// The run's name and tags come from file names, --name, --tag and the
+// environment: any bytes. JSON holds UTF-8 only (nlohmann's dump throws on
+// anything else, which aborted the program), so bytes that are not UTF-8 go
+// as visible \xNN text (visible_utf8, frames.hpp) and the rest as they are.
 bool Streamer::create_run() {
   nlohmann::json j;
   j["stream"] = uuid_;
-  j["name"] = s_.opt.name.empty() ? "lua" : s_.opt.name;
-  j["tags"] = s_.opt.tags;
+  j["name"] = visible_utf8(s_.opt.name.empty() ? "lua" : s_.opt.name);
+  nlohmann::json tags = nlohmann::json::object();
+  for (const auto& [k, v] : s_.opt.tags) tags[visible_utf8(k)] = visible_utf8(v);
+  j["tags"] = std::move(tags);
   j["metrics"] = s_.metrics;
   j["started_ns"] = s_.acct.start_unix;
   if (s_.opt.sample) j["hz"] = s_.opt.hz;
   int status = 0;
   std::string answer;
-  if (!post("/api/streams", j.dump(), "application/json", status, answer)) return false;
+  if (!post("/api/streams", dump_json(j), "application/json", status, answer)) return false;
+  // Whatever the server answers (garbage, null or wrongly typed fields), no
+  // exception: an answer without an integer id is a refusal.
   auto r = nlohmann::json::parse(answer, nullptr, false);
-  if (r.is_discarded() || !r.contains("id") || !r["id"].is_number_integer()) {
-    error_ = "POST /api/streams: unexpected answer " + answer.substr(0, 200);
+  if (r.is_discarded() || !r.is_object() || !r.contains("id") || !r["id"].is_number_integer()) {
+    error_ = "POST /api/streams: unexpected answer " + visible_utf8(answer.substr(0, 200));
     given_up_ = true;
     return false;
   }
   run_id_ = r["id"].get<long long>();
-  run_url_ = r.value("url", "");
+  auto url = r.find("url");
+  run_url_ = url != r.end() && url->is_string() ? url->get<std::string>() : std::string();
   if (!run_url_.empty() && run_url_[0] == '/') run_url_ = s_.opt.server + run_url_;
   return true;
 }
@@ -286,7 +302,22 @@ bool Streamer::send_chunk() {
   return true;
 }
 
-void Streamer::run() {
+// The streaming thread's entry: nothing may leave it (an exception out of a
+// std::thread's function is std::terminate, which aborts the program). A
+// fault here ends streaming; finish() writes what was not sent locally.
+void Streamer::run() noexcept {
+  try {
+    stream_loop();
+  } catch (const std::exception& e) {
+    error_ = std::string("streaming stopped: ") + e.what();
+    given_up_ = true;
+  } catch (...) {
+    error_ = "streaming stopped: unknown error";
+    given_up_ = true;
+  }
+}
+
+void Streamer::stream_loop() {
   auto next_flush = after(s_.opt.flush_interval);
   auto next_try = Clock::now();
   for (;;) {
@@ -319,6 +350,56 @@ void Streamer::run() {
   }
 }
 
+// The last chunks and the finish request, on finish()'s helper thread:
+// sends while the bounded wait allows (`allowed` seconds from `t0`, grown
+// while the server answers), then marks the run finished.
+void Streamer::deliver_rest(const Summary& sum, Clock::time_point t0,
+                            std::atomic<double>& allowed) {
+  auto deadline = [&] {
+    return t0 + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(allowed.load()));
+  };
+  double wait = 0.1;
+  bool built = false;
+  while (!given_up_) {
+    if (queue_.empty()) {
+      if (built) break;
+      build_chunks(unix_now_ns());
+      built = true;
+      // More to send, more time: one second per MiB, within the cap.
+      allowed.store(
+          std::min(kFinishMaxSeconds,
+                   std::max(allowed.load(),
+                            kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20))));
+      if (queue_.empty()) break;
+    }
+    if (send_chunk()) {
+      // A server that answers keeps the wait going (it is slow, not
+      // stalled): time for the next chunk's own timeout, within the cap.
+      double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+      double next = queue_.empty() ? 0 : timeout_for(queue_.front().body.size());
+      allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + next + 0.5)));
+      continue;
+    }
+    if (given_up_ || aborted_.load() || after(wait) >= deadline()) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    wait *= 2;
+  }
+  // The server closes the run over everything it was sent: the finish
+  // request's timeout (and the wait for it) grow with that too.
+  const double finish_secs = timeout_for(bytes_sent_ / 8);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + finish_secs + 0.5)));
+  set_timeouts(bytes_sent_ / 8);
+  wait = 0.1;
+  while (!given_up_ && queue_.empty() && !aborted_.load() && (run_id_ >= 0 || create_run())) {
+    if ((finished_ = finish_run(sum)) || given_up_ || after(wait) >= deadline()) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    wait *= 2;
+  }
+  if (finished_ && s_.opt.sources) send_sources();
+}
+
 void Streamer::finish(Summary& sum) {
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -335,48 +416,17 @@ void Streamer::finish(Summary& sum) {
                     std::chrono::duration<double>(allowed.load()));
   };
   std::atomic<bool> done{false};
-  std::thread last([&] {
+  std::thread last([&]() noexcept {
     if (th_.joinable()) th_.join();
-    double wait = 0.1;
-    bool built = false;
-    while (!given_up_) {
-      if (queue_.empty()) {
-        if (built) break;
-        build_chunks(unix_now_ns());
-        built = true;
-        // More to send, more time: one second per MiB, within the cap.
-        allowed.store(
-            std::min(kFinishMaxSeconds,
-                     std::max(allowed.load(),
-                              kFinishSeconds + static_cast<double>(queued_bytes()) / (1 << 20))));
-        if (queue_.empty()) break;
-      }
-      if (send_chunk()) {
-        // A server that answers keeps the wait going (it is slow, not
-        // stalled): time for the next chunk's own timeout, within the cap.
-        double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-        double next = queue_.empty() ? 0 : timeout_for(queue_.front().body.size());
-        allowed.store(std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + next + 0.5)));
-        continue;
-      }
-      if (given_up_ || aborted_.load() || after(wait) >= deadline()) break;
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      wait *= 2;
+    try {
+      deliver_rest(sum, t0, allowed);
+    } catch (const std::exception& e) {
+      error_ = std::string("streaming stopped: ") + e.what();
+      given_up_ = true;
+    } catch (...) {
+      error_ = "streaming stopped: unknown error";
+      given_up_ = true;
     }
-    // The server closes the run over everything it was sent: the finish
-    // request's timeout (and the wait for it) grow with that too.
-    const double finish_secs = timeout_for(bytes_sent_ / 8);
-    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-    allowed.store(
-        std::min(kFinishMaxSeconds, std::max(allowed.load(), elapsed + finish_secs + 0.5)));
-    set_timeouts(bytes_sent_ / 8);
-    wait = 0.1;
-    while (!given_up_ && queue_.empty() && !aborted_.load() && (run_id_ >= 0 || create_run())) {
-      if ((finished_ = finish_run(sum)) || given_up_ || after(wait) >= deadline()) break;
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      wait *= 2;
-    }
-    if (finished_ && s_.opt.sources) send_sources();
     done.store(true);
   });
   // A request to a server that answers is not cut before its own timeout (within
@@ -424,7 +474,7 @@ bool Streamer::finish_run(const Summary& sum) {
   j["stats"] = st;
   int status = 0;
   std::string answer;
-  return post("/api/runs/" + std::to_string(run_id_) + "/finish", j.dump(), "application/json",
+  return post("/api/runs/" + std::to_string(run_id_) + "/finish", dump_json(j), "application/json",
               status, answer);
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -57,7 +58,10 @@ class Streamer {
   void finish(Summary& sum);
 
  private:
-  void run();
+  using Clock = std::chrono::steady_clock;
+  void run() noexcept;  ///< the streaming thread: catches everything (see streamer.cpp)
+  void stream_loop();
+  void deliver_rest(const Summary& sum, Clock::time_point t0, std::atomic<double>& allowed);
   bool create_run();
   void build_chunks(uint64_t until_ns);
   bool send_chunk();

@@ -10,13 +10,13 @@ cd "$(dirname "$0")/.."
 
 build_pkgs=(g++ cmake make pkg-config lua5.4 liblua5.4-dev libcpp-httplib-dev
             nlohmann-json3-dev libspdlog-dev doctest-dev libsqlite3-dev zlib1g-dev libssl-dev
-            ca-certificates curl)
+            ca-certificates curl ccache)  # ccache: CMakeLists.txt compiles through it when present
 # The PostgreSQL store: libpq to build it; with --test, PostgreSQL itself (the tests start
 # their own) and nginx (the load balancer of the compose profile, tested on the host).
 pg_pkgs=(libpq-dev)
 pg_test_pkgs=(postgresql nginx)
 test_pkgs=(chromium docker-compose nodejs npm procps libxml2-utils)
-fuzz_pkgs=(clang libfuzzer-14-dev)  # .ci/fuzz.sh (scripts/install-deps.sh --fuzz)
+fuzz_pkgs=(clang libfuzzer-14-dev libclang-rt-14-dev)  # .ci/asan-build.sh: fuzz and sanitize jobs (--fuzz)
 cli_pkgs=(libcli11-dev)                  # argument parsing of every `luaflame` subcommand
 lint_pkgs=(clang-tidy clang-format)      # .ci/lint.sh (scripts/install-deps.sh --lint)
 

@@ -101,8 +101,15 @@ Setter int_setter(T Config::*field, const char* name, long long lo, long long hi
 
 const std::vector<Option>& options() {
   static const std::vector<Option> opts = {
-      {"--listen", "LUAFLAME_LISTEN", "HOST:PORT to listen on (default 127.0.0.1:8080)",
+      {"--listen", "LUAFLAME_LISTEN",
+       "HOST:PORT to listen on (default 127.0.0.1:8080; port 0: one the system chooses)",
        set_listen},
+      {"--port-file", "LUAFLAME_PORT_FILE",
+       "once listening, write the bound port to this file (with --listen HOST:0)",
+       [](Config& c, const std::string& v) -> std::string {
+         c.port_file = v;
+         return {};
+       }},
       {"--data", "LUAFLAME_DATA", "folder of the store (default data)",
        [](Config& c, const std::string& v) -> std::string {
          if (v.empty()) return "--data wants a folder";

@@ -13,6 +13,9 @@ struct Config {
   /// --listen / LUAFLAME_LISTEN: HOST:PORT. Default 127.0.0.1:8080 (loopback only).
   std::string host = "127.0.0.1";
   int port = 8080;
+  /// --port-file / LUAFLAME_PORT_FILE: once listening, the bound port is written there (with
+  /// --listen HOST:0 the system chooses it: how tests start servers that cannot collide).
+  std::string port_file;
   /// --data / LUAFLAME_DATA: folder holding luaflame.db. Default "data".
   std::string data_dir = "data";
   /// --store / LUAFLAME_STORE: "postgresql://..." (a database several servers share) or

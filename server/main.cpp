@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <algorithm>
 #include <condition_variable>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -119,6 +121,18 @@ void retention_loop(lfs::App& app, DiskReserve& reserve, std::mutex& mu,
   }
 }
 
+// The bound port, written whole or not at all (a temporary file renamed over
+// the name): a test that waits for the file never reads half a number.
+bool write_port_file(const std::string& path, int port) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
 // Why binding host:port fails: a probe bind with the server's own socket
 // options, so the message names the real cause ("in use", "cannot assign").
 std::string bind_error(const std::string& host, int port) {
@@ -163,7 +177,7 @@ int main(int argc, char** argv) {
     std::cerr << "luaflame-server: " << parsed.error << "\n";
     return 2;
   }
-  const lfs::Config& cfg = parsed.config;
+  lfs::Config cfg = parsed.config;
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
 
   // Block the stop signals in every thread; one thread waits for them.
@@ -184,8 +198,16 @@ int main(int argc, char** argv) {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   // Bind before opening the store: a second server on a taken port leaves the store alone.
-  if (!svr.bind_to_port(cfg.host.c_str(), cfg.port)) {
+  int bound = cfg.port == 0 ? svr.bind_to_any_port(cfg.host)
+                            : (svr.bind_to_port(cfg.host, cfg.port) ? cfg.port : -1);
+  if (bound <= 0) {
     std::cerr << "luaflame-server: " << bind_error(cfg.host, cfg.port) << "\n";
+    return 1;
+  }
+  cfg.port = bound;  // links made from --listen name the port really bound
+  if (!cfg.port_file.empty() && !write_port_file(cfg.port_file, bound)) {
+    std::cerr << "luaflame-server: cannot write --port-file " << cfg.port_file << ": "
+              << std::strerror(errno) << "\n";
     return 1;
   }
   std::unique_ptr<lfs::Store> store;

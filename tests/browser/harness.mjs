@@ -1,9 +1,8 @@
-// Harness of the browser tests: starts the real luaflame-server on a free
-// loopback port with a temporary store, launches Debian's chromium through
+// Harness of the browser tests: starts the real luaflame-server on a loopback
+// port of its choosing with a temporary store, launches Debian's chromium through
 // playwright-core, runs named checks, and always cleans up.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -20,52 +19,41 @@ export function parseArgs(argv) {
   return a;
 }
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Starts luaflame-server; resolves once /healthz answers. */
+/**
+ * Starts luaflame-server on 127.0.0.1 port 0 (the system chooses a free one)
+ * and reads the port from its --port-file: a /healthz answer can only come
+ * from this server, never from another test's on a port picked in advance.
+ * Resolves once /healthz answers (15 s at most).
+ */
 export async function startServer(bin, webDir, extraArgs = []) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lf-web-data-'));
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
-    const args = ['--listen', `127.0.0.1:${port}`, '--data', dataDir, '--web', webDir, '--log-level', 'warn', ...extraArgs];
-    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    proc.stdout.on('data', (d) => { log += d; });
-    proc.stderr.on('data', (d) => { log += d; });
-    let exited = false;
-    proc.on('exit', () => { exited = true; });
-    const base = `http://127.0.0.1:${port}`;
-    const t0 = Date.now();
-    while (!exited && Date.now() - t0 < 15000) {
+  const portFile = path.join(dataDir, 'port');
+  const args = ['--listen', '127.0.0.1:0', '--port-file', portFile, '--data', dataDir, '--web', webDir,
+    '--log-level', 'warn', ...extraArgs];
+  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  let exited = false;
+  proc.on('exit', () => { exited = true; });
+  const t0 = Date.now();
+  let port = 0;
+  while (!exited && Date.now() - t0 < 15000) {
+    if (!port && fs.existsSync(portFile)) port = Number(fs.readFileSync(portFile, 'utf8').trim()) || 0;
+    if (port) {
+      const base = `http://127.0.0.1:${port}`;
       try {
         const r = await fetch(`${base}/healthz`);
-        if (r.ok) {
-          return {
-            base, port, proc, dataDir, log: () => log,
-            stop: () => stopServer(proc, dataDir),
-          };
-        }
+        if (r.ok) return { base, port, proc, dataDir, log: () => log, stop: () => stopServer(proc, dataDir) };
       } catch (_) { /* not up yet */ }
-      await sleep(100);
     }
-    proc.kill('SIGKILL');
-    if (attempt === 2 || !/address|bind|in use/i.test(log)) {
-      fs.rmSync(dataDir, { recursive: true, force: true });
-      throw new Error(`luaflame-server did not start (${bin}):\n${log}`);
-    }
+    await sleep(50);
   }
-  throw new Error('luaflame-server did not start');
+  proc.kill('SIGKILL');
+  fs.rmSync(dataDir, { recursive: true, force: true });
+  throw new Error(`luaflame-server did not start (${bin}):\n${log}`);
 }
 
 async function stopServer(proc, dataDir) {

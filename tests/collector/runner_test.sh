@@ -20,6 +20,10 @@ b=$(cd "$work" && "$LF" run -q -o args.folded args.lua --hz 5 -- -q "two words" 
 [ "$a" = "$b" ] || fail "script arguments: <$a> vs <$b>"
 b=$(cd "$work" && "$LF" run -q -o args.folded -- args.lua -x)
 [ "$b" = "$(printf '1\t-x')" ] || fail "-- before the script: <$b>"
+# Regression (issue 27): --tag K=V right before the script took the script as a
+# second tag ("no script given"); each --tag takes one value.
+b=$(cd "$work" && "$LF" run -q -o args.folded --tag a=b --tag c=d args.lua -x 2>&1)
+[ "$b" = "$(printf '1\t-x')" ] || fail "--tag before the script: <$b>"
 
 # 3. Output files: the first metric in the file, the others beside it.
 (cd "$work" && rm -f *.folded && "$LF" run -q --mode both --hz 999 -o out.folded "$DATA/runner/ok.lua" > /dev/null)
@@ -39,6 +43,8 @@ grep -q "luaflame: trace mode" "$work/report.txt" || fail "os.exit: no report: $
 # 5. Options: bad values are refused with a clear message and status 2.
 out=$("$LF" run --hz fast "$DATA/runner/ok.lua" 2>&1); rc=$?
 [ $rc = 2 ] && [[ $out == *"option 'hz'"* ]] || fail "--hz fast: rc=$rc <$out>"
+out=$("$LF" run --hz 50000 "$DATA/runner/ok.lua" 2>&1); rc=$?  # issue 27: 50 kHz hung the program
+[ $rc = 2 ] && [[ $out == *"from 1 to 10000"* ]] || fail "--hz 50000: rc=$rc <$out>"
 out=$(LUAFLAME_CLOCK=sundial "$LF" run "$DATA/runner/ok.lua" 2>&1); rc=$?
 [ $rc = 2 ] && [[ $out == *LUAFLAME_CLOCK* ]] || fail "LUAFLAME_CLOCK=sundial: rc=$rc <$out>"
 

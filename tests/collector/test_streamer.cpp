@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -48,6 +49,7 @@ struct FakeServer {
   std::vector<std::string> metrics;
   std::map<std::string, Totals> totals;  // metric -> stack -> sum
   std::string decode_error, create_body;
+  std::string create_answer = "{\"id\": 7, \"url\": \"/runs/7\"}";  // POST /api/streams
   bool resent_different = false;
 
   FakeServer() {
@@ -56,7 +58,7 @@ struct FakeServer {
       ++creates;
       create_body = req.body;
       res.status = 201;
-      res.set_content("{\"id\": 7, \"url\": \"/runs/7\"}", "application/json");
+      res.set_content(create_answer, "application/json");
     });
     srv.Post("/api/runs/7/chunks", [this](const httplib::Request& req, httplib::Response& res) {
       std::this_thread::sleep_for(std::chrono::milliseconds(chunk_delay_ms));
@@ -353,4 +355,50 @@ TEST_CASE("stream: server down: the program runs on, the data lands in a fallbac
        {"stream_test_down.folded", "stream_test_down.calls.folded",
         "stream_test_down.undelivered.folded", "stream_test_down.undelivered.calls.folded"})
     std::remove(f);
+}
+
+// Regression (issue 27): the run's name and tags are any bytes (a Latin-1
+// file name, --name $'x\xff', a tag from the environment), and the server's
+// answer may be anything. nlohmann's dump() threw on the bytes and get() on a
+// null "url", on the streaming thread: std::terminate aborted the program.
+// Now every case runs to its end; what the server refuses lands locally.
+TEST_CASE("stream: any bytes in the name and tags, any answer to the create request: no abort") {
+  struct Case {
+    const char* answer;
+    bool lands;  ///< the chunks reach the server (else: the fallback file)
+  };
+  const Case cases[] = {
+      {"{\"id\": 7, \"url\": \"/runs/7\"}", true},
+      {"{\"id\": 7, \"url\": null}", true},
+      {"{\"id\": 7, \"url\": 5}", true},
+      {"{\"id\": 7}", true},
+      {"{\"id\": \"7\"}", false},
+      {"{\"id\": null}", false},
+      {"[7]", false},
+      {"not json at all \xff", false},
+      {"", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.answer);
+    FakeServer fake;
+    fake.create_answer = c.answer;
+    const std::string out = "stream_test_bytes.folded";
+    std::string fallback = run_workload(
+        "{mode = 'trace', server = '" + fake.url() + "', flush_interval = 0.2, output = '" + out +
+        "', name = 'caf\\233\\255\\0z', tags = 'k\\254=v\\1\\255'}");
+    {
+      std::lock_guard<std::mutex> lk(fake.mu);
+      CHECK(fake.creates >= 1);
+      auto body = nlohmann::json::parse(fake.create_body, nullptr, false);
+      REQUIRE_FALSE(body.is_discarded());
+      CHECK(body["name"] == std::string("caf\\xE9\\xFF") + '\0' + "z");
+      CHECK(body["tags"]["k\\xFE"] == "v\x01\\xFF");
+      if (c.lands) CHECK_FALSE(fake.seqs.empty());
+    }
+    CHECK(fallback == (c.lands ? "" : "stream_test_bytes.undelivered.folded"));
+    for (const char* f :
+         {"stream_test_bytes.folded", "stream_test_bytes.calls.folded",
+          "stream_test_bytes.undelivered.folded", "stream_test_bytes.undelivered.calls.folded"})
+      std::remove(f);
+  }
 }

@@ -10,17 +10,10 @@ tmp=$(mktemp -d)
 cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-# A loopback port: start at a random one and move on while it is taken.
-port=$(lua5.4 -e 'print(math.random(20000, 60000))')
-for _ in $(seq 20); do
-  "$server" --listen "127.0.0.1:$port" --data "$tmp/data" >"$tmp/server.log" 2>&1 & pid=$!
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break
-  kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""
-  port=$((port + 1))
-done
-[ -n "$pid" ] || { echo "FAIL: server did not start"; cat "$tmp/server.log"; exit 1; }
-url="http://127.0.0.1:$port"
+# The server on a loopback port of its choosing (tests/support/server.sh).
+source "$(dirname "$0")/../support/server.sh"
+lf_server_start "$tmp/srv" "$server" || { echo "FAIL: server did not start"; exit 1; }
+pid=$LF_SERVER_PID url=$LF_URL
 
 cd "$tmp"
 start=$(date +%s.%N)

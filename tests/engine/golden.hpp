@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/paths.hpp"
 #include "luaflame/tree.hpp"
 
 namespace golden {
@@ -23,7 +24,7 @@ namespace golden {
 namespace fs = std::filesystem;
 
 inline fs::path data_dir(const char* stage) {
-  return fs::path(LUAFLAME_TEST_DATA) / stage;
+  return fs::path(lft::test_data_dir()) / stage;
 }
 
 inline std::string read(const fs::path& p) {

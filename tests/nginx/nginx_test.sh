@@ -23,16 +23,10 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 free_port() { echo $((20000 + (RANDOM * 7 + $1 * 97) % 40000)); }
 
-# luaflame-server on a free loopback port.
-port=$(free_port 1)
-for _ in $(seq 20); do
-  "$server" --listen "127.0.0.1:$port" --data "$tmp/data" >"$tmp/server.log" 2>&1 & spid=$!
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-  curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break
-  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; spid=""; port=$((port + 1))
-done
-[ -n "$spid" ] || { echo "FAIL: luaflame-server did not start"; cat "$tmp/server.log"; exit 1; }
-url="http://127.0.0.1:$port"
+# luaflame-server on a loopback port of its choosing (tests/support/server.sh).
+source "$HERE/../support/server.sh"
+lf_server_start "$tmp/srv" "$server" || { echo "FAIL: luaflame-server did not start"; exit 1; }
+spid=$LF_SERVER_PID url=$LF_URL
 
 # nginx with its own prefix, config, pid and logs; as root its workers run as root.
 start_nginx() {  # PROFILE(on/off) SERVER_URL

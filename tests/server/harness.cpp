@@ -1,5 +1,7 @@
 #include "harness.hpp"
 
+#include "../support/paths.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -58,41 +60,59 @@ int connect_loopback(int port) {
   return fd;
 }
 
+namespace {
+
+// The port a server wrote to its --port-file, or 0 while there is none yet.
+int read_port_file(const std::string& path) {
+  std::ifstream in(path);
+  int port = 0;
+  return (in >> port) ? port : 0;
+}
+
+}  // namespace
+
+// The server listens on port 0 and writes the port the system gave it to a
+// file of its own: no other test's server can answer in its place, and no
+// port is picked and then lost to another process before the bind.
 ServerProc::ServerProc(const std::string& data_dir, const std::vector<std::string>& extra) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = free_port();
-    log_path_ = data_dir + "/server-" + std::to_string(port_) + ".log";
-    std::filesystem::create_directories(data_dir);
-    std::vector<std::string> args = {LUAFLAME_SERVER_BIN, "--listen",
-                                     "127.0.0.1:" + std::to_string(port_), "--data", data_dir};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log_path_.c_str(), "a");
-      if (f) {
-        dup2(fileno(f), 1);
-        dup2(fileno(f), 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
+  static int started = 0;
+  std::filesystem::create_directories(data_dir);
+  const std::string tag = std::to_string(getpid()) + "-" + std::to_string(++started);
+  const std::string port_file = data_dir + "/server-" + tag + ".port";
+  log_path_ = data_dir + "/server-" + tag + ".log";
+  std::filesystem::remove(port_file);
+  std::vector<std::string> args = {server_bin(), "--listen", "127.0.0.1:0", "--port-file",
+                                   port_file,    "--data",   data_dir};
+  args.insert(args.end(), extra.begin(), extra.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    FILE* f = std::fopen(log_path_.c_str(), "a");
+    if (f) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
     }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }  // exited: port taken? retry
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      break;
+    }
+    if (port_ == 0) port_ = read_port_file(port_file);
+    if (port_ != 0) {
       httplib::Client c("127.0.0.1", port_);
       c.set_connection_timeout(1);
       if (auto r = c.Get("/healthz"); r && r->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (pid_ > 0) stop(9);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (pid_ > 0) stop(9);
   throw std::runtime_error("luaflame-server did not start; log: " + log());
 }
 

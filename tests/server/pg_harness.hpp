@@ -18,6 +18,10 @@ std::string pg_bindir();
 /// needs it fails rather than skips.
 bool in_ci();
 
+/// Cases of this program that could not run here (a tool is missing): when
+/// any did and none failed, the program exits 77, which CTest shows as skipped.
+int& skipped_cases();
+
 /// The test's PostgreSQL, started at the first call (throws when it cannot start).
 class Postgres {
  public:

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "../support/paths.hpp"
 #include "gzip.hpp"
 #include "harness.hpp"
 #include "luaflame/wire.hpp"
@@ -622,8 +623,9 @@ TEST_CASE("a second server on a port in use exits non-zero and says so") {
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
     }
-    execl(LUAFLAME_SERVER_BIN, LUAFLAME_SERVER_BIN, "--listen", where.c_str(), "--data",
-          dir2.path.c_str(), static_cast<char*>(nullptr));
+    const std::string bin = lft::server_bin();
+    execl(bin.c_str(), bin.c_str(), "--listen", where.c_str(), "--data", dir2.path.c_str(),
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   REQUIRE(pid > 0);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the CI jobs that README.md gives, as written (extract_ci.awk pulls
+# Runs the CI jobs that docs/ci.md gives, as written (extract_ci.awk pulls
 # their shell out of the Markdown), against a real server, for three
 # pipelines: the first on main (no base yet: passes), a pull request that adds
 # a slow function (fails with exit 1), one that does not (passes).
@@ -14,8 +14,8 @@ job="$1"; LF="$2"; SERVER_BIN="$3"; root="$4"
 unset LUAFLAME_TOKEN LUAFLAME_SERVER
 
 script="$SHIP_TMP/job.sh"
-{ echo "set -eo pipefail"; awk -v job="$job" -f "$here/extract_ci.awk" "$root/README.md"; } >"$script"
-grep -q "luaflame compare" "$script" || { echo "FAIL: no $job job found in README.md" >&2; cat "$script" >&2; exit 1; }
+{ echo "set -eo pipefail"; awk -v job="$job" -f "$here/extract_ci.awk" "$root/docs/ci.md"; } >"$script"
+grep -q "luaflame compare" "$script" || { echo "FAIL: no $job job found in docs/ci.md" >&2; cat "$script" >&2; exit 1; }
 
 start_server "$SERVER_BIN" || exit 1
 mkdir -p "$SHIP_TMP/bin"

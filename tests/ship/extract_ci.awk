@@ -1,12 +1,12 @@
-# Turns the CI jobs of README.md into shell scripts, so the test suite runs
+# Turns the CI jobs of docs/ci.md into shell scripts, so the test suite runs
 # the very commands the documentation gives (ci_docs_test.sh).
-#   awk -v job=github -f extract_ci.awk README.md   the `run:` of every step after "Install luaflame"
-#   awk -v job=gitlab -f extract_ci.awk README.md   the `script:` items
+#   awk -v job=github -f extract_ci.awk docs/ci.md   the `run:` of every step after "Install luaflame"
+#   awk -v job=gitlab -f extract_ci.awk docs/ci.md   the `script:` items
 # Only the YAML shapes those two blocks use are understood: `run: CMD`,
 # `run: |` blocks, `- CMD` items (continued on deeper-indented lines) and `- |` items.
 function indent(s) { match(s, /^ */); return RLENGTH }
-/^### GitHub Actions/ { section = "github"; next }
-/^### GitLab CI/ { section = "gitlab"; next }
+/^##+ GitHub Actions/ { section = "github"; next }
+/^##+ GitLab CI/ { section = "gitlab"; next }
 /^```yaml/ { inyaml = (section == job); next }
 /^```/ { inyaml = 0; next }
 !inyaml { next }

@@ -2,8 +2,11 @@
 # The Dockerfile's steps on the host (no Docker engine here), and smoke tests
 # of what they produce. One step per CTest test:
 #
-#   host_build_test.sh build  REPO_ROOT WORK   docker/build.sh into WORK/prefix, then the
-#                                              runtime package check the Dockerfile runs
+#   host_build_test.sh build  REPO_ROOT WORK BUILD
+#                                              docker/install.sh from the suite's own BUILD
+#                                              into WORK/prefix (the install step of
+#                                              docker/build.sh: nothing is compiled again),
+#                                              then the runtime package check the Dockerfile runs
 #   host_build_test.sh server REPO_ROOT WORK   the installed server starts (as uid 10001, the
 #                                              image's user, when run as root), /healthz answers,
 #                                              luaflame-healthcheck agrees, pages are served
@@ -22,8 +25,8 @@ need_prefix() {
 case "$step" in
 build)
   rm -rf "$prefix"
-  run_cmd build env JOBS="${JOBS:-2}" bash "$root/docker/build.sh" "$root" "$work/build" "$prefix"
-  expect_rc 0 "docker/build.sh"
+  run_cmd build bash "$root/docker/install.sh" "$root" "$4" "$prefix"
+  expect_rc 0 "docker/install.sh"
   [ "$RC" -eq 0 ] || { tail -n 40 "$SHIP_TMP/build.out" "$SHIP_TMP/build.err" >&2; exit 1; }
   for f in bin/luaflame-server bin/luaflame bin/luaflame-healthcheck bin/luaflame-demo \
            lib/lua/5.4/luaflame.so share/luaflame/demo/workload.lua; do

@@ -20,63 +20,26 @@ trap ship_cleanup EXIT
 fail() { echo "FAIL: $*" >&2; SHIP_FAILED=1; }
 pass() { echo "ok: $*"; }
 
-# A port nobody listens on now (the server start retries if one is taken meanwhile).
-free_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$(( 20000 + RANDOM % 40000 ))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
-  done
-  return 1
-}
-
-# owns_port PID PORT: PID holds the socket listening on PORT (from procfs,
-# no tool needed). A /healthz answer alone could come from another test's
-# server that took the port first, when this one's bind failed.
-owns_port() {
-  local hex inode fd
-  hex=$(printf '%04X' "$2")
-  while read -r inode; do
-    for fd in /proc/"$1"/fd/*; do
-      [ "$(readlink "$fd" 2>/dev/null)" = "socket:[$inode]" ] && return 0
-    done
-  done < <(awk -v h=":$hex" '$2 ~ h"$" && $4 == "0A" {print $10}' /proc/net/tcp)
-  return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../support/server.sh"
 
 # start_server BINARY [FLAGS...]: sets SHIP_URL (http://127.0.0.1:PORT) and
-# SHIP_DATA; waits until /healthz answers (10 s at most). With SHIP_AS_UID
-# set (and root), the server runs as that user, as in the image.
+# SHIP_DATA (tests/support/server.sh: port 0, read from the server's port
+# file). With SHIP_AS_UID set (and root), the server runs as that user, as in
+# the image.
 start_server() {
   local bin="$1"; shift
-  SHIP_DATA="$SHIP_TMP/data"
+  SHIP_DATA="$SHIP_TMP/server/data"
   mkdir -p "$SHIP_DATA"
-  local wrap=()
+  LF_SERVER_WRAP=(env -u LUAFLAME_TOKEN -u LUAFLAME_SERVER)  # the server reads LUAFLAME_* too
   if [ -n "${SHIP_AS_UID:-}" ]; then
     chmod 755 "$SHIP_TMP"
-    chown "$SHIP_AS_UID:$SHIP_AS_UID" "$SHIP_DATA"
-    wrap=(setpriv --reuid="$SHIP_AS_UID" --regid="$SHIP_AS_UID" --clear-groups)
+    chown "$SHIP_AS_UID:$SHIP_AS_UID" "$SHIP_TMP/server" "$SHIP_DATA"
+    LF_SERVER_WRAP=(setpriv --reuid="$SHIP_AS_UID" --regid="$SHIP_AS_UID" --clear-groups "${LF_SERVER_WRAP[@]}")
   fi
-  local port attempt
-  for attempt in 1 2 3 4 5; do
-    port="$(free_port)" || { echo "no free port" >&2; return 1; }
-    # The server reads LUAFLAME_* too: give it a clean environment for those.
-    "${wrap[@]}" env -u LUAFLAME_TOKEN -u LUAFLAME_SERVER "$bin" --listen "127.0.0.1:$port" --data "$SHIP_DATA" \
-      --log-level warn "$@" >"$SHIP_TMP/server.log" 2>&1 &
-    SHIP_SERVER_PID=$!
-    SHIP_URL="http://127.0.0.1:$port"
-    for _ in $(seq 100); do
-      if curl -fsS --max-time 2 "$SHIP_URL/healthz" >/dev/null 2>&1 && owns_port "$SHIP_SERVER_PID" "$port"; then
-        return 0
-      fi
-      kill -0 "$SHIP_SERVER_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$SHIP_SERVER_PID" 2>/dev/null; wait "$SHIP_SERVER_PID" 2>/dev/null
-    SHIP_SERVER_PID=""
-    echo "server did not come up on port $port (attempt $attempt):" >&2; cat "$SHIP_TMP/server.log" >&2
-  done
-  return 1
+  lf_server_start "$SHIP_TMP/server" "$bin" --log-level warn "$@" || return 1
+  SHIP_SERVER_PID=$LF_SERVER_PID
+  SHIP_URL=$LF_URL
+  ln -sf "$SHIP_TMP/server/server.log" "$SHIP_TMP/server.log"
 }
 
 # run_cmd NAME CMD...: runs CMD with stdout in $SHIP_TMP/NAME.out, stderr in

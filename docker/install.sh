@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The install step of docker/build.sh: copies what BUILD holds (already built:
+# luaflame-server, luaflame, luaflame.so, and the LuaJIT module where it was
+# built) and the pages, the demo and the health check from SRC under PREFIX.
+# Builds nothing: the test suite (tests/ship, ship.host.build) runs it on the
+# very build it tests instead of compiling the project a second time.
+#   docker/install.sh SRC BUILD PREFIX
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+src="$(cd "$1" && pwd)" build="$2" prefix="$3"
+for f in server/luaflame-server cli/luaflame collector/luaflame.so; do
+  [ -s "$build/$f" ] || { echo "install.sh: $build/$f is not built" >&2; exit 1; }
+done
+
+# install(1) -s strips: the image carries no debug information.
+install -D -s -m 755 "$build/server/luaflame-server" "$prefix/bin/luaflame-server"
+install -D -s -m 755 "$build/cli/luaflame" "$prefix/bin/luaflame"
+install -D -s -m 644 "$build/collector/luaflame.so" "$prefix/lib/lua/5.4/luaflame.so"
+install -D -m 755 "$here/healthcheck.sh" "$prefix/bin/luaflame-healthcheck"
+install -D -m 755 "$here/demo/run.sh" "$prefix/bin/luaflame-demo"
+install -D -m 644 "$here/demo/workload.lua" "$prefix/share/luaflame/demo/workload.lua"
+rm -rf "$prefix/share/luaflame/web"
+mkdir -p "$prefix/share/luaflame"
+cp -R "$src/web" "$prefix/share/luaflame/web"
+# The browser tests' packages live beside the pages in some checkouts: not shipped.
+rm -rf "$prefix/share/luaflame/web/node_modules"
+# The LuaJIT module and the nginx demo (docs/luajit.md), where it was built.
+if [ -s "$build/collector/jit/luaflame.so" ]; then
+  install -D -s -m 644 "$build/collector/jit/luaflame.so" "$prefix/lib/lua/5.1/luaflame.so"
+  install -D -m 755 "$here/demo/nginx-demo.sh" "$prefix/bin/luaflame-nginx-demo"
+  install -D -m 644 "$here/demo/nginx.conf.in" "$prefix/share/luaflame/nginx-demo/nginx.conf.in"
+  install -D -m 644 "$here/demo/handler.lua" "$prefix/share/luaflame/nginx-demo/handler.lua"
+fi
+echo "installed luaflame into $prefix"

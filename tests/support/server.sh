@@ -1,0 +1,49 @@
+# The one way the shell tests start luaflame-server (sourced): on 127.0.0.1
+# port 0, so the system chooses a port no one holds, and the port is read
+# from the server's own --port-file. A /healthz answer therefore always comes
+# from this test's server, never from another test's that took a port first
+# (ctest -j2 runs two at once). The C++ tests do the same in
+# tests/server/harness.cpp, the browser tests in tests/browser/harness.mjs.
+#
+#   lf_server_start DIR BINARY [FLAGS...]
+#       starts BINARY --listen 127.0.0.1:0 --port-file DIR/port --data DIR/data
+#       FLAGS, its output in DIR/server.log; waits (15 s at most) for /healthz;
+#       sets LF_SERVER_PID, LF_PORT and LF_URL; returns 1 (log on stderr) if it
+#       did not come up. LF_SERVER_WRAP (an array), if set, goes before BINARY.
+#   lf_server_stop      TERM, then KILL after 5 s; safe to call twice.
+
+lf_server_start() {
+  local dir=$1 bin=$2
+  shift 2
+  mkdir -p "$dir/data"
+  rm -f "$dir/port"
+  local wrap=()
+  [ -n "${LF_SERVER_WRAP+x}" ] && wrap=("${LF_SERVER_WRAP[@]}")
+  "${wrap[@]}" "$bin" --listen 127.0.0.1:0 --port-file "$dir/port" --data "$dir/data" "$@" \
+    >"$dir/server.log" 2>&1 &
+  LF_SERVER_PID=$!
+  LF_PORT="" LF_URL=""
+  local _
+  for _ in $(seq 300); do
+    kill -0 "$LF_SERVER_PID" 2>/dev/null || break
+    [ -z "$LF_PORT" ] && [ -s "$dir/port" ] && LF_PORT=$(cat "$dir/port") && LF_URL="http://127.0.0.1:$LF_PORT"
+    if [ -n "$LF_PORT" ] && curl -fsS --max-time 2 "$LF_URL/healthz" >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "luaflame-server did not come up:" >&2
+  cat "$dir/server.log" >&2
+  lf_server_stop
+  return 1
+}
+
+lf_server_stop() {
+  [ -n "${LF_SERVER_PID:-}" ] || return 0
+  kill -TERM "$LF_SERVER_PID" 2>/dev/null
+  local _
+  for _ in $(seq 50); do kill -0 "$LF_SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$LF_SERVER_PID" 2>/dev/null
+  wait "$LF_SERVER_PID" 2>/dev/null
+  LF_SERVER_PID=""
+}
