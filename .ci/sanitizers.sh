@@ -16,6 +16,11 @@
 #           stack": the same kind of share (>= 90% on a leaf); under ASan
 #           freeing string.rep's 9 MB buffer (poisoned, quarantined) in the
 #           buffer's __close took 14% of one run's samples (85.5%), rightly.
+#   "sample: self shares within 5 points of trace mode": the same kind of
+#           share (sampled against traced self time, 5 points); it never ran
+#           before 2026-12-03 (a ';' in its name made CTest run a case that did
+#           not exist, which passed) and needs lua-lpeg; under ASan the
+#           instrumented hooks are what it would measure.
 # web.browser runs (Chromium is not instrumented; the server it drives is).
 # Latency goals (hostile tests) are scaled by LUAFLAME_TEST_TIME_FACTOR (5).
 # Measured times: README.md, "CI".
@@ -23,7 +28,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${SAN_BUILD:-build-asan}
-EXCLUDE=${SAN_EXCLUDE:-'^ship\.|three quarters of the CPU time|from the tracer.s stack'}
+EXCLUDE=${SAN_EXCLUDE:-'^ship\.|three quarters of the CPU time|from the tracer.s stack|self shares within 5 points'}
 [ -n "${SAN_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --test
 [ -n "${SAN_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --fuzz  # clang
 start=$(date +%s)

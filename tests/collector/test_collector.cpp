@@ -66,7 +66,7 @@ TEST_CASE("output paths: first metric in the file, others beside it") {
   CHECK(lfc::output_path("prof", "time", false) == "prof.time.folded");
 }
 
-TEST_CASE("frames: never a ';' or a line break, always valid UTF-8") {
+TEST_CASE("frames: never a semicolon or a line break, always valid UTF-8") {
   struct Case {
     std::string in, out;
   };

@@ -164,7 +164,7 @@ TEST_CASE("alloc: live bytes by stack: the leak's frames, not the churn's") {
     std::remove(f);
 }
 
-TEST_CASE("alloc: blocks from before the session are freed safely; the allocator is restored") {
+TEST_CASE("alloc: blocks from before the session are freed safely, the allocator is restored") {
   Lua lua;
   void* ud0 = nullptr;
   lua_Alloc before = lua_getallocf(lua.L, &ud0);

@@ -254,7 +254,7 @@ TEST_CASE("output: an SVG flame graph per metric, rendered by the engine") {
   rmdir(dir.c_str());
 }
 
-TEST_CASE("output: a file that cannot be written says which and why; the limit is never passed") {
+TEST_CASE("output: a file that cannot be written says which and why, the limit is never passed") {
   lfc::OutFile f("/nonexistent-dir/p.svg", 0);
   f.write("x");
   CHECK_FALSE(f.commit());

@@ -218,7 +218,7 @@ TEST_CASE("split_frame_location") {
   }
 }
 
-TEST_CASE("write_pprof: every series a sample type; read back gives the same stacks") {
+TEST_CASE("write_pprof: every series a sample type, read back gives the same stacks") {
   lf::Tree cpu = tree_of(
       "main app.lua:1;step app.lua:20 30\nmain app.lua:1 12\nmain app.lua:1;[C] string.rep 7\n");
   lf::Tree mem = tree_of("main app.lua:1;step app.lua:20 4096\nmain app.lua:1;alloc x.lua:3 100\n");

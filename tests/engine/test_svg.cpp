@@ -138,7 +138,7 @@ TEST_CASE("titles are flamegraph.pl's: NAME (COUNT COUNTNAME, PCT%)") {
   CHECK(attr(frame(f, "a"), "v") == "3");  // exact value for the script's search sum
 }
 
-TEST_CASE("one <g> per frame with title, rect and text; rect geometry like flamegraph.pl") {
+TEST_CASE("one <g> per frame with title, rect and text, rect geometry like flamegraph.pl") {
   std::string svg = svg_of("a;b 1\na;c 3\n");
   CHECK(count(svg, "<g>") == 4);  // all, a, b, c
   std::string c = frame(svg, "c");
@@ -226,7 +226,7 @@ TEST_CASE("hostile frame names stay text: well-formed XML, no markup, no script"
   CHECK(svg.find(std::string(4097, 'L')) == std::string::npos);
 }
 
-TEST_CASE("differential: red grew, blue shrank, white unchanged; change in the title") {
+TEST_CASE("differential: red grew, blue shrank, white unchanged, change in the title") {
   lf::Tree before = tree_of("m;grow 10\nm;shrink 50\nm;same 20\n");
   lf::Tree after = tree_of("m;grow 40\nm;shrink 10\nm;same 20\n");
   lf::Tree d = lf::diff_trees(before, after, {});
@@ -262,7 +262,7 @@ TEST_CASE("units: ns as us/ms/s, bytes as KiB/MiB") {
   CHECK(m.find("<title>c (3.00 MiB, 99.93%)</title>") != std::string::npos);
 }
 
-TEST_CASE("palettes: lua tells Lua, C and interpreter frames apart; colours stable per name") {
+TEST_CASE("palettes: lua tells Lua, C and interpreter frames apart, colours stable per name") {
   std::string svg =
       svg_of("m.lua;f a.lua:3 5\nm.lua;[C] string.rep 5\nm.lua;[GC] 5\nn.lua;f a.lua:3 5\n");
   auto rgb = [](const std::string& hex) {

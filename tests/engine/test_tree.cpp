@@ -138,7 +138,7 @@ TEST_CASE("flame chart mode merges only consecutive stacks") {
   CHECK(kids == 3);
 }
 
-TEST_CASE("differential lines fill two columns; one-column lines count the same in both") {
+TEST_CASE("differential lines fill two columns, one-column lines count the same in both") {
   lf::Tree t = tree_of("a;b 1\na;c 2 5\n");
   REQUIRE(t.differential());
   CHECK(t.total(0) == 3);

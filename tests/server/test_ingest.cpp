@@ -149,7 +149,7 @@ TEST_CASE("lines format: each line one sample, line numbers kept") {
   CHECK(stacks["c"] == std::vector<int64_t>{1});
 }
 
-TEST_CASE("wire chunk: decoded into a tree; bad frames and unknown versions refused") {
+TEST_CASE("wire chunk: decoded into a tree, bad frames and unknown versions refused") {
   lfw::Chunk c;
   c.seq = 4;
   c.metrics = {"samples", "time"};

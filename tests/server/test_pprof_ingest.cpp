@@ -78,7 +78,7 @@ TEST_CASE("every known pprof sample type is a metric, and back") {
   CHECK(lfs::pprof_type_metric("goroutine", "count") == -1);
 }
 
-TEST_CASE("pprof_to_batch: one column per sample type; unknown types refused by name") {
+TEST_CASE("pprof_to_batch: one column per sample type, unknown types refused by name") {
   lf::Tree cpu = tree_of("main a.lua:1;f a.lua:5 3\nmain a.lua:1 1\n");
   lf::Tree ns = tree_of("main a.lua:1;f a.lua:5 30\nmain a.lua:1 10\n");
   std::string body =
@@ -100,7 +100,7 @@ TEST_CASE("pprof_to_batch: one column per sample type; unknown types refused by 
 }
 
 TEST_CASE(
-    "sample_type_config picks the types and their metrics; cumulative types minus prev_profile") {
+    "sample_type_config picks the types and their metrics, cumulative types minus prev_profile") {
   lf::Tree a = tree_of("main;alloc 10\n"), b = tree_of("main;alloc 4096\n"),
            c = tree_of("main;alloc 7\n");
   std::string prof = lf::write_pprof({{{"alloc_objects", "count"}, &a, 0},

@@ -146,7 +146,7 @@ TEST_CASE("over the distinct-stack limit nothing is stored") {
   CHECK(read_all(*st, id).size() == 2);
 }
 
-TEST_CASE("list filters by name and tags, newest first, paged; latest_run picks a base") {
+TEST_CASE("list filters by name and tags, newest first, paged, latest_run picks a base") {
   TempDir dir;
   auto st = open_test_store(dir, {});
   std::vector<int64_t> ids;
@@ -436,7 +436,7 @@ TEST_CASE("per-resolution retention trims live runs, keeps totals consistent, gi
   CHECK(st->append(id, 99999, batch({{"main;new", 5}}, end)) == lfs::AppendStatus::ok);
 }
 
-TEST_CASE("listing pages by cursor; totals from counters or counted up to a cap") {
+TEST_CASE("listing pages by cursor, totals from counters or counted up to a cap") {
   TempDir dir;
   auto st = open_test_store(dir, {});
   std::vector<int64_t> ids;
