@@ -16,7 +16,7 @@
 # before an uncaught error, and the parity check compares that).
 # Installs what it needs (adds the arm64 architecture to dpkg). Bounded: each
 # step has a timeout. Figures: README, section CI.
-#   .ci/arm64.sh
+#   .ci/arm64.sh [--deps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -35,6 +35,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -q
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# .ci/arm64.sh --deps: the packages only (CI's deps job, so that this job, run
+# beside others, never waits for or takes the package manager's lock).
+[ "${1:-}" = --deps ] && exit 0
 
 # A fixed folder inside the clone, so that ccache (CCACHE_BASEDIR: the clone)
 # sees the same relative paths in every run and serves the objects again.
