@@ -34,6 +34,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framing.hpp"
+
 namespace lfs {
 
 FrontOptions FrontOptions::from(const Config& c) {
@@ -47,6 +49,7 @@ FrontOptions FrontOptions::from(const Config& c) {
   o.max_connections = c.max_connections;
   o.max_client_connections = c.max_client_connections;
   o.max_client_workers = c.max_client_workers;
+  o.max_body = c.max_body;
   return o;
 }
 
@@ -62,6 +65,7 @@ struct Conn {
   std::size_t pos = 0;  // consumed prefix of buf
   bool busy = false;
   bool head_started = false;   // a byte of the next request has arrived
+  bool draining = false;       // refused from its head: the rest is read and dropped, then closed
   Clock::time_point deadline;  // waiting: head or idle deadline; busy: request deadline
 };
 
@@ -286,6 +290,7 @@ struct FrontServer::Impl {
   void on_readable(Conn* c) {
     char tmp[16384];
     bool eof = false;
+    if (c->draining) return drain(c);
     for (;;) {
       ssize_t r = ::recv(c->fd, tmp, sizeof tmp, 0);
       if (r > 0) {
@@ -339,11 +344,62 @@ struct FrontServer::Impl {
       erase(c);
       return true;
     }
+    // Framing (framing.hpp): refused from the head when ambiguous or too
+    // large; a head that declares no body gets "Content-Length: 0", so
+    // httplib does not read until the client closes (RFC 9112 6.3).
+    const Framing f =
+        judge_framing(std::string_view(c->buf).substr(c->pos, end - c->pos), opt.max_body);
+    if (f.status) {
+      refuse_framing(c, f);
+      return true;
+    }
+    if (f.empty_body) c->buf.insert(end - 2, "Content-Length: 0\r\n");
     c->busy = true;
     c->deadline = Clock::now() + std::chrono::seconds(opt.request_timeout_seconds);
     queue.push_back(c);
     work_cv.notify_one();
     return true;
+  }
+
+  // Loop thread, for a connection refused from its head (judge): what the
+  // client still sends (the body it declared) is read and dropped until it
+  // stops, 4 MiB or the deadline, then the socket is closed. Closing at once
+  // with unread bytes makes the kernel send a reset, which can destroy the
+  // refusal before the client reads it (RFC 9112 9.6, lingering close).
+  void drain(Conn* c) {
+    char tmp[16384];
+    bool done = false;
+    for (;;) {
+      ssize_t r = ::recv(c->fd, tmp, sizeof tmp, 0);
+      if (r > 0) {
+        c->pos += static_cast<std::size_t>(r);  // counts what was dropped
+        if (c->pos > (4u << 20)) done = true;
+        if (!done) continue;
+      } else if (r < 0 && errno == EINTR) {
+        continue;
+      } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        break;
+      }
+      done = true;
+      break;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (done)
+      erase(c);
+    else
+      arm(c, EPOLL_CTL_MOD);
+  }
+
+  // Under mu: answers `f`'s refusal and starts the lingering close (drain).
+  void refuse_framing(Conn* c, const Framing& f) {
+    refuse(c->fd, f.status, f.status == 413 ? "Payload Too Large" : "Bad Request", f.message);
+    spdlog::info("{}: {} from the request head: {}", c->peer, f.status, f.message);
+    ::shutdown(c->fd, SHUT_WR);
+    c->draining = true;
+    c->buf.clear();
+    c->pos = 0;
+    c->deadline = Clock::now() + std::chrono::seconds(2);
+    arm(c, EPOLL_CTL_MOD);
   }
 
   // Under mu: closes waiting connections past their deadline.
@@ -353,7 +409,7 @@ struct FrontServer::Impl {
     for (auto& [fd, c] : conns)
       if (!c->busy && (c->deadline <= now || stopping)) late.push_back(c.get());
     for (Conn* c : late) {
-      if (c->head_started && !stopping) {
+      if (c->head_started && !c->draining && !stopping) {
         refuse(c->fd, 408, "Request Timeout",
                "request head not received within " + std::to_string(opt.header_timeout_seconds) +
                    " s (--header-timeout)");

@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
@@ -334,5 +336,39 @@ TEST_CASE("profile.folded?reverse=1 reverses each stack, as documented") {
       lfh::exchange(s.port(), "GET " + path +
                                   "?reverse=yes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
       422, "bad value for reverse");
+  lfh::check_healthz_prompt(s);
+}
+
+// Regression (issue 31): a POST with neither Content-Length nor
+// Transfer-Encoding (`curl -X POST URL/api/runs/1/finish`) was read until the
+// client closed, holding a worker up to the 120 s request timeout; RFC 9112
+// 6.3 says its body is empty. A declared body over --max-body was not refused
+// until it came; lenient lengths were read as numbers. Now: an answer at once.
+TEST_CASE(
+    "framing: no length means no body, and bad or too large lengths are refused from the head") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--max-body", "1M"});
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string raw = lfh::exchange(
+      s.port(), "POST /api/runs/1/finish HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 5000);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CAPTURE(raw.substr(0, 300));
+  CHECK(lfh::status_of(raw) == 404);  // answered (no such run), not held
+  CHECK(secs < lfh::scaled_ms(2000) / 1000.0);
+  check_error(lfh::exchange(s.port(),
+                            "POST /api/runs?name=x HTTP/1.1\r\nHost: x\r\n"
+                            "Content-Length: 70000000\r\n\r\n"),
+              413, "over --max-body");
+  for (const char* bad : {"9, 50", "9a", "+9", "0x9", "abc"}) {
+    CAPTURE(bad);
+    check_error(lfh::exchange(s.port(), std::string("POST /api/runs?name=x HTTP/1.1\r\nHost: x\r\n"
+                                                    "Content-Length: ") +
+                                            bad + "\r\n\r\nmain;a 1\n"),
+                400, "not a whole number");
+  }
+  check_error(lfh::exchange(s.port(),
+                            "POST /api/runs?name=x HTTP/1.1\r\nHost: x\r\n"
+                            "Content-Length : 9\r\n\r\nmain;a 1\n"),
+              400, "white space between");
   lfh::check_healthz_prompt(s);
 }

@@ -3,6 +3,7 @@
 #include "../support/paths.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -84,19 +85,23 @@ ServerProc::ServerProc(const std::string& data_dir, const std::vector<std::strin
   std::vector<std::string> args = {server_bin(), "--listen", "127.0.0.1:0", "--port-file",
                                    port_file,    "--data",   data_dir};
   args.insert(args.end(), extra.begin(), extra.end());
+  // Everything the child needs is made before fork: a child of a process
+  // with threads may not allocate (another thread may have held the
+  // allocator's lock at fork: clang 14's ASan child then waits forever).
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   pid_ = fork();
   if (pid_ == 0) {
-    FILE* f = std::fopen(log_path_.c_str(), "a");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
+    if (log_fd >= 0) {
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
     }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     execv(argv[0], argv.data());
     _exit(127);
   }
+  if (log_fd >= 0) ::close(log_fd);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;

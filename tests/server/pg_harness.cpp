@@ -68,6 +68,10 @@ RunAs run_as() {
 // Runs argv as `who`, output appended to `log`; waits at most `seconds`. Returns the exit status.
 int run(const std::vector<std::string>& argv, const RunAs& who, const std::string& log,
         int seconds) {
+  // Made before fork: the child of a process with threads may not allocate.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -78,9 +82,6 @@ int run(const std::vector<std::string>& argv, const RunAs& who, const std::strin
     }
     if (who.drop && (setgroups(0, nullptr) != 0 || setgid(who.gid) != 0 || setuid(who.uid) != 0))
       _exit(126);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }

@@ -2,6 +2,7 @@
 // every error code over HTTP.
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -324,7 +325,10 @@ TEST_CASE("token: writes need it, reads do not") {
 
 TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time windows, finish, 409") {
   lft::TempDir dir;
-  lft::ServerProc srv(dir.path);
+  // Every resolution kept forever: these chunks are of 1970, past the default keeps, and the
+  // retention pass the server runs at start trimmed them when it came after the uploads (seen
+  // once the harness no longer polled for a port, so the uploads came sooner).
+  lft::ServerProc srv(dir.path, {"--resolutions", "1s:0,10s:0,1m:0,10m:0,1h:0,1d:0"});
   auto c = srv.client();
   std::string create =
       R"({"stream":"0b7c-uuid","name":"svc","tags":{"host":"a"},"metrics":["samples"],
@@ -616,18 +620,19 @@ TEST_CASE("a second server on a port in use exits non-zero and says so") {
   }();
   const std::string where = "127.0.0.1:" + std::to_string(first.port());
   const std::string err_path = dir2.path + "/second.err";
+  const std::string bin = lft::server_bin();  // made before fork: the child may not allocate
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   pid_t pid = fork();
   if (pid == 0) {
-    FILE* f = std::fopen(err_path.c_str(), "w");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
+    if (err_fd >= 0) {
+      dup2(err_fd, 1);
+      dup2(err_fd, 2);
     }
-    const std::string bin = lft::server_bin();
     execl(bin.c_str(), bin.c_str(), "--listen", where.c_str(), "--data", dir2.path.c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
   }
+  if (err_fd >= 0) ::close(err_fd);
   REQUIRE(pid > 0);
   int status = 0;
   bool exited = false;

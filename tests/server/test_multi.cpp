@@ -286,11 +286,13 @@ class Nginx {
                                            "/access.log;\n  client_body_temp_path " + d +
                                            "/body;\n  proxy_temp_path " + d + "/proxy;");
     std::ofstream(d + "/nginx.conf") << conf;
+    // Made before fork: the child of a process with threads may not allocate.
+    const std::string g = "daemon off; pid " + d + "/nginx.pid; error_log " + d + "/error.log;";
+    const std::string prefix = d + "/", conf_file = d + "/nginx.conf";
     pid_ = fork();
     if (pid_ == 0) {
-      std::string g = "daemon off; pid " + d + "/nginx.pid; error_log " + d + "/error.log;";
-      execl(kNginx, kNginx, "-p", (d + "/").c_str(), "-c", (d + "/nginx.conf").c_str(), "-g",
-            g.c_str(), static_cast<char*>(nullptr));
+      execl(kNginx, kNginx, "-p", prefix.c_str(), "-c", conf_file.c_str(), "-g", g.c_str(),
+            static_cast<char*>(nullptr));
       _exit(127);
     }
     for (int i = 0; i < 200; ++i) {

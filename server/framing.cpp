@@ -1,0 +1,104 @@
+// RFC 9112 framing of a request head (framing.hpp).
+#include "framing.hpp"
+
+#include <cctype>
+
+namespace lfs {
+
+namespace {
+
+bool ieq(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+bool ows(char c) {
+  return c == ' ' || c == '\t';
+}
+
+std::string_view trim(std::string_view v) {
+  while (!v.empty() && ows(v.front())) v.remove_prefix(1);
+  while (!v.empty() && ows(v.back())) v.remove_suffix(1);
+  return v;
+}
+
+Framing refuse(int status, std::string message) {
+  Framing f;
+  f.status = status;
+  f.message = std::move(message);
+  return f;
+}
+
+// What the head says of the body, gathered line by line.
+struct Seen {
+  int lengths = 0, encodings = 0;
+  std::string_view length, encoding;
+};
+
+// One header line; a refusal, or status 0 to go on.
+Framing take_line(std::string_view line, Seen& seen) {
+  if (!line.empty() && ows(line.front()))
+    return refuse(400, "a header line folded onto the next (obsolete line folding)");
+  const std::size_t colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return refuse(400, "a header line without a name and a colon");
+  const std::string_view name = line.substr(0, colon);
+  if (ows(name.back())) return refuse(400, "white space between a header name and its colon");
+  const std::string_view value = trim(line.substr(colon + 1));
+  if (ieq(name, "Content-Length")) {
+    ++seen.lengths;
+    seen.length = value;
+  } else if (ieq(name, "Transfer-Encoding")) {
+    ++seen.encodings;
+    seen.encoding = value;
+  }
+  return {};
+}
+
+Framing judge_length(std::string_view v, std::size_t max_body) {
+  if (v.empty() || v.size() > 19)
+    return v.empty() ? refuse(400, "Content-Length is empty")
+                     : refuse(413, "declared body over --max-body (" + std::to_string(max_body) +
+                                       " bytes)");
+  unsigned long long n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9')
+      return refuse(400, "Content-Length '" + std::string(v) + "' is not a whole number");
+    n = n * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (n > max_body)
+    return refuse(413, "declared body of " + std::to_string(n) + " bytes over --max-body (" +
+                           std::to_string(max_body) + " bytes)");
+  return {};
+}
+
+}  // namespace
+
+Framing judge_framing(std::string_view head, std::size_t max_body) {
+  while (head.substr(0, 2) == "\r\n") head.remove_prefix(2);  // empty lines before the request
+  Seen seen;
+  std::size_t at = head.find("\r\n");  // past the request line
+  while (at != std::string_view::npos && at + 2 < head.size()) {
+    const std::size_t from = at + 2, to = head.find("\r\n", from);
+    if (to == std::string_view::npos || to == from) break;  // the empty line ends the head
+    if (Framing f = take_line(head.substr(from, to - from), seen); f.status) return f;
+    at = to;
+  }
+  if (seen.lengths > 1) return refuse(400, "more than one Content-Length header");
+  if (seen.encodings > 1) return refuse(400, "more than one Transfer-Encoding header");
+  if (seen.lengths && seen.encodings)
+    return refuse(400, "both Content-Length and Transfer-Encoding");
+  if (seen.encodings && !ieq(seen.encoding, "chunked"))
+    return refuse(
+        400, "Transfer-Encoding '" + std::string(seen.encoding) + "': only 'chunked' is accepted");
+  if (seen.lengths) return judge_length(seen.length, max_body);
+  Framing f;
+  f.empty_body = !seen.encodings;
+  return f;
+}
+
+}  // namespace lfs

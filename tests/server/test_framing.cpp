@@ -1,0 +1,66 @@
+// RFC 9112 framing of request heads (server/framing.hpp), as data: each row a
+// head, the status it gets (0: framed as told), and a word of the message.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "framing.hpp"
+
+namespace {
+
+struct Row {
+  const char* headers;  ///< header lines, each ending in CRLF
+  int status;
+  const char* says;  ///< part of the message (or "" when accepted)
+  bool empty_body;   ///< accepted rows: the body is empty
+};
+
+std::string head(const char* headers) {
+  return std::string("POST /api/runs HTTP/1.1\r\nHost: x\r\n") + headers + "\r\n";
+}
+
+}  // namespace
+
+TEST_CASE("framing: Content-Length and Transfer-Encoding as RFC 9112 has them, or 400/413") {
+  const Row rows[] = {
+      {"Content-Length: 9\r\n", 0, "", false},
+      {"content-length:9\r\n", 0, "", false},
+      {"Content-Length:  9 \r\n", 0, "", false},  // optional white space around the value
+      {"Transfer-Encoding: chunked\r\n", 0, "", false},
+      {"Transfer-Encoding: Chunked\r\n", 0, "", false},
+      {"", 0, "", true},  // neither: no body (was: read until the client closed)
+      {"Content-Length: 9, 50\r\n", 400, "not a whole number", false},
+      {"Content-Length: 9a\r\n", 400, "not a whole number", false},
+      {"Content-Length: +9\r\n", 400, "not a whole number", false},
+      {"Content-Length: 0x9\r\n", 400, "not a whole number", false},
+      {"Content-Length: abc\r\n", 400, "not a whole number", false},
+      {"Content-Length: -1\r\n", 400, "not a whole number", false},
+      {"Content-Length:\r\n", 400, "empty", false},
+      {"Content-Length : 9\r\n", 400, "white space between", false},
+      {"Content-Length: 5\r\nContent-Length: 5\r\n", 400, "more than one Content-Length", false},
+      {"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", 400, "both Content-Length", false},
+      {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400,
+       "more than one Transfer-Encoding", false},
+      {"Transfer-Encoding: gzip, chunked\r\n", 400, "only 'chunked'", false},
+      {"Transfer-Encoding: identity\r\n", 400, "only 'chunked'", false},
+      {"X-A: 1\r\n folded\r\n", 400, "folded", false},
+      {"no colon here\r\n", 400, "without a name", false},
+      {"Content-Length: 70000000\r\n", 413, "over --max-body", false},
+      {"Content-Length: 18446744073709551615\r\n", 413, "over --max-body", false},
+      {"Content-Length: 99999999999999999999999\r\n", 413, "over --max-body", false},
+      {"Content-Length: 67108864\r\n", 0, "", false},  // exactly --max-body
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.headers);
+    const lfs::Framing f = lfs::judge_framing(head(r.headers), 64u << 20);
+    CHECK(f.status == r.status);
+    CHECK(f.message.find(r.says) != std::string::npos);
+    if (r.status == 0) CHECK(f.empty_body == r.empty_body);
+  }
+}
+
+TEST_CASE("framing: empty lines before the request line are allowed (RFC 9112 2.2)") {
+  const lfs::Framing f = lfs::judge_framing("\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 10);
+  CHECK(f.status == 0);
+  CHECK(f.empty_body);
+}
