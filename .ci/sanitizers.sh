@@ -1,7 +1,7 @@
 #!/bin/sh
 # CI job: the whole CTest suite in the sanitizer build the fuzz job shares
 # (.ci/asan-build.sh: clang, AddressSanitizer and UndefinedBehaviorSanitizer,
-# -O1 -g, build-asan/). A sanitizer report fails the test that triggered it (UBSan
+# -O1 -gline-tables-only, build-asan/). A sanitizer report fails the test that triggered it (UBSan
 # does not recover; ASan stops at the first error, leaks included).
 # Excluded (SAN_EXCLUDE, a ctest -E regex), and why; each still runs in the
 # normal test job (scripts/test.sh):
