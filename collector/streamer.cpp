@@ -302,12 +302,14 @@ bool Streamer::send_chunk() {
   return true;
 }
 
-// The streaming thread's entry: nothing may leave it (an exception out of a
-// std::thread's function is std::terminate, which aborts the program). A
-// fault here ends streaming; finish() writes what was not sent locally.
-void Streamer::run() noexcept {
+// Runs `body` on one of the streamer's threads. Nothing may leave a
+// thread's function (an exception there is std::terminate, which aborts the
+// program): a fault ends streaming, and finish() writes what was not sent
+// locally.
+template <class Body>
+void Streamer::guarded(Body&& body) noexcept {
   try {
-    stream_loop();
+    body();
   } catch (const std::exception& e) {
     error_ = std::string("streaming stopped: ") + e.what();
     given_up_ = true;
@@ -315,6 +317,10 @@ void Streamer::run() noexcept {
     error_ = "streaming stopped: unknown error";
     given_up_ = true;
   }
+}
+
+void Streamer::run() noexcept {
+  guarded([this] { stream_loop(); });
 }
 
 void Streamer::stream_loop() {
@@ -418,15 +424,7 @@ void Streamer::finish(Summary& sum) {
   std::atomic<bool> done{false};
   std::thread last([&]() noexcept {
     if (th_.joinable()) th_.join();
-    try {
-      deliver_rest(sum, t0, allowed);
-    } catch (const std::exception& e) {
-      error_ = std::string("streaming stopped: ") + e.what();
-      given_up_ = true;
-    } catch (...) {
-      error_ = "streaming stopped: unknown error";
-      given_up_ = true;
-    }
+    guarded([&] { deliver_rest(sum, t0, allowed); });
     done.store(true);
   });
   // A request to a server that answers is not cut before its own timeout (within

@@ -59,7 +59,9 @@ class Streamer {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void run() noexcept;  ///< the streaming thread: catches everything (see streamer.cpp)
+  template <class Body>
+  void guarded(Body&& body) noexcept;  ///< runs body; what it throws ends streaming
+  void run() noexcept;                 ///< the streaming thread's function
   void stream_loop();
   void deliver_rest(const Summary& sum, Clock::time_point t0, std::atomic<double>& allowed);
   bool create_run();
