@@ -329,8 +329,8 @@ TEST_CASE("a streamed run: idempotent create, seq dedupe, live view, time window
   // retention pass the server runs at start trimmed them when it came after the uploads (seen
   // once the harness no longer polled for a port, so the uploads came sooner). For the same
   // reason no stale pass: a run started in 1970 has had "no data for an hour" at once.
-  lft::ServerProc srv(dir.path, {"--resolutions", "1s:0,10s:0,1m:0,10m:0,1h:0,1d:0",
-                                 "--stale-minutes", "0"});
+  lft::ServerProc srv(dir.path,
+                      {"--resolutions", "1s:0,10s:0,1m:0,10m:0,1h:0,1d:0", "--stale-minutes", "0"});
   auto c = srv.client();
   std::string create =
       R"({"stream":"0b7c-uuid","name":"svc","tags":{"host":"a"},"metrics":["samples"],
@@ -394,8 +394,8 @@ TEST_CASE("pyroscope /ingest: names, labels, formats, time windows") {
   // Every resolution kept forever: data of 2023 is past the default keeps, so the retention
   // pass the server runs at start trimmed it when that pass came after the uploads (seen once
   // in the sanitizer job: the time window read back empty).
-  lft::ServerProc srv(dir.path, {"--resolutions", "1s:0,10s:0,1m:0,10m:0,1h:0,1d:0",
-                                 "--stale-minutes", "0"});
+  lft::ServerProc srv(dir.path,
+                      {"--resolutions", "1s:0,10s:0,1m:0,10m:0,1h:0,1d:0", "--stale-minutes", "0"});
   auto c = srv.client();
   auto r = c.Post(
       "/ingest?name=shop.cpu{env=staging,region=eu}&from=1700000000&until=1700000010"
