@@ -86,9 +86,9 @@ for s in "${srcs[@]}"; do
   objs+=("$o")
   [[ $s == collector/* ]] || base_objs+=("$o")  # wire, engine, protobuf: both collectors link them
 done
-# The collector's three in-process test files, linked into one program (doctest's main in the first).
+# The collector's four in-process test files, linked into one program (doctest's main in the first).
 compile "${flags[@]}" -DDOCTEST_CONFIG_IMPLEMENT_WITH_MAIN -c tests/collector/test_collector.cpp -o "$out/test.o"
-for part in alloc sampling; do
+for part in alloc sampling foreign; do
   compile "${flags[@]}" -c "tests/collector/test_collector_$part.cpp" -o "$out/test_$part.o"
 done
 jobjs=()
@@ -102,7 +102,7 @@ for s in collector/lua_entry.cpp collector/jit/main.cpp cli/args.cpp cli/cmd_run
 done
 for p in "${pids[@]}"; do wait "$p"; done
 libs=(-L/usr/lib/aarch64-linux-gnu -lcpp-httplib -lprotobuf-lite -lssl -lcrypto -lz -lbrotlidec -lbrotlienc -ldl -lm)
-"$CXX" -pthread -o "$out/test_collector" "$out/test.o" "$out/test_alloc.o" "$out/test_sampling.o" "${objs[@]}" -llua5.4 "${libs[@]}"
+"$CXX" -pthread -o "$out/test_collector" "$out/test.o" "$out/test_alloc.o" "$out/test_sampling.o" "$out/test_foreign.o" "${objs[@]}" -llua5.4 "${libs[@]}"
 file "$out/test_collector" | grep -q aarch64
 # luaflame-jit links LuaJIT statically and exports its API (-rdynamic), as Debian's
 # luajit does; jit/luaflame.so takes LuaJIT's symbols from the luajit that loads it.
@@ -127,7 +127,7 @@ echo "arm64: built ($SECONDS s)"
 # The timeout is wall time: 900 s cut the last test case on a machine at
 # load 18 (the job had 10% of a CPU; 171 s of CPU in all), hence 1800.
 (cd "$out" && LUAFLAME_TEST_DATA="$OLDPWD/tests/data" QEMU_LD_PREFIX=/ timeout "${ARM64_TEST_TIMEOUT:-1800}" qemu-aarch64-static ./test_collector \
-  -tce="sample: self shares within 5 points*,sample: a function with three quarters*")
+  -tce="sample: self shares within 5 points*,sample: a function with three quarters*,foreign: a finalizer-heavy*")
 echo "arm64: collector tests passed ($SECONDS s)"
 # The LuaJIT collector on arm64: Debian's luajit compiles a trace under qemu; luaflame-jit
 # samples a loop (its frame with at least 100 of the ~750 samples of 0.8 s of CPU); the

@@ -37,14 +37,13 @@ const char* option_help(const std::string& name) {
       {"lines", "leaf frames carry the current line"},
       {"sources", "send the profiled .lua files' text to the server (source view)"},
       {"quiet", "no report on stderr"},
+      {"show_profiler",
+       "keep samples of luaflame's own hook as \"[luaflame] hook\" frames (default: only "
+       "counted, as the profiler's cost)"},
       {"alloc_rate", "mean bytes between allocation samples, 0 = all (default 524288)"},
   };
   auto it = kHelp.find(name);
   return it == kHelp.end() ? "a collector option (docs/collector.md)" : it->second;
-}
-
-bool is_flag(const std::string& name) {
-  return name == "lines" || name == "quiet" || name == "sources";
 }
 
 // The command line: every collector option as --NAME VALUE (also --NAME=VALUE,
@@ -65,7 +64,7 @@ void add_run_options(CLI::App& app, RunArgs& r) {
     if (dashed != name) spec += ",--" + dashed;
     if (name == "output") spec += ",-o";
     if (name == "quiet") spec += ",-q";
-    if (is_flag(name))
+    if (lfc::option_is_flag(name))
       app.add_flag(spec, r.flags[name], option_help(name));
     else
       app.add_option(spec, r.values[name], option_help(name));
@@ -86,7 +85,8 @@ bool apply_args(const CLI::App& app, RunArgs& r, lfc::Options& o, bool& output_g
   for (const char* const* n = lfc::kOptionNames; *n; ++n) {
     const std::string name = *n;
     if (!app.count("--" + name)) continue;
-    const std::string value = is_flag(name) ? (r.flags[name] ? "true" : "false") : r.values[name];
+    const std::string value =
+        lfc::option_is_flag(name) ? (r.flags[name] ? "true" : "false") : r.values[name];
     if (!lfc::set_option(o, name, value, err)) return false;
     output_given |= name == "output";
     name_given |= name == "name";

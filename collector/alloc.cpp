@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 
 #include "session.hpp"
@@ -42,17 +43,15 @@ const char* type_frame(int type) {
   }
 }
 
-// Everything but the two common cases below: a block grown or moved, an
-// allocation that takes a sample, exact mode, the collector's own, after stop.
-__attribute__((noinline)) void* alloc_slow(AllocState* a, void* ptr, size_t osize, size_t nsize) {
-  void* r = a->orig(a->orig_ud, ptr, osize, nsize);
-  if (!a->active || !r) return r;
+// The bookkeeping of a block the original allocator made or moved (`r`).
+// May throw (std::bad_alloc from the maps): its callers catch.
+void track(AllocState* a, void* ptr, void* r, size_t osize, size_t nsize) {
   if (!ptr) {
     // A new block: for a new object Lua passes its type as osize.
     int type =
         osize >= LUA_TSTRING && osize <= LUA_NUMTYPES + 1 ? static_cast<int>(osize) : kBuffer;
     a->on_new(r, nsize, type);
-    return r;
+    return;
   }
   if (r != ptr && !a->live.empty() && a->maybe_live(ptr)) {
     auto it = a->live.find(ptr);
@@ -64,19 +63,49 @@ __attribute__((noinline)) void* alloc_slow(AllocState* a, void* ptr, size_t osiz
     }
   }
   if (nsize > osize) a->on_new(r, nsize - osize, kGrowth);
+}
+
+// What the profiler's bookkeeping threw: the allocation stands (the program
+// gets its block, or the original's own failure), the profiler stops
+// watching allocations and says so once (stop's summary: alloc_failed).
+void give_up(AllocState* a) noexcept {
+  a->active = false;
+  a->fast_new = false;
+  if (!a->failed)
+    std::fputs(
+        "luaflame: out of memory for the allocation profile: later allocations are not recorded\n",
+        stderr);
+  a->failed = true;
+}
+
+// Everything but the two common cases below: a block grown or moved, an
+// allocation that takes a sample, exact mode, the collector's own, after stop.
+__attribute__((noinline)) void* alloc_slow(AllocState* a, void* ptr, size_t osize,
+                                           size_t nsize) noexcept {
+  void* r = a->orig(a->orig_ud, ptr, osize, nsize);
+  if (!a->active || !r) return r;
+  try {
+    track(a, ptr, r, osize, nsize);
+  } catch (...) {
+    give_up(a);
+  }
   return r;
 }
 
 // A new block that takes no sample: counted after it is allocated.
-__attribute__((noinline)) void* alloc_new(AllocState* a, size_t osize, size_t nsize) {
+__attribute__((noinline)) void* alloc_new(AllocState* a, size_t osize, size_t nsize) noexcept {
   void* r = a->orig(a->orig_ud, nullptr, osize, nsize);
   if (r) a->count_new(nsize);
   return r;
 }
 
 // A free that may concern a pending sample or a remembered block.
-__attribute__((noinline)) void* free_tracked(AllocState* a, void* ptr, size_t osize) {
-  a->on_free(ptr);
+__attribute__((noinline)) void* free_tracked(AllocState* a, void* ptr, size_t osize) noexcept {
+  try {
+    a->on_free(ptr);
+  } catch (...) {
+    give_up(a);
+  }
   return a->orig(a->orig_ud, ptr, osize, 0);
 }
 
@@ -84,7 +113,10 @@ __attribute__((noinline)) void* free_tracked(AllocState* a, void* ptr, size_t os
 // a free goes straight to the original allocator (unless a sample pending
 // or remembered may be that block), a new block that takes no sample (the
 // countdown is larger than its size) to alloc_new, the rest to alloc_slow.
-void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+// Boundary: called by Lua (C) for every allocation; no C++ exception
+// leaves it (noexcept, the bookkeeping caught), and it never raises a Lua
+// error (a failed allocation is the original allocator's null).
+void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) noexcept {
   AllocState* a = static_cast<AllocState*>(ud);
   if (nsize == 0) {
     if (ptr && a->active && a->may_track(ptr)) return free_tracked(a, ptr, osize);

@@ -58,6 +58,7 @@ struct AllocState {
   lua_Alloc orig = nullptr;
   void* orig_ud = nullptr;
   bool active = false;    ///< false: pass everything through (after stop)
+  bool failed = false;    ///< the bookkeeping ran out of memory: allocations no longer watched
   bool exact = false;     ///< alloc_rate 0: every allocation
   bool busy = false;      ///< the collector itself is allocating (hook, stop)
   bool fast_new = false;  ///< active and sampling: a new block may take lf_alloc's fast path

@@ -23,6 +23,10 @@ extern "C" {
 
 namespace lfc {
 
+namespace foreign {
+struct FrameCopy;
+}
+
 /// Makes text safe as a folded frame: no ';', no line breaks or other
 /// control bytes, valid UTF-8 (bad bytes become '?').
 void sanitize_frame(std::string& s);
@@ -52,6 +56,11 @@ class FrameTable {
   /// ("[C] table.concat", "[C] load"), before any other module's alias of
   /// them can be seen first. Raw reads at start, not from a hook.
   void preset_stdlib(lua_State* L);
+  /// The frame of a function the signal handler copied in foreign code
+  /// (foreign.hpp); a C function not named yet gets `c_name` ("[C] __gc").
+  /// Its name comes from its definition's text, never from Lua (the
+  /// function is no longer on the stack). frames_copy.cpp.
+  uint32_t of_copy(const foreign::FrameCopy& f, const char* c_name);
   /// Interns a synthetic frame by its text ("[alloc] table").
   uint32_t named(const std::string& text);
   /// True for C function frames.
@@ -88,6 +97,7 @@ class FrameTable {
   FrameNames& names_;
   std::unordered_map<LuaKey, LuaEntry, LuaKeyHash> lua_[2];  // [leaf_line]
   std::unordered_map<const void*, uint32_t> c_;
+  std::unordered_map<LuaKey, LuaEntry, LuaKeyHash> copies_;  ///< of_copy's
   /// Every frame's number by its text (views of names_'s own strings,
   /// which never move once added).
   std::unordered_map<std::string_view, uint32_t> by_text_;

@@ -5,6 +5,8 @@
 // hooks.cpp.
 #include "hookchain.hpp"
 
+#include "foreign.hpp"
+
 namespace lfc {
 
 void HookChain::keep_start_hook(lua_State* L) {
@@ -73,13 +75,22 @@ bool HookChain::count_progress_unsure(const lua_State* L, int left) const {
 }
 
 void HookChain::arm() {
-  if (armed_) {
-    // Still ours: the sample is pending. Replaced (the program called
-    // debug.sethook meanwhile): its hook stays, and we arm again.
-    if (!armed_L_ || lua_gethook(armed_L_) == lf_hook) return;
-    armed_ = 0;
-  }
   lua_State* L = current_.load(std::memory_order_relaxed);
+  // In a finalizer or a program's hook no hook fires (foreign.hpp): armed
+  // lazily, on the thread's own events only, so that code runs at full speed.
+  const bool lazy = L && foreign::in_foreign(L, layout_);
+  if (armed_) {
+    // Still ours: the sample is pending, unless it was armed lazily and the
+    // thread has left the foreign code since (armed again, for its next
+    // instruction). Replaced (the program called debug.sethook meanwhile):
+    // its hook stays, and we arm again.
+    if (!armed_L_ || lua_gethook(armed_L_) == lf_hook) {
+      if (!armed_lazy_ || lazy || armed_L_ != L) return;
+      disarm();
+    } else {
+      armed_ = 0;
+    }
+  }
   if (!L) return;
   lua_Hook h = lua_gethook(L);
   if (h == lf_hook || h == nullptr) {
@@ -102,11 +113,12 @@ void HookChain::arm() {
   if ((armed_mask_ & LUA_MASKCOUNT) && layout_.hookcount_off) {
     const int left = luaint::hookcount(L, layout_.hookcount_off);
     armed_left_ = left > 0 ? left : 1;  // 0: traceexec resets it before the event
-    armed_keep_count_ = count_progress_unsure(L, left);
+    armed_keep_count_ = lazy || count_progress_unsure(L, left);
   }
-  if (armed_keep_count_) {
+  armed_lazy_ = lazy;
+  if (armed_keep_count_ || lazy) {
     lua_sethook(L, lf_hook, armed_mask_ | LUA_MASKRET, armed_count_);
-    luaint::set_hookcount(L, layout_.hookcount_off, armed_left_);
+    if (armed_keep_count_) luaint::set_hookcount(L, layout_.hookcount_off, armed_left_);
   } else {
     lua_sethook(L, lf_hook, armed_mask_ | LUA_MASKCOUNT | LUA_MASKRET, 1);
   }
@@ -130,6 +142,7 @@ void HookChain::disarm(int consumed) {
       luaint::set_hookcount(armed_L_, off, armed_left_ - consumed);
   }
   armed_L_ = nullptr;
+  armed_lazy_ = 0;
   armed_ = 0;
 }
 

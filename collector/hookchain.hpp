@@ -11,7 +11,7 @@
 // calls it too:
 //   - arm() and disarm() write the armed state (`armed_`, `armed_L_`,
 //     `armed_hook_`, `armed_mask_`, `armed_count_`, `armed_left_`,
-//     `armed_keep_count_`) and call lua_sethook (async-signal-safe by Lua's
+//     `armed_keep_count_`, `armed_lazy_`) and call lua_sethook (async-signal-safe by Lua's
 //     design, see the comment above lua_sethook in ldebug.c). They allocate
 //     nothing and take no lock: the handler may run them. Only two callers
 //     run them: the handler or allocator outside a critical section, or
@@ -22,6 +22,10 @@
 //     hook change.
 //   - `in_critical_` and `deferred_` are volatile sig_atomic_t, ordered with
 //     signal fences (the handler runs on this thread: no CPU fence needed).
+//   - arm() reads whether that thread runs foreign code (foreign::in_foreign:
+//     two loads) and then arms lazily, on the thread's own events only: a
+//     count of 1 would make each instruction of a finalizer pay for an event
+//     no hook can take there.
 //   - arm() reads the running thread (`current`, atomic, written by the
 //     coroutine tracking inside critical sections) and that thread's hook
 //     (lua_gethook: one load) to keep the program's: what we arm over is
@@ -46,7 +50,7 @@ extern "C" {
 namespace lfc {
 
 /// The hook function installed on every profiled thread (tracer.cpp).
-void lf_hook(lua_State* L, lua_Debug* ar);
+void lf_hook(lua_State* L, lua_Debug* ar) noexcept;
 /// lf_hook on a thread that still had it after stop: the old hook back.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar);
 
@@ -138,6 +142,9 @@ class HookChain {
   int armed_left_ = 0;
   /// The one-shot runs on the program's own count (count_progress_unsure).
   volatile sig_atomic_t armed_keep_count_ = 0;
+  /// Armed in foreign code (foreign.hpp) on the thread's own events only:
+  /// the next arm() outside it arms for the next instruction.
+  volatile sig_atomic_t armed_lazy_ = 0;
 };
 
 }  // namespace lfc

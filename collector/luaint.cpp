@@ -11,6 +11,7 @@ namespace {
 
 Layout* g_probe_out = nullptr;  // probe() runs on the Lua thread, one at a time
 int g_allowhook_in_hook = -1;   // lua_State.allowhook as probe_hook saw it
+int g_hooked_in_hook = -1;      // CIST_HOOKED on L->ci as probe_hook saw it
 
 // Called (a light C function) from a Lua function: compares the direct
 // reads with what lua_getstack/lua_getinfo say.
@@ -22,6 +23,13 @@ int probe_fn(lua_State* L) {
   out->ci_prev_ok = a1.what[0] != 'C' && ci_prev(a0.i_ci) == a1.i_ci && ci_prev(a1.i_ci) != nullptr;
   out->state_ci_ok = state_ci(L) == a0.i_ci;
   out->allowhook_ok = allowhook(L);  // 1 here; 0 inside probe_hook (checked after)
+  out->hooked_ok = !ci_hooked(a0.i_ci) && !ci_hooked(a1.i_ci);  // set inside probe_hook (after)
+  const char* stack = at<const char*>(L, kStateStack);
+  const char* stack_last = at<const char*>(L, kStateStackLast);
+  const char* func0 = at<const char*>(a0.i_ci, 0);
+  const char* func1 = at<const char*>(a1.i_ci, 0);
+  out->stack_ok =
+      stack && stack < stack_last && func1 >= stack && func1 < func0 && func0 < stack_last;
   if (!out->ci_prev_ok) return 0;
   unsigned char tag;
   const void* value;
@@ -35,6 +43,9 @@ int probe_fn(lua_State* L) {
   const char* code = at<const char*>(proto, kProtoCode);
   const char* pc = at<const char*>(a1.i_ci, kCiSavedpc);
   const int sizecode = at<int>(proto, kProtoSizecode);
+  const std::size_t srclen = std::strlen(a1.source);
+  out->tstring_ok = src && at<unsigned char>(src, kTStringTag) == kTagShortString &&
+                    at<unsigned char>(src, kTStringShrlen) == srclen;
   out->lua_ident_ok = at<int>(proto, kProtoLine) == a1.linedefined &&
                       at<int>(proto, kProtoLine + 4) == a1.lastlinedefined && src &&
                       static_cast<const char*>(src) + kTStringContents == a1.source && code &&
@@ -43,8 +54,10 @@ int probe_fn(lua_State* L) {
   return 0;
 }
 
+// Inside a hook: allowhook 0, and the hooked CallInfo (L->ci) has CIST_HOOKED.
 void probe_hook(lua_State* L, lua_Debug*) {
   g_allowhook_in_hook = allowhook(L) ? 1 : 0;
+  g_hooked_in_hook = ci_hooked(state_ci(L)) ? 1 : 0;
 }
 
 // lua_State.hookcount: on a new thread with a count hook of `a`, the only
@@ -81,6 +94,7 @@ int allowhook_in_hook(lua_State* L) {
   lua_State* T = lua_newthread(L);
   lua_sethook(T, probe_hook, LUA_MASKCOUNT, 1);
   g_allowhook_in_hook = -1;
+  g_hooked_in_hook = -1;
   static const char kOne[] = "return 1";
   int nres = 0;
   if (luaL_loadbuffer(T, kOne, sizeof kOne - 1, "=luaflame.probe") != LUA_OK ||
@@ -117,6 +131,10 @@ Layout probe(lua_State* L) {
   lua_settop(L, top);
   out.hookcount_off = find_hookcount(L);
   out.allowhook_ok = out.allowhook_ok && allowhook_in_hook(L) == 0;
+  out.hooked_ok = out.hooked_ok && out.state_ci_ok && g_hooked_in_hook == 1;
+  out.foreign_ok = out.allowhook_ok && out.hooked_ok;
+  out.copy_ok = out.foreign_ok && out.ci_prev_ok && out.stack_ok && out.tstring_ok &&
+                out.lua_ident_ok && out.c_ident_ok;
   lua_settop(L, top);
   if (!out.ci_prev_ok)
     out.why = "CallInfo.previous does not match lua_getstack";
@@ -128,6 +146,10 @@ Layout probe(lua_State* L) {
     out.why = "C function layout differs: trace mode names C calls through lua_getinfo";
   else if (!out.hookcount_off)
     out.why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
+  else if (!out.foreign_ok && out.allowhook_ok)
+    out.why =
+        "CallInfo.callstatus not verified: samples in finalizers and program hooks go to "
+        "[luaflame] hook";
   else if (!out.allowhook_ok)
     out.why =
         "lua_State.allowhook not found: samples in a program with a count hook may wait for "
@@ -148,6 +170,8 @@ std::string Layout::on() const {
   add(ci_prev_ok && lua_ident_ok, "lua_ident");
   add(ci_prev_ok && c_ident_ok, "c_ident");
   add(allowhook_ok, "allowhook");
+  add(foreign_ok, "foreign");
+  add(copy_ok, "foreign_frames");
   return r;
 }
 

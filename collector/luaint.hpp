@@ -99,6 +99,31 @@ inline bool ci_is_c(const void* ci) {
   return (at<unsigned short>(ci, kCiCallstatus) & kCistC) != 0;
 }
 
+/// CallInfo.callstatus's CIST_HOOKED (the CallInfo a hook runs for: luaD_hook
+/// sets it around the hook call) and CIST_FIN (the CallInfo that runs a
+/// finalizer: GCTM sets it around the call), 5.4.0 to 5.4.6. CIST_HOOKED is
+/// checked by probe(); CIST_FIN cannot be without running a collection, which
+/// the probe must not do to the program (foreign.hpp says what a wrong bit costs).
+constexpr unsigned short kCistHooked = 1 << 3;
+constexpr unsigned short kCistFin = 1 << 7;
+inline unsigned short ci_status(const void* ci) {
+  return at<unsigned short>(ci, kCiCallstatus);
+}
+inline bool ci_hooked(const void* ci) {
+  return (ci_status(ci) & kCistHooked) != 0;
+}
+
+/// lua_State.stack_last and lua_State.stack (after ci), pointers in 5.4.0 to
+/// 5.4.6 (StkIdRel's pointer member in 5.4.6).
+constexpr std::size_t kStateStackLast = 5 * sizeof(void*);
+constexpr std::size_t kStateStack = 6 * sizeof(void*);
+/// TString's tag, short length, long length (5.4: after next, tt, marked, extra).
+constexpr std::size_t kTStringTag = 8, kTStringShrlen = 11, kTStringLnglen = 16;
+/// A GC object's own tag (CommonHeader.tt) is the variant, without the
+/// collectable bit a TValue's tag has.
+constexpr unsigned char kTagShortString = 0x04;  ///< LUA_VSHRSTR
+constexpr unsigned char kTagLongString = 0x14;   ///< LUA_VLNGSTR
+
 /// lua_State.allowhook: 0 while a hook of L runs (luaD_hook clears it), 1
 /// otherwise. One byte load: safe from the handler on L's thread.
 constexpr std::size_t kStateAllowhook = sizeof(void*) + 3;  ///< after next, tt, marked, status
@@ -151,6 +176,13 @@ struct Layout {
   bool lua_ident_ok = false;  ///< a Lua function's Proto (lines, source, code) through its CallInfo
   bool c_ident_ok = false;    ///< a light C function through its CallInfo
   bool allowhook_ok = false;  ///< lua_State.allowhook: 1 outside hooks, 0 in one
+  bool hooked_ok = false;     ///< CIST_HOOKED: set on the hooked CallInfo in a hook only
+  bool stack_ok = false;      ///< lua_State.stack/stack_last bound CallInfo.func
+  bool tstring_ok = false;    ///< a short TString's tag, length and contents
+  /// Finalizers and program hooks told from luaflame's hook (foreign.hpp).
+  bool foreign_ok = false;
+  /// Their frames copied by the handler (foreign::copy_foreign).
+  bool copy_ok = false;
   /// The fast paths on and off, for the summary: "ci_walk signal_position
   /// hook_count lua_ident c_ident" (those on).
   std::string on() const;

@@ -25,8 +25,7 @@ const char* type_wanted(const char* name) {
   if (!std::strcmp(name, "hz") || !std::strcmp(name, "flush_interval") ||
       !std::strcmp(name, "alloc_rate") || !std::strcmp(name, "max_output"))
     return "number";
-  if (!std::strcmp(name, "lines") || !std::strcmp(name, "quiet") || !std::strcmp(name, "sources"))
-    return "boolean";
+  if (option_is_flag(name)) return "boolean";
   if (!std::strcmp(name, "tags")) return "table";
   return "string";
 }
@@ -75,7 +74,11 @@ bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::strin
 std::string default_name(lua_State* L) {
   std::string name = "lua";
   int top = lua_gettop(L);
-  if (lua_getglobal(L, "arg") == LUA_TTABLE && lua_rawgeti(L, -1, 0) == LUA_TSTRING) {
+  // Raw reads only: an __index on _G or arg could raise, over `name`.
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_pushliteral(L, "arg");
+  lua_rawget(L, -2);
+  if (lua_type(L, -1) == LUA_TTABLE && lua_rawgeti(L, -1, 0) == LUA_TSTRING) {
     std::string a = whole_string(L, -1);
     std::size_t slash = a.rfind('/');
     if (slash != std::string::npos) a = a.substr(slash + 1);

@@ -10,9 +10,14 @@
 
 namespace lfc {
 
-const char* const kOptionNames[] = {"mode",  "hz",         "clock",      "output",         "server",
-                                    "token", "name",       "tags",       "flush_interval", "lines",
-                                    "quiet", "alloc_rate", "max_output", "sources",        nullptr};
+const char* const kOptionNames[] = {"mode",           "hz",      "clock",         "output",
+                                    "server",         "token",   "name",          "tags",
+                                    "flush_interval", "lines",   "quiet",         "alloc_rate",
+                                    "max_output",     "sources", "show_profiler", nullptr};
+
+bool option_is_flag(std::string_view name) {
+  return name == "lines" || name == "quiet" || name == "sources" || name == "show_profiler";
+}
 
 namespace {
 
@@ -126,6 +131,9 @@ bool set_option(Options& o, std::string_view name, std::string_view value, std::
     if (!parse_bool(value, o.lines)) return err = bad(name, value, "expected true or false"), false;
   } else if (name == "sources") {
     if (!parse_bool(value, o.sources))
+      return err = bad(name, value, "expected true or false"), false;
+  } else if (name == "show_profiler") {
+    if (!parse_bool(value, o.show_profiler))
       return err = bad(name, value, "expected true or false"), false;
   } else if (name == "quiet") {
     if (!parse_bool(value, o.quiet)) return err = bad(name, value, "expected true or false"), false;

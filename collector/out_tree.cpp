@@ -1,6 +1,8 @@
 // Output snapshot, size cut and bounded files (see out_tree.hpp).
 #include "out_tree.hpp"
 
+#include <sys/stat.h>
+
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -166,8 +168,19 @@ OutTree snapshot(const Tree& t, const FrameNames& f,
 
 // ---- bounded files ----
 
+// A path that exists and is not a regular file (/dev/null, a FIFO, a
+// terminal) is written in place: renaming a temporary file over it replaced
+// /dev/null with a regular file (seen running `-o /dev/null` as root).
+static bool special_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
 OutFile::OutFile(std::string path, uint64_t limit)
-    : path_(std::move(path)), tmp_(path_ + ".tmp"), limit_(limit) {
+    : path_(std::move(path)),
+      in_place_(special_file(path_)),
+      tmp_(in_place_ ? path_ : path_ + ".tmp"),
+      limit_(limit) {
   buf_.reserve(kBuf + 4096);
   f_ = std::fopen(tmp_.c_str(), "wb");
   if (!f_) err_ = "cannot write " + tmp_ + ": " + std::strerror(errno);
@@ -176,7 +189,7 @@ OutFile::OutFile(std::string path, uint64_t limit)
 OutFile::~OutFile() {
   if (f_) {
     std::fclose(f_);
-    std::remove(tmp_.c_str());
+    if (!in_place_) std::remove(tmp_.c_str());
   }
 }
 
@@ -206,6 +219,7 @@ bool OutFile::commit() {
   if (err_.empty() && !(flushed && closed))
     err_ = "cannot write " + path_ + ": " + std::strerror(e);
   // Renamed into place only when whole: a reader never sees half a file.
+  if (in_place_) return err_.empty();
   if (err_.empty() && std::rename(tmp_.c_str(), path_.c_str()) != 0)
     err_ = "cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(errno);
   if (!err_.empty()) std::remove(tmp_.c_str());

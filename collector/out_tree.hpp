@@ -79,7 +79,9 @@ class OutFile {
  private:
   static constexpr std::size_t kBuf = 1 << 20;
   void spill();
-  std::string path_, tmp_;
+  std::string path_;
+  bool in_place_;  ///< not a regular file (/dev/null): written as it is, no rename
+  std::string tmp_;
   uint64_t limit_;
   FILE* f_ = nullptr;
   std::string buf_;

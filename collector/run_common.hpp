@@ -22,6 +22,14 @@ void l_message(const char* pname, const char* msg);
 void watch_sigint(lua_State* L);
 void unwatch_sigint();
 
+/// SIGTERM (docker stop, kill) while profiling: the run is finished with
+/// what it holds (files written, the stream finished: lfc::finish_for_exit)
+/// on a watcher thread, then the process dies of SIGTERM as it would
+/// unprofiled (status 143). The program's own SIGTERM handler, installed
+/// later, replaces this one; a forked child dies as unprofiled. Once per
+/// process, after the session started.
+void watch_sigterm();
+
 /// A lua_CFunction: starts the session with the Options given as argument 1
 /// (a light userdata); raises the reason when it cannot. Called as a C
 /// function of its own so the session sees a two-level stack (the 5.4

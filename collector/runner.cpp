@@ -153,6 +153,7 @@ int pmain(lua_State* L) {
     lua_pop(L, 1);
     return 0;
   }
+  run::watch_sigterm();
   g_report_at_exit = !a->opts->quiet;
   int status = handle_script(L, a->argv + a->script);
   run::end_session(L, a->opts->quiet);

@@ -188,7 +188,20 @@ uint64_t Sampler::due() {
 void Sampler::note_position(lua_State* L, const void* ci, uint64_t weight, bool in_hook) {
   const sig_atomic_t n = npos_;
   if (n >= kMaxPos) return;  // full: the last position takes the rest (drain's caller)
-  pos_[n] = Pos{L, ci, static_cast<uint32_t>(weight), in_hook};
+  Pos& p = pos_[n];
+  p.L = L, p.ci = ci, p.weight = static_cast<uint32_t>(weight), p.in_hook = in_hook;
+  p.foreign = false;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  npos_ = n + 1;
+}
+
+void Sampler::note_foreign(lua_State* L, uint64_t weight, const luaint::Layout& layout) {
+  const sig_atomic_t n = npos_;
+  if (n >= kMaxPos) return;
+  Pos& p = pos_[n];
+  if (!foreign::copy_foreign(L, layout, p.copy)) return;  // the hook's stack takes it
+  p.L = L, p.ci = p.copy.anchor, p.weight = static_cast<uint32_t>(weight), p.in_hook = false;
+  p.foreign = true;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   npos_ = n + 1;
 }
@@ -196,7 +209,15 @@ void Sampler::note_position(lua_State* L, const void* ci, uint64_t weight, bool 
 uint64_t Sampler::drain(Pos (&out)[kMaxPos], int& n) {
   const uint64_t w = owed_.exchange(0, std::memory_order_relaxed);
   n = npos_;
-  for (int i = 0; i < n; ++i) out[i] = pos_[i];
+  for (int i = 0; i < n; ++i) {
+    // The copied frames only when there are some (a Pos is ~1 KB).
+    Pos& o = out[i];
+    const Pos& p = pos_[i];
+    o.L = p.L, o.ci = p.ci, o.weight = p.weight, o.in_hook = p.in_hook, o.foreign = p.foreign;
+    o.copy.anchor = p.copy.anchor, o.copy.kind = p.copy.kind, o.copy.deeper = p.copy.deeper;
+    o.copy.nframes = p.foreign ? p.copy.nframes : 0;
+    for (int j = 0; j < o.copy.nframes; ++j) o.copy.frames[j] = p.copy.frames[j];
+  }
   npos_ = 0;
   return w;
 }

@@ -11,7 +11,9 @@
 //     `tick_on_` and the two timers: written by the handler only (the
 //     fallback thread adds to `owed` instead); the hook reads and resets
 //     `owed` inside a critical section, so no update is lost.
-//   - `pos_[]`/`npos_`: the slot first, then the count, a signal fence
+//   - `pos_[]`/`npos_`: the slot first (for a foreign position, the frames
+//     foreign::copy_foreign copies: loads only, see foreign.hpp), then the
+//     count, a signal fence
 //     between; the hook copies and resets them inside a critical section
 //     (HookChain::begin_critical), during which the handler only counts
 //     (`owed`) and defers its arm (HookChain::defer), so it never sees a
@@ -39,6 +41,7 @@ extern "C" {
 #include <lua.h>
 }
 
+#include "foreign.hpp"
 #include "luaflame/collector.hpp"  // SamplerKind
 
 namespace lfc {
@@ -54,6 +57,10 @@ class Sampler {
     uint32_t weight;
     /// The thread was in luaflame's own hook (Sampling::on_signal).
     bool in_hook;
+    /// The thread ran a finalizer or a program hook (foreign.hpp): `copy`
+    /// holds the anchor and the frames above it; `ci` is unused.
+    bool foreign;
+    foreign::Copy copy;
   };
   static constexpr int kMaxPos = 16;
 
@@ -71,6 +78,9 @@ class Sampler {
   /// clock, paces the timers); the fallback thread counted them already.
   uint64_t due();
   void note_position(lua_State* L, const void* ci, uint64_t weight, bool in_hook);
+  /// A position in foreign code: the anchor and the frames above it copied
+  /// (foreign::copy_foreign), or nothing recorded when no anchor was found.
+  void note_foreign(lua_State* L, uint64_t weight, const luaint::Layout& layout);
 
   // ---- the hook's side, inside a critical section ----
   /// Owed periods (reset) and the recorded positions (copied, reset).

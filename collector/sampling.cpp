@@ -5,6 +5,40 @@
 
 namespace lfc {
 
+uint32_t Sampling::program_node(lua_State* L, const Sampler::Pos* p, uint64_t k) {
+  uint32_t node = 0;
+  if (tracer_.traced_node(L, p ? p->L : L, p ? p->ci : nullptr, node)) return node;
+  if (p && walker_.node(L, node, p->L, p->ci)) return node;
+  if (p) acct_.samples_moved += k;
+  walker_.node(L, node);
+  return node;
+}
+
+// The anchor ran the finalizer or the hook and is still on the stack when
+// the hook takes the sample unless it returned first (then the hook's stack
+// stands for it, as for any moved sample). Above it the frames the handler
+// copied; none copied: one frame saying what ran.
+uint32_t Sampling::foreign_node(lua_State* L, const Sampler::Pos& p, uint64_t k) {
+  uint32_t node = program_node(L, &p, k);
+  if (p.copy.nframes == 0) {
+    uint32_t& f = p.copy.kind == foreign::Copy::kHook ? program_hook_frame_ : gc_frame_;
+    if (!f)
+      f = frames_.named(p.copy.kind == foreign::Copy::kHook ? "[hook] program hook"
+                                                            : "[gc] finalizer");
+    return tree_.child(node, f);
+  }
+  const bool fin = p.copy.kind == foreign::Copy::kFinalizer;
+  for (int j = 0; j < p.copy.nframes; ++j) {
+    const char* c_name = j > 0 ? "[C] <anon>" : fin ? "[C] __gc" : "[C] hook";
+    node = tree_.child(node, frames_.of_copy(p.copy.frames[j], c_name));
+  }
+  if (p.copy.deeper) {
+    if (!deeper_frame_) deeper_frame_ = frames_.named("[luaflame] deeper frames");
+    node = tree_.child(node, deeper_frame_);
+  }
+  return node;
+}
+
 void Sampling::take(lua_State* L) {
   uint64_t t0 = opt_.trace ? tracer_.tclock.now() : now_ns();
   // Owed periods and recorded positions, taken together so that no signal
@@ -24,20 +58,18 @@ void Sampling::take(lua_State* L) {
     if (n > 0 && i + 1 < n) k = pos[i].weight < w - 1 ? pos[i].weight : w - 1;
     if (k == 0) continue;
     w -= k;
-    uint32_t node = 0;
-    if (!tracer_.traced_node(L, n > 0 ? pos[i].L : L, n > 0 ? pos[i].ci : nullptr, node)) {
-      bool ok = n > 0 && walker_.node(L, node, pos[i].L, pos[i].ci);
-      if (!ok) {
-        if (n > 0) acct_.samples_moved += k;
-        walker_.node(L, node);
-      }
-    }
-    if (n > 0 && pos[i].in_hook && hook_frame) {
-      node = tree_.child(node, hook_frame);
-      acct_.samples_in_hooks += k;
-    }
-    tree_.add(node, col_samples_, k);
     acct_.samples += k;
+    if (n > 0 && pos[i].in_hook && hook_frame) {
+      // luaflame's own time: the profiler's cost, not the program's.
+      acct_.samples_in_hooks += k;
+      if (!show_profiler) continue;
+      tree_.add(tree_.child(program_node(L, &pos[i], k), hook_frame), col_samples_, k);
+      continue;
+    }
+    const uint32_t node = n == 0           ? program_node(L, nullptr, k)
+                          : pos[i].foreign ? foreign_node(L, pos[i], k)
+                                           : program_node(L, &pos[i], k);
+    tree_.add(node, col_samples_, k);
   }
   ++acct_.sample_events;
   if (opt_.trace) {

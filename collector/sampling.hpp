@@ -17,7 +17,10 @@
 //     one load; Lua writes it around every hook call, a stale value only
 //     mis-tags this one sample) and HookChain::forwards() (the program's
 //     hooks: changed only inside critical sections, so stable here);
-//   - it writes only through Sampler::due/note_position and
+//   - in a finalizer or a program's hook written in Lua (foreign.hpp) it
+//     copies the frames that name the code there (foreign::copy_foreign:
+//     loads only), since no hook can take the sample until that code ends;
+//   - it writes only through Sampler::due/note_position/note_foreign and
 //     HookChain::defer/arm, under their contracts (sampler.hpp,
 //     hookchain.hpp): inside a critical section it only defers (the
 //     position is then not recorded: the sample goes to the hook's stack),
@@ -36,6 +39,7 @@
 #include <cstdint>
 
 #include "coroutines.hpp"
+#include "foreign.hpp"
 #include "hookchain.hpp"
 #include "luaint.hpp"
 #include "sampler.hpp"
@@ -46,6 +50,7 @@ extern "C" {
 
 namespace lfc {
 
+class FrameTable;
 class StackWalker;
 class Tracer;
 class Tree;
@@ -57,11 +62,12 @@ class Sampling {
   /// The parts the hook's side reads and writes; `tracer` for its clock
   /// and, in both mode, the sample's node from its shadow stack
   /// (Tracer::traced_node).
-  Sampling(Sampler& sampler, HookChain& hooks, StackWalker& walker, Tree& tree,
+  Sampling(Sampler& sampler, HookChain& hooks, StackWalker& walker, FrameTable& frames, Tree& tree,
            const int& col_samples, Accounting& acct, Tracer& tracer, const Options& opt)
       : sampler_(sampler),
         hooks_(hooks),
         walker_(walker),
+        frames_(frames),
         tree_(tree),
         col_samples_(col_samples),
         acct_(acct),
@@ -82,8 +88,12 @@ class Sampling {
     // Where the running thread is, for the hook to charge the sample from
     // there (no layout: the hook's own stack).
     if (layout.state_ci_ok && ci_walk_ok)
-      if (lua_State* L = coroutines.current().load(std::memory_order_relaxed))
-        sampler.note_position(L, luaint::state_ci(L), k, in_own_hook(L, hooks, layout));
+      if (lua_State* L = coroutines.current().load(std::memory_order_relaxed)) {
+        if (foreign::in_foreign(L, layout))
+          sampler.note_foreign(L, k, layout);
+        else
+          sampler.note_position(L, luaint::state_ci(L), k, in_own_hook(L, hooks, layout));
+      }
     hooks.arm();
   }
 
@@ -94,8 +104,17 @@ class Sampling {
   /// The frame a sample gets under the recorded one when the signal fell in
   /// luaflame's own hook ("[luaflame] hook"); 0 until the session sets it.
   uint32_t hook_frame = 0;
+  /// Samples in luaflame's own hook are kept in the tree under hook_frame
+  /// (option show_profiler); else only counted (Accounting::samples_in_hooks).
+  bool show_profiler = false;
 
  private:
+  /// The node of a foreign position: its anchor's path (or the hook's
+  /// stack), then the copied frames, or a frame saying what ran.
+  uint32_t foreign_node(lua_State* L, const Sampler::Pos& p, uint64_t k);
+  /// The node of a position in the program's code (or the hook's stack).
+  uint32_t program_node(lua_State* L, const Sampler::Pos* p, uint64_t k);
+
   /// Whether L is inside a hook that is luaflame's: Lua clears allowhook
   /// for any hook's duration (luaD_hook), and with no program hook to
   /// forward to, every hook L runs is ours (the tracer's call/return hook,
@@ -103,12 +122,16 @@ class Sampling {
   /// the functions' (Tracer::last_tick); without this a sample falling in it
   /// went to the callee (call event) or the caller (return event).
   static bool in_own_hook(lua_State* L, const HookChain& hooks, const luaint::Layout& layout) {
-    return layout.allowhook_ok && !luaint::allowhook(L) && !hooks.forwards();
+    // The thread's hook not ours: the C hook running is the program's.
+    return layout.allowhook_ok && !luaint::allowhook(L) && !hooks.forwards() &&
+           lua_gethook(L) == lf_hook;
   }
+  uint32_t gc_frame_ = 0, program_hook_frame_ = 0, deeper_frame_ = 0;
 
   Sampler& sampler_;
   HookChain& hooks_;
   StackWalker& walker_;
+  FrameTable& frames_;
   Tree& tree_;
   const int& col_samples_;
   Accounting& acct_;

@@ -74,6 +74,31 @@ void at_process_exit() {
     std::fprintf(stderr, "%s", format_summary(sum).c_str());
 }
 
+// fork (pthread_atfork's child handler: one thread, before the child runs
+// anything else). The child inherits neither the sampler's timers nor its
+// thread nor the streamer's, so the session is left behind there: never
+// stopped, written or streamed (the child reports nothing of the parent's
+// profile, and never joins a thread it does not have). The allocator passes
+// through, and a hook of ours the child meets gives back the program's.
+void detach_in_child() {
+  Session* s = g_session.load();
+  if (!s) return;
+  if (s->alloc) s->alloc->active = false;
+  const HookChain::Chained before = s->hooks.start_hook();
+  set_hook_after_stop(before.hook, before.mask, before.count);
+  g_session.store(nullptr);
+}
+
+}  // namespace
+
+void abandon_session(const char* why) noexcept {
+  std::fprintf(
+      stderr, "luaflame: %s in the profiler's hook: profiling stopped, the program runs on\n", why);
+  detach_in_child();
+}
+
+namespace {
+
 void register_close_finalizer(lua_State* L) {
   lua_newuserdatauv(L, 1, 0);
   lua_newtable(L);
@@ -89,11 +114,18 @@ bool running() {
   return g_session.load() != nullptr;
 }
 
+bool finish_for_exit() {
+  return finish_outside(g_session.load());
+}
+
 bool start(lua_State* L, const Options& o, std::string& err) {
   if (g_session.load())
     return err = "luaflame is already running (call luaflame.stop() first)", false;
   static std::once_flag exit_once;
-  std::call_once(exit_once, [] { std::atexit(at_process_exit); });
+  std::call_once(exit_once, [] {
+    std::atexit(at_process_exit);
+    pthread_atfork(nullptr, nullptr, detach_in_child);
+  });
   Streamer::set_exit_handler(at_process_exit);  // registered again after httplib's first answer
   auto s = std::make_unique<Session>(L, o);
   s->layout = luaint::probe(L);
@@ -108,6 +140,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->frames.preset_makers(L);
   s->frames.preset_stdlib(L);
   if (s->opt.sample) s->sampling.hook_frame = s->frames.named("[luaflame] hook");
+  s->sampling.show_profiler = s->opt.show_profiler;
   s->hooks.keep_start_hook(L);
   s->coroutines.start(L);
   s->acct.start_wall = now_ns();
@@ -119,6 +152,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
       return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
     s->tracer.start(L, !s->hooks.start_hook().hook);  // a hook to forward: the slow path
   }
+  ending_reset();
   g_session.store(s.get());  // the allocator wrapper finds it there
   if (s->opt.alloc && !s->start_alloc(err)) {
     g_session.store(nullptr);
@@ -149,6 +183,7 @@ Summary stop(lua_State* L) {
   Summary sum;
   Session* s = g_session.load();
   if (!s) return sum;
+  ending_begin_stop();
   const SamplerKind sampler_kind = s->sampler.kind();
   if (s->opt.sample) s->sampler.stop();
   if (L) {
@@ -205,6 +240,7 @@ Summary stop(lua_State* L) {
   sum.fast_paths_off = s->layout.why;
   sum.samples_moved = s->acct.samples_moved;
   sum.samples_in_hooks = s->acct.samples_in_hooks;
+  sum.profiler_shown = s->opt.show_profiler;
   sum.calls = s->acct.calls;
   sum.nodes = s->tree.size();
   sum.frames = s->names.size();
@@ -220,6 +256,7 @@ Summary stop(lua_State* L) {
   if (sum.files_failed) g_output_failed = true;
   if (s->streamer) s->streamer->finish(sum);
   delete s;
+  ending_stopped();
   return sum;
 }
 

@@ -116,7 +116,7 @@ class Session {
   std::atomic<bool> alloc_pending{false};  ///< the allocator armed: take_alloc at the hook
   Sampler sampler;
   StackWalker walker{coroutines, frames, tree, opt.lines, ci_walk_ok};
-  Sampling sampling{sampler, hooks, walker, tree, col_samples, acct, tracer, opt};
+  Sampling sampling{sampler, hooks, walker, frames, tree, col_samples, acct, tracer, opt};
   /// From the handler (sampler.cpp): the parts handed straight to it.
   void on_sample_signal() { Sampling::on_signal(sampler, hooks, coroutines, layout, ci_walk_ok); }
 
@@ -149,6 +149,23 @@ extern bool g_output_failed;
 
 /// The session the hooks and handler see (one per process).
 extern std::atomic<Session*> g_session;
+
+/// Who ends a session (session_common.cpp): stop() calls ending_begin_stop
+/// first (which never returns when finish_outside has the run: the process
+/// is ending) and ending_stopped last; start() calls ending_reset.
+/// finish_outside(s), from a thread that is not the Lua thread, writes the
+/// files and finishes the stream of a session still running, once (see
+/// finish_for_exit in collector.hpp).
+void ending_reset();
+void ending_begin_stop();
+void ending_stopped();
+bool finish_outside(Session* s);
+
+/// Ends profiling where it failed (a hook's std::bad_alloc): said once on
+/// stderr with `why`; the session is left as a forked child leaves it
+/// (nothing written or streamed from here on), the program's hooks given
+/// back at its next event, the allocator passing through. Lua thread.
+void abandon_session(const char* why) noexcept;
 
 /// Wraps debug.sethook/gethook while tracing (hooks.cpp).
 void install_hook_wrappers(lua_State* L);

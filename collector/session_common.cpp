@@ -1,7 +1,14 @@
 // What every build of the session shares (Lua 5.4's session.cpp and
 // LuaJIT's jit/jsession.cpp): the process-wide session pointer and flags,
-// the clocks, and Session's construction (the metric columns).
+// the clocks, Session's construction (the metric columns), and who ends
+// a session: stop() on the Lua thread or finish_outside on a termination
+// signal's watcher thread (run_common.cpp), once.
 #include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
 #include "alloc.hpp"
 #include "session.hpp"
@@ -35,6 +42,62 @@ int column(const std::vector<std::string>& metrics, const char* m) {
 }
 
 }  // namespace
+
+namespace {
+
+// Who ends the session: none yet, stop() on the Lua thread,
+// finish_outside on the signal watcher's thread, stop() done.
+enum Ending : int { kRunning, kStopping, kFinishing, kStopped };
+std::atomic<int> g_ending{kRunning};
+
+// The Summary of a session still running, from what other threads may
+// read: the clocks, the options, the tree's and names' published sizes.
+Summary outside_summary(const Session& s) {
+  Summary sum;
+  sum.mode = s.opt.trace ? (s.opt.sample ? "both" : "trace") : (s.opt.sample ? "sample" : "");
+  if (s.opt.alloc) sum.mode += sum.mode.empty() ? "alloc" : "+alloc";
+  sum.metrics = s.metrics;
+  sum.wall_ns = now_ns() - s.acct.start_wall;
+  sum.hz_asked = s.opt.hz;
+  sum.profiler_shown = s.opt.show_profiler;
+  sum.nodes = s.tree.size();
+  sum.frames = s.names.size();
+  return sum;
+}
+
+}  // namespace
+
+void ending_reset() {
+  g_ending.store(kRunning);
+}
+
+void ending_begin_stop() {
+  int expect = kRunning;
+  if (!g_ending.compare_exchange_strong(expect, kStopping) && expect == kFinishing)
+    for (;;) pause();  // finish_outside has the run: the process ends with it
+}
+
+void ending_stopped() {
+  g_ending.store(kStopped);
+}
+
+bool finish_outside(Session* s) {
+  int expect = kRunning;
+  if (!s || !g_ending.compare_exchange_strong(expect, kFinishing)) {
+    // The Lua thread's stop() writes and sends: its own bounded wait, plus a second.
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(Streamer::kFinishMaxSeconds + 1);
+    while (expect == kStopping && g_ending.load() == kStopping &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return false;
+  }
+  Summary sum = outside_summary(*s);
+  s->output.write(sum);
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (s->streamer) s->streamer->finish(sum);
+  return true;
+}
 
 Session::Session(lua_State* L, const Options& o)
     : opt(o),

@@ -157,112 +157,14 @@ bool Streamer::create_run() {
   auto url = r.find("url");
   run_url_ = url != r.end() && url->is_string() ? url->get<std::string>() : std::string();
   if (!run_url_.empty() && run_url_[0] == '/') run_url_ = s_.opt.server + run_url_;
+  // The server's deepest stack (servers that do not say take kDefaultMaxDepth).
+  auto lim = r.find("limits");
+  if (lim != r.end() && lim->is_object() && lim->contains("max_depth") &&
+      (*lim)["max_depth"].is_number_unsigned()) {
+    const uint64_t d = (*lim)["max_depth"].get<uint64_t>();
+    if (d >= 2 && d <= (1u << 20)) max_depth_ = static_cast<uint32_t>(d);
+  }
   return true;
-}
-
-// The delta since the last chunks: nodes with a change and their
-// ancestors, in depth-first order, cut into chunks of kChunkNodes; each
-// chunk opens with its first node's ancestors (zero values) and numbers its
-// own frames, so it decodes alone.
-void Streamer::build_chunks(uint64_t until_ns) {
-  const Tree& t = s_.tree;
-  const int nm = t.nmetrics();
-  const uint32_t n = t.size();
-  sent_.resize(static_cast<std::size_t>(n) * nm, 0);
-  std::vector<uint64_t> delta(static_cast<std::size_t>(n) * nm, 0);
-  std::vector<char> keep(n, 0);
-  bool any = false;
-  for (uint32_t i = 1; i < n; ++i) {
-    for (int m = 0; m < nm; ++m) {
-      std::size_t k = static_cast<std::size_t>(i) * nm + m;
-      uint64_t v = t.value(i, m);
-      if (v > sent_[k]) {
-        delta[k] = v - sent_[k];
-        sent_[k] = v;
-        keep[i] = 1;
-        any = true;
-      }
-    }
-  }
-  if (!any) return;
-  for (uint32_t i = n - 1; i >= 1; --i)
-    if (keep[i]) keep[t.parent(i)] = 1;
-  // Children of kept nodes (0 = none: the root is nobody's child), then preorder.
-  std::vector<uint32_t> first(n, 0), next(n, 0), last(n, 0);
-  for (uint32_t i = 1; i < n; ++i) {
-    if (!keep[i]) continue;
-    uint32_t p = t.parent(i);
-    if (!first[p])
-      first[p] = i;
-    else
-      next[last[p]] = i;
-    last[p] = i;
-  }
-  std::vector<uint32_t> order, st;
-  if (first[0]) st.push_back(first[0]);
-  while (!st.empty()) {
-    uint32_t node = st.back();
-    order.push_back(node);
-    if (first[node]) {
-      st.push_back(first[node]);
-      continue;
-    }
-    while (!st.empty()) {
-      if (uint32_t sib = next[st.back()]) {
-        st.back() = sib;
-        break;
-      }
-      st.pop_back();
-    }
-  }
-  // Per chunk: tree node -> chunk node, frame -> chunk frame (stamped, so
-  // nothing is cleared between chunks).
-  std::vector<uint32_t> stamp(n, 0), index(n, 0);
-  std::vector<uint32_t> fstamp(s_.names.size(), 0), findex(s_.names.size(), 0);
-  uint32_t piece = 0;
-  std::vector<uint32_t> chain;
-  for (std::size_t at = 0; at < order.size();) {
-    ++piece;
-    lfw::Chunk c;
-    c.seq = seq_++;
-    c.from_ns = last_until_;
-    c.until_ns = until_ns;
-    c.metrics = s_.metrics;
-    Pending pend;
-    auto add = [&](uint32_t i, bool with_values) {
-      uint32_t f = t.frame(i);
-      if (fstamp[f] != piece) {
-        fstamp[f] = piece;
-        findex[f] = static_cast<uint32_t>(c.frames.size());
-        c.frames.push_back(s_.names[f]);
-      }
-      lfw::Node node;
-      uint32_t p = t.parent(i);
-      node.parent = p == 0 ? -1 : static_cast<int64_t>(index[p]);
-      node.frame = findex[f];
-      if (with_values) {
-        node.values.assign(delta.begin() + static_cast<long>(i) * nm,
-                           delta.begin() + static_cast<long>(i + 1) * nm);
-        pend.deltas.push_back({i, node.values});
-      } else {
-        node.values.assign(static_cast<std::size_t>(nm), 0);
-      }
-      stamp[i] = piece;
-      index[i] = static_cast<uint32_t>(c.nodes.size());
-      c.nodes.push_back(std::move(node));
-    };
-    chain.clear();
-    for (uint32_t p = t.parent(order[at]); p != 0; p = t.parent(p)) chain.push_back(p);
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) add(*it, false);
-    for (uint32_t k = 0; k < kChunkNodes && at < order.size(); ++k, ++at) {
-      uint32_t i = order[at], p = t.parent(i);
-      if (p != 0 && stamp[p] != piece) add(p, false);  // cannot happen in preorder; kept as a guard
-      add(i, true);
-    }
-    lfw::encode(c, pend.body);
-    queue_.push_back(std::move(pend));
-  }
-  last_until_ = until_ns;
 }
 
 // Timeouts that grow with the request: 2 s, plus 1 s per 64 KiB of body

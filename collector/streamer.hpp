@@ -20,9 +20,11 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "luaflame/collector.hpp"
+#include "luaflame/wire.hpp"
 
 namespace httplib {
 class Client;
@@ -65,7 +67,12 @@ class Streamer {
   void stream_loop();
   void deliver_rest(const Summary& sum, Clock::time_point t0, std::atomic<double>& allowed);
   bool create_run();
+  struct Cut;
+  struct ChunkMaker;
   void build_chunks(uint64_t until_ns);
+  bool take_deltas(std::vector<uint64_t>& delta, std::vector<char>& keep);
+  void fold_deep(const std::vector<uint64_t>& delta, std::vector<char>& keep, Cut& cut);
+  std::vector<uint32_t> preorder(const std::vector<char>& keep) const;
   bool send_chunk();
   bool finish_run(const Summary& sum);
   static double timeout_for(std::size_t body_bytes);  ///< seconds a request of this size may take
@@ -92,6 +99,28 @@ class Streamer {
     std::string body;  ///< the encoded chunk (its seq fixed)
     std::vector<std::pair<uint32_t, std::vector<uint64_t>>> deltas;  ///< its tree nodes and values
   };
+  /// Nodes deeper than the server takes, by the ancestor they are folded into.
+  struct Cut {
+    std::unordered_map<uint32_t, std::vector<uint32_t>> under;
+    std::unordered_map<uint32_t, std::vector<uint64_t>> values;  ///< their deltas summed
+  };
+  /// Builds one chunk at a time (build_chunks).
+  struct ChunkMaker {
+    ChunkMaker(Streamer& st, const std::vector<uint64_t>& d, const Cut& c, uint32_t n);
+    std::size_t make(const std::vector<uint32_t>& order, std::size_t at, uint64_t until_ns);
+    void add(uint32_t i, bool with_values);
+    void add_cut(uint32_t i);
+    Streamer& s;
+    const std::vector<uint64_t>& delta;
+    const Cut& cut;
+    std::vector<uint32_t> stamp, index, fstamp, findex, chain;
+    uint32_t piece = 0, cut_frame = 0, cut_frame_piece = 0;
+    lfw::Chunk c;
+    Pending pend;
+  };
+  /// The deepest stack the server takes (its create answer's limits.max_depth).
+  static constexpr uint32_t kDefaultMaxDepth = 1024;
+  uint32_t max_depth_ = kDefaultMaxDepth;
   std::deque<Pending> queue_;         ///< built, not yet acknowledged; the front is in flight
   bool finished_ = false;             ///< the server answered the finish request
   bool given_up_ = false;             ///< a 4xx answer: the server will not take this run

@@ -53,8 +53,11 @@ std::string format_summary(const Summary& s) {
     const std::string source =
         s.sampler != SamplerKind::none ? std::string("; ") + text_of(s.sampler).words : "";
     const std::string in_hooks =
-        s.samples_in_hooks ? "; " + std::to_string(s.samples_in_hooks) + " in luaflame's hooks"
-                           : "";
+        !s.samples_in_hooks ? ""
+        : s.profiler_shown  ? "; " + std::to_string(s.samples_in_hooks) + " in luaflame's hooks"
+                            : "; " + std::to_string(s.samples_in_hooks) +
+                                 " in luaflame's hooks, the profiler's cost, left out "
+                                 "(--show-profiler keeps them)";
     std::snprintf(buf, sizeof buf,
                   "; samples: %.0f Hz asked, %.0f Hz delivered (%llu events, %llu asked, %llu "
                   "recorded over %.3f s of clock%s%s)",

@@ -384,11 +384,23 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
 // The hook on every profiled thread: the common trace event inline, the
 // rest (a first sighting, an unwind, a coroutine switch, an armed thread,
 // a chained hook, after stop) in Session::hook.
-void lf_hook(lua_State* L, lua_Debug* ar) {
+// Boundary: Lua (C) calls it for every hook event. No C++ exception leaves
+// it: what the collector throws (std::bad_alloc growing its tables) ends
+// profiling, and the program runs on with its own hooks (abandon_session).
+// It never raises a Lua error, and calls no Lua function that could, while
+// a C++ object with a destructor is alive in its frames (FrameTable::of and
+// the walk use raw accesses and lua_getinfo only).
+void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
   Session* s = g_session.load(std::memory_order_relaxed);
   if (__builtin_expect(s != nullptr, 1)) {
-    if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
-    s->hook(L, ar);
+    try {
+      if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
+      s->hook(L, ar);
+    } catch (const std::exception& e) {
+      abandon_session(e.what());
+    } catch (...) {
+      abandon_session("unknown error");
+    }
     return;
   }
   lf_hook_after_stop(L, ar);

@@ -151,6 +151,9 @@ void open_stream(App& app, const httplib::Request& req, httplib::Response& res) 
   run.stream = "stream:" + run.stream;
   int64_t id = app.store->open_stream(run, created);
   nlohmann::json body = run_links(req, id);
+  // The limits a chunk must keep, so that a collector cuts a deeper stack
+  // (with a marker frame) instead of losing the chunk to a 400.
+  body["limits"] = {{"max_depth", app.cfg.max_depth}};
   send_json(res, created ? 201 : 200, body);
 }
 

@@ -125,6 +125,7 @@ int pmain(lua_State* L) {
     a->status = 1;
     return 0;
   }
+  run::watch_sigterm();
   g_report_at_exit = !a->opts->quiet;
   a->status = handle_script(L, a->argv + a->script, a->argc - a->script - 1);
   run::end_session(L, a->opts->quiet);

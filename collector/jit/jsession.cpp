@@ -239,6 +239,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   jit::install_coroutine_wrappers(L, *j);
   jit::register_close_finalizer(L);
   JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
+  ending_reset();
   g_jit.store(raw);
   if (s.opt.trace) {
     // Hooks do not fire in compiled code: the tracer runs the program on
@@ -264,10 +265,16 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   return true;
 }
 
+bool finish_for_exit() {
+  JitState* j = g_jit.load();
+  return finish_outside(j ? j->s.get() : nullptr);
+}
+
 Summary stop(lua_State* L) {
   Summary sum;
   JitState* j = g_jit.load();
   if (!j) return sum;
+  ending_begin_stop();
   Session& s = *j->s;
   if (s.opt.sample) j->stop_sampler();
   if (s.opt.trace) {
@@ -315,6 +322,7 @@ Summary stop(lua_State* L) {
   if (sum.files_failed) g_output_failed = true;
   if (s.streamer) s.streamer->finish(sum);
   delete j;
+  ending_stopped();
   return sum;
 }
 

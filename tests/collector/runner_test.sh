@@ -84,4 +84,13 @@ for cmd in "$LUA" "$LF run -q --mode trace -o $work/int.folded"; do
     fail "SIGINT ($cmd): status $(cat "$work/int.rc"), <$(head -1 "$work/int.err")>"
 done
 
+# 9. An output path that is not a regular file (a FIFO here; /dev/null as root
+# was replaced by a regular file, issue 27) is written in place, not renamed over.
+mkfifo "$work/pipe.folded"
+(cat "$work/pipe.folded" > "$work/from_pipe.txt" &)
+"$LF" run -q --mode trace -o "$work/pipe.folded" "$DATA/runner/ok.lua" > /dev/null
+sleep 0.2
+[ -p "$work/pipe.folded" ] || fail "-o FIFO: the FIFO was replaced"
+grep -q 'tostring' "$work/from_pipe.txt" || fail "-o FIFO: nothing came through: $(cat "$work/from_pipe.txt")"
+
 vm_test_end "runner and module"

@@ -76,7 +76,7 @@ TEST_CASE("sample: a signal in luaflame's own hook goes to [luaflame] hook, not 
     -- The profile compared with the count is the one stop() writes: a sample
     -- between luaflame.folded() and stop() (in folded's return hook or stop's
     -- call hook, seen once under qemu: 131 in the text, 132 counted) is in both.
-    lf.start{mode = 'both', hz = 999, output = 'hook_leaf_test.folded'}
+    lf.start{mode = 'both', hz = 999, output = 'hook_leaf_test.folded', show_profiler = true}
     calls()
     local s = lf.stop()
     IN_HOOKS, TOTAL = s.samples_in_hooks, s.samples

@@ -14,6 +14,7 @@ TEST_CASE("summary: the samples part, with the sampler and the hook samples insi
     lfc::SamplerKind sampler;
     uint64_t in_hooks;
     const char* want;
+    bool shown = false;  ///< option show_profiler
   };
   const Case cases[] = {
       {lfc::SamplerKind::timer, 0,
@@ -22,7 +23,11 @@ TEST_CASE("summary: the samples part, with the sampler and the hook samples insi
        "(12 events, 10 asked, 11 recorded over 0.010 s of clock; polling thread)"},
       {lfc::SamplerKind::timer, 3,
        "(12 events, 10 asked, 11 recorded over 0.010 s of clock; kernel timer; 3 in luaflame's "
-       "hooks); 5 calls traced"},
+       "hooks, the profiler's cost, left out (--show-profiler keeps them)); 5 calls traced"},
+      {lfc::SamplerKind::timer, 4,
+       "(12 events, 10 asked, 11 recorded over 0.010 s of clock; kernel timer; 4 in luaflame's "
+       "hooks); 5 calls traced",
+       true},
   };
   for (const Case& c : cases) {
     const std::string sampler = lfc::sampler_name(c.sampler);
@@ -38,6 +43,7 @@ TEST_CASE("summary: the samples part, with the sampler and the hook samples insi
     s.clock_ns = 10000000;
     s.sampler = c.sampler;
     s.samples_in_hooks = c.in_hooks;
+    s.profiler_shown = c.shown;
     s.calls = c.in_hooks ? 5 : 0;
     const std::string line = lfc::format_summary(s);
     CAPTURE(line);

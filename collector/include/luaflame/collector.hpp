@@ -33,9 +33,11 @@ struct Options {
   double flush_interval = 5.0;  ///< flush_interval: seconds between streamed chunks (default 5)
   bool lines =
       false;  ///< lines: leaf frames carry the current line, not the line defined (default false)
-  bool sources = false;  ///< sources: send the text of the profiled .lua files to the server
-                         ///< (default false; sources.hpp)
-  bool quiet = false;    ///< quiet: the runner prints no report on stderr (default false)
+  bool sources = false;        ///< sources: send the text of the profiled .lua files to the server
+                               ///< (default false; sources.hpp)
+  bool quiet = false;          ///< quiet: the runner prints no report on stderr (default false)
+  bool show_profiler = false;  ///< show_profiler: keep samples of luaflame's own hook in the
+                               ///< profile as "[luaflame] hook" (default false: only counted)
   double alloc_rate = 512 * 1024;  ///< alloc_rate: mean bytes between allocation samples; 0 = every
                                    ///< allocation (default 512 KiB)
   double max_output =
@@ -46,6 +48,9 @@ struct Options {
 
 /// The option names, in documentation order.
 extern const char* const kOptionNames[];
+
+/// True for the options that are true or false (a flag on the command line).
+bool option_is_flag(std::string_view name);
 
 /// Sets one option from its text form (command line, environment). On a bad
 /// name or value returns false and says why in `err`.
@@ -114,8 +119,11 @@ struct Summary {
   /// signal_position hook_count lua_ident c_ident"; and why any is off.
   std::string fast_paths;
   std::string fast_paths_off;
-  uint64_t samples_moved = 0;     ///< samples whose recorded frame had returned by the hook
-  uint64_t samples_in_hooks = 0;  ///< samples taken in luaflame's own hook ("[luaflame] hook")
+  uint64_t samples_moved = 0;  ///< samples whose recorded frame had returned by the hook
+  /// Samples that fell in luaflame's own hook: the profiler's cost, left out
+  /// of the profile unless `profiler_shown` (option show_profiler).
+  uint64_t samples_in_hooks = 0;
+  bool profiler_shown = false;
 };
 
 /// Starts profiling the thread `L` of a Lua state. Replaces coroutine.resume
@@ -130,6 +138,16 @@ bool running();
 /// coroutine functions, writes the output files, sends the rest to the
 /// server (bounded wait), and reports. `L` may be null at process exit.
 Summary stop(lua_State* L);
+
+/// The process is ending on a termination signal (the runners' SIGTERM
+/// watcher, run_common.cpp). From a thread that is not the Lua thread:
+/// writes the output files and finishes the streamed run with what the tree
+/// holds now, while the Lua thread keeps running (what it records later is
+/// lost; a stop() it calls from then on waits for the process to end). When
+/// the Lua thread's own stop() runs already, waits (bounded) for it to end
+/// instead. False when no session ran or stop() did the work. The caller
+/// ends the process right after.
+bool finish_for_exit();
 
 /// Writes the output files now and asks the streamer to send a chunk now.
 void flush();
