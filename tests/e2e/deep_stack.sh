@@ -10,12 +10,8 @@
 # usage: deep_stack.sh LUAFLAME LUAFLAME_SERVER LUA
 set -uo pipefail
 luaflame=$1 server=$2 lua=$3
-tmp=$(mktemp -d)
-cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 source "$(dirname "$0")/../support/server.sh"
-lf_server_start "$tmp/srv" "$server" --max-depth 64 || { echo "FAIL: server did not start"; exit 1; }
-pid=$LF_SERVER_PID url=$LF_URL
+lf_e2e_server "$server" --max-depth 64
 cd "$tmp" || exit 1
 # 300 deep, 2000 times: enough samples at 999 Hz.
 printf 'local function rec(n) if n == 0 then local x = 0 for i = 1, 2000 do x = x + i end return x end return 1 + rec(n - 1) end\nlocal s = 0\nfor i = 1, 3000 do s = s + rec(300) end\nprint("deep", s > 0)\n' > deep.lua

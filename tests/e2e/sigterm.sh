@@ -7,12 +7,8 @@
 # usage: sigterm.sh LUAFLAME LUAFLAME_SERVER LUA
 set -uo pipefail
 luaflame=$1 server=$2 lua=$3
-tmp=$(mktemp -d)
-cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 source "$(dirname "$0")/../support/server.sh"
-lf_server_start "$tmp/srv" "$server" || { echo "FAIL: server did not start"; exit 1; }
-pid=$LF_SERVER_PID url=$LF_URL
+lf_e2e_server "$server"
 cd "$tmp" || exit 1
 printf 'local x = 0\nlocal function spin() for i = 1, 1e5 do x = x + i %% 7 end end\nwhile true do spin() end\n' > loop.lua
 fails=0

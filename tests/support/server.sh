@@ -47,3 +47,13 @@ lf_server_stop() {
   wait "$LF_SERVER_PID" 2>/dev/null
   LF_SERVER_PID=""
 }
+
+# An end-to-end test's start: a temporary folder ($tmp), a server in it
+# started with `lf_server_start` (binary and arguments as given; its URL in
+# $url), both gone when the script exits. Exits 1 when the server does not start.
+lf_e2e_server() {
+  tmp=$(mktemp -d)
+  trap 'lf_server_stop; rm -rf "$tmp"' EXIT
+  lf_server_start "$tmp/srv" "$@" || { echo "FAIL: server did not start"; exit 1; }
+  url=$LF_URL
+}
