@@ -12,6 +12,7 @@ namespace {
 Layout* g_probe_out = nullptr;  // probe() runs on the Lua thread, one at a time
 int g_allowhook_in_hook = -1;   // lua_State.allowhook as probe_hook saw it
 int g_hooked_in_hook = -1;      // CIST_HOOKED on L->ci as probe_hook saw it
+const char* g_probe_why = nullptr;  // probe_body's reason a fast path is off (no allocation there)
 
 // Called (a light C function) from a Lua function: compares the direct
 // reads with what lua_getstack/lua_getinfo say.
@@ -105,15 +106,13 @@ int allowhook_in_hook(lua_State* L) {
   return g_allowhook_in_hook;
 }
 
-}  // namespace
-
-Layout probe(lua_State* L) {
-  Layout out;
-  if (lua_version(L) != 504 || sizeof(void*) != 8) {
-    out.why = "not Lua 5.4 on a 64-bit ABI";
-    return out;
-  }
-  const int top = lua_gettop(L);
+// The probe's body, a lua_CFunction run under lua_pcall (probe): a memory
+// error of its Lua calls (lua_newthread raises one) ends it there, over no
+// C++ object of its own. Argument 1: the Layout to fill (light userdata).
+int probe_body(lua_State* L) {
+  Layout& out = *static_cast<Layout*>(lua_touserdata(L, 1));
+  lua_settop(L, 0);
+  const int top = 0;
   // On a thread of its own with no hook: the program's hooks (a coverage
   // tool's line hook) must not see the probe's code run.
   lua_State* T = lua_newthread(L);
@@ -125,8 +124,13 @@ Layout probe(lua_State* L) {
     lua_pushcfunction(T, probe_fn);
     int nres = 0;
     g_probe_out = &out;
-    if (lua_resume(T, L, 1, &nres) != LUA_OK) out = Layout{};
+    const int st = lua_resume(T, L, 1, &nres);
     g_probe_out = nullptr;
+    if (st == LUA_ERRMEM) out.mem_error = true;
+    if (st != LUA_OK) return 0;
+  } else {
+    out.mem_error = true;  // the only way loading this text fails
+    return 0;
   }
   lua_settop(L, top);
   out.hookcount_off = find_hookcount(L);
@@ -137,23 +141,47 @@ Layout probe(lua_State* L) {
                 out.lua_ident_ok && out.c_ident_ok;
   lua_settop(L, top);
   if (!out.ci_prev_ok)
-    out.why = "CallInfo.previous does not match lua_getstack";
+    g_probe_why = "CallInfo.previous does not match lua_getstack";
   else if (!out.state_ci_ok)
-    out.why = "lua_State.ci does not match lua_getstack";
+    g_probe_why = "lua_State.ci does not match lua_getstack";
   else if (!out.lua_ident_ok)
-    out.why = "Proto layout differs: trace mode names each call through lua_getinfo";
+    g_probe_why = "Proto layout differs: trace mode names each call through lua_getinfo";
   else if (!out.c_ident_ok)
-    out.why = "C function layout differs: trace mode names C calls through lua_getinfo";
+    g_probe_why = "C function layout differs: trace mode names C calls through lua_getinfo";
   else if (!out.hookcount_off)
-    out.why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
+    g_probe_why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
   else if (!out.foreign_ok && out.allowhook_ok)
-    out.why =
+    g_probe_why =
         "CallInfo.callstatus not verified: samples in finalizers and program hooks go to "
         "[luaflame] hook";
   else if (!out.allowhook_ok)
-    out.why =
+    g_probe_why =
         "lua_State.allowhook not found: samples in a program with a count hook may wait for "
         "its next count event";
+  return 0;
+}
+
+}  // namespace
+
+Layout probe(lua_State* L) {
+  Layout out;
+  if (lua_version(L) != 504 || sizeof(void*) != 8) {
+    out.why = "not Lua 5.4 on a 64-bit ABI";
+    return out;
+  }
+  const int top = lua_gettop(L);
+  lua_pushcfunction(L, probe_body);
+  lua_pushlightuserdata(L, &out);
+  g_probe_why = nullptr;
+  const int st = lua_pcall(L, 1, 0, 0);
+  lua_settop(L, top);
+  if (g_probe_why) out.why = g_probe_why;
+  if (st != LUA_OK || out.mem_error) {
+    const bool mem = st == LUA_ERRMEM || out.mem_error;
+    out = Layout{};
+    out.mem_error = mem;
+    out.why = mem ? "not enough memory" : "the probe failed";
+  }
   return out;
 }
 

@@ -187,6 +187,7 @@ struct Layout {
   /// hook_count lua_ident c_ident" (those on).
   std::string on() const;
   std::string why;  ///< "" or why a fast path is off
+  bool mem_error = false;  ///< the probe's own Lua calls ran out of memory (start fails)
 };
 
 /// Checks every read above on a real two-level stack of L (a Lua function

@@ -129,6 +129,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   Streamer::set_exit_handler(at_process_exit);  // registered again after httplib's first answer
   auto s = std::make_unique<Session>(L, o);
   s->layout = luaint::probe(L);
+  if (s->layout.mem_error) return err = "not enough memory", false;
   s->ci_walk_ok = s->layout.ci_prev_ok;
   if (!s->layout.lua_ident_ok)
     s->tracer.ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
