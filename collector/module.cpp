@@ -135,10 +135,27 @@ bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string
   return true;
 }
 
+// Runs `body` (a lua_CFunction taking a light userdata) under lua_pcall:
+// one value is left on the stack, its result or the error it raised (a
+// memory error). Lets a C++ caller push from objects it owns without a Lua
+// error jumping over their destructors.
+bool protected_push(lua_State* L, lua_CFunction body, const void* arg) {
+  lua_pushcfunction(L, body);
+  lua_pushlightuserdata(L, const_cast<void*>(arg));
+  return lua_pcall(L, 1, 1, 0) == LUA_OK;
+}
+
+int push_string_body(lua_State* L) {
+  const auto* msg = static_cast<const std::string*>(lua_touserdata(L, 1));
+  lua_pushlstring(L, msg->data(), msg->size());
+  return 1;
+}
+
 // Raises `msg` as a Lua error once the caller's C++ objects are gone: the
-// message is pushed inside their scope, lua_error is called outside it.
+// message is pushed inside their scope (protected: a memory error there is
+// what gets raised), lua_error is called outside it.
 void push_message(lua_State* L, const std::string& msg) {
-  lua_pushlstring(L, msg.data(), msg.size());
+  protected_push(L, push_string_body, &msg);
 }
 
 void set_num(lua_State* L, const char* k, double v) {
@@ -207,6 +224,11 @@ void push_summary(lua_State* L, const Summary& s) {
   if (!s.fallback_file.empty()) set_str(L, "fallback_file", s.fallback_file);
 }
 
+int push_summary_body(lua_State* L) {
+  push_summary(L, *static_cast<const Summary*>(lua_touserdata(L, 1)));
+  return 1;
+}
+
 int l_start(lua_State* L) {
   {
     Options o;
@@ -221,11 +243,12 @@ int l_start(lua_State* L) {
 int l_stop(lua_State* L) {
   if (!running())
     return luaL_error(L, "luaflame.stop: luaflame is not running (call luaflame.start first)");
+  bool ok = false;
   {
     Summary s = stop(L);
-    push_summary(L, s);
+    ok = protected_push(L, push_summary_body, &s);
   }
-  return 1;
+  return ok ? 1 : lua_error(L);  // the summary, or the memory error making it raised
 }
 
 int l_profile(lua_State* L) {
@@ -245,15 +268,18 @@ int l_profile(lua_State* L) {
     lua_pushvalue(L, 1);
     for (int i = 3; i <= base; ++i) lua_pushvalue(L, i);
     const int status = lua_pcall(L, base > 2 ? base - 2 : 0, LUA_MULTRET, 0);
-    {
-      Summary s = stop(L);
-      if (status == LUA_OK) {
-        const int nres = lua_gettop(L) - base;
-        push_summary(L, s);
-        lua_insert(L, base + 1);
-        return nres + 1;
+    if (status == LUA_OK) {
+      const int nres = lua_gettop(L) - base;
+      bool ok = false;
+      {
+        Summary s = stop(L);
+        ok = protected_push(L, push_summary_body, &s);
       }
+      if (!ok) return lua_error(L);
+      lua_insert(L, base + 1);
+      return nres + 1;
     }
+    stop(L);  // its Summary is gone before fn's error is raised
   }
 raise:
   return lua_error(L);  // the message (or fn's error value) is on top

@@ -80,9 +80,12 @@ void at_process_exit() {
 // stopped, written or streamed (the child reports nothing of the parent's
 // profile, and never joins a thread it does not have). The allocator passes
 // through, and a hook of ours the child meets gives back the program's.
+Session* g_left_behind = nullptr;  // the session a child leaves: still reachable (no leak report)
+
 void detach_in_child() {
   Session* s = g_session.load();
   if (!s) return;
+  g_left_behind = s;
   if (s->alloc) s->alloc->active = false;
   const HookChain::Chained before = s->hooks.start_hook();
   set_hook_after_stop(before.hook, before.mask, before.count);
@@ -118,6 +121,36 @@ bool finish_for_exit() {
   return finish_outside(g_session.load());
 }
 
+namespace {
+
+// start's Lua calls that may raise (a memory error, making tables and
+// strings), each run under lua_pcall: no Lua error jumps over start's C++
+// objects (the session, the message). Argument 1: the session.
+int start_frames_body(lua_State* L) {
+  Session* s = static_cast<Session*>(lua_touserdata(L, 1));
+  s->frames.preset_makers(L);
+  s->frames.preset_stdlib(L);
+  return 0;
+}
+
+int start_install_body(lua_State* L) {
+  const Session* s = static_cast<const Session*>(lua_touserdata(L, 1));
+  install_coroutine_wrappers(L);
+  if (s->opt.trace) install_hook_wrappers(L);
+  register_close_finalizer(L);
+  return 0;
+}
+
+bool start_step(lua_State* L, lua_CFunction body, Session* s) {
+  lua_pushcfunction(L, body);
+  lua_pushlightuserdata(L, s);
+  const int st = lua_pcall(L, 1, 0, 0);
+  if (st != LUA_OK) lua_pop(L, 1);
+  return st == LUA_OK;
+}
+
+}  // namespace
+
 bool start(lua_State* L, const Options& o, std::string& err) {
   if (g_session.load())
     return err = "luaflame is already running (call luaflame.stop() first)", false;
@@ -138,8 +171,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->main_L = lua_tothread(L, -1);
   lua_pop(L, 1);
   preset_coroutine_frames(s->frames);
-  s->frames.preset_makers(L);
-  s->frames.preset_stdlib(L);
+  if (!start_step(L, start_frames_body, s.get())) return err = "not enough memory", false;
   if (s->opt.sample) s->sampling.hook_frame = s->frames.named("[luaflame] hook");
   s->sampling.show_profiler = s->opt.show_profiler;
   s->hooks.keep_start_hook(L);
@@ -160,14 +192,16 @@ bool start(lua_State* L, const Options& o, std::string& err) {
     return false;  // s deletes it
   }
   Session* raw = s.release();  // g_session owns it from here: stop() deletes it
+  if (!start_step(L, start_install_body, raw)) {
+    stop(L);
+    return err = "not enough memory", false;
+  }
+  // The trace hook last: the protected call above is not the program's.
   if (raw->opt.trace) {
     lua_sethook(L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
     if (raw->main_L && raw->main_L != L && lua_gethook(raw->main_L) != lf_hook)
       lua_sethook(raw->main_L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
   }
-  install_coroutine_wrappers(L);
-  if (raw->opt.trace) install_hook_wrappers(L);
-  register_close_finalizer(L);
   if (raw->opt.sample &&
       !raw->sampler.start(raw->opt.hz, raw->opt.cpu_clock, raw->lua_cpu_clock, err)) {
     stop(L);
