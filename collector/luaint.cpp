@@ -9,9 +9,9 @@ namespace lfc::luaint {
 
 namespace {
 
-Layout* g_probe_out = nullptr;  // probe() runs on the Lua thread, one at a time
-int g_allowhook_in_hook = -1;   // lua_State.allowhook as probe_hook saw it
-int g_hooked_in_hook = -1;      // CIST_HOOKED on L->ci as probe_hook saw it
+Layout* g_probe_out = nullptr;      // probe() runs on the Lua thread, one at a time
+int g_allowhook_in_hook = -1;       // lua_State.allowhook as probe_hook saw it
+int g_hooked_in_hook = -1;          // CIST_HOOKED on L->ci as probe_hook saw it
 const char* g_probe_why = nullptr;  // probe_body's reason a fast path is off (no allocation there)
 
 // Called (a light C function) from a Lua function: compares the direct
@@ -149,7 +149,8 @@ int probe_body(lua_State* L) {
   else if (!out.c_ident_ok)
     g_probe_why = "C function layout differs: trace mode names C calls through lua_getinfo";
   else if (!out.hookcount_off)
-    g_probe_why = "lua_State.hookcount not found: a program's count hook may fire late while sampling";
+    g_probe_why =
+        "lua_State.hookcount not found: a program's count hook may fire late while sampling";
   else if (!out.foreign_ok && out.allowhook_ok)
     g_probe_why =
         "CallInfo.callstatus not verified: samples in finalizers and program hooks go to "

@@ -186,7 +186,7 @@ struct Layout {
   /// The fast paths on and off, for the summary: "ci_walk signal_position
   /// hook_count lua_ident c_ident" (those on).
   std::string on() const;
-  std::string why;  ///< "" or why a fast path is off
+  std::string why;         ///< "" or why a fast path is off
   bool mem_error = false;  ///< the probe's own Lua calls ran out of memory (start fails)
 };
 
