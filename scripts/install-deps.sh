@@ -20,7 +20,7 @@ fuzz_pkgs=(clang libfuzzer-14-dev libclang-rt-14-dev)  # .ci/asan-build.sh: fuzz
 cli_pkgs=(libcli11-dev)                  # argument parsing of every `luaflame` subcommand
 lint_pkgs=(clang-tidy clang-format)      # .ci/lint.sh (scripts/install-deps.sh --lint)
 
-bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson lua-lpeg)  # bench/real and the collector tests: real programs under luaflame
+bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson lua-lpeg lua-posix)  # bench/real and the collector tests: real programs under luaflame (lua-posix: fork, LuaJIT)
 
 pprof_pkgs=(protobuf-compiler libprotobuf-dev)  # pprof codec (engine/proto)
 pprof_test_pkgs=(golang-go)                     # go tool pprof, runtime/pprof in the tests

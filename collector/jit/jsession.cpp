@@ -183,6 +183,16 @@ void register_close_finalizer(lua_State* L) {
   lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
 }
 
+// fork (pthread_atfork's child handler): the child inherits neither the
+// sampler's timer thread nor the streamer's; the session is left behind
+// (reachable, never written or streamed) and the child runs on unprofiled:
+// the hooks of ours it meets find no session and return.
+JitState* g_left_behind = nullptr;
+void detach_in_child() {
+  g_left_behind = g_jit.load();
+  g_jit.store(nullptr);
+}
+
 void at_process_exit() {
   if (!g_jit.load()) return;
   Summary s = stop(nullptr);
@@ -219,7 +229,10 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   if (g_jit.load()) return err = "luaflame is already running (call luaflame.stop() first)", false;
   if (o.alloc) return err = jit::kNoAlloc, false;
   static std::once_flag exit_once;
-  std::call_once(exit_once, [] { std::atexit(jit::at_process_exit); });
+  std::call_once(exit_once, [] {
+    std::atexit(jit::at_process_exit);
+    pthread_atfork(nullptr, nullptr, jit::detach_in_child);
+  });
   Streamer::set_exit_handler(
       jit::at_process_exit);  // registered again after httplib's first answer
   auto j = std::make_unique<JitState>();

@@ -102,4 +102,26 @@ for i in 1 2 3 4 5 6; do
     fail "os.exit(true, true) under 5 kHz sampling, run $i: status $rc, <$(cat "$work/gcexit.out" "$work/gcexit.err")>"
 done
 
+# 7. fork with Debian's lua-posix (its 5.1 build, which luajit loads; issue 27):
+# the child runs on unprofiled and reports nothing of the parent's (one summary,
+# the parent's); both print what they print unprofiled, status 0.
+cat > "$work/fork.lua" <<'LUA'
+local unistd, wait = require "posix.unistd", require "posix.sys.wait"
+local function spin(n) local x = 0 for i = 1, n do x = x + i % 3 end return x end
+spin(3e6)
+local pid = unistd.fork()
+if pid == 0 then spin(3e6) print("child") io.stdout:flush() os.exit(0) end
+local _, how, status = wait.wait(pid)
+spin(3e6)
+print("parent", how, status)
+LUA
+if "$LUA" -e 'require "posix.unistd"' 2>/dev/null; then
+  a=$(cd "$work" && "$LUA" fork.lua 2>&1; echo "rc=$?")
+  b=$(cd "$work" && "$LF" -o fork.folded fork.lua 2> fork.err; echo "rc=$?")
+  [ "$a" = "$b" ] || fail "fork: <$a> vs <$b>"
+  [ "$(grep -c '^luaflame: sample mode' "$work/fork.err")" = 1 ] || fail "fork: summaries: <$(cat "$work/fork.err")>"
+else
+  fail "fork: lua-posix is not installed (scripts/install-deps.sh --test installs it)"
+fi
+
 vm_test_end "LuaJIT collector"
