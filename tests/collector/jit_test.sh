@@ -117,7 +117,10 @@ print("parent", how, status)
 LUA
 if "$LUA" -e 'require "posix.unistd"' 2>/dev/null; then
   a=$(cd "$work" && "$LUA" fork.lua 2>&1; echo "rc=$?")
-  b=$(cd "$work" && "$LF" -o fork.folded fork.lua 2> fork.err; echo "rc=$?")
+  # Under the sanitize job: no leak check in this run. LeakSanitizer in a child
+  # forked from a threaded process cannot stop the threads it inherited the
+  # records of ("Running thread ... was not suspended"), a report of its own.
+  b=$(cd "$work" && ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$LF" -o fork.folded fork.lua 2> fork.err; echo "rc=$?")
   [ "$a" = "$b" ] || fail "fork: <$a> vs <$b>"
   [ "$(grep -c '^luaflame: sample mode' "$work/fork.err")" = 1 ] || fail "fork: summaries: <$(cat "$work/fork.err")>"
 else

@@ -92,8 +92,8 @@ int run_once(const char* mode, long fail_at, std::string& msg, long& count,
 }  // namespace
 
 TEST_CASE("faults: any allocation failing, in every mode: Lua's memory error or success") {
-  const long stride =
-      std::getenv("LUAFLAME_FAULT_STRIDE") ? std::atol(std::getenv("LUAFLAME_FAULT_STRIDE")) : 1;
+  const char* stride_env = std::getenv("LUAFLAME_FAULT_STRIDE");
+  const long stride = stride_env && std::atol(stride_env) > 0 ? std::atol(stride_env) : 1;
   for (const std::string mode : {"sample", "both", "trace", "sample+alloc"}) {
     CAPTURE(mode);
     std::string msg;
