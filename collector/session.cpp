@@ -240,8 +240,7 @@ Summary stop(lua_State* L) {
   g_session.store(nullptr);
   if (s->opt.alloc) s->stop_alloc(L, !g_closing);
 
-  sum.mode = s->opt.trace ? (s->opt.sample ? "both" : "trace") : (s->opt.sample ? "sample" : "");
-  if (s->opt.alloc) sum.mode += sum.mode.empty() ? "alloc" : "+alloc";
+  sum.mode = mode_name(s->opt);
   sum.metrics = s->metrics;
   sum.wall_ns = now_ns() - s->acct.start_wall;
   uint64_t clk = s->clock_ns_read();

@@ -156,6 +156,8 @@ extern std::atomic<Session*> g_session;
 /// finish_outside(s), from a thread that is not the Lua thread, writes the
 /// files and finishes the stream of a session still running, once (see
 /// finish_for_exit in collector.hpp).
+/// The summary's name of a mode: "sample", "both", "trace+alloc"...
+std::string mode_name(const Options& o);
 void ending_reset();
 void ending_begin_stop();
 void ending_stopped();

@@ -54,8 +54,7 @@ std::atomic<int> g_ending{kRunning};
 // read: the clocks, the options, the tree's and names' published sizes.
 Summary outside_summary(const Session& s) {
   Summary sum;
-  sum.mode = s.opt.trace ? (s.opt.sample ? "both" : "trace") : (s.opt.sample ? "sample" : "");
-  if (s.opt.alloc) sum.mode += sum.mode.empty() ? "alloc" : "+alloc";
+  sum.mode = mode_name(s.opt);
   sum.metrics = s.metrics;
   sum.wall_ns = now_ns() - s.acct.start_wall;
   sum.hz_asked = s.opt.hz;
@@ -66,6 +65,12 @@ Summary outside_summary(const Session& s) {
 }
 
 }  // namespace
+
+std::string mode_name(const Options& o) {
+  std::string m = o.trace ? (o.sample ? "both" : "trace") : (o.sample ? "sample" : "");
+  if (o.alloc) m += m.empty() ? "alloc" : "+alloc";
+  return m;
+}
 
 void ending_reset() {
   g_ending.store(kRunning);
