@@ -21,6 +21,9 @@
 #           before 2026-12-03 (a ';' in its name made CTest run a case that did
 #           not exist, which passed) and needs lua-lpeg; under ASan the
 #           instrumented hooks are what it would measure.
+#   "foreign: a finalizer-heavy program is not slowed by sampling": CPU time
+#           profiled against unprofiled (bound 1.5x, natively 1.08x); under
+#           ASan the instrumented handler and hook took it to 1.52x.
 # web.browser runs (Chromium is not instrumented; the server it drives is).
 # Latency goals (hostile tests) are scaled by LUAFLAME_TEST_TIME_FACTOR (5).
 # Measured times: README.md, "CI".
@@ -28,7 +31,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${SAN_BUILD:-build-asan}
-EXCLUDE=${SAN_EXCLUDE:-'^ship\.|three quarters of the CPU time|from the tracer.s stack|self shares within 5 points'}
+EXCLUDE=${SAN_EXCLUDE:-'^ship\.|three quarters of the CPU time|from the tracer.s stack|self shares within 5 points|finalizer-heavy program is not slowed'}
 [ -n "${SAN_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --test
 [ -n "${SAN_SKIP_DEPS:-}" ] || bash scripts/install-deps.sh --fuzz  # clang
 start=$(date +%s)
