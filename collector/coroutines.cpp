@@ -66,7 +66,7 @@ int aux_resume(lua_State* L, lua_State* co, int narg) {
 }
 
 // coroutine.resume, as lcorolib.c's luaB_coresume.
-int lf_resume(lua_State* L) {
+int lf_resume(lua_State* L) noexcept {
   lua_State* co = lua_tothread(L, 1);
 #if LUA_VERSION_RELEASE_NUM >= 50406
   luaL_argexpected(L, co, 1, "coroutine");  // lcorolib.c's getco says "coroutine" from 5.4.6
@@ -85,7 +85,7 @@ int lf_resume(lua_State* L) {
 }
 
 // The function coroutine.wrap returns, as lcorolib.c's auxwrap.
-int lf_wrap_call(lua_State* L) {
+int lf_wrap_call(lua_State* L) noexcept {
   lua_State* co = lua_tothread(L, lua_upvalueindex(1));
   int r = aux_resume(L, co, lua_gettop(L));
   if (r < 0) {
@@ -105,7 +105,7 @@ int lf_wrap_call(lua_State* L) {
 }
 
 // coroutine.wrap, as lcorolib.c's luaB_cowrap.
-int lf_wrap(lua_State* L) {
+int lf_wrap(lua_State* L) noexcept {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_State* NL = lua_newthread(L);
   lua_pushvalue(L, 1);

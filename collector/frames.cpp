@@ -413,7 +413,7 @@ void FrameTable::preset_makers(lua_State* L) {
   // LUAL_BUFFERSIZE below is Lua's sizeof*sizeof; the lambda is a macro
   // argument, so clang-tidy reads its NOLINT at the macro's line.
   // NOLINTNEXTLINE(bugprone-sizeof-expression)
-  lua_pushcfunction(T, [](lua_State* S) {
+  lua_pushcfunction(T, [](lua_State* S) noexcept {
     luaL_Buffer b;
     luaL_buffinitsize(S, &b, 4 * LUAL_BUFFERSIZE);  // big enough for a box
     lua_CFunction f = nullptr;

@@ -52,7 +52,7 @@ namespace lfc {
 /// The hook function installed on every profiled thread (tracer.cpp).
 void lf_hook(lua_State* L, lua_Debug* ar) noexcept;
 /// lf_hook on a thread that still had it after stop: the old hook back.
-void lf_hook_after_stop(lua_State* L, lua_Debug* ar);
+void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept;
 
 class HookChain {
  public:

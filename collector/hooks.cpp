@@ -21,6 +21,7 @@
 #include <cstdio>
 
 #include "alloc.hpp"
+#include "boundary.hpp"
 #include "session.hpp"
 
 extern "C" {
@@ -56,18 +57,22 @@ lua_State* target(lua_State* L) {
 
 // debug.sethook: the original, called in place (no call event of its own,
 // so the program's hook sees the events it would see without luaflame).
-int lf_sethook(lua_State* L) {
+int lf_sethook(lua_State* L) noexcept {
   lua_CFunction f = orig(L, "luaflame.orig.sethook");
   if (!f) return 0;
   lua_State* T = target(L);
   f(L);
   Session* s = g_session.load(std::memory_order_relaxed);
-  if (s && s->opt.trace) s->adopt_program_hook(L, T);
+  if (s && s->opt.trace) {
+    // Its bookkeeping allocates: what it throws ends profiling, not the program.
+    if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T); }))
+      abandon_session(failed, "debug.sethook's wrapper");
+  }
   return 0;
 }
 
 // debug.gethook: ldblib.c's db_gethook, answered from the chained hook.
-int lf_gethook(lua_State* L) {
+int lf_gethook(lua_State* L) noexcept {
   Session* s = g_session.load(std::memory_order_relaxed);
   lua_State* T = target(L);
   if (!s || !s->opt.trace || lua_gethook(T) != lf_hook) {
@@ -112,7 +117,7 @@ lua_Hook learn_hookf(lua_State* L, lua_CFunction sethook) {
   lua_State* T = lua_newthread(L);
   lua_sethook(T, nullptr, 0, 0);
   lua_pushcfunction(T, sethook);
-  lua_pushcfunction(T, [](lua_State*) { return 0; });
+  lua_pushcfunction(T, [](lua_State*) noexcept { return 0; });
   lua_pushliteral(T, "c");
   lua_Hook h = nullptr;
   if (lua_pcall(T, 2, 0, 0) == LUA_OK) h = lua_gethook(T);
@@ -165,7 +170,7 @@ void set_hook_after_stop(lua_Hook h, int mask, int count) {
 
 // lf_hook itself (the hot path: Tracer::trace_fast) and its slow path
 // (Session::hook) are in tracer.cpp.
-void lf_hook_after_stop(lua_State* L, lua_Debug* ar) {
+void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept {
   lua_sethook(L, g_after_hook, g_after_mask, g_after_count);
   if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
 }

@@ -16,7 +16,7 @@ const char* g_probe_why = nullptr;  // probe_body's reason a fast path is off (n
 
 // Called (a light C function) from a Lua function: compares the direct
 // reads with what lua_getstack/lua_getinfo say.
-int probe_fn(lua_State* L) {
+int probe_fn(lua_State* L) noexcept {
   Layout* out = g_probe_out;
   lua_Debug a0, a1;
   if (!out || !lua_getstack(L, 0, &a0) || !lua_getstack(L, 1, &a1)) return 0;
@@ -91,7 +91,7 @@ std::size_t find_hookcount(lua_State* L) {
 
 // lua_State.allowhook as a count hook of 1 sees it on a new thread: 0 when
 // the offset is right (luaD_hook clears it around the hook), -1 on failure.
-int allowhook_in_hook(lua_State* L) {
+int allowhook_in_hook(lua_State* L) noexcept {
   lua_State* T = lua_newthread(L);
   lua_sethook(T, probe_hook, LUA_MASKCOUNT, 1);
   g_allowhook_in_hook = -1;
@@ -109,7 +109,7 @@ int allowhook_in_hook(lua_State* L) {
 // The probe's body, a lua_CFunction run under lua_pcall (probe): a memory
 // error of its Lua calls (lua_newthread raises one) ends it there, over no
 // C++ object of its own. Argument 1: the Layout to fill (light userdata).
-int probe_body(lua_State* L) {
+int probe_body(lua_State* L) noexcept {
   Layout& out = *static_cast<Layout*>(lua_touserdata(L, 1));
   lua_settop(L, 0);
   const int top = 0;

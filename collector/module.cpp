@@ -7,9 +7,11 @@
 //   luaflame.flush()
 //   luaflame.folded([metric]) -> folded text so far
 //   luaflame.running() -> boolean
+#include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "boundary.hpp"
 #include "luaflame/collector.hpp"
 
 extern "C" {
@@ -44,6 +46,18 @@ std::string whole_string(lua_State* L, int i) {
   return p ? std::string(p, n) : std::string();
 }
 
+// A number's text, made here: lua_tostring would make a Lua string, whose
+// memory error would jump over the caller's strings. Integers as Lua
+// prints them, floats with every digit (the options parse them back).
+std::string number_text(lua_State* L, int i) {
+  int is_int = 0;
+  const lua_Integer n = lua_tointegerx(L, i, &is_int);
+  if (is_int) return std::to_string(n);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(lua_tonumber(L, i)));
+  return buf;
+}
+
 // tags = {k = "v", ...}: string keys, string or number values. Raises
 // nothing: false with the message in `err`.
 bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::string& err) {
@@ -55,9 +69,8 @@ bool tags_text(lua_State* L, int t, const char* fn, std::string& out, std::strin
       return err = std::string(fn) + ": option 'tags' must map strings to strings", false;
     }
     std::string k = whole_string(L, -2);
-    lua_pushvalue(L, -1);
-    std::string v = whole_string(L, -1);
-    lua_pop(L, 2);
+    std::string v = lua_type(L, -1) == LUA_TNUMBER ? number_text(L, -1) : whole_string(L, -1);
+    lua_pop(L, 1);
     if (k.find_first_of(",=") != std::string::npos || v.find(',') != std::string::npos) {
       lua_pop(L, 1);
       return err = std::string(fn) + ": tag '" + k +
@@ -90,8 +103,10 @@ std::string default_name(lua_State* L) {
 }
 
 // Options from the environment, then the table at `idx` (nil = none).
-// Raises nothing (a Lua error would jump over the strings here): false with
-// the message in `err`, the stack as it was.
+// Raises nothing (a Lua error would jump over the strings here): its Lua
+// calls are raw reads, lua_next over a table it does not change and
+// lua_tolstring on strings only. False with the message in `err`, the
+// stack as it was. C++ exceptions go to the caller (cxx_guard).
 bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string& err) {
   const std::string f = fn;
   o.name = default_name(L);
@@ -119,11 +134,9 @@ bool read_options(lua_State* L, int idx, const char* fn, Options& o, std::string
       value = whole_string(L, -1);
     else if (!std::strcmp(want, "boolean") && t == LUA_TBOOLEAN)
       value = lua_toboolean(L, -1) ? "true" : "false";
-    else if (!std::strcmp(want, "number") && t == LUA_TNUMBER) {
-      lua_pushvalue(L, -1);
-      value = lua_tostring(L, -1);
-      lua_pop(L, 1);
-    } else if (!std::strcmp(want, "string") && t == LUA_TSTRING)
+    else if (!std::strcmp(want, "number") && t == LUA_TNUMBER)
+      value = number_text(L, -1);
+    else if (!std::strcmp(want, "string") && t == LUA_TSTRING)
       value = whole_string(L, -1);
     else {
       err = f + ": option '" + name + "' must be a " + want + ", got " + luaL_typename(L, -1);
@@ -145,7 +158,7 @@ bool protected_push(lua_State* L, lua_CFunction body, const void* arg) {
   return lua_pcall(L, 1, 1, 0) == LUA_OK;
 }
 
-int push_string_body(lua_State* L) {
+int push_string_body(lua_State* L) LF_LUA_ENTRY {
   const auto* msg = static_cast<const std::string*>(lua_touserdata(L, 1));
   lua_pushlstring(L, msg->data(), msg->size());
   return 1;
@@ -224,87 +237,106 @@ void push_summary(lua_State* L, const Summary& s) {
   if (!s.fallback_file.empty()) set_str(L, "fallback_file", s.fallback_file);
 }
 
-int push_summary_body(lua_State* L) {
+int push_summary_body(lua_State* L) LF_LUA_ENTRY {
   push_summary(L, *static_cast<const Summary*>(lua_touserdata(L, 1)));
   return 1;
 }
 
-int l_start(lua_State* L) {
-  {
-    Options o;
-    std::string err;
-    if (read_options(L, 1, "luaflame.start", o, err) && start(L, o, err)) return 0;
-    if (err.rfind("luaflame.start: ", 0) != 0) err = "luaflame.start: " + err;
-    push_message(L, err);
-  }
+// The module's functions: the C++ of each runs in cxx_guard; its message
+// (or the memory error of pushing it) is pushed inside, protected, and
+// raised outside, when no C++ object is left in the frame.
+int raise_failure(lua_State* L, const char* fn, const char* failed) LF_LUA_ENTRY {
+  if (failed) lua_pushfstring(L, "%s: %s", fn, failed);
   return lua_error(L);
 }
 
-int l_stop(lua_State* L) {
+int l_start(lua_State* L) LF_LUA_ENTRY {
+  bool ok = false;
+  const char* failed = cxx_guard([&] {
+    Options o;
+    std::string err;
+    if (read_options(L, 1, "luaflame.start", o, err) && start(L, o, err)) {
+      ok = true;
+      return;
+    }
+    if (err.rfind("luaflame.start: ", 0) != 0) err = "luaflame.start: " + err;
+    push_message(L, err);
+  });
+  return ok ? 0 : raise_failure(L, "luaflame.start", failed);
+}
+
+int l_stop(lua_State* L) LF_LUA_ENTRY {
   if (!running())
     return luaL_error(L, "luaflame.stop: luaflame is not running (call luaflame.start first)");
   bool ok = false;
-  {
+  const char* failed = cxx_guard([&] {
     Summary s = stop(L);
     ok = protected_push(L, push_summary_body, &s);
-  }
-  return ok ? 1 : lua_error(L);  // the summary, or the memory error making it raised
+  });
+  // the summary, or the memory error making it, or what stop threw
+  return ok ? 1 : raise_failure(L, "luaflame.stop", failed);
 }
 
-int l_profile(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TFUNCTION);
-  {
+// luaflame.profile's start: true when started, else its message pushed.
+bool profile_start(lua_State* L) LF_LUA_ENTRY {
+  bool ok = false;
+  const char* failed = cxx_guard([&] {
     Options o;
     std::string err;
-    if (!read_options(L, 2, "luaflame.profile", o, err) || !start(L, o, err)) {
-      if (err.rfind("luaflame.profile: ", 0) != 0) err = "luaflame.profile: " + err;
-      push_message(L, err);
-      goto raise;
-    }
-  }
-  {
-    // fn(...) with the arguments after opts; an error stops and propagates.
-    const int base = lua_gettop(L);
-    lua_pushvalue(L, 1);
-    for (int i = 3; i <= base; ++i) lua_pushvalue(L, i);
-    const int status = lua_pcall(L, base > 2 ? base - 2 : 0, LUA_MULTRET, 0);
-    if (status == LUA_OK) {
-      const int nres = lua_gettop(L) - base;
-      bool ok = false;
-      {
-        Summary s = stop(L);
-        ok = protected_push(L, push_summary_body, &s);
-      }
-      if (!ok) return lua_error(L);
-      lua_insert(L, base + 1);
-      return nres + 1;
-    }
-    stop(L);  // its Summary is gone before fn's error is raised
-  }
-raise:
-  return lua_error(L);  // the message (or fn's error value) is on top
+    ok = read_options(L, 2, "luaflame.profile", o, err) && start(L, o, err);
+    if (ok) return;
+    if (err.rfind("luaflame.profile: ", 0) != 0) err = "luaflame.profile: " + err;
+    push_message(L, err);
+  });
+  if (failed) lua_pushfstring(L, "luaflame.profile: %s", failed);
+  return ok;
 }
 
-int l_flush(lua_State* L) {
+int l_profile(lua_State* L) LF_LUA_ENTRY {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  if (!profile_start(L)) return lua_error(L);
+  // fn(...) with the arguments after opts; an error stops and propagates.
+  const int base = lua_gettop(L);
+  lua_pushvalue(L, 1);
+  for (int i = 3; i <= base; ++i) lua_pushvalue(L, i);
+  const int status = lua_pcall(L, base > 2 ? base - 2 : 0, LUA_MULTRET, 0);
+  if (status != LUA_OK) {
+    cxx_guard([&] { stop(L); });  // its Summary is gone before fn's error is raised
+    return lua_error(L);          // fn's error value is on top
+  }
+  const int nres = lua_gettop(L) - base;
+  bool ok = false;
+  const char* failed = cxx_guard([&] {
+    Summary s = stop(L);
+    ok = protected_push(L, push_summary_body, &s);
+  });
+  if (!ok) return raise_failure(L, "luaflame.profile", failed);
+  lua_insert(L, base + 1);
+  return nres + 1;
+}
+
+int l_flush(lua_State* L) LF_LUA_ENTRY {
   if (!running()) return luaL_error(L, "luaflame.flush: luaflame is not running");
-  flush();
+  if (const char* failed = cxx_guard([] { flush(); }))
+    return raise_failure(L, "luaflame.flush", failed);
   return 0;
 }
 
-int l_folded(lua_State* L) {
+int l_folded(lua_State* L) LF_LUA_ENTRY {
   const char* metric = luaL_optstring(L, 1, "");
-  {
+  bool ok = false;
+  const char* failed = cxx_guard([&] {
     std::string out, err;
     if (folded(metric, out, err)) {
-      lua_pushlstring(L, out.data(), out.size());
-      return 1;
+      ok = protected_push(L, push_string_body, &out);
+      return;
     }
     push_message(L, "luaflame.folded: " + err);
-  }
-  return lua_error(L);
+  });
+  return ok ? 1 : raise_failure(L, "luaflame.folded", failed);
 }
 
-int l_running(lua_State* L) {
+int l_running(lua_State* L) LF_LUA_ENTRY {
   lua_pushboolean(L, running());
   return 1;
 }
@@ -315,7 +347,7 @@ const luaL_Reg kFuncs[] = {{"start", l_start}, {"stop", l_stop},     {"profile",
 
 }  // namespace
 
-int open_module(lua_State* L) {
+int open_module(lua_State* L) {  // raises only a memory error, over no C++ object
   luaL_newlib(L, kFuncs);
   lua_pushliteral(L, "0.1.0");
   lua_setfield(L, -2, "version");

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "boundary.hpp"
 #include "luaflame/collector.hpp"
 
 extern "C" {
@@ -33,7 +34,7 @@ void lstop(lua_State* L, lua_Debug*) {
 // instruction; lua_sethook is async-signal-safe by Lua's design (the
 // comment above lua_sethook in ldebug.c), and g_L is set before the
 // handler is installed and not changed while it is.
-void laction(int i) {
+void laction(int i) noexcept {
   std::signal(i, SIG_DFL);
   lua_sethook(g_L, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
@@ -45,7 +46,7 @@ pid_t g_term_pid = 0;
 // instruction. Calls only getpid, write, signal and raise (async-signal-safe)
 // and reads what watch_sigterm set before installing it. In a forked child
 // (another pid: the watcher thread is not there) it dies as unprofiled.
-void on_term(int sig) {
+void on_term(int sig) noexcept {
   const int saved = errno;
   if (getpid() != g_term_pid) {
     std::signal(sig, SIG_DFL);
@@ -115,13 +116,28 @@ void unwatch_sigint() {
   std::signal(SIGINT, SIG_DFL);
 }
 
-int start_session(lua_State* L) {
+// Run under lua_pcall (argument 1: the Options): raises start's message,
+// pushed protected inside the guard, thrown outside it.
+int push_err_body(lua_State* L) LF_LUA_ENTRY {
+  const auto* err = static_cast<const std::string*>(lua_touserdata(L, 1));
+  lua_pushlstring(L, err->data(), err->size());
+  return 1;
+}
+
+int start_session(lua_State* L) LF_LUA_ENTRY {
   const Options* o = static_cast<const Options*>(lua_touserdata(L, 1));
-  {
-    std::string err;  // gone before lua_error jumps
-    if (start(L, *o, err)) return 0;
-    lua_pushlstring(L, err.data(), err.size());
-  }
+  bool ok = false;
+  const char* failed = cxx_guard([&] {
+    std::string err;
+    ok = start(L, *o, err);
+    if (!ok) {
+      lua_pushcfunction(L, push_err_body);
+      lua_pushlightuserdata(L, &err);
+      lua_pcall(L, 1, 1, 0);  // the message, or the memory error making it
+    }
+  });
+  if (ok) return 0;
+  if (failed) lua_pushfstring(L, "cannot start: %s", failed);
   return lua_error(L);
 }
 

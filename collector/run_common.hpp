@@ -4,6 +4,8 @@
 // and stop. Compiled in both builds (run_common.cpp).
 #pragma once
 
+#include "boundary.hpp"
+
 extern "C" {
 #include <lua.h>
 }
@@ -34,7 +36,7 @@ void watch_sigterm();
 /// (a light userdata); raises the reason when it cannot. Called as a C
 /// function of its own so the session sees a two-level stack (the 5.4
 /// session checks its CallInfo walk there).
-int start_session(lua_State* L);
+int start_session(lua_State* L) LF_LUA_ENTRY;
 
 /// Stops a running session and prints its summary (unless quiet; a stream
 /// error or a fallback file is always said).

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "boundary.hpp"
 #include "luaflame/collector.hpp"
 #include "run_common.hpp"
 
@@ -45,7 +46,7 @@ int report(lua_State* L, int status) {
   return status;
 }
 
-int msghandler(lua_State* L) {
+int msghandler(lua_State* L) noexcept {
   const char* msg = lua_tostring(L, 1);
   if (msg == nullptr) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -71,7 +72,7 @@ int dochunk(lua_State* L, int status) {
   return report(L, status);
 }
 
-int handle_luainit(lua_State* L) {
+int handle_luainit(lua_State* L) noexcept {
   const char* name = "=LUA_INIT_5_4";
   const char* init = std::getenv(name + 1);
   if (!init) {
@@ -87,7 +88,7 @@ int handle_luainit(lua_State* L) {
 // app.lua() reads arg[-1] and below): lua5.4 on the PATH, as lua.c would
 // have it in arg[-1] when started as `lua5.4 script.lua`. The profiler's
 // own options are not the program's: they do not appear in `arg`.
-std::string interpreter() {
+const char* interpreter() {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   for (const char* name : {"lua5.4", "lua"}) {
@@ -107,7 +108,7 @@ std::string interpreter() {
 void createargtable(lua_State* L, char** argv, int argc, int script) {
   int narg = argc - (script + 1);
   lua_createtable(L, narg, 1);
-  lua_pushstring(L, interpreter().c_str());
+  lua_pushstring(L, interpreter());  // a literal: no C++ object under a raising call
   lua_rawseti(L, -2, -1);
   for (int i = script; i < argc; i++) {
     lua_pushstring(L, argv[i]);
@@ -116,7 +117,7 @@ void createargtable(lua_State* L, char** argv, int argc, int script) {
   lua_setglobal(L, "arg");
 }
 
-int pushargs(lua_State* L) {
+int pushargs(lua_State* L) noexcept {
   if (lua_getglobal(L, "arg") != LUA_TTABLE) luaL_error(L, "'arg' is not a table");
   int n = static_cast<int>(luaL_len(L, -1));
   luaL_checkstack(L, n + 3, "too many arguments to script");
@@ -137,7 +138,7 @@ int handle_script(lua_State* L, char** argv) {
   return report(L, status);
 }
 
-int pmain(lua_State* L) {
+int pmain(lua_State* L) noexcept {
   RunArgs* a = static_cast<RunArgs*>(lua_touserdata(L, 1));
   luaL_checkversion(L);
   luaL_openlibs(L);
@@ -156,7 +157,8 @@ int pmain(lua_State* L) {
   run::watch_sigterm();
   g_report_at_exit = !a->opts->quiet;
   int status = handle_script(L, a->argv + a->script);
-  run::end_session(L, a->opts->quiet);
+  if (const char* failed = cxx_guard([&] { run::end_session(L, a->opts->quiet); }))
+    std::fprintf(stderr, "luaflame: ending the profile: %s\n", failed);
   g_report_at_exit = false;
   if (status != LUA_OK) return 0;
   lua_pushboolean(L, 1);

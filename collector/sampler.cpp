@@ -38,7 +38,7 @@ itimerspec every(uint64_t ns) {
 }
 
 // The handler: see the contract in sampler.hpp.
-void on_signal(int) {
+void on_signal(int) noexcept {
   const int saved = errno;
   Session* s = g_session.load(std::memory_order_relaxed);
   if (s) s->on_sample_signal();
@@ -51,17 +51,29 @@ void sleep_ns(uint64_t ns) {
   }
 }
 
-// A signal nobody else handles: SIGPROF, else a free real-time one.
-int pick_signal() {
+// A signal nobody else handles: a free real-time one, else SIGPROF. Why
+// not SIGPROF first: it is the program's to use (setitimer(ITIMER_PROF),
+// gperftools, LuaJIT's jit.profile). A program that takes SIGPROF while we
+// hold it would get our ticks in its handler, and we would put its
+// handler back to the default (terminate) at stop (issue 27).
+bool free_signal(int sig) {
   struct sigaction cur;
-  if (sigaction(SIGPROF, nullptr, &cur) == 0 &&
-      (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN) && !(cur.sa_flags & SA_SIGINFO))
-    return SIGPROF;
+  return sigaction(sig, nullptr, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+         (cur.sa_handler == SIG_DFL || (sig == SIGPROF && cur.sa_handler == SIG_IGN));
+}
+
+int pick_signal() {
   for (int sig = SIGRTMIN + 4; sig <= SIGRTMAX; ++sig)
-    if (sigaction(sig, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL &&
-        !(cur.sa_flags & SA_SIGINFO))
-      return sig;
-  return 0;
+    if (free_signal(sig)) return sig;
+  return free_signal(SIGPROF) ? SIGPROF : 0;
+}
+
+// Whether the signal still runs our handler: the program may have taken it
+// since start (sigaction replaces ours).
+bool still_ours(int sig) {
+  struct sigaction cur;
+  return sigaction(sig, nullptr, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+         cur.sa_handler == on_signal;
 }
 
 }  // namespace
@@ -222,7 +234,7 @@ uint64_t Sampler::drain(Pos (&out)[kMaxPos], int& n) {
   return w;
 }
 
-void Sampler::poll_main() {
+void Sampler::poll_main() noexcept {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake within a microsecond, not 50
   uint64_t next = clock_now() + period_;
   while (!poll_stop_.load(std::memory_order_relaxed)) {
@@ -252,6 +264,13 @@ void Sampler::stop() {
   if (has_tick_timer_) timer_delete(tick_timer_);
   if (has_cpu_timer_) timer_delete(cpu_timer_);
   has_tick_timer_ = has_cpu_timer_ = false;
+  // The program took the signal while we held it: it is its own now, with
+  // whatever is pending (not ours to take), and its handler stays.
+  if (!still_ours(signo_)) {
+    signo_ = 0;
+    kind_ = SamplerKind::none;
+    return;
+  }
   // A signal sent just before may still be pending: take it while
   // blocked, then give the signal back to its previous owner.
   sigset_t set, old;

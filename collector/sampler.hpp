@@ -91,7 +91,7 @@ class Sampler {
   uint64_t clock_now() const;
   bool start_timers(std::string& err);
   void pace(uint64_t now);
-  void poll_main();
+  void poll_main() noexcept;
 
   SamplerKind kind_ = SamplerKind::none;
   double hz_ = 0;

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "alloc.hpp"
+#include "boundary.hpp"
 #include "streamer.hpp"
 
 extern "C" {
@@ -55,14 +56,17 @@ namespace {
 bool g_closing = false;  // stop() from the lua_close finalizer: no collection there
 
 // lua_close runs this finalizer: the session ends with the state.
-int on_state_close(lua_State* L) {
+int on_state_close(lua_State* L) noexcept {
   Session* s = g_session.load();
   if (s && s->main_L == L) {
     g_closing = true;
-    Summary sum = stop(L);
+    const char* failed = cxx_guard([&] {
+      Summary sum = stop(L);
+      if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
+        std::fprintf(stderr, "%s", format_summary(sum).c_str());
+    });
     g_closing = false;
-    if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
-      std::fprintf(stderr, "%s", format_summary(sum).c_str());
+    if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
   }
   return 0;
 }
@@ -94,9 +98,8 @@ void detach_in_child() {
 
 }  // namespace
 
-void abandon_session(const char* why) noexcept {
-  std::fprintf(
-      stderr, "luaflame: %s in the profiler's hook: profiling stopped, the program runs on\n", why);
+void abandon_session(const char* why, const char* where) noexcept {
+  std::fprintf(stderr, "luaflame: %s in %s: profiling stopped, the program runs on\n", why, where);
   detach_in_child();
 }
 
@@ -126,14 +129,18 @@ namespace {
 // start's Lua calls that may raise (a memory error, making tables and
 // strings), each run under lua_pcall: no Lua error jumps over start's C++
 // objects (the session, the message). Argument 1: the session.
-int start_frames_body(lua_State* L) {
+// What the frame table's C++ throws (it allocates) is raised as a Lua
+// error once out of the guard: start fails with that message.
+int start_frames_body(lua_State* L) noexcept {
   Session* s = static_cast<Session*>(lua_touserdata(L, 1));
-  s->frames.preset_makers(L);
-  s->frames.preset_stdlib(L);
-  return 0;
+  const char* failed = cxx_guard([&] {
+    s->frames.preset_makers(L);
+    s->frames.preset_stdlib(L);
+  });
+  return failed ? luaL_error(L, "%s", failed) : 0;
 }
 
-int start_install_body(lua_State* L) {
+int start_install_body(lua_State* L) noexcept {
   const Session* s = static_cast<const Session*>(lua_touserdata(L, 1));
   install_coroutine_wrappers(L);
   if (s->opt.trace) install_hook_wrappers(L);

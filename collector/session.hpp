@@ -167,7 +167,7 @@ bool finish_outside(Session* s);
 /// stderr with `why`; the session is left as a forked child leaves it
 /// (nothing written or streamed from here on), the program's hooks given
 /// back at its next event, the allocator passing through. Lua thread.
-void abandon_session(const char* why) noexcept;
+void abandon_session(const char* why, const char* where = "the profiler's hook") noexcept;
 
 /// Wraps debug.sethook/gethook while tracing (hooks.cpp).
 void install_hook_wrappers(lua_State* L);

@@ -83,7 +83,7 @@ Streamer::~Streamer() {
 
 void Streamer::start() {
   last_until_ = s_.acct.start_unix;
-  th_ = std::thread([this] { run(); });
+  th_ = std::thread([this]() noexcept { run(); });
 }
 
 void Streamer::flush_now() {
@@ -369,6 +369,10 @@ bool Streamer::finish_run(const Summary& sum) {
   st["hook_ns"] = sum.hook_ns;
   st["hook_calls"] = sum.hook_calls;
   st["memory_bytes"] = sum.memory_bytes;
+  // The profiler's own cost, for the run page: samples that fell in
+  // luaflame's hook (in the run only when profiler_shown, --show-profiler).
+  st["samples_in_hooks"] = sum.samples_in_hooks;
+  st["profiler_shown"] = sum.profiler_shown;
   st["nodes"] = sum.nodes;
   nlohmann::json j;
   j["stats"] = st;

@@ -121,6 +121,9 @@ int metric_param(const httplib::Request& req, const RunInfo* run, const char* na
 /// Integer query parameter with bounds (422 when bad).
 int64_t int_param(const httplib::Request& req, const char* name, int64_t def, int64_t lo,
                   int64_t hi);
+/// The view parameters every read of a run's stacks takes: metric=, from=,
+/// until= (422 when bad), profiler=1 (View::profiler); not focus.
+View view_param(const httplib::Request& req, const RunInfo& run);
 /// Time bound in ns: from=/until= accept Unix ns, or seconds when < 1e11 (422 when bad).
 int64_t time_param(const httplib::Request& req, const char* name, int64_t def);
 /// "K=V" tags from repeated `name` parameters (400 when malformed).

@@ -14,9 +14,6 @@
 namespace lfs {
 namespace {
 
-constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-
 nlohmann::json run_json(const RunInfo& r) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [m, total] : r.totals)
@@ -41,11 +38,7 @@ nlohmann::json run_json(const RunInfo& r) {
 }
 
 View view_from(const httplib::Request& req, const RunInfo& run) {
-  View v;
-  v.metric = metric_param(req, &run);
-  v.from_ns = time_param(req, "from", kMin);
-  v.until_ns = time_param(req, "until", kMax);
-  if (v.until_ns <= v.from_ns) throw HttpError(422, "until must be after from");
+  View v = view_param(req, run);
   v.focus = req.get_param_value("focus");
   if (v.focus.size() > 1 << 20) throw HttpError(422, "focus path too long");
   return v;
@@ -309,6 +302,7 @@ std::pair<RunInfo, RunInfo> diff_runs(App& app, const httplib::Request& req) {
 View diff_view(const httplib::Request& req, const RunInfo& head) {
   View v;
   v.metric = metric_param(req, &head);
+  v.profiler = req.get_param_value("profiler") == "1";
   v.focus = req.get_param_value("focus");  // zoom: the same subtree of both runs
   if (v.focus.size() > 1 << 20) throw HttpError(422, "focus path too long");
   return v;

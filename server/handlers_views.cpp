@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <limits>
 
 #include "app.hpp"
 #include "luaflame/svg.hpp"
@@ -18,15 +17,6 @@ constexpr std::size_t kMaxSourceFiles = 1000;
 constexpr std::size_t kMaxSourceBytes = 1u << 20;    // one file
 constexpr std::size_t kMaxSourcesBytes = 16u << 20;  // one upload
 constexpr std::size_t kMaxSourcePath = 1024;
-
-View view_of(const httplib::Request& req, const RunInfo& run) {
-  View v;
-  v.metric = metric_param(req, &run);
-  v.from_ns = time_param(req, "from", std::numeric_limits<int64_t>::min());
-  v.until_ns = time_param(req, "until", std::numeric_limits<int64_t>::max());
-  if (v.until_ns <= v.from_ns) throw HttpError(422, "until must be after from");
-  return v;
-}
 
 std::string fn_param(const httplib::Request& req) {
   std::string fn = req.get_param_value("fn");
@@ -46,7 +36,7 @@ std::string cache_key(const char* kind, const httplib::Request& req) {
 // Without fn: loads the view's paths (a page warms the cache) and says how big they are.
 void sandwich_json(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
-  View view = view_of(req, run);
+  View view = view_param(req, run);
   auto paths = app.paths.get(*app.store, run, view);
   if (!req.has_param("fn")) {
     // The warm-up (the page asks in idle time): also the root function's sides,
@@ -89,7 +79,7 @@ void sandwich_json(App& app, const httplib::Request& req, httplib::Response& res
 // GET /api/runs/{id}/sandwich.svg?fn=&side=callers|callees&metric=&from=&until=&width=&minwidth=...
 void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
-  View view = view_of(req, run);
+  View view = view_param(req, run);
   std::string fn = fn_param(req);
   std::string side_name = req.has_param("side") ? req.get_param_value("side") : "callees";
   if (side_name != "callers" && side_name != "callees")
@@ -170,7 +160,7 @@ void source_view(App& app, const httplib::Request& req, httplib::Response& res) 
   RunInfo run = run_from_path(app, req);
   std::string file = req.get_param_value("file");
   if (file.empty()) throw HttpError(422, "file=PATH is required");
-  View base = view_of(req, run);
+  View base = view_param(req, run);
   nlohmann::json metrics = nlohmann::json::object(), functions = nlohmann::json::array();
   std::map<int64_t, bool> executed;
   for (const auto& [m, total] : run.totals) {

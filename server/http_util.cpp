@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 
 #include "app.hpp"
 #include "cors.hpp"
@@ -478,6 +479,16 @@ int64_t int_param(const httplib::Request& req, const char* name, int64_t def, in
                              "' (a whole number from " + std::to_string(lo) + " to " +
                              std::to_string(hi) + ")");
   return n;
+}
+
+View view_param(const httplib::Request& req, const RunInfo& run) {
+  View v;
+  v.metric = metric_param(req, &run);
+  v.from_ns = time_param(req, "from", std::numeric_limits<int64_t>::min());
+  v.until_ns = time_param(req, "until", std::numeric_limits<int64_t>::max());
+  if (v.until_ns <= v.from_ns) throw HttpError(422, "until must be after from");
+  v.profiler = req.get_param_value("profiler") == "1";
+  return v;
 }
 
 int64_t time_param(const httplib::Request& req, const char* name, int64_t def) {

@@ -39,11 +39,27 @@ bool under_focus(std::string_view stack, std::string_view focus) {
   return stack.size() == focus.size() || stack[focus.size()] == ';';
 }
 
+// Leaves out the values whose node is luaflame's own hook (View::profiler).
+void drop_profiler_values(StoredTree& st) {
+  std::vector<uint8_t> own(st.frames.size(), 0);
+  bool any = false;
+  for (std::size_t i = 0; i < st.frames.size(); ++i)
+    if (st.frames[i] == kProfilerFrame) own[i] = 1, any = true;
+  if (!any) return;
+  auto is_own = [&](const auto& kv) { return own[st.nodes[kv.first].frame] != 0; };
+  st.values.erase(std::remove_if(st.values.begin(), st.values.end(), is_own), st.values.end());
+}
+
 }  // namespace
+
+void read_view(Store& store, int64_t run, const View& view, StoredTree& st) {
+  store.read_tree(run, view.metric, view.from_ns, view.until_ns, st);
+  if (!view.profiler) drop_profiler_values(st);
+}
 
 lf::Tree load_tree(Store& store, int64_t run, const View& view) {
   StoredTree st;
-  store.read_tree(run, view.metric, view.from_ns, view.until_ns, st);
+  read_view(store, run, view, st);
   lf::Tree tree;
   auto path_of = [&](uint32_t id, std::vector<uint32_t>& path) {  // frame ids, root first
     path.clear();
@@ -121,7 +137,8 @@ lf::Tree load_tree(Store& store, int64_t run, const View& view) {
 std::string view_key(const RunInfo& run, const View& view) {
   return std::to_string(run.id) + "@" + std::to_string(run.revision) + "|" +
          std::to_string(view.metric) + "|" + std::to_string(view.from_ns) + "|" +
-         std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") + "|" + view.focus;
+         std::to_string(view.until_ns) + "|" + (view.reverse ? "r" : "") +
+         (view.profiler ? "p" : "") + "|" + view.focus;
 }
 
 std::shared_ptr<const lf::Tree> TreeCache::get(Store& store, const RunInfo& run, const View& view) {

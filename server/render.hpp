@@ -33,10 +33,20 @@ struct View {
   bool reverse = false;  ///< reverse each stack before merging (--reverse); default false
   bool flamechart =
       false;  ///< keep stored order, merge only neighbours (--flamechart); default false
+  bool profiler = false;  ///< keep luaflame's own time (kProfilerFrame leaves); default false
 };
+
+/// The leaf frame of a sample that fell in luaflame's own hook: the
+/// profiler's cost, not the program's (runs made with --show-profiler hold
+/// it); views leave it out unless View::profiler.
+inline constexpr std::string_view kProfilerFrame = "[luaflame] hook";
 
 /// Query parameters as httplib gives them.
 using Params = std::multimap<std::string, std::string>;
+
+/// Reads a run's stored tree for `view`'s metric and window, without
+/// luaflame's own hook values unless view.profiler (every view reads here).
+void read_view(Store& store, int64_t run, const View& view, StoredTree& st);
 
 /// Loads a run's stacks for `view` into a finalized tree (children sorted by
 /// name unless view.flamechart).
@@ -157,7 +167,10 @@ std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool nor
                             lf::SvgOptions opts);
 
 /// Comparison of function shares (self value as a percentage of the total).
-struct DiffReport {
+// bugprone-exception-escape: the implicit move constructor is
+// nlohmann::json's, noexcept; the check follows its `m_value = {}` into the
+// json_value constructor's object branch, which a null value never takes.
+struct DiffReport {  // NOLINT(bugprone-exception-escape)
   nlohmann::json json;
   bool failed = false;
 };

@@ -72,7 +72,7 @@ PathSet load_paths(Store& store, int64_t run, const View& view) {
   p.keep_sides();
   p.offs.push_back(0);
   StoredTree st;
-  store.read_tree(run, view.metric, view.from_ns, view.until_ns, st);
+  read_view(store, run, view, st);
   p.names = std::move(st.frames);
   std::vector<uint32_t> path;
   for (const auto& [id, v] : st.values) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "../boundary.hpp"
 #include "../run_common.hpp"
 #include "luaflame/collector.hpp"
 
@@ -46,7 +47,7 @@ int report(lua_State* L, int status) {
   return status;
 }
 
-int traceback(lua_State* L) {
+int traceback(lua_State* L) LF_LUA_ENTRY {
   if (!lua_isstring(L, 1)) {  // a non-string error object: its __tostring, else itself
     if (lua_isnoneornil(L, 1) || !luaL_callmeta(L, 1, "__tostring") || !lua_isstring(L, -1))
       return 1;
@@ -73,7 +74,7 @@ int dostring(lua_State* L, const char* s, const char* name) {
   return report(L, status);
 }
 
-int handle_luainit(lua_State* L) {
+int handle_luainit(lua_State* L) LF_LUA_ENTRY {
   const char* init = std::getenv("LUA_INIT");
   if (init == nullptr) return 0;
   if (init[0] == '@') return report(L, luaL_loadfile(L, init + 1) || docall(L, 0, 1));
@@ -106,7 +107,7 @@ int handle_script(lua_State* L, char** argv, int n) {
   return report(L, status);
 }
 
-int pmain(lua_State* L) {
+int pmain(lua_State* L) LF_LUA_ENTRY {
   RunArgs* a = static_cast<RunArgs*>(lua_touserdata(L, 1));
   lua_gc(L, LUA_GCSTOP, 0);
   luaL_openlibs(L);
@@ -128,7 +129,8 @@ int pmain(lua_State* L) {
   run::watch_sigterm();
   g_report_at_exit = !a->opts->quiet;
   a->status = handle_script(L, a->argv + a->script, a->argc - a->script - 1);
-  run::end_session(L, a->opts->quiet);
+  if (const char* failed = cxx_guard([&] { run::end_session(L, a->opts->quiet); }))
+    std::fprintf(stderr, "luaflame: ending the profile: %s\n", failed);
   g_report_at_exit = false;
   return 0;
 }

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "../boundary.hpp"
 #include "jsession.hpp"
 
 extern "C" {
@@ -65,10 +66,10 @@ int vm_index(int vmstate) {
 // read-only calls may be used on L; values pushed are popped before return.
 // `samples` is the number of SIGPROFs taken since the last call (LuaJIT
 // counts them in the handler): the weight of this sample.
-void profile_cb(void* data, lua_State* L, int samples, int vmstate) {
+void profile_cb(void* data, lua_State* L, int samples, int vmstate) noexcept {
   auto* j = static_cast<JitState*>(data);
   if (g_jit.load() != j) return;
-  j->on_samples(L, samples, vmstate);
+  if (const char* failed = cxx_guard([&] { j->on_samples(L, samples, vmstate); })) abandon(failed);
 }
 
 // LuaJIT's SIGPROF handler, and the periods our timer owes it.
@@ -133,7 +134,7 @@ void futex_wake(std::atomic<uint32_t>& word) {
 // which is what it does for its own timer's signal (async-signal-safe by
 // LuaJIT's design); g_owed is a lock-free atomic. A SIGPROF from elsewhere
 // (LuaJIT's own timer) counts once.
-void on_sigprof(int sig) {
+void on_sigprof(int sig) noexcept {
   uint64_t k = g_owed.exchange(0, std::memory_order_relaxed);
   if (k == 0) k = 1;
   for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
@@ -151,7 +152,7 @@ struct sigaction g_before {};
 // start, by default the one that kills the process; it meets this guard
 // instead, which does nothing (async-signal-safe trivially). stop_sampler
 // puts the action of before start back once the thread is joined.
-void guard_sigprof(int) {}
+void guard_sigprof(int) noexcept {}
 
 // The thread's clock runs at most as fast as the wall clock, and at the
 // share of it the thread had since the last wake-up: the wall time until
@@ -163,7 +164,7 @@ uint64_t wall_wait(uint64_t left, double share) {
       std::min(static_cast<double>(left) / std::max(std::min(share, 1.0), 0.02), kMaxSleep));
 }
 
-void timer_main(JitState* j) {
+void timer_main(JitState* j) noexcept {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
   const uint64_t period = g_period;
   uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "../alloc.hpp"
+#include "../boundary.hpp"
 #include "../streamer.hpp"
 
 extern "C" {
@@ -53,7 +54,7 @@ void leave(lua_State* co) {
 }
 
 // coroutine.resume(co, ...): upvalue 1 the original.
-int lf_resume(lua_State* L) {
+int lf_resume(lua_State* L) LF_LUA_ENTRY {
   lua_State* co = lua_tothread(L, 1);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
@@ -67,7 +68,7 @@ int lf_resume(lua_State* L) {
 // A coroutine.wrap function: upvalue 1 the coroutine, 2 the original resume.
 // An error in the coroutine is raised in the caller with the caller's
 // position before a string message, as LuaJIT's own wrap does.
-int lf_wrap_call(lua_State* L) {
+int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
   lua_State* co = lua_tothread(L, lua_upvalueindex(1));
   const int n = lua_gettop(L);
   lua_pushvalue(L, lua_upvalueindex(2));
@@ -93,7 +94,7 @@ int lf_wrap_call(lua_State* L) {
 }
 
 // coroutine.wrap(f): upvalue 1 the original resume.
-int lf_wrap(lua_State* L) {
+int lf_wrap(lua_State* L) LF_LUA_ENTRY {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_State* co = lua_newthread(L);
   lua_pushvalue(L, 1);
@@ -163,14 +164,20 @@ bool jit_status(lua_State* L) {
   return on;
 }
 
+bool g_closing = false;  // stop() from the lua_close finalizer
+
 // Stops the session when the state closes (lua_close runs the registry's
 // finalizers while the state is whole): a session left running must not
 // outlive its state, whose profiler it drives.
-int on_state_close(lua_State* L) {
-  if (g_jit.load()) {
+int on_state_close(lua_State* L) LF_LUA_ENTRY {
+  if (!g_jit.load()) return 0;
+  const char* failed = cxx_guard([&] {
+    g_closing = true;
     Summary s = stop(L);
+    g_closing = false;
     if (g_report_at_exit) std::fprintf(stderr, "%s", format_summary(s).c_str());
-  }
+  });
+  if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
   return 0;
 }
 
@@ -192,6 +199,22 @@ void detach_in_child() {
   g_left_behind = g_jit.load();
   g_jit.store(nullptr);
 }
+
+}  // namespace
+
+// The session is left behind as after a fork (g_left_behind: reachable,
+// never freed while the program may still call into it); its hook and
+// profile callback find no session and return, its timer thread ends.
+void abandon(const char* why) noexcept {
+  JitState* j = g_jit.load();
+  if (!j) return;
+  j->timer_stop.store(true);
+  detach_in_child();
+  std::fprintf(stderr, "luaflame: %s in the profiler: profiling stopped, the program runs on\n",
+               why);
+}
+
+namespace {
 
 void at_process_exit() {
   if (!g_jit.load()) return;
@@ -294,7 +317,11 @@ Summary stop(lua_State* L) {
     j->charge_now();
     if (L) {
       lua_sethook(L, j->prev_hook, j->prev_mask, j->prev_count);
-      if (j->jit_was_on) luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_ON);
+      // Not while the state closes: luaJIT_setmode raises there (from
+      // lua_close's finalizer), and that error unwound out of stop() before
+      // it wrote the profile (the exit handler wrote it instead).
+      if (j->jit_was_on && !jit::g_closing)
+        luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_ON);
     }
   }
   if (L) {

@@ -94,6 +94,9 @@ struct JitState {
 extern std::atomic<JitState*> g_jit;
 
 uint64_t thread_cpu_ns(clockid_t c);
-void trace_hook(lua_State* L, lua_Debug* ar);  ///< jtracer.cpp
+void trace_hook(lua_State* L, lua_Debug* ar) noexcept;  ///< jtracer.cpp
+/// Ends profiling after the profiler's own failure (what its hook or
+/// callback threw); the program runs on. Said once on stderr.
+void abandon(const char* why) noexcept;
 
 }  // namespace lfc::jit

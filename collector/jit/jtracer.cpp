@@ -8,6 +8,7 @@
 // the caller's slot is gone; at a return every entry above the returning
 // frame is gone, and the frame itself. A C function's time therefore ends
 // at the next traced event (docs/luajit.md).
+#include "../boundary.hpp"
 #include "jsession.hpp"
 
 namespace lfc::jit {
@@ -16,10 +17,11 @@ namespace lfc::jit {
 // run on the Lua thread only; the sampler's callback runs on the same
 // thread between instructions, never inside this hook, so the two share
 // the session without locks. The streamer thread only reads the tree.
-void trace_hook(lua_State* L, lua_Debug* ar) {
+void trace_hook(lua_State* L, lua_Debug* ar) noexcept {
   JitState* j = g_jit.load();
   if (!j || (ar->event != LUA_HOOKCALL && ar->event != LUA_HOOKRET)) return;
-  j->trace_event(L, ar);
+  // What the tracer throws (std::bad_alloc growing its tables) ends profiling.
+  if (const char* failed = cxx_guard([&] { j->trace_event(L, ar); })) abandon(failed);
 }
 
 // The frames already on T's stack when tracing starts, outermost first, so

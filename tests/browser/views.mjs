@@ -259,6 +259,40 @@ export async function viewChecks(h) {
     }
   });
 
+  // Issue 27: luaflame's own hook time is the profiler's cost: the run page
+  // says it, leaves it out of the views, and shows it with the toolbar's
+  // Profiler toggle when the run holds it (--show-profiler).
+  await T.check("real collector (--show-profiler): the profiler's cost on the run page, its frames behind a toggle", async () => {
+    assert(fs.existsSync(cli), `no luaflame cli at ${cli} (--luaflame PATH)`);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lf-prof-'));
+    const fnNames = () => page.$$eval('#functions tbody td.fn', (tds) => tds.map((t) => t.textContent));
+    try {
+      fs.writeFileSync(path.join(dir, 'calls.lua'), ['local function leaf(i) return i % 7 end',
+        'local function mid(n) local s = 0 for i = 1, n do s = s + leaf(i) end return s end',
+        'local t = os.clock() while os.clock() - t < 0.6 do mid(100) end', ''].join('\n'));
+      const ids = {};
+      for (const [name, extra] of [['prof-shown', ['--show-profiler']], ['prof-hidden', []]]) {
+        const r = spawnSync(cli, ['run', '--server', server.base, '--name', name, '--mode', 'both', '--hz', '999', ...extra, '--quiet', 'calls.lua'],
+          { cwd: dir, timeout: 60000, encoding: 'utf8' });
+        assertEq(r.status, 0, `luaflame run: ${r.stderr}`);
+        ids[name] = (await (await fetch(`${server.base}/api/runs?name=${name}`)).json()).runs[0].id;
+      }
+      await open(page, `/runs/${ids['prof-shown']}`, '#functions tbody tr');
+      const cost = await page.textContent('#profiler-cost');
+      assert(/^Profiler \d+\.\d%; [\d,]+ samples in its own hook \(toolbar/.test(cost), `cost line: ${cost}`);
+      assert(!(await fnNames()).includes('[luaflame] hook'), 'left out by default');
+      await page.click('#profiler');
+      await page.waitForFunction(() => [...document.querySelectorAll('#functions tbody td.fn')].some((t) => t.textContent === '[luaflame] hook'));
+      assert(page.url().includes('profiler=1'), `in the URL: ${page.url()}`);
+      await shot(page, '27-profiler-shown');
+      await open(page, `/runs/${ids['prof-hidden']}`, '#functions tbody tr');
+      assert(/left out by the collector/.test(await page.textContent('#profiler-cost')), 'the hidden run says where they went');
+      assertEq(await page.$('#profiler'), null, 'no toggle where the run holds no profiler frames');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   // ---- compare -------------------------------------------------------------
   await T.check('compare: zoom, search, invert, keyboard, all in the URL', async () => {
     await open(page, `/compare?base=${ids.game1}&head=${ids.game2}`);

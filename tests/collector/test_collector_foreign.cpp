@@ -3,10 +3,13 @@
 // same in sample and both mode, at the normal sampling cost; luaflame's own
 // hook time is the profiler's, counted and left out unless show_profiler.
 // They measure CPU shares, so each case runs alone (RUN_SERIAL).
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "collector_test_util.hpp"
 
@@ -169,8 +172,10 @@ int lua_wait(lua_State* L) {
 // exit: it wrote the parent's output file (and would have joined the
 // streamer thread it does not have). The child now runs on unprofiled.
 TEST_CASE("fork: the child neither writes the parent's profile nor crashes") {
-  const std::string out = "fork_test_" + std::to_string(::getpid()) + ".folded";
-  std::remove(out.c_str());
+  // Under /tmp: a mode with alloc writes one file per metric beside OUT.
+  char dir[] = "/tmp/luaflame_fork_XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string out = std::string(dir) + "/fork_test.folded";
   Lua lua;
   lua_register(lua.L, "fork", lua_fork);
   lua_register(lua.L, "waitpid", lua_wait);
@@ -199,8 +204,61 @@ TEST_CASE("fork: the child neither writes the parent's profile nor crashes") {
     end
   )",
                                   "=fork_test");
+  std::filesystem::remove_all(dir);
   REQUIRE(err == "");
   CHECK(lua.global("CHILD") == "0");
   CHECK(lua.global("WRITTEN_BY_CHILD") == "false");
   CHECK(lua.global("WRITTEN") == "true");
+}
+
+namespace {
+
+// The program's own CPU profiler, as gperftools or a Lua binding of
+// setitimer has it: a SIGPROF handler counting ticks of ITIMER_PROF.
+volatile sig_atomic_t g_prof_ticks = 0;
+void on_prof(int) {
+  g_prof_ticks = g_prof_ticks + 1;
+}
+int lua_prof_timer(lua_State* L) {
+  const long us = static_cast<long>(luaL_checkinteger(L, 1));
+  if (us > 0) {
+    struct sigaction sa {};
+    sa.sa_handler = on_prof;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPROF, &sa, nullptr);
+  }
+  const itimerval it{{0, us}, {0, us}};
+  setitimer(ITIMER_PROF, &it, nullptr);
+  if (us == 0) signal(SIGPROF, SIG_DFL);
+  lua_pushinteger(L, g_prof_ticks);
+  return 1;
+}
+
+}  // namespace
+
+// Regression (issue 27): luaflame sampled with SIGPROF when it was free. A
+// program that then set up its own SIGPROF profiler got luaflame's ticks in
+// its handler (999 a second instead of its 100), and at stop luaflame put
+// SIGPROF back to the default action: the program's next tick killed it.
+TEST_CASE("signals: a program's own SIGPROF and setitimer work the same under luaflame") {
+  Lua lua;
+  lua_register(lua.L, "prof_timer", lua_prof_timer);
+  const std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local function spin(s) local t = os.clock() while os.clock() - t < s do end end
+    lf.start{mode = 'sample', hz = 999}
+    local t0 = prof_timer(10000)  -- 100 ticks a second of CPU time
+    spin(0.3)
+    F = lf.folded()
+    lf.stop()
+    spin(0.2)  -- its timer still runs after luaflame's stop, its handler too
+    TICKS = prof_timer(0) - t0
+  )");
+  REQUIRE(err == "");
+  const double ticks = std::stod(lua.global("TICKS"));
+  CAPTURE(ticks);
+  CHECK(ticks >= 35);  // 0.5 s of CPU time at 100 Hz: 50
+  CHECK(ticks <= 70);
+  CHECK(lua.global("F").find("spin") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -425,4 +426,111 @@ TEST_CASE("stream: any bytes in the name and tags, any answer to the create requ
           "stream_test_bytes.undelivered.folded", "stream_test_bytes.undelivered.calls.folded"})
       std::remove(f);
   }
+}
+
+// Fault injection (issue 27): the collector's socket writes fail at the Nth
+// call. This program's own send() stands in for libc's (cpp-httplib is a
+// shared library, so its calls bind to the executable's definition first);
+// it fails only writes to `g_fault_port`, the fake server's, so the server's
+// own answers still go out.
+namespace {
+std::atomic<int> g_fault_port{0};     // 0: no send fails or counts
+std::atomic<int> g_fault_at{0};       // the failing call (1-based); 0: count only
+std::atomic<bool> g_fault_on{false};  // every call from g_fault_at on fails
+std::atomic<int> g_fault_calls{0};
+
+bool to_fault_port(int fd) {
+  sockaddr_in peer{};
+  socklen_t len = sizeof peer;
+  return getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+         peer.sin_family == AF_INET && ntohs(peer.sin_port) == g_fault_port.load();
+}
+}  // namespace
+
+extern "C" ssize_t send(int fd, const void* buf, size_t n, int flags) {
+  using Send = ssize_t (*)(int, const void*, size_t, int);
+  static const Send real = reinterpret_cast<Send>(dlsym(RTLD_NEXT, "send"));
+  if (g_fault_port.load() != 0 && to_fault_port(fd)) {
+    const int k = ++g_fault_calls;
+    const int at = g_fault_at.load();
+    if (at != 0 && (k == at || (g_fault_on.load() && k > at))) {
+      errno = EPIPE;
+      return -1;
+    }
+  }
+  return real(fd, buf, n, flags);
+}
+
+namespace {
+// One traced streaming run with the writes to the server failing at the
+// `at`th call (and after it when `on`): the program runs to its end, and
+// every count it made is on the server or in the fallback file, once;
+// nothing reaches the server twice. Returns the calls made.
+int faulty_run(int at, bool on) {
+  CAPTURE(at);
+  CAPTURE(on);
+  FakeServer fake;
+  g_fault_calls = 0;
+  g_fault_at = at;
+  g_fault_on = on;
+  g_fault_port = fake.port;
+  const std::string out = "stream_test_fault.folded", calls = "stream_test_fault.calls.folded";
+  const std::string fallback = run_workload("{mode = 'trace', server = '" + fake.url() +
+                                            "', flush_interval = 0.1, output = '" + out + "'}");
+  g_fault_port = 0;
+  std::lock_guard<std::mutex> lk(fake.mu);
+  CHECK_FALSE(fake.resent_different);
+  // What the server acknowledged plus what the fallback file holds (the
+  // undelivered part, none when every chunk arrived) is the whole run.
+  auto whole = [](Totals served, const Totals& left) {
+    for (const auto& [stack, v] : left) served[stack] += v;
+    return served;
+  };
+  CHECK(whole(fake.totals["time"], fallback.empty() ? Totals{} : read_folded(fallback)) ==
+        read_folded(out));
+  CHECK(whole(fake.totals["calls"], read_folded("stream_test_fault.undelivered.calls.folded")) ==
+        read_folded(calls));
+  CHECK_FALSE(read_folded(out).empty());
+  for (const char* f :
+       {"stream_test_fault.folded", "stream_test_fault.calls.folded",
+        "stream_test_fault.undelivered.folded", "stream_test_fault.undelivered.calls.folded"})
+    std::remove(f);
+  return g_fault_calls.load();
+}
+}  // namespace
+
+TEST_CASE(
+    "stream: a socket write failing at the Nth call, for every N of a run: no harm, no loss") {
+  const int total = faulty_run(0, false);
+  MESSAGE("a streamed run writes to the server " << total << " times");
+  REQUIRE(total >= 4);  // create, chunks, finish
+  for (int at = 1; at <= total; ++at) faulty_run(at, false);
+  for (int at : {1, 2, total / 2, total}) faulty_run(at, true);
+}
+
+// Regression (issue 27): a state closed mid-stream (a module session the
+// program never stopped, ended by lua_close) finishes its run: the last
+// chunks and the finish reach the server, nothing is left for the fallback.
+TEST_CASE("stream: a state closed mid-stream finishes its run on the server") {
+  FakeServer fake;
+  const std::string out = "stream_test_close.folded";
+  lua_State* L = new_lua();
+  const std::string code = std::string(kPrelude) + "lf.start{mode = 'trace', server = '" +
+                           fake.url() + "', flush_interval = 0.05, output = '" + out +
+                           "'}\n"
+                           "local t = os.clock() while os.clock() - t < 0.3 do leaf(1) end\n";
+  const bool ok = luaL_dostring(L, code.c_str()) == LUA_OK;
+  lua_close(L);
+  REQUIRE(ok);
+  std::lock_guard<std::mutex> lk(fake.mu);
+  CHECK(fake.finishes == 1);
+  CHECK(fake.seqs.size() >= 2);
+  for (std::size_t i = 0; i < fake.seqs.size(); ++i) CHECK(fake.seqs[i] == i);
+  CHECK(fake.totals["calls"] == read_folded("stream_test_close.calls.folded"));
+  std::ifstream undelivered("stream_test_close.undelivered.folded");
+  CHECK_FALSE(undelivered.good());
+  for (const char* f :
+       {"stream_test_close.folded", "stream_test_close.calls.folded",
+        "stream_test_close.undelivered.folded", "stream_test_close.undelivered.calls.folded"})
+    std::remove(f);
 }

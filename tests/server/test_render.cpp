@@ -65,6 +65,36 @@ TEST_CASE("views: focus keeps the subtree, reverse flips stacks, windows select 
   CHECK(lfs::load_tree(*f.store, f.run, v).total() == 18);
 }
 
+// Issue 27: luaflame's own hook time (in runs made with --show-profiler) is
+// the profiler's cost: views leave it out unless profiler=1 asks for it.
+TEST_CASE("views: luaflame's own hook frames are left out unless View::profiler") {
+  Fixture f;
+  lfs::NewRun r;
+  r.name = "shown";
+  r.metrics = {0};
+  lfs::Batch b;
+  b.metrics = {0};
+  b.from_ns = b.until_ns = 5000000000;
+  lfs::BatchBuilder bb(b);
+  bb.add(bb.path("main;a"), 0, 10);
+  bb.add(bb.path("main;a;[luaflame] hook"), 0, 4);
+  bb.add(bb.path("main;[luaflame] deeper frames cut (server --max-depth 8)"), 0, 2);
+  const int64_t run = f.store->create_run(r, b);
+  lfs::View v;
+  CHECK(folded(lfs::load_tree(*f.store, run, v)) ==
+        "main;[luaflame] deeper frames cut (server --max-depth 8) 2\nmain;a 10\n");
+  v.profiler = true;
+  CHECK(folded(lfs::load_tree(*f.store, run, v)) ==
+        "main;[luaflame] deeper frames cut (server --max-depth 8) 2\nmain;a 10\n"
+        "main;a;[luaflame] hook 4\n");
+  v.reverse = true;
+  v.profiler = false;
+  CHECK(lfs::load_tree(*f.store, run, v).total() == 12);
+  const std::string hidden = lfs::view_key(f.info(), v);
+  v.profiler = true;
+  CHECK(lfs::view_key(f.info(), v) != hidden);  // the tree cache keeps the two apart
+}
+
 TEST_CASE(
     "tree cache: views shared per revision (a live run's next chunk loads again), forget drops") {
   Fixture f;

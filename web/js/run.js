@@ -39,6 +39,7 @@ function readView() {
     from: q.get('from') || '',
     until: q.get('until') || '',
     inverted: q.get('inverted') === '1',
+    profiler: q.get('profiler') === '1',
     q: q.get('q') || '',
     view: ['sandwich', 'source'].includes(q.get('view')) ? q.get('view') : '',
     fn: q.get('fn') || '',
@@ -54,6 +55,7 @@ function viewURL(v) {
     from: v.from,
     until: v.until,
     inverted: v.inverted,
+    profiler: v.profiler,
     q: v.q,
     view: v.view,
     fn: v.view === 'sandwich' || v.view === 'source' ? v.fn : '',
@@ -110,7 +112,23 @@ function header() {
       el('span', 'Started ', el('b', fmtDate(run.started_ns))),
       el('span', 'Duration ', el('b', run.status === 'live' ? 'still running' : fmtDuration(run.duration_ns))),
       run.stacks ? el('span', 'Stacks ', el('b', run.stacks.toLocaleString('en'))) : null,
-      totals));
+      totals,
+      profilerCost()));
+}
+
+/** The profiler's own cost, from the collector's stats (issue 27): its hooks'
+ *  time as a share of the run's clock, and the samples that fell in its own
+ *  hook, which the views leave out (shown with the toolbar's "Profiler"). */
+function profilerCost() {
+  const s = run.stats;
+  if (!s || !(s.clock_ns > 0)) return null;
+  const share = `${((100 * (s.hook_ns || 0)) / s.clock_ns).toFixed(1)}%`;
+  const own = s.samples_in_hooks || 0;
+  const note = !own ? '' : s.profiler_shown
+    ? `; ${own.toLocaleString('en')} samples in its own hook (toolbar: Profiler)`
+    : `; ${own.toLocaleString('en')} samples in its own hook, left out by the collector (--show-profiler keeps them)`;
+  return el('span#profiler-cost', { title: "luaflame's own time: not the program's, left out of the views" },
+    'Profiler ', el('b', share), note);
 }
 
 // ---- toolbar -------------------------------------------------------------
@@ -131,6 +149,11 @@ function toolbar() {
     if (hit) openSandwich(hit);
     else toast('No function matches');
   });
+  // Only where the run holds luaflame's own frames (--show-profiler).
+  const prof = run.stats && run.stats.profiler_shown
+    ? el('button.toggle#profiler', { type: 'button', 'aria-pressed': String(view.profiler), title: "Show luaflame's own hook time ([luaflame] hook): the profiler's cost" }, 'Profiler')
+    : null;
+  if (prof) prof.addEventListener('click', () => setView({ profiler: !view.profiler }));
   const inv = el('button.toggle#inverted', { type: 'button', 'aria-pressed': String(view.inverted), title: 'Icicle graph: roots at the top' }, 'Inverted');
   inv.addEventListener('click', () => setView({ inverted: !view.inverted }));
   const reset = el('button#reset-zoom', { type: 'button', title: 'Reset zoom (Esc)', onclick: () => resetZoom() }, 'Reset zoom');
@@ -159,19 +182,19 @@ function toolbar() {
     el('div.search', search),
     el('span.matched#matched', { 'aria-live': 'polite' }),
     el('span.spacer'),
-    inv, reset, side,
+    inv, prof, reset, side,
     el('div.menu', dlBtn, dl),
     copy);
 }
 
 function fillDownloads(box) {
   const m = metric();
-  const common = { metric: m, from: view.from, until: view.until };
+  const common = { metric: m, from: view.from, until: view.until, profiler: view.profiler };
   const base = `${(run.name || 'run').replace(/[^\w.-]+/g, '_')}-${run.id}`;
   box.replaceChildren(
     el('a', { href: api.svgURL(id, { ...svgParams(1200), minwidth: '' }), download: `${base}.svg` }, 'Flame graph', el('small', 'SVG')),
     el('a', { href: api.foldedURL(id, { ...common, focus: view.focus.join(';') }), download: `${base}.folded` }, 'Folded stacks', el('small', '.folded')),
-    el('a', { href: api.speedscopeURL(id, { metric: m }), download: `${base}.speedscope.json` }, 'Speedscope', el('small', 'JSON')));
+    el('a', { href: api.speedscopeURL(id, { metric: m, profiler: view.profiler }), download: `${base}.speedscope.json` }, 'Speedscope', el('small', 'JSON')));
 }
 
 // ---- timeline ------------------------------------------------------------
@@ -235,7 +258,7 @@ function crumbs() {
 function svgParams(width) {
   return {
     metric: view.metric, focus: view.focus.join(';'), from: view.from, until: view.until,
-    width, inverted: view.inverted, minwidth: MIN_WIDTH,
+    width, inverted: view.inverted, minwidth: MIN_WIDTH, profiler: view.profiler,
   };
 }
 
@@ -294,12 +317,12 @@ async function drawGraph() {
 
 async function loadFunctions() {
   const m = metric();
-  const key = JSON.stringify([m, view.from, view.until, view.focus]);
+  const key = JSON.stringify([m, view.from, view.until, view.focus, view.profiler]);
   if (key === fnKey) return;
   fnKey = key;
   try {
     // The table follows the zoom: functions of the focused subtree only.
-    const data = await api.functions(id, { metric: m, from: view.from, until: view.until, focus: view.focus.join(';'), limit: 5000 });
+    const data = await api.functions(id, { metric: m, from: view.from, until: view.until, focus: view.focus.join(';'), profiler: view.profiler, limit: 5000 });
     table.setData(data, m, unitsOf(m), view.focus.length ? view.focus[view.focus.length - 1] : '');
   } catch (e) {
     $('#side').replaceChildren(errorBox('Could not load functions', e));
@@ -315,14 +338,14 @@ let matcher = null;   // {worker, key, next id, pending callbacks}
 
 function exactShare(query) {
   if (!run || !query || !(run.stacks > 0 && run.stacks <= EXACT_STACKS) || !window.Worker) return null;
-  const key = JSON.stringify([metric(), view.from, view.until, view.focus]);
+  const key = JSON.stringify([metric(), view.from, view.until, view.focus, view.profiler]);
   if (!matcher || matcher.key !== key) {
     if (matcher) matcher.worker.terminate();
     const worker = new Worker('/static/js/match-worker.js');
     matcher = { worker, key, id: 0, wait: new Map() };
     const m = matcher;
     worker.onmessage = (e) => { const cb = m.wait.get(e.data.id); m.wait.delete(e.data.id); if (cb) cb(e.data); };
-    worker.postMessage({ id: ++m.id, url: api.foldedURL(id, { metric: metric(), from: view.from, until: view.until, focus: view.focus.join(';') }) });
+    worker.postMessage({ id: ++m.id, url: api.foldedURL(id, { metric: metric(), from: view.from, until: view.until, focus: view.focus.join(';'), profiler: view.profiler }) });
   }
   const m = matcher;
   return new Promise((resolve) => { const k = ++m.id; m.wait.set(k, resolve); m.worker.postMessage({ id: k, query }); });
@@ -398,7 +421,7 @@ async function drawView() {
   $('#crumbs').hidden = v !== '';
   $('#sandwich').hidden = v !== 'sandwich';
   $('#source').hidden = v !== 'source';
-  const w = { metric: metric(), from: view.from, until: view.until };
+  const w = { metric: metric(), from: view.from, until: view.until, profiler: view.profiler };
   if (v === 'sandwich') {
     const width = Math.max(300, Math.round($('#workspace').clientWidth - ($('#workspace').classList.contains('no-side') ? 0 : $('#side').offsetWidth + 16) - 24));
     const r = await sandwich.show(id, view.fn, w, width, unitsOf(metric()));
@@ -413,6 +436,7 @@ async function render() {
   await drawView();
   for (const b of document.querySelectorAll('#metrics button')) b.setAttribute('aria-pressed', String(b.dataset.metric === metric()));
   $('#inverted').setAttribute('aria-pressed', String(view.inverted));
+  if ($('#profiler')) $('#profiler').setAttribute('aria-pressed', String(view.profiler));
   $('#reset-zoom').disabled = !view.focus.length;
   if ($('#search').value !== view.q) $('#search').value = view.q;
   crumbs();
@@ -429,10 +453,10 @@ async function render() {
 // first sandwich of this view is quick (one request per view, answered from then on).
 let warmKey = '';
 function warmSandwich() {
-  const key = JSON.stringify([metric(), view.from, view.until]);
+  const key = JSON.stringify([metric(), view.from, view.until, view.profiler]);
   if (key === warmKey || (run && run.status === 'live')) return;
   warmKey = key;
-  api.sandwich(id, { metric: view.metric, from: view.from, until: view.until }).catch(() => { warmKey = ''; });
+  api.sandwich(id, { metric: view.metric, from: view.from, until: view.until, profiler: view.profiler }).catch(() => { warmKey = ''; });
 }
 
 // ---- live runs -----------------------------------------------------------

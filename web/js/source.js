@@ -25,7 +25,7 @@ export class SourceView {
 
   /** Shows `file` for the view {metric, from, until}; `line` is scrolled to and marked. */
   async show(id, file, line, view, runMetrics) {
-    const key = JSON.stringify([id, file, view.from, view.until]);
+    const key = JSON.stringify([id, file, view.from, view.until, view.profiler]);
     if (key === this.key && this.data) { await this.draw(line, view.metric, runMetrics); return null; }
     this.key = key;
     const t0 = performance.now();
@@ -37,7 +37,7 @@ export class SourceView {
     }
     try {
       const [data, list] = await Promise.all([
-        api.source(id, { file, from: view.from, until: view.until }),
+        api.source(id, { file, from: view.from, until: view.until, profiler: view.profiler }),
         api.sources(id).catch(() => ({ files: [] })),
       ]);
       if (this.key !== key) return null;
