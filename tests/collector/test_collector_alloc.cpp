@@ -189,6 +189,65 @@ TEST_CASE("alloc: blocks from before the session are freed safely, the allocator
   CHECK(ud1 == ud0);
 }
 
+namespace {
+
+// The program's own allocator, as a host or a C module installs one while
+// the state runs: it wraps the allocator it finds (luaflame's, in alloc mode)
+// and counts. Static: the state is closed through it at the end.
+struct Counting {
+  lua_Alloc inner = nullptr;
+  void* inner_ud = nullptr;
+  long calls = 0;
+} g_counting;
+
+void* counting_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
+  auto* c = static_cast<Counting*>(ud);
+  ++c->calls;
+  return c->inner(c->inner_ud, ptr, osize, nsize);
+}
+
+int lua_wrap_alloc(lua_State* L) {
+  g_counting.inner = lua_getallocf(L, &g_counting.inner_ud);
+  lua_setallocf(L, counting_alloc, &g_counting);
+  return 0;
+}
+
+int lua_counted(lua_State* L) {
+  lua_pushinteger(L, g_counting.calls);
+  return 1;
+}
+
+}  // namespace
+
+// Issue 27: a program that installs its own allocator while luaflame's is in
+// place keeps it: stop leaves the program's allocator (and luaflame's under
+// it, passing through), every block is freed by the allocator that made it.
+TEST_CASE("alloc: a program's own allocator installed during the session stays after stop") {
+  Lua lua;
+  lua_register(lua.L, "wrap_alloc", lua_wrap_alloc);
+  lua_register(lua.L, "counted", lua_counted);
+  const std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    lf.start{mode = 'sample+alloc', alloc_rate = 0}
+    local keep = {}
+    for i = 1, 5000 do keep[i] = {i} end
+    wrap_alloc()
+    for i = 5001, 10000 do keep[i] = tostring(i) end
+    local s = lf.stop()
+    assert(s.alloc_count >= 5000, 'allocations: ' .. s.alloc_count)
+    local before = counted()
+    keep = nil
+    collectgarbage()
+    local t = {} for i = 1, 1000 do t[i] = {i} end
+    AFTER = counted() - before
+  )");
+  REQUIRE(err == "");
+  CHECK(std::stol(lua.global("AFTER")) > 1000);
+  void* ud = nullptr;
+  CHECK((lua_getallocf(lua.L, &ud) == counting_alloc));
+  CHECK(ud == &g_counting);
+}
+
 // Bytes of the stacks that hold a "[GC]" frame; every such frame must sit
 // right above an "[alloc] ..." leaf.
 double gc_bytes(const Folded& f, double* gc_strings) {
