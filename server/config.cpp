@@ -126,6 +126,8 @@ const std::vector<Option>& options() {
        }},
       {"--token", "LUAFLAME_TOKEN", "writes need 'Authorization: Bearer TOKEN' (default none)",
        [](Config& c, const std::string& v) -> std::string {
+         // `--token "$UNSET"` would leave writes open to anyone: refused.
+         if (v.empty()) return "--token wants a token (empty: writes would need none)";
          c.token = v;
          return {};
        }},
@@ -154,6 +156,7 @@ const std::vector<Option>& options() {
       {"--read-token", "LUAFLAME_READ_TOKEN",
        "reads need this token too (Bearer, or Basic password) (default none)",
        [](Config& c, const std::string& v) -> std::string {
+         if (v.empty()) return "--read-token wants a token (empty: reads would need none)";
          c.read_token = v;
          return {};
        }},
@@ -313,6 +316,9 @@ ConfigResult parse_config(const std::vector<std::string>& args,
     auto eq = kv.find('=');
     if (eq == std::string::npos) continue;
     std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    // Empty is unset: compose's `LUAFLAME_TOKEN: ${LUAFLAME_TOKEN:-}` passes
+    // an empty value when the host has none.
+    if (value.empty()) continue;
     for (const Option& o : options()) {
       if (key != o.env) continue;
       std::string err = o.set(r.config, value);

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "framing.hpp"
+#include "guard.hpp"
 
 namespace lfs {
 
@@ -89,7 +90,10 @@ std::size_t header_lines(const Conn& c, std::size_t end) {
 void refuse(int fd, int status, const char* reason, const std::string& message) {
   std::string body = "{\"error\":\"" + message + "\"}\n";
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                    "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+                    "\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff"
+                    "\r\nContent-Security-Policy: " +
+                    content_security_policy("application/json") +
+                    "\r\nConnection: close\r\nContent-Length: " +
                     std::to_string(body.size()) + "\r\n\r\n" + body;
   (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }

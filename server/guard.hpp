@@ -65,10 +65,21 @@ std::string ascii_lower(std::string s);
 /// `s` for one log line: bytes below 0x20, 0x7f and '\' as \xNN, cut at `max` bytes.
 std::string log_safe(std::string_view s, std::size_t max = 1024);
 
-/// Whether an Authorization header value carries `token`, as "Bearer TOKEN" or
-/// HTTP Basic with TOKEN as the password (browsers prompt for Basic). Compares
-/// in time independent of where the values differ.
-bool carries_token(const std::string& authorization, const std::string& token);
+/// Whether an Authorization header value carries `token`, as "Bearer TOKEN" or,
+/// when `basic`, HTTP Basic with TOKEN as the password (browsers prompt for
+/// Basic, for reads). Writes take Bearer only: a browser attaches Basic
+/// credentials it has cached by itself, also to a cross-site page's request.
+/// Compares in time independent of where the values differ.
+bool carries_token(const std::string& authorization, const std::string& token, bool basic);
+
+/// The Content-Security-Policy for an answer of this Content-Type: pages run
+/// their own scripts only (no inline script, no eval; workers and fetches to
+/// this server); a standalone flame graph (SVG) runs its own inline script in
+/// a sandbox, with nothing to load; everything else may run nothing.
+const char* content_security_policy(const std::string& content_type);
+
+/// X-Content-Type-Options: nosniff and the CSP above, on every answer.
+void security_headers(httplib::Response& res);
 
 /// Whether a write looks like a cross-site request from a browser that this
 /// server must refuse (CSRF): the browser said so (Origin not `own_origin`,

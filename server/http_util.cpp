@@ -89,7 +89,7 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in,
 
 bool authorized(const App& app, const httplib::Request& req) {
   if (app.cfg.token.empty()) return true;
-  return carries_token(req.get_header_value("Authorization"), app.cfg.token);
+  return carries_token(req.get_header_value("Authorization"), app.cfg.token, false);
 }
 
 // The origin a same-site page of this server has: --public-url, else the
@@ -171,7 +171,8 @@ bool refuse_early(const App& app, httplib::Request& req, httplib::Response& res)
   if (!app.cfg.read_token.empty() && (req.method == "GET" || req.method == "HEAD") &&
       req.path != "/healthz") {
     const std::string auth = req.get_header_value("Authorization");
-    if (!carries_token(auth, app.cfg.read_token) && !carries_token(auth, app.cfg.token)) {
+    if (!carries_token(auth, app.cfg.read_token, true) &&
+        !carries_token(auth, app.cfg.token, true)) {
       res.set_header("WWW-Authenticate", "Basic realm=\"luaflame\", charset=\"UTF-8\"");
       return refuse(401,
                     "reads need the read token: 'Authorization: Bearer TOKEN' (or any user name "
@@ -400,8 +401,10 @@ void setup(httplib::Server& svr, App& app) {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  svr.set_post_routing_handler(
-      [&app](const httplib::Request& req, httplib::Response& res) { cors_after(app, req, res); });
+  svr.set_post_routing_handler([&app](const httplib::Request& req, httplib::Response& res) {
+    cors_after(app, req, res);
+    security_headers(res);  // every answer httplib writes, errors included
+  });
   svr.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown";

@@ -59,9 +59,52 @@ TEST_CASE("--token-file keeps the token out of ps; --read-token protects reads, 
   // Basic, any user name: "me:s3cret-read"
   CHECK(lfh::status_of(lfh::exchange(
             s.port(), get("/api/runs", "Authorization: Basic bWU6czNjcmV0LXJlYWQ=\r\n"))) == 200);
+  // Issue 31: writes take the bearer token only. A browser attaches Basic
+  // credentials it has cached by itself, to a cross-site page's form too.
+  // "me:s3cret-write"
+  raw = lfh::exchange(s.port(), post("/api/runs?name=a", "main 1\n",
+                                     "Authorization: Basic bWU6czNjcmV0LXdyaXRl\r\n"));
+  CHECK(lfh::status_of(raw) == 401);
   CHECK(lfh::status_of(
             lfh::exchange(s.port(), get("/api/runs", "Authorization: Bearer wrong\r\n"))) == 401);
   lfh::check_healthz_prompt(s);
+}
+
+// Issue 31: nosniff and a Content-Security-Policy on every answer: pages
+// run their own scripts only, a standalone SVG its inline script in a
+// sandbox, the rest nothing; refusals of the front loop included.
+TEST_CASE("every answer carries nosniff and a Content-Security-Policy") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path);
+  REQUIRE(lfh::status_of(lfh::exchange(s.port(), post("/api/runs?name=h", "main;f 3\n", ""))) ==
+          201);
+  struct Case {
+    std::string request;
+    int status;
+    const char* csp;  ///< a part the policy must hold
+  };
+  const Case cases[] = {
+      {get("/"), 200, "script-src 'self'; style-src"},
+      {get("/runs/1"), 200, "frame-ancestors 'none'"},
+      {get("/static/js/run.js"), 200, "default-src 'self'"},
+      {get("/api/runs"), 200, "default-src 'none'"},
+      {get("/api/runs/1/flamegraph.svg"), 200, "sandbox allow-scripts"},
+      {get("/api/runs/999"), 404, "default-src 'none'"},
+      {get("/no/such/page"), 404, "default-src 'none'"},
+      // refused by the front loop before httplib sees it
+      {"POST /api/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 9a\r\n\r\n", 400,
+       "default-src 'none'"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.request);
+    const std::string raw = lfh::exchange(s.port(), c.request);
+    CHECK(lfh::status_of(raw) == c.status);
+    const std::string head = raw.substr(0, raw.find("\r\n\r\n"));
+    CHECK(head.find("\r\nX-Content-Type-Options: nosniff") != std::string::npos);
+    CHECK(head.find("\r\nContent-Security-Policy: ") != std::string::npos);
+    CHECK(head.find(c.csp) != std::string::npos);
+    CHECK(head.find("unsafe-eval") == std::string::npos);
+  }
 }
 
 TEST_CASE(

@@ -54,6 +54,22 @@ TEST_CASE("bad values are named in the error") {
   CHECK(env.error.find("LUAFLAME_MAX_BODY") != std::string::npos);
 }
 
+// Issue 31: `--token "$UNSET"` started a server whose writes needed no token.
+TEST_CASE("an empty token is refused; an empty LUAFLAME_ variable is unset") {
+  for (const char* flag : {"--token", "--read-token"}) {
+    CAPTURE(flag);
+    auto r = parse_config({flag, ""}, {});
+    CHECK(r.error.find(std::string(flag) + " wants a token") != std::string::npos);
+    r = parse_config({std::string(flag) + "="}, {});
+    CHECK(r.error.find(std::string(flag) + " wants a token") != std::string::npos);
+  }
+  // compose's `LUAFLAME_TOKEN: ${LUAFLAME_TOKEN:-}` when the host has none
+  auto r = parse_config({}, {"LUAFLAME_TOKEN=", "LUAFLAME_MAX_BODY=", "LUAFLAME_READ_TOKEN="});
+  REQUIRE(r.error.empty());
+  CHECK(r.config.token.empty());
+  CHECK(r.config.max_body == 64u << 20);
+}
+
 TEST_CASE("sizes take suffixes") {
   uint64_t n = 0;
   CHECK(lfs::parse_size("10", n));
