@@ -93,8 +93,8 @@ void refuse(int fd, int status, const char* reason, const std::string& message) 
                     "\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff"
                     "\r\nContent-Security-Policy: " +
                     content_security_policy("application/json") +
-                    "\r\nConnection: close\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body;
+                    "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\n\r\n" + body;
   (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
