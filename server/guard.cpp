@@ -89,15 +89,19 @@ std::size_t json_depth(std::string_view text, std::size_t limit) {
   return deepest;
 }
 
+void check_json_depth(std::string_view text, std::size_t max_depth) {
+  if (json_depth(text, max_depth) > max_depth)
+    throw HttpError(400, "JSON body nested deeper than " + std::to_string(max_depth) +
+                             " levels (--max-json-depth)");
+}
+
 nlohmann::json parse_json_request(std::string_view body, std::size_t max_bytes,
                                   std::size_t max_depth, bool optional) {
   if (body.empty() && optional) return nlohmann::json::object();
   if (body.size() > max_bytes)
     throw HttpError(413,
                     "JSON body larger than " + std::to_string(max_bytes) + " bytes (--max-json)");
-  if (json_depth(body, max_depth) > max_depth)
-    throw HttpError(400, "JSON body nested deeper than " + std::to_string(max_depth) +
-                             " levels (--max-json-depth)");
+  check_json_depth(body, max_depth);
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw HttpError(400, "the body must be a JSON object");
   return j;

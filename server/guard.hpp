@@ -48,6 +48,10 @@ class Gunzip {
 /// stops scanning once past `limit` (returns limit + 1).
 std::size_t json_depth(std::string_view text, std::size_t limit);
 
+/// Throws HttpError 400 when JSON text nests deeper than `max_depth`
+/// (--max-json-depth): every JSON a request carries is checked here first.
+void check_json_depth(std::string_view text, std::size_t max_depth);
+
 /// A JSON object request body, within `max_bytes` and `max_depth`
 /// (deeper bodies overflowed the stack of the recursive dump). An empty body
 /// is {} when `optional`. Throws HttpError 400 (bad or too deep) or 413.

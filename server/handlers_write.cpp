@@ -85,6 +85,7 @@ void upload(App& app, const httplib::Request& req, httplib::Response& res) {
   std::size_t lines = 0;
   Body body = body_of(req);
   if (body.pprof) {  // every sample type a metric
+    check_json_depth(body.config, static_cast<std::size_t>(app.cfg.max_json_depth));
     PprofBatch pb = pprof_to_batch(body.text, body.prev, body.config, parse_options(app));
     batch = std::move(pb.batch);
     lines = pb.samples;
@@ -256,6 +257,7 @@ void ingest(App& app, const httplib::Request& req, httplib::Response& res) {
   batch.until_ns = until;
   std::size_t lines = 0;
   if (body.pprof) {
+    check_json_depth(body.config, static_cast<std::size_t>(app.cfg.max_json_depth));
     PprofBatch pb = pprof_to_batch(body.text, body.prev, body.config, parse_options(app));
     batch.metrics = std::move(pb.batch.metrics);
     batch.frames = std::move(pb.batch.frames);

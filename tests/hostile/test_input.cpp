@@ -114,6 +114,25 @@ TEST_CASE("JSON nested 100,000 deep to /api/streams and /finish: 400, no crash")
   lfh::check_healthz_prompt(s);
 }
 
+// Issue 31: POST /api/runs/ID/sources parsed any nesting (5,000,000 objects,
+// 30 MB: +632 MiB, then 400); it now has the one --max-json-depth check first.
+TEST_CASE("JSON nested deep to /sources: 400 from the depth check, memory bounded") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path);
+  int64_t id = open_stream(s);
+  std::string deep;
+  for (int i = 0; i < 1000000; ++i) deep += "{\"a\":";
+  deep += "1" + std::string(1000000, '}');
+  long rise = rss_rise(s.pid(), [&] {
+    check_error(lfh::exchange(s.port(), post("/api/runs/" + std::to_string(id) + "/sources",
+                                             "{\"files\":" + deep + "}", "", "application/json")),
+                400, "nested deeper than 32 levels");
+  });
+  CAPTURE(rise);
+  CHECK(rise < deep.size() + 16 * kMiB);  // the body, and no parse of it
+  lfh::check_healthz_prompt(s);
+}
+
 TEST_CASE(
     "gzip bomb to routes without a body is refused before decoding; on a body route it is cut "
     "off") {
