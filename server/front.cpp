@@ -36,6 +36,7 @@
 
 #include "framing.hpp"
 #include "guard.hpp"
+#include "refusal_log.hpp"
 
 namespace lfs {
 
@@ -210,6 +211,7 @@ struct FrontServer::Impl {
   // Workers serving each client address: at most client_cap() (a quarter of
   // them by default), so one client trickling bodies cannot hold every worker.
   std::map<std::string, std::size_t> serving_by_client;
+  RefusalLog refusals;  // under mu: refusals in rate-limited summaries
   bool started = false, stopping = false;
   std::thread loop_thread;
   std::vector<std::thread> workers;
@@ -258,8 +260,8 @@ struct FrontServer::Impl {
     if (conns.size() >= opt.max_connections || mine >= opt.max_client_connections) {
       const bool all = conns.size() >= opt.max_connections;
       if (mine == 0) per_client.erase(peer);
-      spdlog::warn("{}: connection refused: {}", peer,
-                   all ? "too many connections" : "too many from this client");
+      log_refusal(peer, all ? "connection refused: too many connections"
+                            : "connection refused: too many from this client");
       refuse(fd, 503, "Service Unavailable",
              all ? "too many open connections (at most " + std::to_string(opt.max_connections) +
                        ", --max-connections)"
@@ -406,8 +408,28 @@ struct FrontServer::Impl {
     arm(c, EPOLL_CTL_MOD);
   }
 
-  // Under mu: closes waiting connections past their deadline.
+  // Under mu: logs a refusal, or counts it for the next summary line.
+  void log_refusal(const std::string& peer, const std::string& reason) {
+    log_lines(refusals.refused(peer, reason, mono_ns()));
+  }
+  static void log_lines(const std::string& lines) {
+    std::size_t from = 0;
+    while (from < lines.size()) {
+      std::size_t nl = lines.find('\n', from);
+      if (nl == std::string::npos) nl = lines.size();
+      spdlog::warn("{}", lines.substr(from, nl - from));
+      from = nl + 1;
+    }
+  }
+  static int64_t mono_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Under mu: closes waiting connections past their deadline; the refusals'
+  // summary line when one is due.
   void sweep() {
+    log_lines(refusals.tick(mono_ns()));
     auto now = Clock::now();
     std::vector<Conn*> late;
     for (auto& [fd, c] : conns)
@@ -417,8 +439,8 @@ struct FrontServer::Impl {
         refuse(c->fd, 408, "Request Timeout",
                "request head not received within " + std::to_string(opt.header_timeout_seconds) +
                    " s (--header-timeout)");
-        spdlog::warn("{}: request head not complete after {} s: closed", c->peer,
-                     opt.header_timeout_seconds);
+        log_refusal(c->peer, "request head not complete after " +
+                                 std::to_string(opt.header_timeout_seconds) + " s: closed");
       }
       erase(c);
     }

@@ -143,3 +143,35 @@ TEST_CASE("one client address gets at most --max-client-connections; others are 
   CHECK(lfh::status_of(lfh::read_all(again, 3000)) == 200);
   close(again);
 }
+
+namespace {
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+}  // namespace
+
+// Issue 31: behind a proxy every client is one address, and each refusal was
+// a log line of its own (79,070 lines in 60 s). Now: the first in full, the
+// rest summed in one line per interval (10 s).
+TEST_CASE("refusals are logged in rate-limited summaries, not one line each") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--max-client-connections", "2"});
+  std::vector<int> mine;
+  for (int i = 0; i < 2; ++i) mine.push_back(lfh::connect_from(s.port(), "127.0.0.9"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 300; ++i) {
+    int fd = lfh::connect_from(s.port(), "127.0.0.9");
+    REQUIRE(fd >= 0);
+    CHECK(lfh::status_of(lfh::read_all(fd, 3000)) == 503);
+    close(fd);
+  }
+  for (int fd : mine) close(fd);
+  const std::string log = s.log();
+  CAPTURE(log.substr(log.size() > 3000 ? log.size() - 3000 : 0));
+  CHECK(count_of(log, "connection refused: too many from this client") == 1);
+  CHECK(count_of(log, "more refusals within 10 s: one summary line") == 1);
+  lfh::check_healthz_prompt(s);
+}
