@@ -39,6 +39,15 @@ struct App {
   /// Called when a write failed because the disk is full (main releases the
   /// disk reserve so that deletes and retention can run).
   std::function<void()> on_disk_full;
+  /// The disk reserve is not in place (released at a full disk, or no room
+  /// for it): every POST is refused with 507 until deletes have given it room
+  /// again, so the uploads that follow a full disk cannot spend the space
+  /// deletes need (issue 31: after them every DELETE answered 507). Set and
+  /// cleared by main's DiskReserve; false where it does not apply.
+  std::atomic<bool> reserve_spent{false};
+  /// Called after a DELETE while reserve_spent: gives the space back to the
+  /// file system and makes the reserve again when it fits.
+  std::function<void()> after_delete;
   explicit App(Config c, Store* s) : cfg(std::move(c)), store(s), cache(cfg.cache_bytes) {}
   /// Drops everything cached about a deleted run, and its source texts.
   void forget(int64_t run) {

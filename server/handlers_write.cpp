@@ -303,6 +303,7 @@ void remove(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   app.store->delete_run(run.id);
   app.forget(run.id);
+  if (app.reserve_spent.load() && app.after_delete) app.after_delete();
   res.status = 204;
 }
 

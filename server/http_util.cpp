@@ -59,6 +59,11 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in,
     // httplib owns the request object (not const); fixing params in place
     // avoids copying a body of up to --max-body bytes.
     reparse_query(const_cast<httplib::Request&>(in));
+    if (in.method == "POST" && t_app && t_app->reserve_spent.load())
+      throw HttpError(507,
+                      "insufficient storage: the disk holding the store is full and its reserve "
+                      "for deletes is spent; writes resume once deletes have freed "
+                      "--disk-reserve (delete runs, or free space)");
     h(in, res);
   } catch (const HttpError& e) {
     nlohmann::json body = e.extra;

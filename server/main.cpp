@@ -54,37 +54,50 @@ void finish_stale(lfs::App& app) {
 // the retention thread; `mu` orders them.
 class DiskReserve {
  public:
-  DiskReserve(std::string path, uint64_t size) : path_(std::move(path)), size_(size) {}
+  /// `spent`: set while the reserve is not in place for want of room (the
+  /// server then refuses writes, App::reserve_spent); null: not tracked.
+  DiskReserve(std::string path, uint64_t size, std::atomic<bool>* spent)
+      : path_(std::move(path)), size_(size), spent_(spent) {}
   void release() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!held_) return;
     ::unlink(path_.c_str());
     held_ = false;
-    spdlog::warn("disk full: released the {} byte reserve {} so deletes can run", size_, path_);
+    set_spent(true);
+    spdlog::warn(
+        "disk full: released the {} byte reserve {} so deletes can run; writes are refused "
+        "until deletes make room for it again",
+        size_, path_);
   }
   void refill() {
     std::lock_guard<std::mutex> lock(mu_);
     if (held_ || size_ == 0) return;
     struct statvfs fs {};
     if (statvfs(path_.c_str(), &fs) != 0 && statvfs(dir().c_str(), &fs) != 0) return;
-    if (uint64_t(fs.f_bavail) * fs.f_frsize < size_ + (1u << 20)) return;
+    if (uint64_t(fs.f_bavail) * fs.f_frsize < size_ + (1u << 20)) return set_spent(true);
     int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return;
     int rc = posix_fallocate(fd, 0, static_cast<off_t>(size_));
     ::close(fd);
     if (rc != 0) {
       ::unlink(path_.c_str());
+      if (rc == ENOSPC) set_spent(true);
       return;
     }
     held_ = true;
+    set_spent(false);
     spdlog::info("disk reserve of {} bytes in place ({})", size_, path_);
   }
 
  private:
   std::string dir() const { return path_.substr(0, path_.rfind('/')); }
+  void set_spent(bool v) {
+    if (spent_) spent_->store(v);
+  }
   std::mutex mu_;
   std::string path_;
   uint64_t size_;
+  std::atomic<bool>* spent_;
   bool held_ = false;
 };
 
@@ -236,11 +249,18 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
-  DiskReserve reserve(cfg.data_dir + "/reserve.bin", cfg.disk_reserve);
+  // The reserve guards the disk of a store of this server's own (SQLite in
+  // --data); a PostgreSQL store's disk is not this server's.
+  DiskReserve reserve(cfg.data_dir + "/reserve.bin", cfg.disk_reserve,
+                      cfg.store.empty() ? &app.reserve_spent : nullptr);
   reserve.refill();
   app.on_disk_full = [&reserve, &cv] {
     reserve.release();
     cv.notify_all();  // a retention pass now (--disk-budget, --keep-*)
+  };
+  app.after_delete = [&app, &reserve] {
+    app.store->give_back_space();
+    reserve.refill();
   };
   std::thread retention([&] { retention_loop(app, reserve, mu, cv, stopping); });
 

@@ -269,6 +269,11 @@ class SqliteStore : public Store {
   }
 
   RetainResult retain(const RetainOptions& o) override;
+  int64_t give_back_space() override {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    check_open();
+    return give_back_locked();
+  }
 
   StoreStats stats() override {
     Reader r(*this);
@@ -292,6 +297,7 @@ class SqliteStore : public Store {
   void close() override { shut(); }
 
  private:
+  int64_t give_back_locked();
   // Closes the readers and the writer (after checkpointing the WAL); once.
   void shut() {
     std::lock_guard<std::mutex> lock(write_mu_);
@@ -746,6 +752,18 @@ int64_t SqliteStore::trim(const RetainOptions& o, std::vector<int64_t>& changed)
   return trimmed;
 }
 
+// Under write_mu_: gives the freed pages back to the file system, then lets
+// the WAL restart.
+int64_t SqliteStore::give_back_locked() {
+  const int64_t free_pages = sql::pragma(writer_, "PRAGMA freelist_count");
+  if (free_pages <= 0) return 0;
+  exec(writer_, "PRAGMA incremental_vacuum");
+  const int64_t freed = (free_pages - sql::pragma(writer_, "PRAGMA freelist_count")) *
+                        sql::pragma(writer_, "PRAGMA page_size");
+  sqlite3_exec(writer_, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+  return freed;
+}
+
 RetainResult SqliteStore::retain(const RetainOptions& o) {
   std::lock_guard<std::mutex> lock(write_mu_);
   check_open();
@@ -789,14 +807,7 @@ RetainResult SqliteStore::retain(const RetainOptions& o) {
     txn.commit();
     out.deleted.push_back(id);
   }
-  // Give the freed pages back to the file system, then let the WAL restart.
-  const int64_t free_pages = sql::pragma(writer_, "PRAGMA freelist_count");
-  if (free_pages > 0) {
-    exec(writer_, "PRAGMA incremental_vacuum");
-    out.bytes_freed = (free_pages - sql::pragma(writer_, "PRAGMA freelist_count")) *
-                      sql::pragma(writer_, "PRAGMA page_size");
-    sqlite3_exec(writer_, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
-  }
+  out.bytes_freed = give_back_locked();
   return out;
 }
 

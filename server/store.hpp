@@ -207,6 +207,10 @@ class Store {
 
   /// Retention (see RetainOptions).
   virtual RetainResult retain(const RetainOptions& opts) = 0;
+  /// Gives the space of deleted runs back to the file system (SQLite: its
+  /// free pages, then the WAL); bytes given back. A no-op where the store's
+  /// disk is not this server's (PostgreSQL).
+  virtual int64_t give_back_space() { return 0; }
   /// Whether this process is the one that runs retention (true for a store of its own; on a
   /// shared database only the holder of a lock). Asked before each retention pass.
   virtual bool leads_retention() { return true; }

@@ -77,6 +77,32 @@ TEST_CASE("disk full: 507 with the reason, DELETE frees space, uploads resume wi
     MESSAGE("runs stored before the disk filled: " << ids.size());
     REQUIRE(ids.size() >= 2);
     CHECK(s.log().find("released the 1048576 byte reserve") != std::string::npos);
+    // Issue 31: the uploads that follow the first 507 spent the released
+    // reserve, and then every DELETE answered 507, also after a restart.
+    // Now they are refused before they write, and the reserve stays for deletes.
+    for (int i = 0; i < 6; ++i) {
+      auto r = c.Post("/api/runs?name=more", random_folded(2000, 5000u + static_cast<unsigned>(i)),
+                      "text/plain");
+      REQUIRE(r);
+      CAPTURE(r->body);
+      CHECK(r->status == 507);
+      CHECK(r->body.find("reserve for deletes is spent") != std::string::npos);
+    }
+    CHECK(s.stop() == 0);
+  }
+  {
+    lft::ServerProc s(disk.dir.path + "/data",
+                      {"--disk-reserve", "1M", "--retention-interval", "1", "--sync", "normal"});
+    auto c = s.client();
+    std::vector<int64_t> ids;
+    auto list = c.Get("/api/runs?name=fill&limit=200");
+    REQUIRE(list);
+    CAPTURE(list->body);
+    REQUIRE(list->status == 200);
+    const json listed = json::parse(list->body);
+    for (const auto& r : listed["runs"]) ids.push_back(r["id"].get<int64_t>());
+    std::sort(ids.begin(), ids.end());
+    REQUIRE(ids.size() >= 2);
     // Reads keep working, deletes work (the reserve made room for SQLite's journal).
     auto one = c.Get(("/api/runs/" + std::to_string(ids.back())).c_str());
     REQUIRE(one);
