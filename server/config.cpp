@@ -186,6 +186,15 @@ const std::vector<Option>& options() {
       {"--max-client-workers", "LUAFLAME_MAX_CLIENT_WORKERS",
        "workers per client address (default 0 = threads/4)",
        int_setter(&Config::max_client_workers, "--max-client-workers", 0, 256)},
+      {"--trusted-proxy", "LUAFLAME_TRUSTED_PROXY",
+       "ADDR[/BITS],...: proxies whose X-Forwarded-For names the client (default none)",
+       [](Config& c, const std::string& v) -> std::string {
+         std::string err;
+         c.trusted_proxies.clear();
+         if (!parse_cidrs(v, c.trusted_proxies, err) || c.trusted_proxies.empty())
+           return "--trusted-proxy wants ADDR[/BITS],...: " + (err.empty() ? "none given" : err);
+         return {};
+       }},
       {"--disk-reserve", "LUAFLAME_DISK_RESERVE",
        "space kept free for deletes when the disk fills (default 16M)",
        size_setter(&Config::disk_reserve, "--disk-reserve")},

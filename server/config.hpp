@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "client_addr.hpp"
+
 namespace lfs {
 
 /// Every setting of the server, with its default.
@@ -89,6 +91,11 @@ struct Config {
   /// time; 0 = a quarter of --threads (at least 1). Raise it behind a proxy, where every client
   /// has the proxy's address. Default 0.
   std::size_t max_client_workers = 0;
+  /// --trusted-proxy / LUAFLAME_TRUSTED_PROXY: addresses or ranges (CIDR) of reverse proxies
+  /// whose X-Forwarded-For / Forwarded names the client: the per-client limits and the logs
+  /// key on that client; a proxy's own connections count only against --max-connections.
+  /// Default none (those headers are ignored).
+  std::vector<Cidr> trusted_proxies;
   /// --disk-reserve / LUAFLAME_DISK_RESERVE: bytes kept preallocated next to the store and
   /// released when the disk fills, so deletes and retention can still run. 16 MiB; 0 = none.
   uint64_t disk_reserve = 16u << 20;

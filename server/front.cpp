@@ -52,6 +52,7 @@ FrontOptions FrontOptions::from(const Config& c) {
   o.max_client_connections = c.max_client_connections;
   o.max_client_workers = c.max_client_workers;
   o.max_body = c.max_body;
+  o.trusted_proxies = c.trusted_proxies;
   return o;
 }
 
@@ -63,6 +64,7 @@ struct Conn {
   int fd = -1;
   std::string peer;
   int peer_port = 0;
+  std::string client;   // peer, or the client its trusted proxy names (client_addr.hpp)
   std::string buf;      // received bytes not yet consumed by httplib
   std::size_t pos = 0;  // consumed prefix of buf
   bool busy = false;
@@ -145,7 +147,7 @@ class ConnStream : public httplib::Stream {
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    ip = c_.peer;
+    ip = c_.client;
     port = c_.peer_port;
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
@@ -256,8 +258,10 @@ struct FrontServer::Impl {
       ::close(fd);
       return;
     }
+    // A trusted proxy's connections carry many clients: only the global cap.
+    const bool proxy = in_ranges(peer, opt.trusted_proxies);
     std::size_t& mine = per_client[peer];
-    if (conns.size() >= opt.max_connections || mine >= opt.max_client_connections) {
+    if (conns.size() >= opt.max_connections || (!proxy && mine >= opt.max_client_connections)) {
       const bool all = conns.size() >= opt.max_connections;
       if (mine == 0) per_client.erase(peer);
       log_refusal(peer, all ? "connection refused: too many connections"
@@ -277,6 +281,7 @@ struct FrontServer::Impl {
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->peer = peer;
+    c->client = peer;
     c->peer_port = port;
     c->deadline = Clock::now() + std::chrono::seconds(opt.header_timeout_seconds);
     Conn* raw = c.get();
@@ -360,6 +365,8 @@ struct FrontServer::Impl {
       return true;
     }
     if (f.empty_body) c->buf.insert(end - 2, "Content-Length: 0\r\n");
+    c->client = client_of(std::string_view(c->buf).substr(c->pos, end - c->pos), c->peer,
+                          opt.trusted_proxies);
     c->busy = true;
     c->deadline = Clock::now() + std::chrono::seconds(opt.request_timeout_seconds);
     queue.push_back(c);
@@ -469,7 +476,7 @@ struct FrontServer::Impl {
   // Under mu: the first queued connection whose client is under its share.
   std::deque<Conn*>::iterator next_eligible() {
     return std::find_if(queue.begin(), queue.end(), [&](Conn* c) {
-      auto it = serving_by_client.find(c->peer);
+      auto it = serving_by_client.find(c->client);
       return it == serving_by_client.end() || it->second < client_cap();
     });
   }
@@ -490,13 +497,13 @@ struct FrontServer::Impl {
       Conn* c = *it;
       queue.erase(it);
       ++serving;
-      ++serving_by_client[c->peer];
+      ++serving_by_client[c->client];
       const bool last = stopping;
       lock.unlock();
       bool keep = serve(*c, last);
       lock.lock();
       --serving;
-      if (--serving_by_client[c->peer] == 0) serving_by_client.erase(c->peer);
+      if (--serving_by_client[c->client] == 0) serving_by_client.erase(c->client);
       work_cv.notify_all();  // a connection held back by its client's share may go now
       if (!keep || stopping) {
         erase(c);

@@ -33,6 +33,7 @@ struct FrontOptions {
   std::size_t max_client_connections = 64;  ///< --max-client-connections
   std::size_t max_client_workers = 0;       ///< --max-client-workers; 0 = workers / 4
   std::size_t max_body = 64u << 20;         ///< --max-body: a larger declared body is refused (413)
+  std::vector<Cidr> trusted_proxies;        ///< --trusted-proxy
   static FrontOptions from(const Config& c);
 };
 

@@ -175,3 +175,40 @@ TEST_CASE("refusals are logged in rate-limited summaries, not one line each") {
   CHECK(count_of(log, "more refusals within 10 s: one summary line") == 1);
   lfh::check_healthz_prompt(s);
 }
+
+// Issue 31: behind a reverse proxy every client had the proxy's address, so
+// the per-address limits refused everyone together (78,874 answers 503 in
+// 60 s through one nginx). A --trusted-proxy's connections count only against
+// --max-connections, and each request is keyed (and logged) by the client
+// its X-Forwarded-For names; from any other address the header means nothing.
+TEST_CASE("--trusted-proxy: its clients are keyed by X-Forwarded-For, others by their address") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path, {"--max-client-connections", "4", "--trusted-proxy", "127.0.0.9"});
+  std::vector<int> held;
+  for (int i = 0; i < 10; ++i) held.push_back(lfh::connect_from(s.port(), "127.0.0.9"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 10; ++i) {
+    CAPTURE(i);
+    REQUIRE(held[i] >= 0);
+    lfh::send_all(held[i], "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113." +
+                               std::to_string(i + 1) + "\r\nConnection: close\r\n\r\n");
+    CHECK(lfh::status_of(lfh::read_all(held[i], 3000)) == 200);
+    close(held[i]);
+  }
+  // Not a trusted proxy: its own address, capped, whatever it claims.
+  std::vector<int> other;
+  for (int i = 0; i < 4; ++i) other.push_back(lfh::connect_from(s.port(), "127.0.0.10"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int fifth = lfh::connect_from(s.port(), "127.0.0.10");
+  CHECK(lfh::status_of(lfh::read_all(fifth, 3000)) == 503);
+  close(fifth);
+  lfh::send_all(other[0],
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.1\r\n"
+                "Connection: close\r\n\r\n");
+  CHECK(lfh::status_of(lfh::read_all(other[0], 3000)) == 200);
+  for (int fd : other) close(fd);
+  const std::string log = s.log();
+  CHECK(log.find("203.0.113.7 GET /healthz 200") != std::string::npos);
+  CHECK(log.find("127.0.0.10 GET /healthz 200") != std::string::npos);
+  CHECK(log.find("198.51.100.1") == std::string::npos);
+}

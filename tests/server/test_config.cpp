@@ -44,6 +44,8 @@ TEST_CASE("bad values are named in the error") {
       {{"--log-level", "loud"}, "--log-level"},
       {{"--frobnicate"}, "unknown option"},
       {{"--data"}, "needs a value"},
+      {{"--trusted-proxy", "10.0.0.0/33"}, "--trusted-proxy"},
+      {{"--trusted-proxy", ","}, "--trusted-proxy"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args[0]);
