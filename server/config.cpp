@@ -195,6 +195,9 @@ const std::vector<Option>& options() {
            return "--trusted-proxy wants ADDR[/BITS],...: " + (err.empty() ? "none given" : err);
          return {};
        }},
+      {"--min-body-rate", "LUAFLAME_MIN_BODY_RATE",
+       "cut off a request body slower than this, bytes/s, after 10 s (default 1K; 0 = none)",
+       size_setter(&Config::min_body_rate, "--min-body-rate")},
       {"--disk-reserve", "LUAFLAME_DISK_RESERVE",
        "space kept free for deletes when the disk fills (default 16M)",
        size_setter(&Config::disk_reserve, "--disk-reserve")},

@@ -96,6 +96,9 @@ struct Config {
   /// key on that client; a proxy's own connections count only against --max-connections.
   /// Default none (those headers are ignored).
   std::vector<Cidr> trusted_proxies;
+  /// --min-body-rate / LUAFLAME_MIN_BODY_RATE: a request body that has come slower than this
+  /// many bytes a second, on average, 10 s after its head, is cut off (408). 1K; 0 = no floor.
+  std::size_t min_body_rate = 1024;
   /// --disk-reserve / LUAFLAME_DISK_RESERVE: bytes kept preallocated next to the store and
   /// released when the disk fills, so deletes and retention can still run. 16 MiB; 0 = none.
   uint64_t disk_reserve = 16u << 20;

@@ -59,7 +59,7 @@ Framing take_line(std::string_view line, Seen& seen) {
   return {};
 }
 
-Framing judge_length(std::string_view v, std::size_t max_body) {
+Framing judge_length(std::string_view v, std::size_t max_body, std::size_t& length) {
   if (v.empty() || v.size() > 19)
     return v.empty() ? refuse(400, "Content-Length is empty")
                      : refuse(413, "declared body over --max-body (" + std::to_string(max_body) +
@@ -73,7 +73,15 @@ Framing judge_length(std::string_view v, std::size_t max_body) {
   if (n > max_body)
     return refuse(413, "declared body of " + std::to_string(n) + " bytes over --max-body (" +
                            std::to_string(max_body) + " bytes)");
+  length = static_cast<std::size_t>(n);
   return {};
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
 
 }  // namespace
@@ -95,10 +103,54 @@ Framing judge_framing(std::string_view head, std::size_t max_body) {
   if (seen.encodings && !ieq(seen.encoding, "chunked"))
     return refuse(
         400, "Transfer-Encoding '" + std::string(seen.encoding) + "': only 'chunked' is accepted");
-  if (seen.lengths) return judge_length(seen.length, max_body);
+  if (seen.lengths) {
+    std::size_t n = 0;
+    Framing f = judge_length(seen.length, max_body, n);
+    f.length = n;
+    return f;
+  }
   Framing f;
   f.empty_body = !seen.encodings;
+  f.chunked = seen.encodings != 0;
   return f;
+}
+
+void ChunkScan::feed(std::string_view body, std::size_t max_body) {
+  auto fail = [&](int st, std::string why) {
+    status = st;
+    message = std::move(why);
+  };
+  while (!done && !status) {
+    const std::size_t eol = body.find("\r\n", at);
+    if (eol == std::string_view::npos) {
+      if (body.size() - at > 4096) fail(400, "a chunk-size or trailer line over 4096 bytes");
+      return;
+    }
+    const std::string_view line = body.substr(at, eol - at);
+    if (trailers) {  // trailer lines until the empty one
+      at = eol + 2;
+      done = line.empty();
+      continue;
+    }
+    std::size_t size = 0, i = 0;
+    for (; i < line.size() && hex_digit(line[i]) >= 0; ++i) {
+      if (size > (max_body >> 4)) return fail(413, "chunked body over --max-body");
+      size = size * 16 + static_cast<std::size_t>(hex_digit(line[i]));
+    }
+    if (i == 0 || (i < line.size() && line[i] != ';' && !ows(line[i])))
+      return fail(400, "a chunk size that is not hexadecimal");
+    if (size == 0) {
+      trailers = true;
+      at = eol + 2;
+      continue;
+    }
+    if (decoded + size > max_body) return fail(413, "chunked body over --max-body");
+    const std::size_t data = eol + 2;
+    if (body.size() < data + size + 2) return;  // the chunk's data is not all in yet
+    if (body.substr(data + size, 2) != "\r\n") return fail(400, "chunk data not followed by CRLF");
+    decoded += size;
+    at = data + size + 2;
+  }
 }
 
 }  // namespace lfs

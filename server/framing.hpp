@@ -16,7 +16,25 @@ struct Framing {
   int status = 0;       ///< 0: frame it as told; 400 or 413: refuse and close
   std::string message;  ///< why, for the refusal
   bool empty_body =
-      false;  ///< neither Content-Length nor Transfer-Encoding: no body (RFC 9112 6.3)
+      false;               ///< neither Content-Length nor Transfer-Encoding: no body (RFC 9112 6.3)
+  bool chunked = false;    ///< Transfer-Encoding: chunked
+  std::size_t length = 0;  ///< the declared Content-Length (0 when chunked or empty)
+};
+
+/// Where a chunked body ends, scanned as its bytes arrive (RFC 9112 7.1):
+/// chunk-size in hex (extensions after ';' ignored), CRLF, the data, CRLF;
+/// the last chunk (size 0), trailer lines, CRLF. Strict: the data must be
+/// followed by CRLF, a size must be hex digits, and the data in all may not
+/// pass `max_body` (413).
+struct ChunkScan {
+  std::size_t at = 0;       ///< offset (in the body) of the next chunk-size line
+  std::size_t decoded = 0;  ///< data bytes so far
+  bool done = false;        ///< the whole body is in: it ends at `at`
+  bool trailers = false;    ///< past the last chunk, reading trailer lines
+  int status = 0;           ///< 400 or 413: malformed or too large
+  std::string message;
+  /// Scans `body` (every byte of the body received so far, from its start).
+  void feed(std::string_view body, std::size_t max_body);
 };
 
 /// Judges the head `head` (request line to the empty line, CRLFs included):

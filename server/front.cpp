@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "framing.hpp"
+#include "front_conn.hpp"
 #include "guard.hpp"
 #include "refusal_log.hpp"
 
@@ -53,143 +54,11 @@ FrontOptions FrontOptions::from(const Config& c) {
   o.max_client_workers = c.max_client_workers;
   o.max_body = c.max_body;
   o.trusted_proxies = c.trusted_proxies;
+  o.min_body_rate = c.min_body_rate;
   return o;
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Conn {
-  int fd = -1;
-  std::string peer;
-  int peer_port = 0;
-  std::string client;   // peer, or the client its trusted proxy names (client_addr.hpp)
-  std::string buf;      // received bytes not yet consumed by httplib
-  std::size_t pos = 0;  // consumed prefix of buf
-  bool busy = false;
-  bool head_started = false;   // a byte of the next request has arrived
-  bool draining = false;       // refused from its head: the rest is read and dropped, then closed
-  Clock::time_point deadline;  // waiting: head or idle deadline; busy: request deadline
-};
-
-// Where the head ends in buf (after pos), or npos. Leading empty lines are
-// allowed before a request line (RFC 9112 2.2).
-std::size_t head_end(const Conn& c) {
-  std::size_t p = c.pos;
-  while (p + 1 < c.buf.size() && c.buf[p] == '\r' && c.buf[p + 1] == '\n') p += 2;
-  std::size_t e = c.buf.find("\r\n\r\n", p);
-  return e == std::string::npos ? e : e + 4;
-}
-
-std::size_t header_lines(const Conn& c, std::size_t end) {
-  std::size_t n = 0;
-  for (std::size_t i = c.pos; i + 1 < end; ++i)
-    if (c.buf[i] == '\r' && c.buf[i + 1] == '\n') ++n;
-  return n >= 2 ? n - 2 : 0;  // minus the request line and the empty line
-}
-
-// A refusal sent before httplib sees the request; best effort (non-blocking).
-void refuse(int fd, int status, const char* reason, const std::string& message) {
-  std::string body = "{\"error\":\"" + message + "\"}\n";
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                    "\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff"
-                    "\r\nContent-Security-Policy: " +
-                    content_security_policy("application/json") +
-                    "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
-                    "\r\n\r\n" + body;
-  (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-// httplib's view of a busy connection: bytes the front loop already read
-// come first, then the socket, every wait bounded by the request deadline.
-class ConnStream : public httplib::Stream {
- public:
-  ConnStream(Conn& c, Clock::time_point deadline) : c_(c), deadline_(deadline) {}
-  bool timed_out() const { return timed_out_; }
-
-  bool is_readable() const override { return c_.pos < c_.buf.size() || wait(POLLIN); }
-  bool is_writable() const override { return wait(POLLOUT); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (c_.pos < c_.buf.size()) {
-      std::size_t n = std::min(size, c_.buf.size() - c_.pos);
-      std::memcpy(ptr, c_.buf.data() + c_.pos, n);
-      c_.pos += n;
-      if (c_.pos == c_.buf.size()) {
-        c_.buf.clear();
-        c_.pos = 0;
-      }
-      return static_cast<ssize_t>(n);
-    }
-    for (;;) {
-      ssize_t r = ::recv(c_.fd, ptr, size, 0);
-      if (r >= 0) return r;
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-      if (!wait(POLLIN)) return -1;
-    }
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    std::size_t done = 0;
-    while (done < size) {
-      ssize_t w = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL);
-      if (w > 0) {
-        done += static_cast<std::size_t>(w);
-        continue;
-      }
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait(POLLOUT)) continue;
-      return -1;
-    }
-    return static_cast<ssize_t>(size);
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    ip = c_.client;
-    port = c_.peer_port;
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage a{};
-    socklen_t len = sizeof a;
-    ip.clear();
-    port = 0;
-    if (getsockname(c_.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
-    char text[INET6_ADDRSTRLEN] = {0};
-    if (a.ss_family == AF_INET) {
-      auto* in = reinterpret_cast<sockaddr_in*>(&a);
-      inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-      port = ntohs(in->sin_port);
-    } else if (a.ss_family == AF_INET6) {
-      auto* in = reinterpret_cast<sockaddr_in6*>(&a);
-      inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
-      port = ntohs(in->sin6_port);
-    }
-    ip = text;
-  }
-  socket_t socket() const override { return c_.fd; }
-
- private:
-  // Waits for `events` until the request deadline; false on timeout or error.
-  bool wait(short events) const {
-    for (;;) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-      if (left <= 0) {
-        timed_out_ = true;
-        return false;
-      }
-      pollfd p{c_.fd, events, 0};
-      int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-      if (r > 0) return (p.revents & (events | POLLHUP)) != 0 && !(p.revents & POLLNVAL);
-      if (r < 0 && errno != EINTR) return false;
-    }
-  }
-  Conn& c_;
-  Clock::time_point deadline_;
-  mutable bool timed_out_ = false;
-};
 
 struct InlineQueue : httplib::TaskQueue {
   explicit InlineQueue(std::function<void()> on_shutdown) : on_shutdown_(std::move(on_shutdown)) {}
@@ -213,7 +82,9 @@ struct FrontServer::Impl {
   // Workers serving each client address: at most client_cap() (a quarter of
   // them by default), so one client trickling bodies cannot hold every worker.
   std::map<std::string, std::size_t> serving_by_client;
-  RefusalLog refusals;  // under mu: refusals in rate-limited summaries
+  RefusalLog refusals;         // under mu: refusals in rate-limited summaries
+  std::size_t body_bytes = 0;  // under mu: the loop's body budget in use (Conn::reserved)
+  std::size_t bodies = 0;      // under mu: connections whose body the loop is reading
   bool started = false, stopping = false;
   std::thread loop_thread;
   std::vector<std::thread> workers;
@@ -230,6 +101,7 @@ struct FrontServer::Impl {
 
   // Under mu. Closes and forgets `c`.
   void erase(Conn* c) {
+    end_body(c);
     auto it = per_client.find(c->peer);
     if (it != per_client.end() && --it->second == 0) per_client.erase(it);
     ::close(c->fd);  // also leaves the epoll set
@@ -310,7 +182,7 @@ struct FrontServer::Impl {
           c->deadline = Clock::now() + std::chrono::seconds(opt.header_timeout_seconds);
         }
         c->buf.append(tmp, static_cast<std::size_t>(r));
-        if (c->buf.size() - c->pos > opt.max_header_bytes + sizeof tmp) break;  // judged below
+        if (c->buf.size() > read_cap(*c) + sizeof tmp) break;  // judged below
         continue;
       }
       if (r == 0)
@@ -325,10 +197,17 @@ struct FrontServer::Impl {
     if (!judge(c) && eof) erase(c);
   }
 
-  // Under mu, for a waiting connection: dispatches it when its head is
-  // complete, refuses it when the head breaks a limit, else re-arms it.
-  // Returns false when the connection is still waiting for bytes.
+  // Loop thread: how far a waiting connection's buffer may grow in one read.
+  std::size_t read_cap(const Conn& c) const {
+    if (!c.in_body) return c.pos + opt.max_header_bytes;
+    return c.chunked ? c.body_at + 2 * opt.max_body + 65536 : c.body_end;
+  }
+
+  // Under mu, for a waiting connection: dispatches it when its request
+  // (head and body) is complete, refuses it when the head breaks a limit,
+  // else re-arms it. Returns false when it is still waiting for bytes.
   bool judge(Conn* c) {
+    if (c->in_body) return body_step(c);
     std::size_t end = head_end(*c);
     std::size_t have = (end == std::string::npos ? c->buf.size() : end) - c->pos;
     if (have > opt.max_header_bytes) {
@@ -367,10 +246,100 @@ struct FrontServer::Impl {
     if (f.empty_body) c->buf.insert(end - 2, "Content-Length: 0\r\n");
     c->client = client_of(std::string_view(c->buf).substr(c->pos, end - c->pos), c->peer,
                           opt.trusted_proxies);
+    if (!f.empty_body && begin_body(c, end, f)) return body_step(c);
+    dispatch(c);
+    return true;
+  }
+
+  // Under mu: hands a complete request to a worker.
+  void dispatch(Conn* c) {
     c->busy = true;
     c->deadline = Clock::now() + std::chrono::seconds(opt.request_timeout_seconds);
     queue.push_back(c);
     work_cv.notify_one();
+  }
+
+  // ---- the body, read in the loop before a worker sees the request ------
+  // (issue 31: a body trickled one byte a second held a worker for the whole
+  // request timeout; 16 of them held them all). Bounded in all by
+  // body_budget(): past it a body is read by its worker, as before.
+
+  std::size_t body_budget() const { return 4 * opt.max_body; }
+
+  // Under mu: starts reading the body of the head that ends at `end`; false
+  // when the budget cannot hold a declared length (a worker reads it).
+  bool begin_body(Conn* c, std::size_t end, const Framing& f) {
+    if (!f.chunked && (f.length == 0 || body_bytes + f.length > body_budget())) return false;
+    if (take_expect_continue(c->buf, c->pos, end)) {  // the client waits for it to send
+      static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      (void)!::send(c->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    c->in_body = true;
+    ++bodies;
+    c->chunked = f.chunked;
+    c->body_at = end;
+    c->body_end = end + f.length;
+    c->chunks = ChunkScan{};
+    c->reserved = f.length;
+    body_bytes += f.length;
+    c->body_since = Clock::now();
+    c->deadline = c->body_since + std::chrono::seconds(opt.request_timeout_seconds);
+    return true;
+  }
+
+  // Under mu: gives back the body's share of the budget.
+  void end_body(Conn* c) {
+    if (!c->in_body) return;
+    body_bytes -= c->reserved;
+    c->reserved = 0;
+    c->in_body = false;
+    --bodies;
+  }
+
+  // Under mu: the body so far; dispatched when complete (or a chunked one
+  // outgrew the budget), refused when its chunking is malformed.
+  bool body_step(Conn* c) {
+    bool ready = c->buf.size() >= c->body_end;
+    if (c->chunked) {
+      c->chunks.feed(std::string_view(c->buf).substr(c->body_at), opt.max_body);
+      if (c->chunks.status) {
+        Framing f;
+        f.status = c->chunks.status;
+        f.message = c->chunks.message;
+        end_body(c);
+        refuse_framing(c, f);
+        return true;
+      }
+      const std::size_t have = c->buf.size() - c->body_at;
+      body_bytes += have - c->reserved;
+      c->reserved = have;
+      ready = c->chunks.done || body_bytes > body_budget();
+    }
+    if (!ready) {
+      arm(c, EPOLL_CTL_MOD);
+      return false;
+    }
+    end_body(c);
+    dispatch(c);
+    return true;
+  }
+
+  // Under mu: a body past its deadline, or arriving slower than
+  // --min-body-rate after the first 10 s; true when it was refused.
+  bool body_too_slow(Conn* c, Clock::time_point now) {
+    const double secs = std::chrono::duration<double>(now - c->body_since).count();
+    const double have = static_cast<double>(c->buf.size() - c->body_at);
+    const bool late = c->deadline <= now;
+    if (!late && (secs < 10 || opt.min_body_rate == 0 || have >= opt.min_body_rate * secs))
+      return false;
+    const std::string why =
+        late ? "request body not complete within " + std::to_string(opt.request_timeout_seconds) +
+                   " s (--request-timeout)"
+             : "request body arriving slower than " + std::to_string(opt.min_body_rate) +
+                   " bytes/s (--min-body-rate)";
+    refuse(c->fd, 408, "Request Timeout", why);
+    log_refusal(c->peer, why + ": closed");
+    erase(c);
     return true;
   }
 
@@ -439,8 +408,15 @@ struct FrontServer::Impl {
     log_lines(refusals.tick(mono_ns()));
     auto now = Clock::now();
     std::vector<Conn*> late;
-    for (auto& [fd, c] : conns)
-      if (!c->busy && (c->deadline <= now || stopping)) late.push_back(c.get());
+    std::vector<Conn*> reading;  // a body in flight is finished at a stop too
+    for (auto& [fd, c] : conns) {
+      if (c->busy) continue;
+      if (c->in_body)
+        reading.push_back(c.get());
+      else if (c->deadline <= now || stopping)
+        late.push_back(c.get());
+    }
+    for (Conn* c : reading) body_too_slow(c, now);
     for (Conn* c : late) {
       if (c->head_started && !c->draining && !stopping) {
         refuse(c->fd, 408, "Request Timeout",
@@ -463,7 +439,7 @@ struct FrontServer::Impl {
         std::lock_guard<std::mutex> lock(mu);
         sweep();
         next_sweep = Clock::now() + std::chrono::milliseconds(100);
-        if (stopping) return;
+        if (stopping && bodies == 0) return;
       }
     }
   }
@@ -487,7 +463,7 @@ struct FrontServer::Impl {
       work_cv.wait(lock, [&] { return stopping || next_eligible() != queue.end(); });
       auto it = next_eligible();
       if (it == queue.end()) {
-        if (stopping && queue.empty()) return;
+        if (stopping && queue.empty() && bodies == 0) return;
         if (stopping) {
           work_cv.wait_for(lock, std::chrono::milliseconds(50));
           continue;

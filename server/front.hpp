@@ -34,6 +34,7 @@ struct FrontOptions {
   std::size_t max_client_workers = 0;       ///< --max-client-workers; 0 = workers / 4
   std::size_t max_body = 64u << 20;         ///< --max-body: a larger declared body is refused (413)
   std::vector<Cidr> trusted_proxies;        ///< --trusted-proxy
+  std::size_t min_body_rate = 1024;         ///< --min-body-rate, bytes/s after 10 s; 0 = none
   static FrontOptions from(const Config& c);
 };
 

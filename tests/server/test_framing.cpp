@@ -64,3 +64,56 @@ TEST_CASE("framing: empty lines before the request line are allowed (RFC 9112 2.
   CHECK(f.status == 0);
   CHECK(f.empty_body);
 }
+
+// Issue 31: the front loop reads a body before a worker sees it; a chunked
+// body's end is found as its bytes arrive, and lenient chunking is refused.
+TEST_CASE("framing: chunked bodies end where RFC 9112 7.1 says, fed whole or byte by byte") {
+  struct Case {
+    std::string body;
+    int status;
+    std::size_t end;  ///< where the body ends (when status 0)
+  };
+  const std::string ok = "4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\n\r\n";
+  const std::string trailer = "3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+  const Case cases[] = {
+      {ok + "GET / HTTP/1.1\r\n", 0, ok.size()},  // a pipelined request after it
+      {trailer, 0, trailer.size()},
+      {"4\r\nWikiXX\r\n0\r\n\r\n", 400, 0},          // data not followed by CRLF
+      {"zz\r\nabc\r\n0\r\n\r\n", 400, 0},            // not hex
+      {"0x4\r\nWiki\r\n0\r\n\r\n", 400, 0},          // not hex either
+      {"ffffffffffffffffff\r\n", 413, 0},            // a size over any limit
+      {"401\r\n" + std::string(1025, 'a'), 413, 0},  // over max_body 1024
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.body);
+    lfs::ChunkScan whole;
+    whole.feed(c.body, 1024);
+    CHECK(whole.status == c.status);
+    if (c.status == 0) {
+      CHECK(whole.done);
+      CHECK(whole.at == c.end);
+    }
+    lfs::ChunkScan bytes;  // the same, one more byte at a time
+    for (std::size_t n = 1; n <= c.body.size() && !bytes.done && !bytes.status; ++n)
+      bytes.feed(std::string_view(c.body).substr(0, n), 1024);
+    CHECK(bytes.status == c.status);
+    if (c.status == 0) CHECK(bytes.at == c.end);
+  }
+  lfs::ChunkScan part;
+  part.feed("4\r\nWi", 1024);
+  CHECK_FALSE(part.done);
+  CHECK(part.status == 0);
+}
+
+TEST_CASE("framing: the declared length and chunked are told to the front loop") {
+  auto f = lfs::judge_framing("POST / HTTP/1.1\r\nContent-Length: 42\r\n\r\n", 100);
+  CHECK(f.status == 0);
+  CHECK(f.length == 42);
+  CHECK_FALSE(f.chunked);
+  f = lfs::judge_framing("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 100);
+  CHECK(f.chunked);
+  CHECK_FALSE(f.empty_body);
+  f = lfs::judge_framing("GET / HTTP/1.1\r\n\r\n", 100);
+  CHECK(f.empty_body);
+  CHECK_FALSE(f.chunked);
+}
