@@ -57,7 +57,7 @@ TEST_CASE("bad values are named in the error") {
 }
 
 // Issue 31: `--token "$UNSET"` started a server whose writes needed no token.
-TEST_CASE("an empty token is refused; an empty LUAFLAME_ variable is unset") {
+TEST_CASE("an empty token is refused, an empty LUAFLAME_ variable is unset") {
   for (const char* flag : {"--token", "--read-token"}) {
     CAPTURE(flag);
     auto r = parse_config({flag, ""}, {});
