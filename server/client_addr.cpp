@@ -1,8 +1,8 @@
 #include "client_addr.hpp"
 
-#include <arpa/inet.h>
+#include "ascii.hpp"
 
-#include <cctype>
+#include <arpa/inet.h>
 
 namespace lfs {
 
@@ -33,20 +33,8 @@ bool matches(const std::array<uint8_t, 16>& a, const Cidr& c) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool same_name(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
+constexpr auto trim = trim_ows;
+constexpr auto same_name = ascii_iequal;
 
 // The values of every header line named `name`, joined with ',' in order.
 std::string header_values(std::string_view head, std::string_view name) {

@@ -1,30 +1,14 @@
 // RFC 9112 framing of a request head (framing.hpp).
 #include "framing.hpp"
 
-#include <cctype>
+#include "ascii.hpp"
 
 namespace lfs {
 
 namespace {
 
-bool ieq(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
-bool ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim(std::string_view v) {
-  while (!v.empty() && ows(v.front())) v.remove_prefix(1);
-  while (!v.empty() && ows(v.back())) v.remove_suffix(1);
-  return v;
-}
+constexpr auto ieq = ascii_iequal;
+constexpr auto trim = trim_ows;
 
 Framing refuse(int status, std::string message) {
   Framing f;

@@ -111,20 +111,9 @@ struct FrontServer::Impl {
   void adopt(int fd) {
     sockaddr_storage a{};
     socklen_t len = sizeof a;
-    char text[INET6_ADDRSTRLEN] = {0};
     int port = 0;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      if (a.ss_family == AF_INET) {
-        auto* in = reinterpret_cast<sockaddr_in*>(&a);
-        inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-        port = ntohs(in->sin_port);
-      } else if (a.ss_family == AF_INET6) {
-        auto* in = reinterpret_cast<sockaddr_in6*>(&a);
-        inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
-        port = ntohs(in->sin6_port);
-      }
-    }
-    std::string peer = text;
+    std::string peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) peer = address_text(a, port);
     std::lock_guard<std::mutex> lock(mu);
     if (stopping || ep < 0) {
       ::close(fd);

@@ -42,6 +42,21 @@ void refuse(int fd, int status, const char* reason, const std::string& message) 
   (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+std::string address_text(const sockaddr_storage& a, int& port) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    port = ntohs(in->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
+    inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+    port = ntohs(in->sin6_port);
+  }
+  return text;
+}
+
 bool take_expect_continue(std::string& buf, std::size_t pos, std::size_t& end) {
   std::size_t at = buf.find("\r\n", pos);
   while (at != std::string::npos && at + 2 < end) {

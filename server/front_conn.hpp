@@ -42,6 +42,9 @@ struct Conn {
   Clock::time_point body_since;  // when the head was complete (the rate floor's start)
 };
 
+/// A socket address as text (IPv4 or IPv6) and its port; "" and 0 for other families.
+std::string address_text(const sockaddr_storage& a, int& port);
+
 /// Where the head ends in buf (after pos), or npos. Leading empty lines are
 /// allowed before a request line (RFC 9112 2.2).
 std::size_t head_end(const Conn& c);
@@ -109,17 +112,7 @@ class ConnStream : public httplib::Stream {
     ip.clear();
     port = 0;
     if (getsockname(c_.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
-    char text[INET6_ADDRSTRLEN] = {0};
-    if (a.ss_family == AF_INET) {
-      auto* in = reinterpret_cast<sockaddr_in*>(&a);
-      inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-      port = ntohs(in->sin_port);
-    } else if (a.ss_family == AF_INET6) {
-      auto* in = reinterpret_cast<sockaddr_in6*>(&a);
-      inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
-      port = ntohs(in->sin6_port);
-    }
-    ip = text;
+    ip = address_text(a, port);
   }
   socket_t socket() const override { return c_.fd; }
 

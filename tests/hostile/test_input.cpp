@@ -129,7 +129,9 @@ TEST_CASE("JSON nested deep to /sources: 400 from the depth check, memory bounde
                 400, "nested deeper than 32 levels");
   });
   CAPTURE(rise);
-  CHECK(rise < deep.size() + 16 * kMiB);  // the body, and no parse of it
+  // The documented bound (docs/server.md: 64 MiB above the body). Parsed,
+  // this nesting took +632 MiB (issue 31); unparsed, +33 MiB under ASan (CI).
+  CHECK(rise < static_cast<long>(deep.size()) + 64 * kMiB);
   lfh::check_healthz_prompt(s);
 }
 

@@ -14,6 +14,20 @@
 
 namespace {
 
+// A finished run of samples named `name`, its stacks at t = 5 s.
+int64_t store_run(lfs::Store& store, const char* name,
+                  const std::vector<std::pair<const char*, int64_t>>& stacks) {
+  lfs::NewRun r;
+  r.name = name;
+  r.metrics = {0};
+  lfs::Batch b;
+  b.metrics = {0};
+  b.from_ns = b.until_ns = 5000000000;
+  lfs::BatchBuilder bb(b);
+  for (const auto& [stack, value] : stacks) bb.add(bb.path(stack), 0, value);
+  return store.create_run(r, b);
+}
+
 struct Fixture {
   std::string dir;
   std::unique_ptr<lfs::Store> store;
@@ -22,17 +36,7 @@ struct Fixture {
     char tmpl[] = "/tmp/luaflame-render-XXXXXX";
     dir = mkdtemp(tmpl);
     store = lfs::open_sqlite_store(dir, {});
-    lfs::NewRun r;
-    r.name = "app";
-    r.metrics = {0};
-    lfs::Batch b;
-    b.metrics = {0};
-    b.from_ns = b.until_ns = 5000000000;
-    lfs::BatchBuilder bb(b);
-    bb.add(bb.path("main;a;b"), 0, 10);
-    bb.add(bb.path("main;a;c"), 0, 5);
-    bb.add(bb.path("main;d"), 0, 3);
-    run = store->create_run(r, b);
+    run = store_run(*store, "app", {{"main;a;b", 10}, {"main;a;c", 5}, {"main;d", 3}});
   }
   ~Fixture() { std::filesystem::remove_all(dir); }
   lfs::RunInfo info() { return *store->get_run(run); }
@@ -69,17 +73,10 @@ TEST_CASE("views: focus keeps the subtree, reverse flips stacks, windows select 
 // the profiler's cost: views leave it out unless profiler=1 asks for it.
 TEST_CASE("views: luaflame's own hook frames are left out unless View::profiler") {
   Fixture f;
-  lfs::NewRun r;
-  r.name = "shown";
-  r.metrics = {0};
-  lfs::Batch b;
-  b.metrics = {0};
-  b.from_ns = b.until_ns = 5000000000;
-  lfs::BatchBuilder bb(b);
-  bb.add(bb.path("main;a"), 0, 10);
-  bb.add(bb.path("main;a;[luaflame] hook"), 0, 4);
-  bb.add(bb.path("main;[luaflame] deeper frames cut (server --max-depth 8)"), 0, 2);
-  const int64_t run = f.store->create_run(r, b);
+  const int64_t run = store_run(*f.store, "shown",
+                                {{"main;a", 10},
+                                 {"main;a;[luaflame] hook", 4},
+                                 {"main;[luaflame] deeper frames cut (server --max-depth 8)", 2}});
   lfs::View v;
   CHECK(folded(lfs::load_tree(*f.store, run, v)) ==
         "main;[luaflame] deeper frames cut (server --max-depth 8) 2\nmain;a 10\n");
