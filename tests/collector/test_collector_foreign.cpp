@@ -147,11 +147,14 @@ end
   CHECK(shown.find("[luaflame] hook") != std::string::npos);
   double leaf_hook = 0;
   for (const auto& kv : parse_folded(shown))
-    // ">=": a sample in the hook with no Lua frame under it is the stack
-    // "[luaflame] hook" alone (seen once under qemu on arm64).
     if (kv.first.size() >= 15 && kv.first.compare(kv.first.size() - 15, 15, "[luaflame] hook") == 0)
       leaf_hook += kv.second;
-  CHECK(leaf_hook == std::stod(shown_count));
+  // The folded text is taken by luaflame.folded() just before luaflame.stop()
+  // counts: a sample or two in luaflame's hook between them (while it runs
+  // for those calls) is counted and not in the text (87 of 88 under qemu,
+  // 242 of 243 under ASan).
+  CHECK(leaf_hook <= std::stod(shown_count));
+  CHECK(leaf_hook >= std::stod(shown_count) - 3);
 }
 
 namespace {
