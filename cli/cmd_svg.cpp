@@ -369,7 +369,7 @@ bool pprof_input(const char* prog, const std::string& path, lf::Tree& tree, bool
   std::size_t k = p.sample_types.size() - 1;
   drawn.saw_pprof(p.sample_types[k]);
   for (const lf::PprofStack& s : p.stacks)
-    if (s.values[k] > 0) tree.add(s.stack, double(s.values[k]));
+    if (s.values[k] > 0) tree.add(lf::stack_text(p, s), double(s.values[k]));
   return true;
 }
 

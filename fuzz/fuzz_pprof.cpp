@@ -79,7 +79,9 @@ void check_read(std::string_view body, bool intact, unsigned mode) {
   if (p.stacks.size() > p.samples) std::abort();
   for (const lf::PprofStack& s : p.stacks) {
     if (s.values.size() != p.sample_types.size()) std::abort();
-    if (lf::split_stack(s.stack).size() > lim.max_depth) std::abort();
+    if (s.frames.size() > lim.max_depth) std::abort();
+    for (uint32_t f : s.frames)
+      if (f >= p.frames.size()) std::abort();
   }
 }
 

@@ -78,14 +78,15 @@ void RunTree::add_node(int32_t parent, uint32_t frame) {
                    [&](uint32_t i) { return hash_node(nodes[i].parent, nodes[i].frame); });
 }
 
-void RunTree::map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>& node_of) {
+void RunTree::map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>& node_of,
+                  Batch* owner) {
   std::vector<uint32_t> frame_of(b.frames.size());
   for (std::size_t i = 0; i < b.frames.size(); ++i) {
     const std::string& name = b.frames[i];
     uint32_t id = frame_ids_.find(hash_bytes(name), [&](uint32_t f) { return frames[f] == name; });
     if (id == IdTable::kEmpty) {
       id = static_cast<uint32_t>(frames.size());
-      add_frame(name);
+      add_frame(owner == &b ? std::move(owner->frames[i]) : name);
     }
     frame_of[i] = id;
   }
@@ -174,11 +175,15 @@ bool each_pair(std::string_view blob, Fn&& fn) {
 
 }  // namespace
 
-void encode_frames(const std::vector<std::string>& frames, std::size_t from, std::string& out) {
-  for (std::size_t i = from; i < frames.size(); ++i) {
+std::size_t encode_frames(const std::vector<std::string>& frames, std::size_t from,
+                          std::string& out, std::size_t max_bytes) {
+  std::size_t i = from;
+  for (; i < frames.size(); ++i) {
+    if (i > from && out.size() + 1 + frames[i].size() > max_bytes) break;
     if (i > from) out += '\n';
     out += frames[i];
   }
+  return i;
 }
 
 void decode_frames(std::string_view blob, std::vector<std::string>& out) {

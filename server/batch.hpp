@@ -98,8 +98,10 @@ class RunTree {
   /// Maps every node of `b` to the run's node id (node_of), adding frames and nodes the run
   /// lacks (from frames.size() / nodes.size() before the call on) and counting new stacks.
   /// LimitError past max_stacks stacks or 8 * max_stacks nodes (the tree is then half
-  /// updated: the caller drops it and reloads).
-  void map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>& node_of);
+  /// updated: the caller drops it and reloads). `owner`, when given, is `b` itself, which
+  /// its caller will not read again: new frame names are moved out of it, not copied.
+  void map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>& node_of,
+           Batch* owner = nullptr);
   std::size_t bytes() const;
 
  private:
@@ -109,8 +111,10 @@ class RunTree {
 /// "a;b;c": the folded text of stored node `id` (for tests and exports; reads use the tree).
 std::string path_text(const StoredTree& t, uint32_t id);
 
-/// Frames as stored: names joined by '\n' (no frame holds one).
-void encode_frames(const std::vector<std::string>& frames, std::size_t from, std::string& out);
+/// Frames as stored: names joined by '\n' (no frame holds one), from `from` on until the
+/// next would take `out` past `max_bytes` (one frame at least); returns the index after the last.
+std::size_t encode_frames(const std::vector<std::string>& frames, std::size_t from,
+                          std::string& out, std::size_t max_bytes = SIZE_MAX);
 void decode_frames(std::string_view blob, std::vector<std::string>& out);
 /// Nodes as stored: varint(parent + 1) varint(frame) per node.
 void encode_nodes(const std::vector<Batch::Node>& nodes, std::size_t from, std::string& out);

@@ -60,6 +60,9 @@ FrontOptions FrontOptions::from(const Config& c) {
 
 namespace {
 
+// The stream of the request a worker thread serves (take_buffered_body).
+thread_local ConnStream* t_stream = nullptr;
+
 struct InlineQueue : httplib::TaskQueue {
   explicit InlineQueue(std::function<void()> on_shutdown) : on_shutdown_(std::move(on_shutdown)) {}
   void enqueue(std::function<void()> fn) override { fn(); }  // adopt() only registers the socket
@@ -270,6 +273,7 @@ struct FrontServer::Impl {
     c->body_end = end + f.length;
     c->chunks = ChunkScan{};
     c->reserved = f.length;
+    c->buf.reserve(c->body_end);  // no doubling past the declared size, no copy while it grows
     body_bytes += f.length;
     c->body_since = Clock::now();
     c->deadline = c->body_since + std::chrono::seconds(opt.request_timeout_seconds);
@@ -487,7 +491,9 @@ struct FrontServer::Impl {
   bool serve(Conn& c, bool last) {
     ConnStream strm(c, c.deadline);
     bool closed = false;
+    t_stream = &strm;
     bool ok = svr.process_request(strm, last, closed, nullptr);
+    t_stream = nullptr;
     if (strm.timed_out())
       spdlog::warn("{}: request not done within {} s (--request-timeout): closed", c.peer,
                    opt.request_timeout_seconds);
@@ -522,6 +528,10 @@ FrontServer::FrontServer(const FrontOptions& opts) : impl_(std::make_unique<Impl
 
 FrontServer::~FrontServer() {
   impl_->shutdown();
+}
+
+bool take_buffered_body(std::size_t length, std::string& out) {
+  return t_stream != nullptr && t_stream->take(length, out);
 }
 
 bool FrontServer::process_and_close_socket(socket_t sock) {

@@ -38,6 +38,13 @@ struct FrontOptions {
   static FrontOptions from(const Config& c);
 };
 
+/// Worker thread, inside a route handler: moves the current request's body out
+/// of the connection's buffer when all `length` bytes of it are there (the
+/// loop read the body whole before handing the request over), so that a large
+/// body is held once, not also copied by httplib's reader. False otherwise
+/// (then read it with httplib's ContentReader); never on another thread.
+bool take_buffered_body(std::size_t length, std::string& out);
+
 /// An httplib::Server whose connections are owned by the front loop.
 /// Use it like httplib::Server (routes, bind_to_port, listen_after_bind, stop);
 /// do not replace new_task_queue.

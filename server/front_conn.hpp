@@ -72,10 +72,7 @@ class ConnStream : public httplib::Stream {
       std::size_t n = std::min(size, c_.buf.size() - c_.pos);
       std::memcpy(ptr, c_.buf.data() + c_.pos, n);
       c_.pos += n;
-      if (c_.pos == c_.buf.size()) {
-        c_.buf.clear();
-        c_.pos = 0;
-      }
+      if (c_.pos == c_.buf.size()) release();
       return static_cast<ssize_t>(n);
     }
     for (;;) {
@@ -116,7 +113,32 @@ class ConnStream : public httplib::Stream {
   }
   socket_t socket() const override { return c_.fd; }
 
+  /// Moves the next `length` bytes out of the buffer when they are all in it
+  /// (a body the loop read whole): the handler then owns the only copy.
+  bool take(std::size_t length, std::string& out) {
+    if (c_.buf.size() - c_.pos < length) return false;
+    if (c_.buf.size() - c_.pos > length) {  // a pipelined request follows: copy
+      out.assign(c_.buf, c_.pos, length);
+      c_.pos += length;
+      return true;
+    }
+    c_.buf.erase(0, c_.pos);
+    out = std::move(c_.buf);
+    c_.buf = std::string();
+    c_.pos = 0;
+    return true;
+  }
+
  private:
+  // All buffered bytes consumed: a large buffer is given back, not kept.
+  void release() {
+    if (c_.buf.capacity() > (1u << 16))
+      std::string().swap(c_.buf);
+    else
+      c_.buf.clear();
+    c_.pos = 0;
+  }
+
   // Waits for `events` until the request deadline; false on timeout or error.
   bool wait(short events) const {
     for (;;) {

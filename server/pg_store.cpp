@@ -140,12 +140,13 @@ class PgStore : public Store {
   }
   ~PgStore() override { shut(); }  // not the virtual close() (as SqliteStore)
 
-  int64_t create_run(const NewRun& run, const Batch& data) override {
+  using Store::create_run;
+  int64_t create_run(const NewRun& run, Batch&& data) override {
     pg::Pool::Lease c(pool_);
     pg::Txn txn(*c);
     int64_t id = insert_run(*c, run);
     RunTree tree;  // an upload's tree is not kept: the run never changes
-    add_batch(*c, id, data, tree, /*all_resolutions=*/false);
+    add_batch(*c, id, data, tree, /*all_resolutions=*/false, &data);
     txn.commit();
     return id;
   }
@@ -477,7 +478,8 @@ class PgStore : public Store {
     trees_.erase(run);
   }
 
-  void add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree, bool all_resolutions);
+  void add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree, bool all_resolutions,
+                 Batch* owner = nullptr);
   int64_t trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>& runs);
 
   bool delete_in(pg::Conn& c, int64_t id) {
@@ -504,12 +506,12 @@ class PgStore : public Store {
 // read in one query and rewritten in another.
 // Every sum is checked before anything is written.
 void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
-                        bool all_resolutions) {
+                        bool all_resolutions, Batch* owner) {
   check_batch(b);
   const std::size_t cols = b.metrics.size();
   const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
   std::vector<uint32_t> node_of;
-  tree.map(b, opts_.max_stacks, node_of);
+  tree.map(b, opts_.max_stacks, node_of, owner);
   int64_t bytes = 0;
   std::vector<int32_t> kinds, firsts;
   std::vector<std::string> blobs;

@@ -128,6 +128,110 @@ lf::PprofValueType metric_pprof_type(int metric) {
   return {std::string(m.pprof_type), std::string(m.pprof_unit)};
 }
 
+namespace {
+
+std::string stack_key(const std::vector<uint32_t>& frames) {
+  return {reinterpret_cast<const char*>(frames.data()), frames.size() * sizeof(uint32_t)};
+}
+
+// The previous profile's values of cumulative types by stack, keyed by the
+// stack's frame ids in `p` (a stack with a frame `p` lacks matches none of p's).
+using Before = std::unordered_map<std::string, std::vector<int64_t>>;
+
+Before read_before(const lf::PprofProfile& p, std::string_view prev, const lf::ParseOptions& opts) {
+  Before before;
+  if (prev.empty()) return before;
+  lf::PprofProfile q = read(prev, opts, "prev_profile");
+  if (q.sample_types.size() != p.sample_types.size()) return before;
+  std::unordered_map<std::string_view, uint32_t> id;
+  for (std::size_t i = 0; i < p.frames.size(); ++i) id.emplace(p.frames[i], uint32_t(i));
+  std::vector<uint32_t> ids;
+  for (lf::PprofStack& s : q.stacks) {
+    ids.clear();
+    for (uint32_t f : s.frames) {
+      auto it = id.find(q.frames[f]);
+      if (it == id.end()) break;
+      ids.push_back(it->second);
+    }
+    if (ids.size() == s.frames.size()) before.emplace(stack_key(ids), std::move(s.values));
+  }
+  return before;
+}
+
+// Adds a profile's stacks to a batch. Each profile frame is checked like strict
+// folded input once, copied into the batch once, and then given back.
+class StackAdder {
+ public:
+  StackAdder(lf::PprofProfile& p, const Choice& c, const std::vector<std::size_t>& cols,
+             const lf::ParseOptions& opts, Batch& batch)
+      : p_(p),
+        c_(c),
+        cols_(cols),
+        opts_(opts),
+        batch_(batch),
+        builder_(batch),
+        batch_frame_(p.frames.size(), kNone) {}
+
+  void add(const lf::PprofStack& s, const Before& before) {
+    v_.clear();
+    bool any = false;
+    auto b = before.empty() ? before.end() : before.find(stack_key(s.frames));
+    for (std::size_t col : cols_) {
+      int64_t x = s.values[col];
+      if (c_.cumulative[col] && b != before.end()) x = x >= b->second[col] ? x - b->second[col] : 0;
+      if (x < 0 && !c_.cumulative[col])
+        throw HttpError(400, "profile: negative value " + std::to_string(x) + " (" +
+                                 type_name(p_.sample_types[col]) + ") for stack '" + text(s) + "'");
+      if (x < 0) x = 0;  // a cumulative count went down (counter reset): nothing new
+      any = any || x != 0;
+      v_.push_back(x);
+    }
+    if (!any) return;
+    int32_t node = s.frames.empty() ? builder_.child(-1, builder_.frame("[no stack]")) : -1;
+    for (std::size_t d = 0; d < s.frames.size(); ++d) node = builder_.child(node, frame(s, d));
+    // A sum past 2^63-1 throws ValueError: a 400, nothing stored.
+    for (std::size_t k = 0; k < v_.size(); ++k) builder_.add(node, k, v_[k]);
+  }
+
+ private:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  lf::PprofProfile& p_;
+  const Choice& c_;
+  const std::vector<std::size_t>& cols_;
+  const lf::ParseOptions& opts_;
+  Batch& batch_;
+  BatchBuilder builder_;
+  std::vector<uint32_t> batch_frame_;  // profile frame id -> batch frame id
+  std::vector<int64_t> v_;
+
+  uint32_t frame(const lf::PprofStack& s, std::size_t depth) {
+    uint32_t f = s.frames[depth];
+    if (batch_frame_[f] != kNone) return batch_frame_[f];
+    std::string why = lf::check_frame(p_.frames[f], opts_);
+    if (!why.empty())
+      throw HttpError(
+          400,
+          "profile: frame " + std::to_string(depth + 1) + " of stack '" + text(s) + "': " + why,
+          {{"reason", why}});
+    batch_frame_[f] = builder_.frame(p_.frames[f]);
+    std::string().swap(p_.frames[f]);  // the batch holds it now
+    return batch_frame_[f];
+  }
+
+  // The stack's text for an error, at most 200 bytes.
+  std::string text(const lf::PprofStack& s) const {
+    std::string out;
+    for (uint32_t f : s.frames) {
+      if (!out.empty()) out += ';';
+      out += batch_frame_[f] == kNone ? p_.frames[f] : batch_.frames[batch_frame_[f]];
+      if (out.size() >= 200) break;
+    }
+    return out.substr(0, 200);
+  }
+};
+
+}  // namespace
+
 PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::string_view config,
                           const lf::ParseOptions& opts) {
   lf::PprofProfile p = read(profile, opts, "profile");
@@ -146,49 +250,9 @@ PprofBatch pprof_to_batch(std::string_view profile, std::string_view prev, std::
     }
   if (cols.empty())
     throw HttpError(422, "no sample type of the profile is taken (see sample_type_config)");
-  // The previous profile of cumulative types, by stack, to subtract.
-  std::unordered_map<std::string, std::vector<int64_t>> before;
-  if (!prev.empty()) {
-    lf::PprofProfile q = read(prev, opts, "prev_profile");
-    for (lf::PprofStack& s : q.stacks)
-      if (q.sample_types.size() == p.sample_types.size())
-        before.emplace(std::move(s.stack), std::move(s.values));
-  }
-  BatchBuilder builder(out.batch);
-  std::vector<int64_t> v;
-  for (const lf::PprofStack& s : p.stacks) {
-    v.clear();
-    bool any = false;
-    auto b = before.find(s.stack);
-    for (std::size_t col : cols) {
-      int64_t x = s.values[col];
-      if (c.cumulative[col] && b != before.end()) x = x >= b->second[col] ? x - b->second[col] : 0;
-      if (x < 0 && !c.cumulative[col])
-        throw HttpError(400, "profile: negative value " + std::to_string(x) + " (" +
-                                 type_name(p.sample_types[col]) + ") for stack '" +
-                                 s.stack.substr(0, 200) + "'");
-      if (x < 0) x = 0;  // a cumulative count went down (counter reset): nothing new
-      any = any || x != 0;
-      v.push_back(x);
-    }
-    if (!any) continue;
-    // The stack as a path of nodes; each frame checked like strict folded input.
-    int32_t node = -1;
-    std::size_t depth = 0;
-    for (std::string_view f :
-         lf::split_stack(s.stack.empty() ? std::string_view("[no stack]") : s.stack)) {
-      ++depth;
-      std::string why = f.empty() ? std::string() : lf::check_frame(f, opts);
-      if (!why.empty())
-        throw HttpError(400,
-                        "profile: frame " + std::to_string(depth) + " of stack '" +
-                            s.stack.substr(0, 200) + "': " + why,
-                        {{"reason", why}});
-      node = builder.child(node, builder.frame(f));
-    }
-    // A sum past 2^63-1 throws ValueError: a 400, nothing stored.
-    for (std::size_t k = 0; k < v.size(); ++k) builder.add(node, k, v[k]);
-  }
+  Before before = read_before(p, prev, opts);
+  StackAdder adder(p, c, cols, opts, out.batch);
+  for (const lf::PprofStack& s : p.stacks) adder.add(s, before);
   return out;
 }
 

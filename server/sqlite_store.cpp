@@ -95,13 +95,14 @@ class SqliteStore : public Store {
   // analyzer's optin.cplusplus.VirtualCall flags it); both share shut().
   ~SqliteStore() override { shut(); }
 
-  int64_t create_run(const NewRun& run, const Batch& data) override {
+  using Store::create_run;
+  int64_t create_run(const NewRun& run, Batch&& data) override {
     std::lock_guard<std::mutex> lock(write_mu_);
     check_open();
     Txn txn(writer_);
     int64_t id = insert_run(run);
     RunTree tree;  // an upload's tree is not kept: the run never changes
-    add_batch(id, data, tree, /*all_resolutions=*/false);
+    add_batch(id, data, tree, /*all_resolutions=*/false, &data);
     txn.commit();
     return id;
   }
@@ -427,7 +428,8 @@ class SqliteStore : public Store {
     return id;
   }
 
-  void add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions);
+  void add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions,
+                 Batch* owner = nullptr);
   void merge_bucket(int64_t run, int metric, int64_t width, int64_t bucket, const Values& add,
                     int64_t sum, int sign);
   int64_t trim(const RetainOptions& o, std::vector<int64_t>& changed);
@@ -604,17 +606,21 @@ RunList SqliteStore::list_runs(const RunFilter& f) {
 // all_resolutions) and into the merged tree.
 // Every sum is checked before anything is written: all values are >= 0, so a run total
 // that fits bounds every bucket and node sum under it.
-void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions) {
+void SqliteStore::add_batch(int64_t run, const Batch& b, RunTree& tree, bool all_resolutions,
+                            Batch* owner) {
   check_batch(b);
   const std::size_t cols = b.metrics.size();
   const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
   std::vector<uint32_t> node_of;
-  tree.map(b, opts_.max_stacks, node_of);
+  tree.map(b, opts_.max_stacks, node_of, owner);
   std::string blob;
   Stmt dict(wc_, "INSERT INTO dict(run, kind, first, data) VALUES(?, ?, ?, ?)");
-  if (tree.frames.size() > f0) {
-    encode_frames(tree.frames, f0, blob);
-    dict.bind(1, run).bind(2, 0).bind(3, static_cast<int64_t>(f0)).blob(4, blob).run();
+  // Frames in rows of at most 4 MiB: a batch of large names is never one blob
+  // that SQLite copies twice more (issue 31: 60,000 names of 1 KB).
+  for (std::size_t first = f0, next = 0; first < tree.frames.size(); first = next) {
+    blob.clear();
+    next = encode_frames(tree.frames, first, blob, 4u << 20);
+    dict.bind(1, run).bind(2, 0).bind(3, static_cast<int64_t>(first)).blob(4, blob).run();
   }
   if (tree.nodes.size() > n0) {
     blob.clear();

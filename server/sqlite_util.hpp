@@ -79,9 +79,11 @@ class Stmt {
   Stmt& bind(int i, std::string_view v) {
     return check(sqlite3_bind_text64(st_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8), i);
   }
+  /// Binds `v` without a copy (SQLITE_STATIC): its bytes must stay alive until
+  /// the statement has run; every caller binds and runs in one expression.
   Stmt& blob(int i, std::string_view v) {
     // A zero-length blob is bound as "" (not NULL): data columns are NOT NULL.
-    return check(sqlite3_bind_blob64(st_, i, v.empty() ? "" : v.data(), v.size(), SQLITE_TRANSIENT),
+    return check(sqlite3_bind_blob64(st_, i, v.empty() ? "" : v.data(), v.size(), SQLITE_STATIC),
                  i);
   }
   Stmt& null(int i) { return check(sqlite3_bind_null(st_, i), i); }

@@ -175,8 +175,10 @@ class Store {
   virtual ~Store() = default;
 
   /// Stores a finished run and its tree in one transaction. Returns the id.
-  /// LimitError / ValueError: nothing stored.
-  virtual int64_t create_run(const NewRun& run, const Batch& data) = 0;
+  /// LimitError / ValueError: nothing stored. The store takes the frame names
+  /// out of `data` rather than copying them (an upload's names are held once).
+  virtual int64_t create_run(const NewRun& run, Batch&& data) = 0;
+  int64_t create_run(const NewRun& run, const Batch& data) { return create_run(run, Batch(data)); }
   /// Creates a live run keyed by run.stream, or returns the existing one.
   /// `created` tells which.
   virtual int64_t open_stream(const NewRun& run, bool& created) = 0;

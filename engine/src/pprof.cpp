@@ -1,10 +1,8 @@
-// engine: pprof in and out (see luaflame/pprof.hpp).
+// engine: writing pprof profiles, gunzip, frame locations (see luaflame/pprof.hpp;
+// reading is pprof_read.cpp).
 //
-// A hostile body must be refused, never obeyed: the size after gunzip is
-// capped while inflating; the top-level fields are counted (and every string
-// measured) by a cheap pass over the wire format before protobuf allocates
-// anything; protobuf's recursion limit caps nesting; every index and id is
-// checked before use.
+// gunzip_bounded caps the size after gunzip while inflating: a bomb is cut off,
+// never inflated whole.
 #include "luaflame/pprof.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -31,173 +29,6 @@ bool is_gzip(std::string_view s) {
   return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f &&
          static_cast<unsigned char>(s[1]) == 0x8b;
 }
-
-// Counts the top-level fields and measures the strings before any parse.
-bool prescan(std::string_view data, const PprofLimits& lim, std::string& error) {
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(data.data()),
-                                            int(data.size()));
-  std::size_t count[16] = {};
-  static const char* const kNames[16] = {"",          "sample types",
-                                         "samples",   "mappings",
-                                         "locations", "functions",
-                                         "strings",   "",
-                                         "",          "",
-                                         "",          "",
-                                         "",          "comments",
-                                         "",          ""};
-  for (;;) {
-    uint32_t tag = in.ReadTag();
-    if (tag == 0) break;
-    uint32_t field = tag >> 3;
-    uint64_t v;
-    uint32_t len;
-    switch (tag & 7) {
-      case 0:
-        if (!in.ReadVarint64(&v)) return fail(error, "truncated varint");
-        break;
-      case 1:
-        if (!in.Skip(8)) return fail(error, "truncated field");
-        break;
-      case 5:
-        if (!in.Skip(4)) return fail(error, "truncated field");
-        break;
-      case 2:
-        if (!in.ReadVarint32(&len)) return fail(error, "truncated length");
-        if (field == 6 && len > lim.max_string_bytes)
-          return fail(error, "string of " + std::to_string(len) + " bytes, limit " +
-                                 std::to_string(lim.max_string_bytes));
-        if (!in.Skip(int(len))) return fail(error, "truncated (a field runs past the end)");
-        break;
-      default:
-        return fail(error, "not a profile (wire type " + std::to_string(tag & 7) + ")");
-    }
-    if (field < 16 && ++count[field] > (field == 1 ? lim.max_sample_types : lim.max_messages) &&
-        *kNames[field])
-      return fail(error, "more than " +
-                             std::to_string(field == 1 ? lim.max_sample_types : lim.max_messages) +
-                             " " + kNames[field] + " (limit)");
-  }
-  if (std::size_t(in.CurrentPosition()) != data.size())
-    return fail(error, "not a profile (bad field tag)");
-  return true;
-}
-
-struct Reader {
-  const pb::Profile& p;
-  const PprofLimits& lim;
-  std::string& error;
-
-  bool str(int64_t i, std::string& out) {
-    if (i < 0 || i >= p.string_table_size())
-      return fail(error, "string index " + std::to_string(i) + " out of range");
-    out = p.string_table(int(i));
-    return true;
-  }
-
-  static void hex(uint64_t a, std::string& out) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(a));
-    out = buf;
-  }
-
-  // Frame names of every function, by id.
-  bool functions(std::unordered_map<uint64_t, std::string>& out) {
-    for (const pb::Function& f : p.function()) {
-      std::string name, file;
-      if (!str(f.name(), name) || !str(f.filename(), file)) return false;
-      if (name.empty()) {  // a function without a name: say which one
-        hex(f.id(), name);
-        name = "func " + name;
-      }
-      if (!file.empty()) {
-        name += ' ';
-        name += file;
-        if (f.start_line() > 0) name += ':' + std::to_string(f.start_line());
-      }
-      for (char& c : name)
-        if (c == ';') c = ':';  // ';' separates folded frames
-      out[f.id()] = std::move(name);
-    }
-    return true;
-  }
-
-  // Frames of every location, root first (inlined callees come first in
-  // pprof, the caller last).
-  bool locations(const std::unordered_map<uint64_t, std::string>& fn,
-                 std::unordered_map<uint64_t, std::vector<const std::string*>>& out,
-                 std::vector<std::string>& addresses) {
-    addresses.reserve(std::size_t(p.location_size()));
-    for (const pb::Location& l : p.location()) {
-      std::vector<const std::string*>& frames = out[l.id()];
-      for (int i = l.line_size(); i-- > 0;) {
-        auto f = fn.find(l.line(i).function_id());
-        if (f == fn.end())
-          return fail(error, "location " + std::to_string(l.id()) + " names function " +
-                                 std::to_string(l.line(i).function_id()) +
-                                 ", which is not in the profile");
-        frames.push_back(&f->second);
-      }
-      if (frames.empty()) {  // not symbolized: the address
-        addresses.emplace_back();
-        hex(l.address(), addresses.back());
-        frames.push_back(&addresses.back());
-      }
-    }
-    return true;
-  }
-
-  bool run(PprofProfile& out) {
-    for (const pb::ValueType& t : p.sample_type()) {
-      out.sample_types.emplace_back();
-      if (!str(t.type(), out.sample_types.back().type) ||
-          !str(t.unit(), out.sample_types.back().unit))
-        return false;
-    }
-    if (out.sample_types.empty()) return fail(error, "the profile has no sample types");
-    if (!str(p.period_type().type(), out.period_type.type) ||
-        !str(p.period_type().unit(), out.period_type.unit))
-      return false;
-    out.time_nanos = p.time_nanos();
-    out.duration_nanos = p.duration_nanos();
-    out.period = p.period();
-    std::unordered_map<uint64_t, std::string> fn;
-    std::unordered_map<uint64_t, std::vector<const std::string*>> loc;
-    std::vector<std::string> addresses;
-    if (!functions(fn) || !locations(fn, loc, addresses)) return false;
-    std::unordered_map<std::string, std::size_t> index;
-    std::string stack;
-    std::size_t ntypes = out.sample_types.size();
-    for (int s = 0; s < p.sample_size(); ++s) {
-      const pb::Sample& sm = p.sample(s);
-      if (std::size_t(sm.value_size()) != ntypes)
-        return fail(error, "sample " + std::to_string(s) + " has " +
-                               std::to_string(sm.value_size()) + " values for " +
-                               std::to_string(ntypes) + " sample types");
-      stack.clear();
-      std::size_t depth = 0;
-      for (int i = sm.location_id_size(); i-- > 0;) {  // leaf first in pprof
-        auto l = loc.find(sm.location_id(i));
-        if (l == loc.end())
-          return fail(error, "sample " + std::to_string(s) + " names location " +
-                                 std::to_string(sm.location_id(i)) +
-                                 ", which is not in the profile");
-        for (const std::string* f : l->second) {
-          if (++depth > lim.max_depth)
-            return fail(error, "sample " + std::to_string(s) + " is deeper than " +
-                                   std::to_string(lim.max_depth) + " frames (limit)");
-          if (!stack.empty()) stack += ';';
-          stack += *f;
-        }
-      }
-      auto [it, fresh] = index.emplace(stack, out.stacks.size());
-      if (fresh) out.stacks.push_back({stack, std::vector<int64_t>(ntypes, 0)});
-      std::vector<int64_t>& v = out.stacks[it->second].values;
-      for (std::size_t k = 0; k < ntypes; ++k) v[k] += sm.value(int(k));
-      ++out.samples;
-    }
-    return true;
-  }
-};
 
 // Frame -> pprof function, for write_pprof.
 struct FunctionTable {
@@ -291,31 +122,6 @@ bool looks_like_pprof(std::string_view body) {
   for (std::size_t i = 1; i < std::min<std::size_t>(body.size(), 64); ++i)
     if (static_cast<unsigned char>(body[i]) < 0x09) return true;
   return false;
-}
-
-bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& out,
-                std::string& error) {
-  out = PprofProfile{};
-  std::string plain;
-  if (is_gzip(body)) {
-    if (!gunzip_bounded(body, limits.max_decoded_bytes, plain, error)) return false;
-    body = plain;
-  } else if (body.size() > limits.max_decoded_bytes) {
-    return fail(error, "more than " + std::to_string(limits.max_decoded_bytes) + " bytes (limit)");
-  }
-  if (body.empty()) return fail(error, "empty profile");
-  if (!prescan(body, limits, error)) return false;
-  pb::Profile p;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(body.data()),
-                                            int(body.size()));
-  in.SetRecursionLimit(limits.max_nesting);
-  if (!p.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    return fail(error, "not a valid profile (protobuf decoding failed, or nested deeper than " +
-                           std::to_string(limits.max_nesting) + ")");
-  if (p.string_table_size() == 0 || !p.string_table(0).empty())
-    return fail(error, "the string table must begin with \"\"");
-  Reader r{p, limits, error};
-  return r.run(out);
 }
 
 bool split_frame_location(std::string_view frame, std::string_view& name, std::string_view& file,

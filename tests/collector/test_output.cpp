@@ -301,7 +301,7 @@ TEST_CASE("output: pprof holds every metric as a sample type, read back by the e
   CHECK(p.sample_types[0].unit == "nanoseconds");
   CHECK(p.sample_types[1].type == "inuse_objects");
   std::map<std::string, std::vector<int64_t>> got;
-  for (const lf::PprofStack& s : p.stacks) got[s.stack] = s.values;
+  for (const lf::PprofStack& s : p.stacks) got[lf::stack_text(p, s)] = s.values;
   CHECK(got.size() == std::size(kStacks));
   for (const auto& kv : kStacks) {  // no structured binding: clang 14 cannot capture one (CAPTURE)
     const std::string& stack = kv.first;

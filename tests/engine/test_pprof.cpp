@@ -92,7 +92,7 @@ std::string gzip(const std::string& in) {
 
 std::map<std::string, std::vector<int64_t>> stacks_of(const lf::PprofProfile& p) {
   std::map<std::string, std::vector<int64_t>> m;
-  for (const lf::PprofStack& s : p.stacks) m[s.stack] = s.values;
+  for (const lf::PprofStack& s : p.stacks) m[lf::stack_text(p, s)] = s.values;
   return m;
 }
 

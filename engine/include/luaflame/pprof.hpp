@@ -47,15 +47,17 @@ struct PprofValueType {
 
 /// One distinct stack with its values (one per sample type).
 struct PprofStack {
-  std::string stack;            ///< frames root first, joined by ';'
-  std::vector<int64_t> values;  ///< index = sample type
+  std::vector<uint32_t> frames;  ///< frame ids (PprofProfile::frames), root first
+  std::vector<int64_t> values;   ///< index = sample type
 };
 
-/// A profile read as stacks.
+/// A profile read as stacks of frame ids: each frame name is held once,
+/// however many stacks it appears in.
 struct PprofProfile {
   std::vector<PprofValueType> sample_types;
-  std::vector<PprofStack> stacks;  ///< samples of the same stack merged, in first-seen order
-  int64_t time_nanos = 0;          ///< when it was taken (0: not said)
+  std::vector<std::string> frames;  ///< distinct frame names, by id
+  std::vector<PprofStack> stacks;   ///< samples of the same stack merged, in first-seen order
+  int64_t time_nanos = 0;           ///< when it was taken (0: not said)
   int64_t duration_nanos = 0;
   int64_t period = 0;
   PprofValueType period_type;
@@ -72,6 +74,9 @@ bool looks_like_pprof(std::string_view body);
 /// Frame names have ';' replaced by ':' (';' separates folded frames).
 bool read_pprof(std::string_view body, const PprofLimits& limits, PprofProfile& out,
                 std::string& error);
+
+/// A stack's frames joined by ';', root first (folded text).
+std::string stack_text(const PprofProfile& p, const PprofStack& s);
 
 /// One metric of the profile to write: a finalized tree and its column.
 struct PprofSeries {
