@@ -65,7 +65,7 @@ mapfile -t jshared < <(sed -n '/^set(shared /,/)/p' collector/jit/CMakeLists.txt
                        grep -o '\.\./[a-z_]*\.cpp' | sed 's|^\.\./|collector/|')
 [ ${#jshared[@]} -ge 5 ] || { echo "arm64: no shared sources read from collector/jit/CMakeLists.txt" >&2; exit 1; }
 jsrcs=("${jshared[@]}")
-for s in collector/jit/*.cpp; do [ "$s" = collector/jit/main.cpp ] || jsrcs+=("$s"); done
+for s in collector/jit/*.cpp; do jsrcs+=("$s"); done
 srcs=(wire/wire.cpp engine/src/*.cpp "$out/gen/luaflame_pprof.pb.cc" collector/*.cpp)
 # One compiler per core: each unit in the background, at most $jobs at once
 # (the oldest is waited for first); a failed compile fails the job (set -e).
@@ -97,7 +97,7 @@ for s in "${jsrcs[@]}"; do
   compile "${jflags[@]}" -c "$s" -o "$o"
   jobjs+=("$o")
 done
-for s in collector/lua_entry.cpp collector/jit/main.cpp cli/args.cpp cli/cmd_run.cpp; do
+for s in collector/lua_entry.cpp cli/jit_main.cpp cli/args.cpp cli/cmd_run.cpp; do
   compile "${jflags[@]}" -c "$s" -o "$out/jit/$(echo "$s" | tr / _).o"
 done
 for p in "${pids[@]}"; do wait "$p"; done
@@ -106,8 +106,7 @@ libs=(-L/usr/lib/aarch64-linux-gnu -lcpp-httplib -lprotobuf-lite -lssl -lcrypto 
 file "$out/test_collector" | grep -q aarch64
 # luaflame-jit links LuaJIT statically and exports its API (-rdynamic), as Debian's
 # luajit does; jit/luaflame.so takes LuaJIT's symbols from the luajit that loads it.
-"$CXX" -pthread -rdynamic -o "$out/jit/luaflame-jit" "$out"/jit/collector_jit_main.cpp.o \
-  "$out"/jit/cli_*.o "${jobjs[@]}" "${base_objs[@]}" /usr/lib/aarch64-linux-gnu/libluajit-5.1.a "${libs[@]}"
+"$CXX" -pthread -rdynamic -o "$out/jit/luaflame-jit" "$out"/jit/cli_*.o "${jobjs[@]}" "${base_objs[@]}" /usr/lib/aarch64-linux-gnu/libluajit-5.1.a "${libs[@]}"
 "$CXX" -pthread -shared -o "$out/jit/luaflame.so" "$out"/jit/collector_lua_entry.cpp.o \
   "${jobjs[@]}" "${base_objs[@]}" "${libs[@]}"
 file "$out/jit/luaflame-jit" | grep -q aarch64

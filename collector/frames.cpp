@@ -1,7 +1,7 @@
 // Frame naming and interning (see frames.hpp).
 #include "frames.hpp"
 
-#include "../engine/src/utf8.hpp"
+#include "luaflame/utf8.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -30,7 +30,7 @@ void sanitize_frame(std::string& s) {
     }
     // A UTF-8 sequence, checked by the engine's validator (the one the
     // server's strict parser uses, so what the collector sends is accepted).
-    const std::size_t len = lf::detail::utf8_len(p, n, i);
+    const std::size_t len = lf::utf8_len(p, n, i);
     const bool ok = len > 1;
     if (ok) {
       out.append(s, i, len);
@@ -54,7 +54,7 @@ std::string visible_utf8(std::string_view s) {
       out += static_cast<char>(p[i++]);
       continue;
     }
-    const std::size_t len = lf::detail::utf8_len(p, n, i);
+    const std::size_t len = lf::utf8_len(p, n, i);
     if (len > 1) {
       out.append(s.data() + i, len);
       i += len;

@@ -6,7 +6,7 @@
 // pass over the bytes and no regex. Unlike flamegraph.pl we also accept CRLF
 // and trailing white space after the count, and we say *why* a line is bad.
 #include "luaflame/folded.hpp"
-#include "utf8.hpp"
+#include "luaflame/utf8.hpp"
 #include "walk.hpp"
 
 #include <cmath>
@@ -76,8 +76,6 @@ const char* bad_count_reason(std::string_view tok) {
   if (!tok.empty() && tok[0] == '-' && parse_number(tok.substr(1), dummy)) return "negative count";
   return "no count";
 }
-
-using detail::utf8_len;
 
 // Empty, or white space only (perf's unresolved symbols).
 bool is_blank(std::string_view frame) {

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "utf8.hpp"
+#include "luaflame/utf8.hpp"
 
 namespace lf {
 namespace detail {

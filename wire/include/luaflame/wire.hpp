@@ -1,3 +1,4 @@
+// clang-format off
 // luaflame wire format, version 1: how the collector streams profile chunks
 // to the server. This header is the only thing the collector and the server
 // share. Folded text stays the export format; this is the compact stream.
@@ -8,36 +9,39 @@
 // the run's length. Every chunk is self-contained: a retried or reordered
 // chunk decodes on its own.
 //
-//   chunk    = magic header* frame* node* end
-//   magic    = "luaflame-wire" SP version LF        ; version = "1"
-//   header   = "seq" SP uint LF                     ; 0, 1, 2 ... per run; a retry repeats its seq
-//            | "from" SP uint LF                    ; window start, Unix time in ns
-//            | "until" SP uint LF                   ; window end, Unix time in ns
-//            | "metrics" 1*(SP metric) LF           ; the value columns of every node, in order;
-//                                                   ; once per chunk, each metric once
-//   frame    = "f" SP text LF                       ; frames are numbered 0, 1, 2 ... in order
-//   node     = "n" SP parent SP frameidx *(SP value) LF
-//                                                   ; nodes numbered 0, 1, 2 ...; parent = "-"
-//                                                   (root) ; or an earlier node's number; one value
-//                                                   per ; metric: the node's own (self) value delta
-//   end      = "end" SP uint LF                     ; the number of nodes, a check against
-//   truncation metric   = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count" |
-//   "live_bytes" | "live_count" text     = 1*(any byte but LF, CR and ";")      ; a frame name, as
-//   it appears in folded text uint     = 1*DIGIT                              ; at most 2^63-1
-//   (9223372036854775807) value    = uint                                 ; counts, nanoseconds or
-//   bytes: integers
+//   chunk   = magic header* frame* node* end
+//   magic   = "luaflame-wire" SP version LF      ; version = "1"
+//   header  = "seq" SP uint LF                   ; 0, 1, 2 ... per run; a retry repeats its seq
+//           | "from" SP uint LF                  ; window start, Unix time in ns
+//           | "until" SP uint LF                 ; window end, Unix time in ns
+//           | "metrics" 1*(SP metric) LF         ; the value columns of every node, in order;
+//                                                ; once per chunk, each metric once
+//   frame   = "f" SP text LF                     ; frames are numbered 0, 1, 2 ... in order
+//   node    = "n" SP parent SP frameidx *(SP value) LF
+//                                                ; nodes are numbered 0, 1, 2 ... in order;
+//                                                ; one value per metric: the node's own
+//                                                ; (self) value delta
+//   parent  = "-" | uint                         ; "-": a root; else an earlier node's number
+//   frameidx = uint                              ; a frame of this chunk
+//   end     = "end" SP uint LF                   ; the number of nodes: a check against truncation
+//   metric  = "samples" | "time" | "calls" | "alloc_bytes" | "alloc_count"
+//           | "live_bytes" | "live_count"
+//   text    = 1*(any byte but LF, CR and ";")    ; a frame name, as it appears in folded text
+//   uint    = 1*DIGIT                            ; at most 2^63-1 (9223372036854775807)
+//   value   = uint                               ; counts, nanoseconds or bytes: integers
 //
 // "seq", "metrics" and "end" are required; "from" and "until" may be omitted
 // (the server then uses its arrival time). Readers reject any other version
 // by name ("luaflame-wire 2 is not supported; this server reads version 1").
 //
-// The HTTP exchange around chunks (the server's side documents it in README):
-//   POST /api/streams            JSON {"stream": uuid, "name", "tags": {..}, "metrics": [..],
-//                                "started": unix_ns, "hz"} -> 201 {"id", "url"}; the same
-//                                uuid again answers 200 with the same id (a retried create).
-//   POST /api/runs/{id}/chunks   a chunk (Content-Encoding: gzip allowed) -> 200
-//                                {"seq", "duplicate"}; a seq seen before counts once.
-//   POST /api/runs/{id}/finish   optional JSON {"stats": {..}} -> 200; later chunks -> 409.
+// The HTTP exchange around chunks (the server's side documents it in docs/api.md):
+//   POST /api/streams           JSON {"stream": uuid, "name", "tags": {..}, "metrics": [..],
+//                               "started": unix_ns, "hz"} -> 201 {"id", "url"}; the same
+//                               uuid again answers 200 with the same id (a retried create).
+//   POST /api/runs/{id}/chunks  a chunk (Content-Encoding: gzip allowed) -> 200
+//                               {"seq", "duplicate"}; a seq seen before counts once.
+//   POST /api/runs/{id}/finish  optional JSON {"stats": {..}} -> 200; later chunks -> 409.
+// clang-format on
 #pragma once
 
 #include <array>

@@ -1,11 +1,11 @@
-// engine internals: UTF-8 validation, shared by strict parsing (folded.cpp)
-// and by the renderer's text sanitizer (svg_text.hpp).
+// luaflame engine: UTF-8 validation, shared by strict parsing (folded.cpp),
+// the renderer's text sanitizer (svg_text.hpp) and the collector's frame names
+// (collector/frames.cpp): one definition of which bytes are valid text.
 #pragma once
 
 #include <cstddef>
 
 namespace lf {
-namespace detail {
 
 // Length of the valid UTF-8 sequence at s[i] within s[0..n), or 0 when
 // invalid (overlong forms, surrogates, code points past U+10FFFF, a
@@ -44,5 +44,4 @@ inline std::size_t utf8_len(const unsigned char* s, std::size_t n, std::size_t i
   return len;
 }
 
-}  // namespace detail
 }  // namespace lf
