@@ -123,8 +123,13 @@ bool Streamer::post(const std::string& path, const std::string& body, const char
   answer = res->body;
   if (status >= 200 && status < 300) return true;
   error_ = "POST " + path + " answered " + std::to_string(status) + ": " + answer.substr(0, 200);
-  // A refusal (4xx other than timeouts and rate limits) will not change on retry.
-  if (status >= 400 && status < 500 && status != 408 && status != 429) given_up_ = true;
+  // A refusal (4xx other than timeouts and rate limits) will not change on retry. Said
+  // now, not only in the summary at exit: a server process (nginx) may run for days.
+  if (status >= 400 && status < 500 && status != 408 && status != 429) {
+    given_up_ = true;
+    std::fprintf(stderr, "luaflame: streaming to %s stopped: %s\n", s_.opt.server.c_str(),
+                 visible_utf8(error_).c_str());
+  }
   return false;
 }
 

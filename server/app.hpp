@@ -104,6 +104,16 @@ bool cross_site_refused(const App& app, const httplib::Request& req);
 /// Sends the response already in `res`, then closes the connection (for
 /// refusals that leave the body unread).
 void close_after_response(httplib::Response& res);
+/// The answer to a cross-site write (CSRF).
+extern const char* const kCrossSite;
+/// Runs a route's handler, every exception turned into a JSON error (http_util.cpp).
+void run_guarded(const char* route, const Handler& h, const httplib::Request& req,
+                 httplib::Response& res);
+/// The route the access log names for the request this thread serves.
+void set_request_route(const char* route);
+/// Whether this thread's request body is gzip: its Content-Encoding was taken
+/// off before httplib could decode it, and add_body_route decodes it (Gunzip).
+bool request_body_gzip();
 
 void setup_write_routes(httplib::Server& svr, App& app);
 void setup_read_routes(httplib::Server& svr, App& app);

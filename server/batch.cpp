@@ -86,7 +86,10 @@ void RunTree::map(const Batch& b, std::size_t max_stacks, std::vector<uint32_t>&
     uint32_t id = frame_ids_.find(hash_bytes(name), [&](uint32_t f) { return frames[f] == name; });
     if (id == IdTable::kEmpty) {
       id = static_cast<uint32_t>(frames.size());
-      add_frame(owner == &b ? std::move(owner->frames[i]) : name);
+      if (owner == &b)
+        add_frame(std::move(owner->frames[i]));
+      else
+        add_frame(name);
     }
     frame_of[i] = id;
   }

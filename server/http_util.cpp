@@ -1,7 +1,6 @@
 // Shared HTTP helpers and the setup that ties the areas together: access
 // log, request metrics, error JSON, and the guarantee that no input ends in a
 // 500 (every handler runs inside one try/catch).
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <zlib.h>
 
@@ -12,15 +11,13 @@
 
 #include "app.hpp"
 #include "cors.hpp"
-#include "front.hpp"
 #include "guard.hpp"
-#include "multipart.hpp"
 
 namespace lfs {
 namespace {
 
 const char* const kAcceptEncoding = "X-Luaflame-Accept-Encoding";
-const char* const kCrossSite =
+const char* const kCrossSiteText =
     "cross-site write refused: a page of another origin cannot write here without the token "
     "(send Authorization: Bearer TOKEN, an X-Luaflame header, or a JSON Content-Type)";
 
@@ -52,24 +49,6 @@ void reparse_query(httplib::Request& req) {
 bool is_disk_full(const std::string& what) {
   return what.find("disk is full") != std::string::npos ||
          what.find("No space left") != std::string::npos;
-}
-
-// The body of a Content-Length request, moved out of the front loop's buffer
-// when it is all there and within `max` (front.hpp, take_buffered_body).
-bool take_whole_body(const httplib::Request& req, std::size_t max, std::string& body) {
-  if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length")) return false;
-  const std::string v = req.get_header_value("Content-Length");
-  std::size_t n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n == 0 || n > max) return false;
-  return take_buffered_body(n, body);
-}
-
-// After a large body: the heap pages its parse freed go back to the system
-// (issue 31: 341 MiB stayed resident after one 62.5 MB upload; glibc keeps
-// freed memory, and raises its mmap threshold after a large free).
-void give_back_heap(std::size_t body_bytes) {
-  if (body_bytes >= (8u << 20)) malloc_trim(0);
 }
 
 // Runs `h`, turning every exception into a JSON error.
@@ -112,6 +91,19 @@ void guarded(const char* route, const Handler& h, const httplib::Request& in,
 }
 
 }  // namespace
+
+const char* const kCrossSite = kCrossSiteText;
+
+void run_guarded(const char* route, const Handler& h, const httplib::Request& req,
+                 httplib::Response& res) {
+  guarded(route, h, req, res);
+}
+void set_request_route(const char* route) {
+  t_route = route;
+}
+bool request_body_gzip() {
+  return t_gzip;
+}
 
 bool authorized(const App& app, const httplib::Request& req) {
   if (app.cfg.token.empty()) return true;
@@ -280,7 +272,7 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
       return;
     }
     if ((m == "DELETE" || m == "POST") && cross_site_refused(app, req)) {
-      send_json(res, 403, {{"error", kCrossSite}});
+      send_json(res, 403, {{"error", kCrossSiteText}});
       return;
     }
     guarded(route, h, req, res);
@@ -292,124 +284,6 @@ void add_route(httplib::Server& svr, App& app, const char* method, const char* p
     svr.Delete(pattern, wrapped);
   else if (mth == "POST")
     svr.Post(pattern, wrapped);
-}
-
-void add_body_route(httplib::Server& svr, App& app, const char* pattern, const char* route,
-                    Handler h, bool multipart) {
-  app.body_routes.emplace_back(pattern);
-  svr.Post(pattern, [&app, route, h = std::move(h), multipart](
-                        const httplib::Request& req, httplib::Response& res,
-                        const httplib::ContentReader& reader) {
-    t_route = route;
-    const bool ok_token = authorized(app, req);
-    const bool cross = ok_token && cross_site_refused(app, req);
-    if (cross) {  // refused before reading: the body is not decoded
-      send_json(res, 403, {{"error", kCrossSite}});
-      return close_after_response(res);
-    }
-    // httplib hands multipart bodies only to a multipart reader (the plain one
-    // throws bad_function_call): read the parts where the route takes them.
-    if (req.is_multipart_form_data()) {
-      if (!ok_token) {
-        send_json(res, 401,
-                  {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
-        return close_after_response(res);
-      }
-      if (!multipart) {
-        send_json(res, 415,
-                  {{"error", std::string("multipart/form-data is not taken here (") + route +
-                                 "); send the body as it is"}});
-        return close_after_response(res);
-      }
-      if (t_gzip) {  // the parts are read as they come: a gzip multipart body is not decoded
-        send_json(res, 415,
-                  {{"error", "a multipart/form-data body cannot be gzip-encoded; gzip the parts"}});
-        return close_after_response(res);
-      }
-      auto& files = const_cast<httplib::Request&>(req).files;  // httplib owns req; files were empty
-      MultipartRead r = read_multipart(reader, app.cfg.max_body, files);
-      if (r == MultipartRead::too_big) {
-        send_json(res, 413,
-                  {{"error", "request body larger than the limit of " +
-                                 std::to_string(app.cfg.max_body) + " bytes (--max-body)"}});
-        return close_after_response(res);
-      }
-      if (r == MultipartRead::bad) {
-        send_json(
-            res, 400,
-            {{"error", "could not read the multipart/form-data body (malformed or truncated)"}});
-        return close_after_response(res);
-      }
-      guarded(route, h, req, res);
-      return give_back_heap(app.cfg.max_body);
-    }
-    std::string body;
-    bool too_big = false;
-    std::size_t discarded = 0;
-    std::unique_ptr<Gunzip> gunzip;
-    if (t_gzip) gunzip = std::make_unique<Gunzip>(app.cfg.max_body);
-    bool bad_gzip = false;
-    // The limit applies after gzip decoding (httplib decodes before this
-    // receiver), so a small compressed bomb is cut off too. A refused body is
-    // read on and discarded up to kDrain bytes, so that a client still sending
-    // it gets the answer rather than a reset; then the connection is closed.
-    constexpr std::size_t kDrain = 8u << 20;
-    // A plain body the front loop read whole is taken, not copied (issue 31).
-    const bool taken = !gunzip && ok_token && take_whole_body(req, app.cfg.max_body, body);
-    bool read_ok = taken || reader([&](const char* data, std::size_t n) {
-                     if (!ok_token || too_big || bad_gzip) {
-                       discarded += n;
-                       return discarded <= kDrain;
-                     }
-                     if (gunzip) {
-                       Gunzip::Status st = gunzip->feed(data, n, body);
-                       if (st == Gunzip::Status::too_big) {
-                         too_big = true;
-                         std::string().swap(body);
-                       }
-                       if (st == Gunzip::Status::bad) {
-                         bad_gzip = true;
-                         std::string().swap(body);
-                       }
-                       return true;
-                     }
-                     if (body.size() + n > app.cfg.max_body) {
-                       too_big = true;
-                       discarded = body.size() + n;
-                       std::string().swap(body);
-                       return true;
-                     }
-                     body.append(data, n);
-                     return true;
-                   });
-    if (too_big || res.status == 413) {
-      send_json(res, 413,
-                {{"error", "request body larger than the limit of " +
-                               std::to_string(app.cfg.max_body) + " bytes (--max-body)"}});
-      return close_after_response(res);
-    }
-    if (!ok_token) {
-      send_json(res, 401,
-                {{"error", "missing or wrong token: send 'Authorization: Bearer TOKEN'"}});
-      if (!read_ok) close_after_response(res);
-      return;
-    }
-    if (!read_ok) {
-      send_json(
-          res, 400,
-          {{"error", "could not read the request body (truncated, or bad Content-Encoding)"}});
-      return close_after_response(res);
-    }
-    if (gunzip && !gunzip->complete()) {
-      send_json(res, 400, {{"error", gunzip->error()}});
-      return bad_gzip ? close_after_response(res) : void();
-    }
-    const std::size_t size = body.size();
-    const_cast<httplib::Request&>(req).body =
-        std::move(body);  // httplib owns req; the body was empty
-    guarded(route, h, req, res);
-    give_back_heap(size);
-  });
 }
 
 void setup(httplib::Server& svr, App& app) {
@@ -478,9 +352,12 @@ void setup(httplib::Server& svr, App& app) {
 RunInfo run_from_path(App& app, const httplib::Request& req, std::size_t group) {
   const std::string s =
       req.matches.size() > group ? std::string(req.matches[group]) : std::string();
-  char* end = nullptr;
-  long long id = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || id <= 0) throw HttpError(404, "no run '" + s + "'");
+  // Digits only, all of them (strtoll stopped at a NUL: "1%00x" was run 1); the
+  // id shown visibly (an exception's text ends at a NUL: the error was cut there).
+  int64_t id = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || id <= 0)
+    throw HttpError(404, "no run '" + log_safe(s, 200) + "'");
   auto run = app.store->get_run(id);
   if (!run) throw HttpError(404, "no run " + s);
   return *run;

@@ -176,55 +176,42 @@ std::string bind_error(const std::string& host, int port) {
          (err ? std::string(": ") + std::strerror(err) : std::string());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc), env;
-  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-  lfs::ConfigResult parsed = lfs::parse_config(args, env);
-  if (parsed.help) {
-    std::cout << lfs::config_usage();
-    return 0;
-  }
-  if (!parsed.error.empty()) {
-    std::cerr << "luaflame-server: " << parsed.error << "\n";
-    return 2;
-  }
-  lfs::Config cfg = parsed.config;
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-
-  // Block the stop signals in every thread; one thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  // Connections live in the front loop until a whole request head has come
-  // (front.hpp): idle and slow clients hold no worker.
-  lfs::FrontServer svr(lfs::FrontOptions::from(cfg));
+// Binds the listening socket (before the store opens: a second server on a
+// taken port leaves the store alone) and writes --port-file. False after
+// saying why on stderr.
+bool bind_server(lfs::FrontServer& svr, lfs::Config& cfg) {
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second
   // server binds the same port and the kernel splits connections between two stores.
-  svr.set_socket_options([](socket_t sock) {
+  socket_t listen_fd = INVALID_SOCKET;  // the socket httplib binds (its last one)
+  svr.set_socket_options([&listen_fd](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;
   });
-  // Bind before opening the store: a second server on a taken port leaves the store alone.
   int bound = cfg.port == 0 ? svr.bind_to_any_port(cfg.host)
                             : (svr.bind_to_port(cfg.host, cfg.port) ? cfg.port : -1);
   if (bound <= 0) {
     std::cerr << "luaflame-server: " << bind_error(cfg.host, cfg.port) << "\n";
-    return 1;
+    return false;
   }
+  // httplib listens with a backlog of 5: a burst of connections (a balancer
+  // opening them for 70 clients) had SYNs dropped and retried after 1 s, which
+  // nginx's 250 ms connect timeout answered with 504. Linux takes a second
+  // listen() on a listening socket as a new backlog.
+  if (listen_fd != INVALID_SOCKET) ::listen(listen_fd, SOMAXCONN);
   cfg.port = bound;  // links made from --listen name the port really bound
   if (!cfg.port_file.empty() && !write_port_file(cfg.port_file, bound)) {
     std::cerr << "luaflame-server: cannot write --port-file " << cfg.port_file << ": "
               << std::strerror(errno) << "\n";
-    return 1;
+    return false;
   }
-  std::unique_ptr<lfs::Store> store;
-  std::unique_ptr<lfs::SourceStore> sources;  // PostgreSQL's; SQLite's is opened by App
+  return true;
+}
+
+// The store of --store (default: SQLite in --data) and, for PostgreSQL, its
+// source store (SQLite's is opened by App). False after saying why on stderr.
+bool open_stores(const lfs::Config& cfg, std::unique_ptr<lfs::Store>& store,
+                 std::unique_ptr<lfs::SourceStore>& sources) {
   try {
     lfs::StoreOptions so;
     so.max_stacks = cfg.max_stacks;
@@ -232,13 +219,17 @@ int main(int argc, char** argv) {
     if (!cfg.resolutions.empty()) lfs::parse_resolutions(cfg.resolutions, so.resolutions);
     store = lfs::open_store(cfg.store.empty() ? "sqlite:" + cfg.data_dir : cfg.store, so);
     if (!cfg.store.empty()) sources = lfs::open_store_sources(cfg.store);
+    return true;
   } catch (const std::exception& e) {
     std::cerr << "luaflame-server: " << e.what() << "\n";
-    return 1;
+    return false;
   }
-  lfs::App app(cfg, store.get());
-  app.sources_override = sources.get();
-  lfs::setup(svr, app);
+}
+
+// Serves until SIGTERM or SIGINT (waited for by a thread of its own), with the
+// disk reserve and the retention thread; then closes the store.
+void serve(lfs::FrontServer& svr, lfs::App& app, const sigset_t& stop_signals) {
+  const lfs::Config& cfg = app.cfg;
   std::thread signals([&svr, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -263,19 +254,53 @@ int main(int argc, char** argv) {
     reserve.refill();
   };
   std::thread retention([&] { retention_loop(app, reserve, mu, cv, stopping); });
-
   spdlog::info("luaflame-server {} listening on http://{}:{} (store {}, web {})",
                LUAFLAME_SERVER_VERSION, cfg.host, cfg.port,
                lfs::describe_store(cfg.store.empty() ? cfg.data_dir : cfg.store), cfg.web_dir);
   svr.listen_after_bind();  // returns after stop(), once the workers are done
-
   {
     std::lock_guard<std::mutex> lock(mu);
     stopping = true;
   }
   cv.notify_all();
   retention.join();
-  store->close();
+  app.store->close();
   spdlog::info("store closed; bye");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc), env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  lfs::ConfigResult parsed = lfs::parse_config(args, env);
+  if (parsed.help) {
+    std::cout << lfs::config_usage();
+    return 0;
+  }
+  if (!parsed.error.empty()) {
+    std::cerr << "luaflame-server: " << parsed.error << "\n";
+    return 2;
+  }
+  lfs::Config cfg = parsed.config;
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+  // Block the stop signals in every thread; one thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  // Connections live in the front loop until a whole request head has come
+  // (front.hpp): idle and slow clients hold no worker.
+  lfs::FrontServer svr(lfs::FrontOptions::from(cfg));
+  if (!bind_server(svr, cfg)) return 1;
+  std::unique_ptr<lfs::Store> store;
+  std::unique_ptr<lfs::SourceStore> sources;  // PostgreSQL's; SQLite's is opened by App
+  if (!open_stores(cfg, store, sources)) return 1;
+  lfs::App app(cfg, store.get());
+  app.sources_override = sources.get();
+  lfs::setup(svr, app);
+  serve(svr, app, stop_signals);
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "batch.hpp"
+#include "pg_batch.hpp"
 #include "pg_client.hpp"
 #include "pg_list.hpp"
 
@@ -29,13 +30,10 @@ namespace {
 // Advisory lock keys (pg_advisory_lock's bigint space, per database).
 constexpr int64_t kSchemaLock = 0x6c7566'0001;     // creating or migrating the schema
 constexpr int64_t kRetentionLock = 0x6c7566'0002;  // held by the server that runs retention
-constexpr int64_t kWhole = 0;                      // the width under which the merged tree is kept
+constexpr int64_t kWhole = kPgWhole;
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-// Rough bytes a row takes beside its blob (tuple header, item pointer, index entry), for the
-// disk budget: PostgreSQL reuses deleted space after VACUUM, so the database's size cannot
-// tell what a deletion freed; runs.bytes can.
-constexpr int64_t kRowBytes = 64;
+constexpr int64_t kRowBytes = kPgRowBytes;
 
 const char* const kSchemaV1 = R"(
   CREATE TABLE runs(
@@ -97,7 +95,7 @@ int64_t now_ns() {
 }
 
 std::vector<std::string_view> views(const std::vector<std::string>& v) {
-  return {v.begin(), v.end()};
+  return pg_views(v);
 }
 
 // Reads a run's dictionary on `c`.
@@ -508,126 +506,26 @@ class PgStore : public Store {
 void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
                         bool all_resolutions, Batch* owner) {
   check_batch(b);
-  const std::size_t cols = b.metrics.size();
   const std::size_t f0 = tree.frames.size(), n0 = tree.nodes.size();
   std::vector<uint32_t> node_of;
   tree.map(b, opts_.max_stacks, node_of, owner);
-  int64_t bytes = 0;
-  std::vector<int32_t> kinds, firsts;
-  std::vector<std::string> blobs;
-  if (tree.frames.size() > f0) {
-    kinds.push_back(0);
-    firsts.push_back(static_cast<int32_t>(f0));
-    blobs.emplace_back();
-    encode_frames(tree.frames, f0, blobs.back());
-  }
-  if (tree.nodes.size() > n0) {
-    kinds.push_back(1);
-    firsts.push_back(static_cast<int32_t>(n0));
-    blobs.emplace_back();
-    encode_nodes(tree.nodes, n0, blobs.back());
-  }
-  if (!blobs.empty()) {
-    for (const std::string& s : blobs) bytes += kRowBytes + static_cast<int64_t>(s.size());
-    c.query("add_dict",
-            "INSERT INTO dict(run, kind, first, data) SELECT $1, * FROM unnest($2::int4[], "
-            "$3::int4[], $4::bytea[])",
-            pg::Params().add(run).array(kinds).array(firsts).array(views(blobs), true));
-  }
-  // The buckets one metric's values go to: one per resolution, and the merged tree.
-  std::vector<int64_t> widths, starts;
+  int64_t bytes = pg_write_dict(c, run, tree, f0, n0);
   // An upload is one window that never grows: its finest bucket serves every range (cover()
   // skips resolutions a run has no buckets in).
+  PgTargets t;
   for (const Resolution& res : opts_.resolutions) {
-    widths.push_back(res.width_ns);
-    starts.push_back(bucket_of(b.from_ns, res.width_ns));
+    t.widths.push_back(res.width_ns);
+    t.starts.push_back(bucket_of(b.from_ns, res.width_ns));
     if (!all_resolutions) break;
   }
-  widths.push_back(kWhole);
-  starts.push_back(0);
+  t.widths.push_back(kWhole);
+  t.starts.push_back(0);
   Values vals;
-  for (std::size_t col = 0; col < cols; ++col) {
+  for (std::size_t col = 0; col < b.metrics.size(); ++col) {
     const int64_t sum = column_values(b, col, node_of, vals);
     if (vals.empty()) continue;
-    const int metric = b.metrics[col];
-    auto t = c.query("metric_total", "SELECT total FROM metrics WHERE run=$1 AND metric=$2",
-                     pg::Params().add(run).add(metric));
-    const int64_t total = checked_add(t.rows() ? t.i64(0, 0) : 0, sum, "the run's total");
-    c.query("set_total",
-            "INSERT INTO metrics(run, metric, total) VALUES($1, $2, $3)"
-            " ON CONFLICT(run, metric) DO UPDATE SET total=excluded.total",
-            pg::Params().add(run).add(metric).add(total));
-    // The parts of those buckets (batch.hpp, parts_to_merge), sizes only; all four key
-    // columns in the index condition (at most 7 x 7 probes: one plan whatever the table's
-    // statistics say); exact pairs below.
-    auto q = c.query("merge_parts",
-                     "SELECT width, bucket, part, total, octet_length(data)::int8 FROM buckets"
-                     " WHERE run=$1 AND metric=$2 AND width=ANY($3::int8[]) AND"
-                     " bucket=ANY($4::int8[]) ORDER BY part",
-                     pg::Params().add(run).add(metric).array(widths).array(starts),
-                     /*binary=*/true);
-    std::vector<std::vector<int64_t>> parts(widths.size()), sizes(widths.size()),
-        totals(widths.size());
-    for (int i = 0; i < q.rows(); ++i)
-      for (std::size_t k = 0; k < widths.size(); ++k)
-        if (widths[k] == q.bin_i64(i, 0) && starts[k] == q.bin_i64(i, 1)) {
-          parts[k].push_back(q.bin_i64(i, 2));
-          totals[k].push_back(q.bin_i64(i, 3));
-          sizes[k].push_back(q.bin_i64(i, 4));
-        }
-    std::string fresh;
-    encode_values(vals, fresh);
-    // Each bucket merges its newest parts that are not much bigger than the new values: they
-    // are taken out (one DELETE ... RETURNING) and come back as one part.
-    std::vector<std::size_t> keep(widths.size());
-    std::vector<int64_t> taken;
-    for (std::size_t k = 0; k < widths.size(); ++k) {
-      keep[k] = parts[k].size() - parts_to_merge(sizes[k], static_cast<int64_t>(fresh.size()));
-      taken.insert(taken.end(), parts[k].begin() + static_cast<std::ptrdiff_t>(keep[k]),
-                   parts[k].end());
-    }
-    std::unordered_map<int64_t, std::string_view> old;
-    pg::Result gone;
-    if (!taken.empty()) {
-      gone = c.query("merge_take",
-                     "DELETE FROM buckets WHERE run=$1 AND metric=$2 AND width=ANY($3::int8[])"
-                     " AND bucket=ANY($4::int8[]) AND part=ANY($5::int8[]) RETURNING part, data",
-                     pg::Params().add(run).add(metric).array(widths).array(starts).array(taken),
-                     /*binary=*/true);
-      for (int i = 0; i < gone.rows(); ++i) old[gone.bin_i64(i, 0)] = gone.bytes(i, 1);
-    }
-    std::vector<int64_t> new_totals;
-    std::vector<std::string> new_datas;
-    for (std::size_t k = 0; k < widths.size(); ++k) {
-      int64_t total = 0;
-      Values cur;
-      for (std::size_t j = keep[k]; j < parts[k].size(); ++j) {
-        auto it = old.find(parts[k][j]);
-        if (it == old.end() || !merge_blob(it->second, cur))
-          throw std::runtime_error("store: run " + std::to_string(run) + ": bad bucket");
-        total = checked_add(total, totals[k][j], "a bucket's total");
-        bytes -= kRowBytes + sizes[k][j];
-      }
-      new_totals.push_back(merged_total(total, sum, 1));
-      new_datas.emplace_back();
-      if (keep[k] == parts[k].size()) {
-        new_datas.back() = fresh;
-      } else {
-        merge_values(cur, vals, 1);
-        encode_values(cur, new_datas.back());
-      }
-      bytes += kRowBytes + static_cast<int64_t>(new_datas.back().size());
-    }
-    c.query("merge_write",
-            "INSERT INTO buckets(run, metric, width, bucket, total, data)"
-            " SELECT $1, $2, * FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::bytea[])",
-            pg::Params()
-                .add(run)
-                .add(metric)
-                .array(widths)
-                .array(starts)
-                .array(new_totals)
-                .array(views(new_datas), true));
+    pg_add_total(c, run, b.metrics[col], sum);
+    bytes += pg_merge_metric(c, run, b.metrics[col], t, vals, sum);
   }
   c.query("add_run",
           "UPDATE runs SET stack_count=$2, revision=revision+1, ended_ns=GREATEST(ended_ns, $3),"

@@ -10,7 +10,10 @@
 // svg-uncached: GET the graph with a new title each time (rendered every time; the
 //               run's loaded tree is reused from the tree cache).
 // svg-cold:     GET the graph with a new from= each time (loaded from SQLite and rendered).
-// Prints one line: mode, requests, failures, seconds, requests/s, MB/s.
+// --clients-from N: thread t says it forwards for client 10.N.(t/256).(t%256)
+//               (X-Forwarded-For, as a proxy's clients: bench/server/behind_proxy.sh).
+// Prints one line: mode, requests, failures, seconds, requests/s, MB/s; with
+// failures, the statuses that failed and how often.
 #include <httplib.h>
 
 #include <atomic>
@@ -18,6 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,6 +36,7 @@ struct Args {
   long run = 1;
   double seconds = 5;
   int threads = 2;
+  int clients_from = -1;  ///< --clients-from N: one X-Forwarded-For client per thread
 };
 
 Args parse(int argc, char** argv) {
@@ -49,6 +55,8 @@ Args parse(int argc, char** argv) {
       a.seconds = std::atof(v.c_str());
     else if (k == "--threads")
       a.threads = std::atoi(v.c_str());
+    else if (k == "--clients-from")
+      a.clients_from = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       std::exit(2);
@@ -85,11 +93,17 @@ int main(int argc, char** argv) {
   const auto deadline = start + std::chrono::duration<double>(a.seconds);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(a.threads));
+  std::mutex mu;
+  std::map<int, long> statuses;  // failed requests by status (0: no answer)
   for (int t = 0; t < a.threads; ++t)
-    threads.emplace_back([&] {
+    threads.emplace_back([&, t] {
       httplib::Client c("127.0.0.1", a.port);
       c.set_keep_alive(true);
       c.set_read_timeout(120);
+      if (a.clients_from >= 0)
+        c.set_default_headers(
+            {{"X-Forwarded-For", "10." + std::to_string(a.clients_from) + "." +
+                                     std::to_string(t / 256) + "." + std::to_string(t % 256)}});
       while (std::chrono::steady_clock::now() < deadline) {
         int want = a.mode == "upload" ? 201 : a.mode == "svg-304" ? 304 : 200;
         auto send = [&]() {
@@ -107,12 +121,16 @@ int main(int argc, char** argv) {
           bytes += static_cast<long>(a.mode == "upload" ? body.size() : r->body.size());
         } else {
           ++failed;
+          std::lock_guard<std::mutex> lock(mu);
+          ++statuses[r ? r->status : 0];
         }
       }
     });
   for (auto& th : threads) th.join();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%-13s requests %6ld failures %ld seconds %.2f  %9.1f req/s  %8.1f MB/s\n",
+  std::printf("%-13s requests %6ld failures %ld seconds %.2f  %9.1f req/s  %8.1f MB/s",
               a.mode.c_str(), ok.load(), failed.load(), secs, ok / secs, bytes / secs / 1e6);
+  for (const auto& [status, n] : statuses) std::printf("  %d: %ld", status, n);
+  std::printf("\n");
   return failed > 0 ? 1 : 0;
 }

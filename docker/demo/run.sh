@@ -27,6 +27,21 @@ child=""
 stop() { [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0; }
 trap stop TERM INT
 
+# Wait (at most DEMO_WAIT seconds, 120) for the server: an engine that starts
+# the services at once (podman-compose 1.0.3 ignores depends_on's condition)
+# must not cost the first round.
+wait_server() {
+  local addr="${server#*://}" hc="$here/luaflame-healthcheck"
+  addr="${addr%%/*}"
+  [ -x "$hc" ] || hc=luaflame-healthcheck
+  for _ in $(seq "${DEMO_WAIT:-120}"); do
+    LUAFLAME_HEALTH_TIMEOUT=1 "$hc" "$addr" 2>/dev/null && return 0
+    sleep 1
+  done
+  echo "luaflame-demo: $server did not answer /healthz; going on" >&2
+}
+wait_server
+
 round=0
 failed=0
 while [ "$rounds" -eq 0 ] || [ "$round" -lt "$rounds" ]; do

@@ -195,3 +195,29 @@ TEST_CASE("static files only from inside the web folder: no symlink escape, no %
   }
   lfh::check_healthz_prompt(s);
 }
+
+// Issue 31: the error for GET /api/runs/%00 was cut at the NUL ("no run '"),
+// and strtoll read "1%00x" as run 1.
+TEST_CASE("run ids are digits, all of them: a NUL is named, never cut at or read past") {
+  lft::TempDir dir;
+  lft::ServerProc s(dir.path);
+  auto c = s.client();
+  auto up = c.Post("/api/runs?name=t", "main;a 1\n", "text/plain");
+  REQUIRE(up);
+  REQUIRE(up->status == 201);
+  const std::string id = std::to_string(nlohmann::json::parse(up->body)["id"].get<int64_t>());
+  struct Case {
+    std::string path, error;
+  };
+  for (const Case& k : {Case{"/api/runs/%00", "no run '\\x00'"},
+                        Case{"/api/runs/" + id + "%00x", "no run '" + id + "\\x00x'"},
+                        Case{"/api/runs/+" + id, "no run '+" + id + "'"},
+                        Case{"/api/runs/%20" + id, "no run ' " + id + "'"}}) {
+    CAPTURE(k.path);
+    std::string raw = lfh::exchange(s.port(), get(k.path));
+    CHECK(lfh::status_of(raw) == 404);
+    CHECK(nlohmann::json::parse(body_of(raw))["error"] == k.error);
+  }
+  CHECK(lfh::status_of(lfh::exchange(s.port(), get("/api/runs/" + id))) == 200);
+  lfh::check_healthz_prompt(s);
+}

@@ -85,6 +85,8 @@ ServerProc::ServerProc(const std::string& data_dir, const std::vector<std::strin
   std::vector<std::string> args = {server_bin(), "--listen", "127.0.0.1:0", "--port-file",
                                    port_file,    "--data",   data_dir};
   args.insert(args.end(), extra.begin(), extra.end());
+  for (std::size_t i = 0; i + 1 < extra.size(); ++i)  // the last --listen is the server's
+    if (extra[i] == "--listen") host_ = extra[i + 1].substr(0, extra[i + 1].rfind(':'));
   // Everything the child needs is made before fork: a child of a process
   // with threads may not allocate (another thread may have held the
   // allocator's lock at fork: clang 14's ASan child then waits forever).
@@ -111,7 +113,7 @@ ServerProc::ServerProc(const std::string& data_dir, const std::vector<std::strin
     }
     if (port_ == 0) port_ = read_port_file(port_file);
     if (port_ != 0) {
-      httplib::Client c("127.0.0.1", port_);
+      httplib::Client c(host_, port_);
       c.set_connection_timeout(1);
       if (auto r = c.Get("/healthz"); r && r->status == 200) return;
     }
@@ -126,7 +128,7 @@ ServerProc::~ServerProc() {
 }
 
 httplib::Client ServerProc::client() const {
-  httplib::Client c("127.0.0.1", port_);
+  httplib::Client c(host_, port_);
   c.set_connection_timeout(5);
   c.set_read_timeout(60);
   c.set_write_timeout(60);

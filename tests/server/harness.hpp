@@ -28,7 +28,9 @@ class ServerProc {
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return "http://" + host_ + ":" + std::to_string(port_); }
+  /// The address it listens on: 127.0.0.1, or the host of a `--listen HOST:PORT` in `extra`.
+  const std::string& host() const { return host_; }
   /// A client with timeouts, for this server.
   httplib::Client client() const;
   /// Sends `sig` and waits (at most 20 s); returns the exit status, or 128+signal.
@@ -39,6 +41,7 @@ class ServerProc {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  std::string host_ = "127.0.0.1";
   std::string log_path_;
 };
 

@@ -4,6 +4,7 @@
 // runs retention, and another takes over when it dies; kill -9 of a server
 // while chunks stream loses no acknowledged chunk.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -263,10 +265,17 @@ TEST_CASE(
 
 namespace {
 
-// nginx with docker/lb/nginx.conf, its upstreams pointed at two local servers; stopped at the end.
+// The compose balancer on the host: docker/lb/start.sh running nginx with
+// docker/lb/nginx.conf, its names (server-a, server-b) resolved by a hosts
+// file of the test's own (LB_RESOLVE) instead of DNS; stopped at the end.
 class Nginx {
  public:
-  Nginx(const std::string& conf_path, int port_a, int port_b) : port_(lft::free_port()) {
+  struct Backend {
+    std::string name;
+    const lft::ServerProc* server;
+  };
+  Nginx(const std::string& conf_path, const std::vector<Backend>& backends)
+      : port_(lft::free_port()) {
     std::ifstream in(conf_path);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -276,8 +285,6 @@ class Nginx {
       REQUIRE(p != std::string::npos);
       conf.replace(p, from.size(), to);
     };
-    replace("server-a:8080", "127.0.0.1:" + std::to_string(port_a));
-    replace("server-b:8080", "127.0.0.1:" + std::to_string(port_b));
     replace("listen 8080;", "listen 127.0.0.1:" + std::to_string(port_) + ";");
     // Files of our own instead of the system's (the workers run as nobody: open folders).
     const std::string d = dir_.path;
@@ -286,15 +293,32 @@ class Nginx {
                                            "/access.log;\n  client_body_temp_path " + d +
                                            "/body;\n  proxy_temp_path " + d + "/proxy;");
     std::ofstream(d + "/nginx.conf") << conf;
+    std::string servers;
+    for (const Backend& b : backends) {
+      servers += b.name + ":" + std::to_string(b.server->port()) + " ";
+      point(b.name, b.server->host());
+    }
+    std::ofstream(d + "/resolve.sh") << "awk -v n=\"$1\" '$1 == n {print $2}' " + d + "/hosts\n";
     // Made before fork: the child of a process with threads may not allocate.
-    const std::string g = "daemon off; pid " + d + "/nginx.pid; error_log " + d + "/error.log;";
-    const std::string prefix = d + "/", conf_file = d + "/nginx.conf";
+    std::vector<std::string> args = {
+        "/bin/sh", kStart, "-p",
+        d + "/",   "-g",   "daemon off; pid " + d + "/nginx.pid; error_log " + d + "/error.log;"};
+    std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LB_SERVERS=" + servers,
+                                    "LB_CONF_DIR=" + d, "LB_RESOLVE=/bin/sh " + d + "/resolve.sh",
+                                    "LB_RESOLVE_SECONDS=0.2"};
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    for (auto& e : env) envp.push_back(e.data());
+    argv.push_back(nullptr);
+    envp.push_back(nullptr);
+    const int log_fd = ::open((d + "/start.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     pid_ = fork();
     if (pid_ == 0) {
-      execl(kNginx, kNginx, "-p", prefix.c_str(), "-c", conf_file.c_str(), "-g", g.c_str(),
-            static_cast<char*>(nullptr));
+      dup2(log_fd, 2);
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
+    ::close(log_fd);
     for (int i = 0; i < 200; ++i) {
       if (auto r = client().Get("/healthz"); r && r->status == 200) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -305,6 +329,14 @@ class Nginx {
     kill(pid_, SIGTERM);
     waitpid(pid_, nullptr, 0);
   }
+  // Where `name` resolves from now on (as a container restarted at a new address).
+  void point(const std::string& name, const std::string& address) {
+    hosts_[name] = address;
+    std::ofstream out(dir_.path + "/hosts.new");
+    for (const auto& [n, a] : hosts_) out << n << " " << a << "\n";
+    out.close();
+    std::rename((dir_.path + "/hosts.new").c_str(), (dir_.path + "/hosts").c_str());
+  }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
     c.set_connection_timeout(5);
@@ -312,33 +344,39 @@ class Nginx {
     return c;
   }
   std::string error_log() const {
-    std::ifstream in(dir_.path + "/error.log");
+    std::ifstream in(dir_.path + "/error.log"), start(dir_.path + "/start.log");
     std::stringstream ss;
-    ss << in.rdbuf();
+    ss << in.rdbuf() << start.rdbuf();
     return ss.str();
   }
+  static constexpr const char* kStart = LUAFLAME_LB_START;
   static constexpr const char* kNginx = "/usr/sbin/nginx";
 
  private:
   lft::TempDir dir_;
   int port_;
   pid_t pid_ = -1;
+  std::map<std::string, std::string> hosts_;
 };
+
+// True when the host has no nginx: the case is skipped (in CI it fails instead).
+bool nginx_missing() {
+  if (access(Nginx::kNginx, X_OK) == 0) return false;
+  if (lft::in_ci())
+    FAIL("nginx is not installed: CI must run this test (scripts/install-deps.sh --test)");
+  MESSAGE("skipped: nginx is not installed (scripts/install-deps.sh --test installs it)");
+  ++lft::skipped_cases();
+  return true;
+}
 
 }  // namespace
 
 TEST_CASE("nginx (docker/lb/nginx.conf) in front of two servers: any server answers, one may die") {
-  if (access(Nginx::kNginx, X_OK) != 0) {
-    if (lft::in_ci())
-      FAIL("nginx is not installed: CI must run this test (scripts/install-deps.sh --test)");
-    MESSAGE("skipped: nginx is not installed (scripts/install-deps.sh --test installs it)");
-    ++lft::skipped_cases();
-    return;
-  }
+  if (nginx_missing()) return;
   const std::string url = lft::Postgres::shared().new_database();
   auto a = std::make_unique<Server>(url);
   Server b(url);
-  Nginx lb(LUAFLAME_LB_CONF, a->proc->port(), b.proc->port());
+  Nginx lb(LUAFLAME_LB_CONF, {{"server-a", a->proc.get()}, {"server-b", b.proc.get()}});
   auto c = lb.client();
   auto up = c.Post("/api/runs?name=lb", "main;x 4\nmain;y 6\n", "text/plain");
   REQUIRE(up);
@@ -367,4 +405,52 @@ TEST_CASE("nginx (docker/lb/nginx.conf) in front of two servers: any server answ
   CHECK(a->proc->stop(9) == 128 + 9);
   for (uint64_t seq = 10; seq < 16; ++seq) send(seq);
   CHECK(count_of(b.proc->log(), "/chunks") == via_b + 6);
+}
+
+// Issue 31: nginx resolved server-a/server-b once; a server container that
+// restarted came back at a new address and got no traffic until the balancer
+// was restarted. start.sh resolves them again (here every 0.2 s).
+TEST_CASE("nginx (docker/lb/start.sh) follows a server that restarts at a new address") {
+  if (nginx_missing()) return;
+  const std::string url = lft::Postgres::shared().new_database();
+  Server a(url);
+  auto b = std::make_unique<Server>(url, std::vector<std::string>{"--listen", "127.0.0.2:0"});
+  const int port_b = b->proc->port();
+  Nginx lb(LUAFLAME_LB_CONF, {{"server-a", a.proc.get()}, {"server-b", b->proc.get()}});
+  auto c = lb.client();
+  auto up = c.Post("/api/runs?name=lb", "main;x 4\n", "text/plain");
+  REQUIRE(up);
+  REQUIRE(up->status == 201);
+  const std::string run = path_of(json::parse(up->body)["id"].get<int64_t>());
+  // Reads for `ms`: every one answered 200; returns the slowest, in ms.
+  auto reads = [&](int ms) {
+    long slowest = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = c.Get(run.c_str());
+      REQUIRE(r);
+      CHECK(r->status == 200);
+      slowest = std::max<long>(slowest, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - t0)
+                                            .count());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return slowest;
+  };
+  // B's container stops: its name no longer resolves; then it comes back elsewhere.
+  CHECK(b->proc->stop(9) == 128 + 9);
+  lb.point("server-b", "");
+  long down = reads(1000);
+  auto b2 = std::make_unique<Server>(
+      url, std::vector<std::string>{"--listen", "127.0.0.3:" + std::to_string(port_b)});
+  lb.point("server-b", "127.0.0.3");
+  long back = reads(1500);
+  MESSAGE("slowest read: " << down << " ms with B gone, " << back << " ms once B is back");
+  CHECK(down < 500);
+  CHECK(back < 500);
+  const int to_b2 = count_of(b2->proc->log(), "GET " + run);
+  MESSAGE("reads the restarted B answered: " << to_b2);
+  CHECK(to_b2 > 0);
+  CHECK(lb.error_log().find("lb: servers now:") != std::string::npos);
 }

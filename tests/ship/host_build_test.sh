@@ -95,6 +95,43 @@ demo)
     || fail "the demo run holds '${samples:-none}' samples, wanted > 100"
   ;;
 
+nginx_demo)
+  # The compose service nginx-demo (issue 31: with a token set it streamed
+  # nothing, got 401 once and said nothing): installed, against a server with
+  # a token, with and without LUAFLAME_TOKEN.
+  need_prefix
+  [ -e /usr/lib/nginx/modules/ngx_http_lua_module.so ] \
+    || { fail "nginx with ngx_http_lua is not installed (scripts/install-deps.sh --test installs it)"; ship_finish; }
+  start_server "$prefix/bin/luaflame-server" --token s3cret || exit 1
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  demo() {  # demo NAME [ENV...]: the installed nginx demo for 3 s after its first answer
+    local name="$1"; shift
+    env TMPDIR="$SHIP_TMP" LUAFLAME_SERVER="$SHIP_URL" DEMO_PORT="$port" "$@" \
+      "$prefix/bin/luaflame-nginx-demo" >"$SHIP_TMP/$name.out" 2>"$SHIP_TMP/$name.err" &
+    local pid=$!
+    for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break; sleep 0.1; done
+    curl -fsS "http://127.0.0.1:$port/" >/dev/null && pass "$name: nginx answers on port $port" \
+      || fail "$name: nginx does not answer: $(tail -c 600 "$SHIP_TMP/$name.err")"
+    sleep 3
+    kill -QUIT "$pid" 2>/dev/null   # graceful: the workers stop their profiles
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  }
+  demo refused env -u LUAFLAME_TOKEN
+  expect_match "$(cat "$SHIP_TMP/refused.err")" "luaflame: streaming to http://127\.0\.0\.1:[0-9]+ stopped: POST /api/streams answered 401" \
+    "without the token each worker says in nginx's log that the server refused it"
+  demo streamed LUAFLAME_TOKEN=s3cret
+  runs=$(curl -fsS "$SHIP_URL/api/runs?name=nginx-demo")
+  # Runs and the samples in them, from the listing's JSON.
+  got=$(printf '%s' "$runs" | python3 -c 'import json, sys
+r = json.load(sys.stdin)["runs"]
+print(len(r), sum(x.get("metrics", {}).get("samples", {}).get("total", 0) for x in r))')
+  n=${got%% *}; samples=${got##* }; samples=${samples%%.*}
+  [ "${n:-0}" -ge 1 ] && [ "${samples:-0}" -gt 0 ] \
+    && pass "with LUAFLAME_TOKEN the workers streamed $n runs, $samples samples" \
+    || fail "with LUAFLAME_TOKEN the server has '$got' (runs, samples) of nginx-demo: $(tail -c 600 "$SHIP_TMP/streamed.err")"
+  ;;
+
 *) echo "unknown step $step" >&2; exit 2 ;;
 esac
 ship_finish
