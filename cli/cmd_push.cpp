@@ -29,6 +29,7 @@
 #include "http_client.hpp"
 #include "luaflame/diff.hpp"
 #include "luaflame/pprof.hpp"
+#include "luaflame/wire.hpp"
 
 namespace lfcli {
 namespace {
@@ -47,14 +48,16 @@ void add_client_options(CLI::App& app, ClientOptions& o) {
       ->check(CLI::Range(1, 86400));
 }
 
-// k=v, with a non-empty key; "why" says what is wrong otherwise.
+// KEY=VALUE by the server's rule (lfw::tag_error), checked before anything is sent;
+// "why" says what is wrong otherwise.
 bool valid_tag(const std::string& t, std::string& why) {
   const std::string::size_type eq = t.find('=');
   if (eq == std::string::npos || eq == 0) {
     why = "tag '" + t + "' is not KEY=VALUE";
     return false;
   }
-  return true;
+  why = lfw::tag_error(std::string_view(t).substr(0, eq), std::string_view(t).substr(eq + 1));
+  return why.empty();
 }
 
 // Splits "a=1,b=2" into tags.
@@ -129,6 +132,7 @@ int run_push(const CLI::App& app, PushOptions& o) {
   if (!o.tag_list.empty() && !add_tag_list(o.tag_list, o.tags, why)) return usage_error(app, why);
   if (o.file.empty()) return usage_error(app, "which folded file? (FILE or - for stdin)");
   if (o.name.empty()) return usage_error(app, "--name is required");
+  if (std::string bad = lfw::name_error(o.name); !bad.empty()) return usage_error(app, bad);
   HttpClient http;
   if (!http.open(o.client, why)) return usage_error(app, "--server " + o.client.server + " " + why);
   std::string body;

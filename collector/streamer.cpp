@@ -136,13 +136,19 @@ bool Streamer::post(const std::string& path, const std::string& body, const char
 // The run's name and tags come from file names, --name, --tag and the
 // environment: any bytes. JSON holds UTF-8 only (nlohmann's dump throws on
 // anything else, which aborted the program), so bytes that are not UTF-8 go
-// as visible \xNN text (visible_utf8, frames.hpp) and the rest as they are.
+// as visible \xNN text (visible_utf8, frames.hpp); then they are made to pass
+// the server's rule for names and tags (lfw::fit_text, fit_tag_key: control
+// characters as \xNN, lengths cut, a key's other bytes as '_'), which refused
+// such a run with 400 and left its profile in the fallback file.
 bool Streamer::create_run() {
   nlohmann::json j;
   j["stream"] = uuid_;
-  j["name"] = visible_utf8(s_.opt.name.empty() ? "lua" : s_.opt.name);
+  std::string name = lfw::fit_text(visible_utf8(s_.opt.name), lfw::kMaxNameBytes);
+  j["name"] = name.empty() ? std::string("lua") : name;
   nlohmann::json tags = nlohmann::json::object();
-  for (const auto& [k, v] : s_.opt.tags) tags[visible_utf8(k)] = visible_utf8(v);
+  for (const auto& [k, v] : s_.opt.tags)
+    tags[lfw::fit_tag_key(visible_utf8(k))] =
+        lfw::fit_text(visible_utf8(v), lfw::kMaxTagValueBytes);
   j["tags"] = std::move(tags);
   j["metrics"] = s_.metrics;
   j["started_ns"] = s_.acct.start_unix;

@@ -12,6 +12,7 @@
 #include "app.hpp"
 #include "cors.hpp"
 #include "guard.hpp"
+#include "luaflame/wire.hpp"
 
 namespace lfs {
 namespace {
@@ -29,13 +30,6 @@ thread_local App* t_app = nullptr;
 // httplib could decode it (httplib 0.11 stores a body cut after a flush point
 // and refuses a second member), and add_body_route decodes it (Gunzip).
 thread_local bool t_gzip = false;
-
-bool valid_text(const std::string& s, std::size_t max) {
-  if (s.size() > max) return false;
-  for (unsigned char c : s)
-    if (c < 0x20 || c == 0x7f) return false;
-  return true;
-}
 
 // httplib splits "tag=k=v" at the last '=': re-parse the raw query, splitting
 // each parameter at its first '=' so tag=K=V and focus paths with '=' survive.
@@ -419,20 +413,16 @@ int64_t time_param(const httplib::Request& req, const char* name, int64_t def) {
   return static_cast<int64_t>(d);
 }
 
+// The rules are the wire format's (lfw::name_error, tag_error): the collector and the CLI
+// apply the same ones before they send.
 void check_name(const std::string& name) {
   if (name.empty()) throw HttpError(400, "a run needs a name (name=...)");
-  if (!valid_text(name, 200))
-    throw HttpError(400, "a run name is at most 200 bytes without control characters");
+  if (std::string why = lfw::name_error(name); !why.empty()) throw HttpError(400, why);
 }
 
 void check_tag(const std::string& key, const std::string& value) {
-  if (key.empty() || key.size() > 64)
-    throw HttpError(400, "a tag key is 1 to 64 bytes: '" + key + "'");
-  for (unsigned char c : key)
-    if (!(std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == '/'))
-      throw HttpError(400, "a tag key holds letters, digits and _ - . / only: '" + key + "'");
-  if (!valid_text(value, 256))
-    throw HttpError(400, "a tag value is at most 256 bytes without control characters");
+  if (std::string why = lfw::tag_error(key, value); !why.empty())
+    throw HttpError(400, log_safe(why, 300));
 }
 
 Tags tag_params(const httplib::Request& req, const char* name, std::size_t max_tags) {

@@ -3,16 +3,15 @@
 // small; the schema is pg_store.cpp's.
 #include "pg_list.hpp"
 
+#include <iterator>
 #include <limits>
+#include <string>
 #include <unordered_map>
 
 namespace lfs {
 namespace {
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-// A listing's total is counted up to kCountCap (then a lower bound); up to kJoinCountCap when
-// each match costs a join (a condition the driving index does not cover).
-constexpr int64_t kCountCap = 10000;
-constexpr int64_t kJoinCountCap = 1000;
+constexpr int64_t kCountCap = kListCountCap;  // store.hpp: the listing policy
 }  // namespace
 
 RunInfo pg_read_run(const pg::Result& r, int i) {
@@ -54,30 +53,29 @@ void pg_fill_runs(pg::Conn& c, std::vector<RunInfo>& runs) {
   }
 }
 
-// As SqliteStore::list_runs: the rows come newest first from the index of the condition with
-// the fewest candidates (each counted up to the cap in its own index, all in one statement; with
-// a name, a tag's candidates are those of name and tag, tags_kvn; with a status and no name,
-// those of status and tag, tags_kvs), the other conditions checked per run. The plan is spelled
-// out rather than left to the planner, which joined and counted 10,000 rows (100 to 300 ms at
-// 1M runs) where one index walk serves the page.
-RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
-  pg::Conn* c = &conn;
-  pg::Txn txn(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // counts and page agree
-  auto capped_sql = [](const std::string& sql, int64_t cap) {
-    return "(SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(cap + 1) + ") m)";
-  };
-  auto capped = [&](const std::string& sql, const pg::Params& p, int64_t cap) {
-    return c->query_once("SELECT " + capped_sql(sql, cap), p).i64(0, 0);
-  };
+namespace {
+
+// Which index a listing walks: the condition with the fewest candidates.
+struct PgPlan {
+  int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
+  int64_t best = kMax;
+  bool covered = false;  // the driving index holds every condition: its count is the total
+};
+
+std::string capped_sql(const std::string& sql, int64_t cap) {
+  return "(SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(cap + 1) + ") m)";
+}
+
+// The candidates of each condition, counted in one statement (one round trip): the name
+// (with a status, the runs of both; without, only when no tag: a tag's candidates, tags_kvn,
+// are a subset of the name's), each tag (with the name, or else the status: tags_kvs), the
+// status alone when it is the only condition.
+PgPlan pg_plan(pg::Conn& c, const RunFilter& f) {
   const bool named = !f.name.empty(), with_status = !f.status.empty();
-  // The candidates of each condition, counted in one statement (one round trip): the name, each
-  // tag (with the name, or else the status), the status; columns in that order.
   std::vector<std::string> counts;
   pg::Params cp;
   int cn = 0;
   auto carg = [&cn] { return "$" + std::to_string(++cn); };
-  // The name's: with a status, the runs of both (runs_name_status); without, only when no tag
-  // (a tag's candidates, tags_kvn, are a subset of the name's).
   const bool count_name = named && (with_status || f.tags.empty());
   if (count_name) {
     std::string w = "SELECT 1 FROM runs WHERE name=" + carg();
@@ -101,9 +99,8 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
     }
     counts.push_back(capped_sql(w, kCountCap));
   }
-  // The status alone: only when it is the only condition, as a tag's candidates above are
-  // already those of the tag and the status (a subset: the status would never be fewer).
-  if (with_status && !named && f.tags.empty()) {
+  const bool status_only = with_status && !named && f.tags.empty();
+  if (status_only) {
     counts.push_back(capped_sql("SELECT 1 FROM runs WHERE status=" + carg(), kCountCap));
     cp.add(f.status);
   }
@@ -111,99 +108,106 @@ RunList pg_list_runs(pg::Conn& conn, const RunFilter& f) {
   if (!counts.empty()) {
     std::string sql = "SELECT ";
     for (std::size_t i = 0; i < counts.size(); ++i) sql += (i ? ", " : "") + counts[i];
-    auto r = c->query_once(sql, cp);
+    auto r = c.query_once(sql, cp);
     for (std::size_t i = 0; i < counts.size(); ++i) n_of.push_back(r.i64(0, static_cast<int>(i)));
   }
-  int64_t best = kMax;
-  int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
+  PgPlan p;
   std::size_t col = 0;
-  if (count_name) {
-    best = n_of[col++];
-    driver = 0;
-  }
-  for (std::size_t ti = 0; ti < f.tags.size(); ++ti) {
-    const int64_t n = n_of[col++];
-    if (n < best) {
-      best = n;
-      driver = 2 + static_cast<int>(ti);
-    }
-  }
-  if (with_status && !named && f.tags.empty()) {
-    best = n_of[col];
-    driver = 1;
-  }
-  const std::size_t conditions = (named ? 1 : 0) + (f.status.empty() ? 0 : 1) + f.tags.size();
-  // Covered: the driving index holds every condition (the count of the choice is the total).
-  const bool covered = conditions == 1 || (conditions == 2 && (named || with_status) &&
-                                           (driver >= 2 || (named && with_status)));
-  pg::Params p;
-  int n = 0;
-  auto arg = [&n] { return "$" + std::to_string(++n); };
+  if (count_name) p = PgPlan{0, n_of[col++]};
+  for (std::size_t ti = 0; ti < f.tags.size(); ++ti, ++col)
+    if (n_of[col] < p.best) p = PgPlan{2 + static_cast<int>(ti), n_of[col]};
+  if (status_only) p = PgPlan{1, n_of[col]};
+  const std::size_t conditions = (named ? 1 : 0) + (with_status ? 1 : 0) + f.tags.size();
+  p.covered = conditions == 1 || (conditions == 2 && (named || with_status) &&
+                                  (p.driver >= 2 || (named && with_status)));
+  return p;
+}
+
+// The listing's FROM, WHERE and ORDER BY for a plan, its parameters, and how many there are.
+struct PgQuery {
   std::string from = " FROM runs", where = " WHERE true", order = " ORDER BY runs.id DESC";
-  if (driver >= 2) {
-    auto it = std::next(f.tags.begin(), driver - 2);
-    from = " FROM tags d JOIN runs ON runs.id=d.run";
-    where += " AND d.key=" + arg();
-    where += " AND d.value=" + arg();
-    p.add(it->first).add(it->second);
+  pg::Params params;
+  int n = 0;
+  std::string arg() { return "$" + std::to_string(++n); }
+};
+
+PgQuery pg_query(const RunFilter& f, const PgPlan& p) {
+  const bool named = !f.name.empty(), with_status = !f.status.empty();
+  PgQuery q;
+  if (p.driver >= 2) {
+    auto it = std::next(f.tags.begin(), p.driver - 2);
+    q.from = " FROM tags d JOIN runs ON runs.id=d.run";
+    q.where += " AND d.key=" + q.arg();
+    q.where += " AND d.value=" + q.arg();
+    q.params.add(it->first).add(it->second);
     if (named) {
-      where += " AND d.name=" + arg();
-      p.add(f.name);
+      q.where += " AND d.name=" + q.arg();
+      q.params.add(f.name);
     } else if (with_status) {  // tags_kvs: the status is the tag row's
-      where += " AND d.status=" + arg();
-      p.add(f.status);
+      q.where += " AND d.status=" + q.arg();
+      q.params.add(f.status);
     }
-    order = " ORDER BY d.run DESC";
+    q.order = " ORDER BY d.run DESC";
   }
-  if (named && driver < 2) {
-    where += " AND runs.name=" + arg();
-    p.add(f.name);
+  if (named && p.driver < 2) {
+    q.where += " AND runs.name=" + q.arg();
+    q.params.add(f.name);
   }
-  if (with_status && (named || driver < 2)) {
-    where += " AND runs.status=" + arg();
-    p.add(f.status);
+  if (with_status && (named || p.driver < 2)) {
+    q.where += " AND runs.status=" + q.arg();
+    q.params.add(f.status);
   }
   int ti = 0;
   for (const auto& [k, v] : f.tags) {
-    if (driver != 2 + ti) {
-      where += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run=runs.id AND t.key=" + arg();
-      where += " AND t.value=" + arg() + ")";
-      p.add(k).add(v);
+    if (p.driver != 2 + ti) {
+      q.where += " AND EXISTS (SELECT 1 FROM tags t WHERE t.run=runs.id AND t.key=" + q.arg();
+      q.where += " AND t.value=" + q.arg() + ")";
+      q.params.add(k).add(v);
     }
     ++ti;
   }
-  const pg::Params count_params = p;
-  RunList out;
-  std::string page = from + where;
+  return q;
+}
+
+}  // namespace
+
+// As sqlite_list_runs: the rows come newest first from the index of the condition with the
+// fewest candidates (pg_plan), the other conditions checked per run (pg_query). The plan is
+// spelled out rather than left to the planner, which joined and counted 10,000 rows (100 to
+// 300 ms at 1M runs) where one index walk serves the page. Paging and the total follow the
+// stores' one policy (store.hpp).
+RunList pg_list_runs(pg::Conn& c, const RunFilter& f) {
+  pg::Txn txn(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");  // counts and page agree
+  const PgPlan p = pg_plan(c, f);
+  PgQuery q = pg_query(f, p);
+  const pg::Params count_params = q.params;
+  std::string page = q.from + q.where;
   if (f.before_id > 0) {
-    page += " AND runs.id<" + arg();
-    p.add(f.before_id);
+    page += " AND runs.id<" + q.arg();
+    q.params.add(f.before_id);
   }
-  page += order + " LIMIT " + arg();
-  page += " OFFSET " + arg();
-  p.add(f.limit + 1).add(f.offset);
-  auto r = c->query_once(
+  page += q.order + " LIMIT " + q.arg();
+  page += " OFFSET " + q.arg();
+  q.params.add(f.limit + 1).add(f.offset);
+  auto r = c.query_once(
       "SELECT runs.id, runs.name, source, runs.status, started_ns, ended_ns, hz, stats, "
-      "stack_count, "
-      "revision" +
+      "stack_count, revision" +
           page,
-      p);
+      q.params);
+  RunList out;
   for (int i = 0; i < r.rows(); ++i) out.runs.push_back(pg_read_run(r, i));
-  const bool last_page = static_cast<int64_t>(out.runs.size()) <= f.limit;
-  if (!last_page) {
-    out.runs.pop_back();
-    out.next_cursor = out.runs.back().id;
+  const bool last_page = finish_page(f, out);
+  if (!total_from_page(f, last_page, out)) {
+    const bool any = !f.name.empty() || !f.status.empty() || !f.tags.empty();
+    const int64_t cap = p.covered || !any ? kCountCap : kListJoinCountCap;
+    set_capped_total(
+        p.covered
+            ? p.best
+            : c.query_once("SELECT " + capped_sql("SELECT 1" + q.from + q.where, cap), count_params)
+                  .i64(0, 0),
+        cap, out);
   }
-  if (last_page && f.before_id == 0) {  // the whole answer is on this page: no count
-    out.total = f.offset + static_cast<int64_t>(out.runs.size());
-  } else {  // counted up to a cap: a page never pays for a million matches
-    // A filter the driving index does not cover costs a run lookup per match counted: up to
-    // kJoinCountCap of them (then a lower bound).
-    const int64_t cap = covered || conditions == 0 ? kCountCap : kJoinCountCap;
-    out.total = covered ? best : capped("SELECT 1" + from + where, count_params, cap);
-    if (out.total > cap) out.total_exact = false;
-  }
-  pg_fill_runs(*c, out.runs);
+  pg_fill_runs(c, out.runs);
   txn.commit();
   return out;
 }

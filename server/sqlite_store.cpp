@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "batch.hpp"
+#include "sqlite_list.hpp"
 #include "sqlite_schema.hpp"
 #include "sqlite_util.hpp"
 #include "store.hpp"
@@ -35,9 +36,6 @@ constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 // Live runs' dictionaries kept in memory by the writer, in nodes.
 constexpr std::size_t kTreeCacheNodes = 8u << 20;
-// Counting a listing's total stops here (the total is then a lower bound).
-constexpr int64_t kCountCap = 10000;
-constexpr int64_t kJoinCountCap = 1000;  // the same when a tag is checked per run
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -172,12 +170,12 @@ class SqliteStore : public Store {
 
   std::optional<RunInfo> get_run(int64_t id) override {
     Reader r(*this);
-    Stmt q(r.db, std::string(kRunColumns) + " WHERE id=?");
+    Stmt q(r.db, std::string(kSqliteRunColumns) + " FROM runs WHERE id=?");
     q.bind(1, id);
     if (!q.step()) return std::nullopt;
-    RunInfo info = read_run(q);
+    RunInfo info = sqlite_read_run(q);
     q.reset();
-    fill_run(r.db, info);
+    sqlite_fill_run(r.db, info);
     return info;
   }
 
@@ -313,13 +311,6 @@ class SqliteStore : public Store {
     writer_ = nullptr;
   }
 
-  static constexpr const char* kColumns =
-      "SELECT runs.id, runs.name, source, status, started_ns, ended_ns, hz, stats, stack_count, "
-      "revision";
-  static constexpr const char* kRunColumns =
-      "SELECT id, name, source, status, started_ns, ended_ns, hz, stats, stack_count, revision "
-      "FROM runs";
-
   // A read connection borrowed from the pool for one call.
   struct Reader {
     SqliteStore& s;
@@ -446,30 +437,6 @@ class SqliteStore : public Store {
     return sqlite3_changes(writer_) > 0;
   }
 
-  static RunInfo read_run(const Stmt& q) {
-    RunInfo r;
-    r.id = q.i64(0);
-    r.name = q.text(1);
-    r.source = q.text(2);
-    r.status = q.text(3);
-    r.started_ns = q.i64(4);
-    r.ended_ns = q.i64(5);
-    r.hz = q.dbl(6);
-    if (!q.is_null(7)) r.stats_json = q.text(7);
-    r.stack_count = q.i64(8);
-    r.revision = q.i64(9);
-    return r;
-  }
-
-  static void fill_run(sqlite3* db, RunInfo& r) {
-    Stmt t(db, "SELECT key, value FROM tags WHERE run=?");
-    t.bind(1, r.id);
-    while (t.step()) r.tags.emplace(t.text(0), t.text(1));
-    Stmt m(db, "SELECT metric, total FROM metrics WHERE run=? ORDER BY metric");
-    m.bind(1, r.id);
-    while (m.step()) r.totals[static_cast<int>(m.i64(0))] = m.i64(1);
-  }
-
   StoreOptions opts_;
   std::string path_;
   sqlite3* writer_ = nullptr;
@@ -480,125 +447,9 @@ class SqliteStore : public Store {
   sql::StmtCache wc_;                           // the writer's statements (under write_mu_)
 };
 
-// A listing walks one index newest first and checks the other conditions per run: the index
-// of the condition with the fewest candidates (each counted up to the cap through its own
-// index), so no filter scans the table. SQLite's planner, without statistics, preferred the
-// rowid order for ORDER BY id DESC and scanned every run when few matched (127 ms to 1.4 s
-// at 1 million runs); the plan is therefore forced (INDEXED BY, CROSS JOIN).
 RunList SqliteStore::list_runs(const RunFilter& f) {
   Reader r(*this);
-  auto capped = [&](const std::string& sql, const std::vector<std::string>& args,
-                    int64_t cap = kCountCap) {
-    Stmt c(r.db, "SELECT COUNT(*) FROM (" + sql + " LIMIT " + std::to_string(cap + 1) + ")");
-    for (std::size_t i = 0; i < args.size(); ++i)
-      c.bind(static_cast<int>(i + 1), std::string_view(args[i]));
-    int64_t n = c.step() ? c.i64(0) : 0;
-    c.reset();
-    return n;
-  };
-  // Candidates per condition (counted up to the cap in its index): the walk takes the index
-  // of the fewest. With a name, a tag's candidates are those of name and tag together
-  // (tags_kvn), so name + tag walks exactly its matches.
-  const bool named = !f.name.empty();
-  int64_t best = kMax;
-  int driver = -1;  // -1 all, 0 name, 1 status, 2 + i: tag i
-  if (named) {
-    best = capped("SELECT 1 FROM runs INDEXED BY runs_name WHERE name=?", {f.name});
-    driver = 0;
-  }
-  if (!f.status.empty()) {
-    Stmt c(r.db, "SELECT n FROM run_counts WHERE status=?");
-    c.bind(1, f.status);
-    int64_t n = c.step() ? c.i64(0) : 0;
-    c.reset();
-    if (n < best) {
-      best = n;
-      driver = 1;
-    }
-  }
-  int ti = 0;
-  for (const auto& [k, v] : f.tags) {
-    int64_t n =
-        named ? capped(
-                    "SELECT 1 FROM tags INDEXED BY tags_kvn WHERE key=? AND value=? "
-                    "AND name=?",
-                    {k, v, f.name})
-              : capped("SELECT 1 FROM tags INDEXED BY tags_kv WHERE key=? AND value=?", {k, v});
-    if (n < best) {
-      best = n;
-      driver = 2 + ti;
-    }
-    ++ti;
-  }
-  // The driver's candidates are the answer when no other condition remains: its count is the
-  // total, and no second count is needed.
-  const std::size_t conditions = (named ? 1 : 0) + (f.status.empty() ? 0 : 1) + f.tags.size();
-  const bool covered = conditions == 1 || (conditions == 2 && named && driver >= 2);
-  std::string from, order = " ORDER BY runs.id DESC";
-  std::string where = " WHERE 1=1";
-  std::vector<std::string> args;
-  if (driver >= 2) {
-    auto it = std::next(f.tags.begin(), driver - 2);
-    from = named ? " FROM tags AS d INDEXED BY tags_kvn CROSS JOIN runs ON runs.id=d.run"
-                 : " FROM tags AS d INDEXED BY tags_kv CROSS JOIN runs ON runs.id=d.run";
-    where += named ? " AND d.key=? AND d.value=? AND d.name=?" : " AND d.key=? AND d.value=?";
-    args = {it->first, it->second};
-    if (named) args.push_back(f.name);
-    order = " ORDER BY d.run DESC";
-  } else {
-    from = driver == 0   ? " FROM runs INDEXED BY runs_name"
-           : driver == 1 ? " FROM runs INDEXED BY runs_status"
-                         : " FROM runs";
-    if (driver >= 0 && named && !f.status.empty()) from = " FROM runs INDEXED BY runs_name_status";
-  }
-  if (named && driver < 2) {
-    where += " AND name=?";
-    args.push_back(f.name);
-  }
-  if (!f.status.empty()) {
-    where += " AND status=?";
-    args.push_back(f.status);
-  }
-  ti = 0;
-  for (const auto& [k, v] : f.tags) {
-    if (driver != 2 + ti) {
-      where += " AND EXISTS (SELECT 1 FROM tags WHERE run=runs.id AND key=? AND value=?)";
-      args.push_back(k);
-      args.push_back(v);
-    }
-    ++ti;
-  }
-  RunList out;
-  std::string page =
-      from + where + (f.before_id > 0 ? " AND runs.id<?" : "") + order + " LIMIT ? OFFSET ?";
-  Stmt q(r.db, std::string(kColumns) + page);
-  int i = 1;
-  for (const std::string& a : args) q.bind(i++, std::string_view(a));
-  if (f.before_id > 0) q.bind(i++, f.before_id);
-  q.bind(i, f.limit + 1).bind(i + 1, f.offset);
-  while (q.step()) out.runs.push_back(read_run(q));
-  const bool last_page = static_cast<int64_t>(out.runs.size()) <= f.limit;
-  if (!last_page) {
-    out.runs.pop_back();
-    out.next_cursor = out.runs.back().id;
-  }
-  if (!named && f.tags.empty()) {  // counters kept by triggers: exact and O(1)
-    Stmt c(r.db, f.status.empty() ? "SELECT COALESCE(SUM(n), 0) FROM run_counts"
-                                  : "SELECT COALESCE(SUM(n), 0) FROM run_counts WHERE status=?");
-    if (!f.status.empty()) c.bind(1, f.status);
-    if (c.step()) out.total = c.i64(0);
-    c.reset();
-  } else if (last_page && f.before_id == 0) {  // the whole answer is on this page: no count
-    out.total = f.offset + static_cast<int64_t>(out.runs.size());
-  } else {  // counted up to a cap: a page never pays for a million matches
-    // A tag the driving index does not cover costs a lookup per match counted: up to
-    // kJoinCountCap of them (then a lower bound).
-    const int64_t cap = covered || f.tags.empty() ? kCountCap : kJoinCountCap;
-    out.total = covered ? best : capped("SELECT 1" + from + where, args, cap);
-    if (out.total > cap) out.total_exact = false;
-  }
-  for (RunInfo& info : out.runs) fill_run(r.db, info);
-  return out;
+  return sqlite_list_runs(r.db, f);
 }
 
 // Adds `b` to `run` inside the open transaction: the dictionary rows the run lacked, then

@@ -90,6 +90,26 @@ std::string parse_resolutions(std::string_view text, std::vector<Resolution>& ou
   return {};
 }
 
+bool finish_page(const RunFilter& f, RunList& out) {
+  const bool last = static_cast<int64_t>(out.runs.size()) <= f.limit;
+  if (!last) {
+    out.runs.pop_back();
+    out.next_cursor = out.runs.back().id;
+  }
+  return last;
+}
+
+bool total_from_page(const RunFilter& f, bool last_page, RunList& out) {
+  if (!last_page || f.before_id != 0) return false;
+  out.total = f.offset + static_cast<int64_t>(out.runs.size());
+  return true;
+}
+
+void set_capped_total(int64_t counted, int64_t cap, RunList& out) {
+  out.total = counted;
+  if (counted > cap) out.total_exact = false;
+}
+
 bool is_postgres(const std::string& url) {
   return url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0;
 }

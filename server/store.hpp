@@ -131,6 +131,25 @@ struct RunList {
   int64_t next_cursor = 0;  ///< before_id of the next page; 0 when this is the last
 };
 
+// ---- The listing policy every store follows (its SQL is each store's own) ----
+// Newest first (id descending); a page is read with LIMIT limit + 1 from before_id (or the
+// newest) and offset; the total is counted up to a cap: a page never pays for a million
+// matches.
+
+/// Counting a listing's total stops past this (the total is then a lower bound).
+inline constexpr int64_t kListCountCap = 10000;
+/// The same when each match counted costs a run lookup (a condition the walked index does
+/// not cover).
+inline constexpr int64_t kListJoinCountCap = 1000;
+/// Cuts rows read with LIMIT limit + 1 to the page: the extra row says another page follows,
+/// whose cursor is the last row kept. True when this is the last page.
+bool finish_page(const RunFilter& f, RunList& out);
+/// When the page holds the whole answer (the last page, read from the newest), its total is
+/// counted from the page itself: true then, and out.total is set.
+bool total_from_page(const RunFilter& f, bool last_page, RunList& out);
+/// Sets a capped count as the total: not exact past `cap`.
+void set_capped_total(int64_t counted, int64_t cap, RunList& out);
+
 /// One timeline point: a bucket's start, width and value.
 struct TimePoint {
   int64_t t_ns = 0;

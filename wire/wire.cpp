@@ -214,4 +214,63 @@ bool decode(std::string_view text, Chunk& c, std::string& error) {
   return fail(error, r.lineno, "truncated chunk: no end line");
 }
 
+namespace {
+
+bool control(unsigned char c) {
+  return c < 0x20 || c == 0x7f;
+}
+
+bool key_byte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.' || c == '/';
+}
+
+}  // namespace
+
+std::string name_error(std::string_view name) {
+  if (name.empty()) return "a run needs a name";
+  if (name.size() > kMaxNameBytes)
+    return "a run name is at most 200 bytes (got " + std::to_string(name.size()) + ")";
+  for (unsigned char c : name)
+    if (control(c)) return "a run name holds no control characters";
+  return {};
+}
+
+std::string tag_error(std::string_view key, std::string_view value) {
+  const std::string k(key.substr(0, kMaxTagKeyBytes + 1));
+  if (key.empty() || key.size() > kMaxTagKeyBytes) return "a tag key is 1 to 64 bytes: '" + k + "'";
+  for (unsigned char c : key)
+    if (!key_byte(c)) return "a tag key holds letters, digits and _ - . / only: '" + k + "'";
+  if (value.size() > kMaxTagValueBytes) return "a tag value is at most 256 bytes";
+  for (unsigned char c : value)
+    if (control(c)) return "a tag value holds no control characters";
+  return {};
+}
+
+std::string fit_text(std::string_view text, std::size_t max) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (!control(c)) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  if (out.size() <= max) return out;
+  std::size_t cut = max;  // back to the first byte of a character (not 10xxxxxx)
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+  out.resize(cut);
+  return out;
+}
+
+std::string fit_tag_key(std::string_view key) {
+  std::string out(key.substr(0, kMaxTagKeyBytes));
+  for (char& c : out)
+    if (!key_byte(static_cast<unsigned char>(c))) c = '_';
+  return out.empty() ? "_" : out;
+}
+
 }  // namespace lfw

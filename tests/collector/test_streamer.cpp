@@ -416,8 +416,13 @@ TEST_CASE("stream: any bytes in the name and tags, any answer to the create requ
       CHECK(fake.creates >= 1);
       auto body = nlohmann::json::parse(fake.create_body, nullptr, false);
       REQUIRE_FALSE(body.is_discarded());
-      CHECK(body["name"] == std::string("caf\\xE9\\xFF") + '\0' + "z");
-      CHECK(body["tags"]["k\\xFE"] == "v\x01\\xFF");
+      // Made to pass the server's rules (lfw::name_error, tag_error): a NUL and \1 as text,
+      // the key's backslash as '_'; a real server took them (the wire rule is its rule).
+      CHECK(body["name"] == "caf\\xE9\\xFF\\x00z");
+      CHECK(body["tags"]["k_xFE"] == "v\\x01\\xFF");
+      CHECK(lfw::name_error(body["name"].get<std::string>()).empty());
+      for (const auto& [k, v] : body["tags"].items())
+        CHECK(lfw::tag_error(k, v.get<std::string>()).empty());
       if (c.lands) CHECK_FALSE(fake.seqs.empty());
     }
     CHECK(fallback == (c.lands ? "" : "stream_test_bytes.undelivered.folded"));

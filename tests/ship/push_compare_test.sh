@@ -96,6 +96,11 @@ push_bad_input)
   expect_rc 2 "no --name"; expect_match "$ERR" "--name is required" "no --name is explained"
   run_cmd badtag "$LF" push "$D/base.folded" --name x --tag novalue
   expect_rc 2 "bad tag"; expect_match "$ERR" "not KEY=VALUE" "bad tag is explained"
+  # The server's own rule (lfw::tag_error, name_error), before anything is sent.
+  run_cmd badkey "$LF" push "$D/base.folded" --server http://127.0.0.1:9 --name x --tag 'a key=v'
+  expect_rc 2 "a tag key with a space"; expect_match "$ERR" "a tag key holds letters, digits" "the key rule is named"
+  run_cmd badname "$LF" push "$D/base.folded" --server http://127.0.0.1:9 --name "$(printf 'a\tb')"
+  expect_rc 2 "a name with a tab"; expect_match "$ERR" "no control characters" "the name rule is named"
   run_cmd badurl "$LF" push "$D/base.folded" --name x --server 127.0.0.1:8080
   expect_rc 2 "URL without scheme"; expect_match "$ERR" "http:// or https://" "bad URL is explained"
   ;;
@@ -175,6 +180,22 @@ compare_head_selector)
   run_cmd none "$LF" compare --server "$SHIP_URL" --base app,branch=main --head app,commit=beef
   expect_rc 2 "--head that matches no run: an error"
   expect_match "$ERR" "no run with that name and those tags" "and it says so"
+  ;;
+
+run_odd_names)
+  # A run named and tagged with what the server's rule refuses (a tab, a key with a space and
+  # a byte that is not UTF-8, a control character in a value): `luaflame run` makes them pass
+  # (lfw::fit_text, fit_tag_key) and the run lands; before, the server answered 400 and the
+  # profile went to the fallback file.
+  start_server "$SERVER_BIN" || exit 1
+  printf 'local s = 0 for i = 1, 3e6 do s = s + i %% 7 end\n' >"$SHIP_TMP/t.lua"
+  run_cmd run env -C "$SHIP_TMP" "$LF" run --server "$SHIP_URL" --name "$(printf 'odd\tname')" \
+    --tag "$(printf 'a key\376=v\001')" -q -- "$SHIP_TMP/t.lua"
+  expect_rc 0 "luaflame run with odd name and tag"
+  if ls "$SHIP_TMP"/*undelivered* >/dev/null 2>&1; then fail "a fallback file was written"; else pass "no fallback file"; fi
+  runs=$(curl -fsS "$SHIP_URL/api/runs")
+  expect_match "$runs" '"name":"odd\\\\x09name"' "the run landed, its name with the tab as \\x09"
+  expect_match "$runs" '"a_key_xFE":"v\\\\x01"' "its tag key with '_' for what a key cannot hold, the value's \\1 as \\x01"
   ;;
 
 compare_missing_base)

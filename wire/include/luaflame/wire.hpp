@@ -123,4 +123,22 @@ void for_each_stack(const Chunk& chunk, Fn&& fn) {
   }
 }
 
+// ---- A run's name and tags (POST /api/streams, uploads, --tag): one rule for the collector,
+// the server and the CLI; the pages show the server's answer. ----
+
+inline constexpr std::size_t kMaxNameBytes = 200;
+inline constexpr std::size_t kMaxTagKeyBytes = 64;
+inline constexpr std::size_t kMaxTagValueBytes = 256;
+/// Why `name` is not a run name, "" when it is: 1 to 200 bytes, no control characters.
+std::string name_error(std::string_view name);
+/// Why key=value is not a tag, "" when it is: a key of 1 to 64 bytes of ASCII letters, digits
+/// and _ - . /; a value of at most 256 bytes without control characters.
+std::string tag_error(std::string_view key, std::string_view value);
+/// `text` made to pass the rule of a name (max = kMaxNameBytes) or a tag value (max =
+/// kMaxTagValueBytes), for text a program did not choose (file names, the environment):
+/// control characters written as \xNN, cut to `max` bytes where no UTF-8 character is split.
+std::string fit_text(std::string_view text, std::size_t max);
+/// A tag key made to pass the rule: other bytes as '_', cut to 64 bytes; "_" for "".
+std::string fit_tag_key(std::string_view key);
+
 }  // namespace lfw
