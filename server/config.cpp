@@ -3,9 +3,11 @@
 #include "config.hpp"
 #include "store.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -309,12 +311,20 @@ std::string config_usage() {
       "usage: luaflame-server [options]\n"
       "Stores profile runs in SQLite and serves flame graphs over HTTP.\n"
       "Every option can also be given as the environment variable shown.\n\n";
+  // One column for the flags, as wide as the widest and two spaces more: a fixed
+  // width of 26 ran "--max-client-connections" into its text (issue 31).
+  std::size_t width = std::string("  --help").size();
+  for (const Option& o : options())
+    width = std::max(width, std::string("  ").size() + std::strlen(o.flag) + 6);
+  width += 2;
   for (const Option& o : options()) {
     std::string left = std::string("  ") + o.flag + " VALUE";
-    left.resize(26, ' ');
+    left.resize(width, ' ');
     s += left + o.help + "  [" + o.env + "]\n";
   }
-  s += "  --help                  this text\n";
+  std::string help = "  --help";
+  help.resize(width, ' ');
+  s += help + "this text\n";
   return s;
 }
 

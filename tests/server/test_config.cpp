@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <sstream>
 
 #include "config.hpp"
 
@@ -97,6 +98,24 @@ TEST_CASE("help lists every variable") {
     CAPTURE(v);
     CHECK(u.find(v) != std::string::npos);
   }
+}
+
+// Issue 31: a fixed column of 26 ran "--max-client-connections" and three more into their text.
+TEST_CASE("help: every option line has its flag, then two spaces at least, then its text") {
+  std::istringstream in(lfs::config_usage());
+  std::size_t lines = 0, column = 0;
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("  --", 0) != 0) continue;
+    CAPTURE(l);
+    const std::size_t flag_end = l.find_first_of(' ', 2);
+    const std::size_t value = l.compare(flag_end, 6, " VALUE") == 0 ? flag_end + 6 : flag_end;
+    CHECK(l.compare(value, 2, "  ") == 0);
+    const std::size_t text = l.find_first_not_of(' ', value);
+    if (column == 0) column = text;
+    CHECK(text == column);  // one column for every text
+    ++lines;
+  }
+  CHECK(lines > 30);
 }
 
 TEST_CASE("issue 12 options: token files, public URL, limits") {
