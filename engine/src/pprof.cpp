@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "luaflame_pprof.pb.h"
+#include "pprof_detail.hpp"
 
 namespace lf {
 
@@ -20,14 +21,9 @@ namespace pb = luaflame::pprof;
 
 namespace {
 
+using detail::is_gzip;
 bool fail(std::string& error, std::string why) {
-  error = "pprof: " + std::move(why);
-  return false;
-}
-
-bool is_gzip(std::string_view s) {
-  return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f &&
-         static_cast<unsigned char>(s[1]) == 0x8b;
+  return detail::pprof_fail(error, std::move(why));
 }
 
 // Frame -> pprof function, for write_pprof.

@@ -18,6 +18,7 @@
 
 #include "luaflame/pprof.hpp"
 #include "luaflame_pprof.pb.h"
+#include "pprof_detail.hpp"
 
 namespace lf {
 
@@ -25,9 +26,9 @@ namespace pb = luaflame::pprof;
 
 namespace {
 
+using detail::is_gzip;
 bool fail(std::string& error, std::string why) {
-  error = "pprof: " + std::move(why);
-  return false;
+  return detail::pprof_fail(error, std::move(why));
 }
 
 // The top-level fields of a profile, as views into its bytes.
@@ -295,11 +296,6 @@ class Reader {
     return true;
   }
 };
-
-bool is_gzip(std::string_view s) {
-  return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f &&
-         static_cast<unsigned char>(s[1]) == 0x8b;
-}
 
 }  // namespace
 

@@ -11,28 +11,16 @@
 #include <vector>
 
 #include "golden.hpp"
+#include "protowire.hpp"
 
 namespace {
 
 using golden::tree_of;
 
-// ---- a minimal protobuf writer for hand-made profiles ----
-void varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out += char(v | 0x80);
-    v >>= 7;
-  }
-  out += char(v);
-}
-void field_varint(std::string& out, int field, uint64_t v) {
-  varint(out, uint64_t(field) << 3);
-  varint(out, v);
-}
-void field_bytes(std::string& out, int field, const std::string& b) {
-  varint(out, uint64_t(field) << 3 | 2);
-  varint(out, b.size());
-  out += b;
-}
+// A minimal protobuf writer for hand-made profiles (tests/support/protowire.hpp).
+using lft::field_bytes;
+using lft::field_varint;
+using lft::varint;
 
 // A CPU profile: samples/count + cpu/nanoseconds; main -> work (x2), main -> idle.
 // Strings: 0 "", 1 samples, 2 count, 3 cpu, 4 nanoseconds, 5 main, 6 work, 7 idle, 8 app.go

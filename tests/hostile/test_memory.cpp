@@ -10,28 +10,16 @@
 #include <string>
 
 #include "common.hpp"
+#include "protowire.hpp"
 
 namespace {
 
 constexpr long kMiB = 1 << 20;
 
-// ---- a hand-made pprof (protobuf wire format), independent of the engine ----
-void varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>(v | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-void field_varint(std::string& out, int field, uint64_t v) {
-  varint(out, uint64_t(field) << 3);
-  varint(out, v);
-}
-void field_bytes(std::string& out, int field, const std::string& b) {
-  varint(out, uint64_t(field) << 3 | 2);
-  varint(out, b.size());
-  out += b;
-}
+// A hand-made pprof (tests/support/protowire.hpp), independent of the engine.
+using lft::field_bytes;
+using lft::field_varint;
+using lft::varint;
 
 std::string name_of(int i, std::size_t bytes) {
   std::string n = "f" + std::to_string(i) + "_";
