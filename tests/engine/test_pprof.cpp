@@ -20,7 +20,6 @@ using golden::tree_of;
 // A minimal protobuf writer for hand-made profiles (tests/support/protowire.hpp).
 using lft::field_bytes;
 using lft::field_varint;
-using lft::varint;
 
 // A CPU profile: samples/count + cpu/nanoseconds; main -> work (x2), main -> idle.
 // Strings: 0 "", 1 samples, 2 count, 3 cpu, 4 nanoseconds, 5 main, 6 work, 7 idle, 8 app.go
