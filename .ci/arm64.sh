@@ -3,7 +3,7 @@
 # Debian's g++-aarch64-linux-gnu against Debian's arm64 Lua 5.4 and
 # cpp-httplib, then runs them under qemu-user-static (the arm64 virtual
 # counter as the tracer's clock, the luaint probe on arm64's Lua). Then the
-# LuaJIT collector (collector/jit): luaflame-jit and jit/luaflame.so built
+# LuaJIT adapter (collector/vm/luajit): luaflame-jit and jit/luaflame.so built
 # against Debian's arm64 libluajit2-5.1-dev (Multi-Arch: same, so it installs
 # beside the amd64 one the native build uses), and its suite
 # (tests/collector/jit_test.sh: runner parity, exact calls, the 75/25 split
@@ -56,17 +56,18 @@ protoc --cpp_out="$out/gen" -Iengine/proto engine/proto/luaflame_pprof.proto
 # -fPIC everywhere: the engine, wire and protobuf objects also go into jit/luaflame.so.
 common=(-std=c++17 -O1 -g0 -Wall -Wextra -Werror -pthread -fPIC -Icollector/include -Iwire/include
         -Iengine/include -I"$out/gen" -I/usr/include/aarch64-linux-gnu)
-flags=("${common[@]}" -I/usr/include/lua5.4)  # tests/data: LUAFLAME_TEST_DATA in the environment
-# The LuaJIT collector as collector/jit/CMakeLists.txt builds it: its shared sources (the
-# list is read from there, one source of truth) again against LuaJIT's headers, the 5.2+
-# calls mapped by compat.hpp.
-jflags=("${common[@]}" -I/usr/include/luajit-2.1 -Icli -include collector/jit/compat.hpp)
-mapfile -t jshared < <(sed -n '/^set(shared /,/)/p' collector/jit/CMakeLists.txt |
-                       grep -o '\.\./[a-z_]*\.cpp' | sed 's|^\.\./|collector/|')
-[ ${#jshared[@]} -ge 5 ] || { echo "arm64: no shared sources read from collector/jit/CMakeLists.txt" >&2; exit 1; }
-jsrcs=("${jshared[@]}")
-for s in collector/jit/*.cpp; do jsrcs+=("$s"); done
-srcs=(wire/wire.cpp engine/src/*.cpp "$out/gen/luaflame_pprof.pb.cc" collector/*.cpp)
+flags=("${common[@]}" -Icollector -I/usr/include/lua5.4)  # tests/data: LUAFLAME_TEST_DATA in the environment
+# The collector's layout (collector/CMakeLists.txt): the core built once, without
+# Lua's headers, and linked by both adapters; vm/lua's sources compiled by each
+# adapter against its own Lua (LuaJIT's with the 5.2+ calls mapped by compat.hpp).
+cflags=("${common[@]}" -Icollector)
+jflags=("${common[@]}" -Icollector -I/usr/include/luajit-2.1 -Icli -include collector/vm/luajit/compat.hpp)
+vmlua=()
+for s in collector/vm/lua/*.cpp; do [ "$s" = collector/vm/lua/lua_entry.cpp ] || vmlua+=("$s"); done
+[ ${#vmlua[@]} -ge 3 ] || { echo "arm64: no sources in collector/vm/lua" >&2; exit 1; }
+jsrcs=("${vmlua[@]}" collector/vm/luajit/*.cpp)
+srcs=(wire/wire.cpp engine/src/*.cpp "$out/gen/luaflame_pprof.pb.cc" collector/core/*.cpp
+      "${vmlua[@]}" collector/vm/lua54/*.cpp)
 # One compiler per core: each unit in the background, at most $jobs at once
 # (the oldest is waited for first); a failed compile fails the job (set -e).
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -78,13 +79,14 @@ compile() {  # compile ARGS...: "$CXX" with ARGS, in the background
 }
 objs=() base_objs=()
 for s in "${srcs[@]}"; do
-  [ "$s" = collector/lua_entry.cpp ] && continue
   o="$out/$(echo "${s#"$out"/}" | tr / _).o"
-  extra=()
+  extra=() sflags=("${flags[@]}")
   [[ $s == "$out"/* ]] && extra=(-Wno-error)  # protoc's code is not ours to keep warning-free
-  compile "${flags[@]}" "${extra[@]}" -c "$s" -o "$o"
+  [[ $s == collector/core/* ]] && sflags=("${cflags[@]}")  # the core: no Lua headers
+  compile "${sflags[@]}" "${extra[@]}" -c "$s" -o "$o"
   objs+=("$o")
-  [[ $s == collector/* ]] || base_objs+=("$o")  # wire, engine, protobuf: both collectors link them
+  # wire, engine, protobuf and the collector's core: both adapters link them
+  [[ $s == collector/vm/* ]] || base_objs+=("$o")
 done
 # The collector's four in-process test files, linked into one program (doctest's main in the first).
 compile "${flags[@]}" -DDOCTEST_CONFIG_IMPLEMENT_WITH_MAIN -c tests/collector/test_collector.cpp -o "$out/test.o"
@@ -97,7 +99,7 @@ for s in "${jsrcs[@]}"; do
   compile "${jflags[@]}" -c "$s" -o "$o"
   jobjs+=("$o")
 done
-for s in collector/lua_entry.cpp cli/jit_main.cpp cli/args.cpp cli/cmd_run.cpp; do
+for s in collector/vm/lua/lua_entry.cpp cli/jit_main.cpp cli/args.cpp cli/cmd_run.cpp; do
   compile "${jflags[@]}" -c "$s" -o "$out/jit/$(echo "$s" | tr / _).o"
 done
 for p in "${pids[@]}"; do wait "$p"; done
@@ -107,7 +109,7 @@ file "$out/test_collector" | grep -q aarch64
 # luaflame-jit links LuaJIT statically and exports its API (-rdynamic), as Debian's
 # luajit does; jit/luaflame.so takes LuaJIT's symbols from the luajit that loads it.
 "$CXX" -pthread -rdynamic -o "$out/jit/luaflame-jit" "$out"/jit/cli_*.o "${jobjs[@]}" "${base_objs[@]}" /usr/lib/aarch64-linux-gnu/libluajit-5.1.a "${libs[@]}"
-"$CXX" -pthread -shared -o "$out/jit/luaflame.so" "$out"/jit/collector_lua_entry.cpp.o \
+"$CXX" -pthread -shared -o "$out/jit/luaflame.so" "$out"/jit/collector_vm_lua_lua_entry.cpp.o \
   "${jobjs[@]}" "${base_objs[@]}" "${libs[@]}"
 file "$out/jit/luaflame-jit" | grep -q aarch64
 # Debian's arm64 luajit, unpacked (see the top).
@@ -149,7 +151,7 @@ echo "arm64: LuaJIT collector smoke tests passed ($SECONDS s)"
 # luaflame-jit killed by SIGPROF, 4 of 9 runs. The cause was not qemu's: lua_close stops
 # LuaJIT's profiler, restoring SIGPROF's default action, before the finalizer that stops our
 # timer thread runs; natively 3 of 8 runs with many finalizers at close. Fixed in
-# collector/jit/jsampler.cpp (a guard handler), with a regression test in jit_test.sh.
+# collector/vm/luajit/jsampler.cpp (a guard handler), with a regression test in jit_test.sh.
 # ARM64_JIT_SUITE=1 runs it.
 cd - >/dev/null
 if [ "${ARM64_JIT_SUITE:-0}" = 1 ]; then

@@ -25,8 +25,8 @@ cp -R "$src/web" "$prefix/share/luaflame/web"
 # The browser tests' packages live beside the pages in some checkouts: not shipped.
 rm -rf "$prefix/share/luaflame/web/node_modules"
 # The LuaJIT module and the nginx demo (docs/luajit.md), where it was built.
-if [ -s "$build/collector/jit/luaflame.so" ]; then
-  install -D -s -m 644 "$build/collector/jit/luaflame.so" "$prefix/lib/lua/5.1/luaflame.so"
+if [ -s "$build/collector/vm/luajit/luaflame.so" ]; then
+  install -D -s -m 644 "$build/collector/vm/luajit/luaflame.so" "$prefix/lib/lua/5.1/luaflame.so"
   install -D -m 755 "$here/demo/nginx-demo.sh" "$prefix/bin/luaflame-nginx-demo"
   install -D -m 644 "$here/demo/nginx.conf.in" "$prefix/share/luaflame/nginx-demo/nginx.conf.in"
   install -D -m 644 "$here/demo/handler.lua" "$prefix/share/luaflame/nginx-demo/handler.lua"

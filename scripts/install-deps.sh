@@ -25,7 +25,7 @@ bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson lua-lpeg 
 pprof_pkgs=(protobuf-compiler libprotobuf-dev)  # pprof codec (engine/proto)
 pprof_test_pkgs=(golang-go)                     # go tool pprof, runtime/pprof in the tests
 
-jit_pkgs=(luajit2 libluajit2-5.1-dev)  # the LuaJIT collector (collector/jit); not libluajit-5.1-dev: it conflicts with nginx's lua module
+jit_pkgs=(luajit2 libluajit2-5.1-dev)  # the LuaJIT collector (collector/vm/luajit); not libluajit-5.1-dev: it conflicts with nginx's lua module
 jit_test_pkgs=(nginx libnginx-mod-http-lua apache2-utils)  # OpenResty-style nginx + ab (docs/luajit.md)
 want=("${build_pkgs[@]}" "${jit_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}" "${pprof_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")

@@ -3,7 +3,7 @@
  * FFI in init_worker_by_lua and calls floor_start(hz, signals).
  *
  * A thread polls the worker thread's CPU clock the way luaflame's LuaJIT
- * timer thread does (collector/jit/jsampler.cpp: sleep until a period of the
+ * timer thread does (collector/vm/luajit/jsampler.cpp: sleep until a period of the
  * worker's CPU could have passed at the share of the wall clock it had, at
  * most 20 ms) and, with signals on, sends SIGPROF to the worker at each
  * period of its CPU, to a handler that does nothing. So "thread" measures

@@ -53,7 +53,7 @@ run() {  # off|on|thread|signal [MODULE_BUILD] -> requests per CPU second of the
   mkdir -p "$tmp/ngx"
   for try in 1 2 3; do  # a port taken meanwhile, or a slow start: another port
     nport=$((20000 + RANDOM % 40000)) up=""
-    sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$mod/collector/jit#g" \
+    sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$mod/collector/vm/luajit#g" \
         -e "s#@PROFILE@#$profile#g" -e "s#@HZ@#${HZ:-999}#g" -e "s#@SERVER@#http://127.0.0.1:$port#g" -e "s#@PORT@#$nport#g" \
         -e "s#@USER@#$user#g" -e "s#flush_interval = 1#flush_interval = ${FLUSH:-1}#" \
         "$CONF/nginx.conf.in" >"$tmp/ngx/nginx.conf"

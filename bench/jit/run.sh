@@ -38,7 +38,7 @@ for r in $(seq "$ROUNDS"); do
       jp) T=$(cpu luajit -jp=i1,"$TMP/jp.txt" "$HERE/cpu.lua") ;;
       hz1) T=$(cpu "$JIT" -q --hz 1 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
       luaflame) T=$(cpu "$JIT" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
-      before) T=$(cpu "$(ls "$BEFORE/cli/luaflame-jit" "$BEFORE/collector/jit/luaflame-jit" 2>/dev/null | head -n1)" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
+      before) T=$(cpu "$(ls "$BEFORE/cli/luaflame-jit" "$BEFORE/collector/vm/luajit/luaflame-jit" "$BEFORE/collector/jit/luaflame-jit" 2>/dev/null | head -n1)" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
     esac
     echo "$k $T $(echo "$T $P" | awk '{printf "%.4f", $1 / $2}')" >>"$TMP/all"
   done

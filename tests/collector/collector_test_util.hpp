@@ -15,11 +15,11 @@
 #include <sstream>
 #include <string>
 
-#include "../../collector/frames.hpp"
-#include "../../collector/out_tree.hpp"
-#include "../../collector/tree.hpp"
 #include "../support/paths.hpp"
+#include "core/out_tree.hpp"
+#include "core/tree.hpp"
 #include "luaflame/collector.hpp"
+#include "vm/lua/frames.hpp"
 
 extern "C" {
 #include <lauxlib.h>

@@ -1,4 +1,4 @@
-// Frame naming (collector/frames.hpp): one frame per displayed name, and the
+// Frame naming (collector/vm/lua/frames.hpp): one frame per displayed name, and the
 // definition scanner. name_on_line
 // is a hand-written matcher of three regular expressions (it replaced
 // std::regex for speed); these tests keep it to them: the forms and their
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "../../collector/frames.hpp"
 #include "../support/skip.hpp"
 #include "luaflame/collector.hpp"
+#include "vm/lua/frames.hpp"
 
 extern "C" {
 #include <lauxlib.h>

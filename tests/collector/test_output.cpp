@@ -12,9 +12,9 @@
 #include <sstream>
 #include <string>
 
+#include "core/out_formats.hpp"
 #include "luaflame/collector.hpp"
 #include "luaflame/pprof.hpp"
-#include "out_formats.hpp"
 
 namespace {
 

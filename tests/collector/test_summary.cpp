@@ -1,4 +1,4 @@
-// The summary's text (collector/summary.cpp): format_summary, a pure
+// The summary's text (collector/core/summary.cpp): format_summary, a pure
 // function of a Summary, pinned part by part.
 #include <doctest/doctest.h>
 

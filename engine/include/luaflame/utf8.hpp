@@ -1,6 +1,6 @@
 // luaflame engine: UTF-8 validation, shared by strict parsing (folded.cpp),
 // the renderer's text sanitizer (svg_text.hpp) and the collector's frame names
-// (collector/frames.cpp): one definition of which bytes are valid text.
+// (collector/core/text.cpp): one definition of which bytes are valid text.
 #pragma once
 
 #include <cstddef>

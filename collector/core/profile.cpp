@@ -1,0 +1,117 @@
+// The run (profile.hpp): its construction (the metric columns), the clocks,
+// and who ends it: the adapter's stop() on the Lua thread or finish_outside
+// on a termination signal's watcher thread (vm/lua/run_common.cpp), once.
+#include "core/profile.hpp"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/streamer.hpp"
+
+namespace lfc {
+
+bool g_report_at_exit = false;
+bool g_output_failed = false;
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t unix_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+// The tree's column of metric `m`, or -1.
+int column(const std::vector<std::string>& metrics, const char* m) {
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    if (metrics[i] == m) return static_cast<int>(i);
+  return -1;
+}
+
+// Who ends the run: none yet, stop() on the Lua thread,
+// finish_outside on the signal watcher's thread, stop() done.
+enum Ending : int { kRunning, kStopping, kFinishing, kStopped };
+std::atomic<int> g_ending{kRunning};
+
+}  // namespace
+
+Profile::Profile(const Options& o)
+    : opt(o),
+      metrics(metrics_of(o)),
+      col_samples(column(metrics, "samples")),
+      col_time(column(metrics, "time")),
+      col_calls(column(metrics, "calls")),
+      col_abytes(column(metrics, "alloc_bytes")),
+      col_acount(column(metrics, "alloc_count")),
+      col_live(column(metrics, "live_bytes")),
+      tree(static_cast<int>(metrics.size())) {}
+
+Profile::~Profile() = default;  // streamer.hpp included: Streamer is complete
+
+void Profile::start_streaming() {
+  if (opt.server.empty()) return;
+  streamer = std::make_unique<Streamer>(*this);
+  streamer->start();
+}
+
+Summary Profile::outside_summary() const {
+  Summary sum;
+  sum.mode = mode_name(opt);
+  sum.metrics = metrics;
+  sum.wall_ns = now_ns() - acct.start_wall;
+  sum.hz_asked = opt.hz;
+  sum.profiler_shown = opt.show_profiler;
+  sum.nodes = tree.size();
+  sum.frames = names.size();
+  return sum;
+}
+
+std::string mode_name(const Options& o) {
+  std::string m = o.trace ? (o.sample ? "both" : "trace") : (o.sample ? "sample" : "");
+  if (o.alloc) m += m.empty() ? "alloc" : "+alloc";
+  return m;
+}
+
+void ending_reset() {
+  g_ending.store(kRunning);
+}
+
+void ending_begin_stop() {
+  int expect = kRunning;
+  if (!g_ending.compare_exchange_strong(expect, kStopping) && expect == kFinishing)
+    for (;;) pause();  // finish_outside has the run: the process ends with it
+}
+
+void ending_stopped() {
+  g_ending.store(kStopped);
+}
+
+bool finish_outside(Profile* p) {
+  int expect = kRunning;
+  if (!p || !g_ending.compare_exchange_strong(expect, kFinishing)) {
+    // The Lua thread's stop() writes and sends: its own bounded wait, plus a second.
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(Streamer::kFinishMaxSeconds + 1);
+    while (expect == kStopping && g_ending.load() == kStopping &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return false;
+  }
+  Summary sum = p->outside_summary();
+  p->output.write(sum);
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (p->streamer) p->streamer->finish(sum);
+  return true;
+}
+
+}  // namespace lfc

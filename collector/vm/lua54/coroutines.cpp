@@ -1,0 +1,136 @@
+// Coroutine tracking (coroutines.hpp: the contract): the resume chain, the
+// running thread, and coroutine.resume / coroutine.wrap as lcorolib.c's
+// with the session told of each switch (Session::on_resume before the
+// resume, Session::on_return after it).
+#include "vm/lua54/coroutines.hpp"
+
+#include "vm/lua54/session.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+}
+
+namespace lfc {
+
+void Coroutines::start(lua_State* L) {
+  chain_.push_back(L);
+  current_.store(L);
+}
+
+void Coroutines::enter(lua_State* co, HookChain& hooks) {
+  chain_.push_back(co);
+  current_.store(co, std::memory_order_relaxed);
+  if (hooks.armed()) hooks.disarm(), hooks.arm();  // the pending sample belongs to what runs now
+}
+
+void Coroutines::leave(lua_State* L, lua_State* co, HookChain& hooks) {
+  if (!chain_.empty() && chain_.back() == co)
+    chain_.pop_back();
+  else
+    for (std::size_t i = chain_.size(); i-- > 0;)
+      if (chain_[i] == co) {
+        chain_.erase(chain_.begin() + i);
+        break;
+      }
+  if (chain_.empty()) chain_.push_back(L);
+  current_.store(chain_.back(), std::memory_order_relaxed);
+  if (hooks.armed_on(co)) hooks.disarm(), hooks.arm();
+}
+
+namespace {
+
+// lcorolib.c's auxresume, with the session told of the switch.
+int aux_resume(lua_State* L, lua_State* co, int narg) {
+  if (!lua_checkstack(co, narg)) {
+    lua_pushliteral(L, "too many arguments to resume");
+    return -1;
+  }
+  lua_xmove(L, co, narg);
+  Session* s = g_session.load(std::memory_order_relaxed);
+  if (s) s->on_resume(L, co);
+  int nres = 0;
+  int status = lua_resume(co, L, narg, &nres);
+  Session* s2 = g_session.load(std::memory_order_relaxed);
+  if (s2 && s2 == s) s2->on_return(L, co);
+  if (status == LUA_OK || status == LUA_YIELD) {
+    if (!lua_checkstack(L, nres + 1)) {
+      lua_pop(co, nres);
+      lua_pushliteral(L, "too many results to resume");
+      return -1;
+    }
+    lua_xmove(co, L, nres);
+    return nres;
+  }
+  lua_xmove(co, L, 1);
+  return -1;
+}
+
+// coroutine.resume, as lcorolib.c's luaB_coresume.
+int lf_resume(lua_State* L) noexcept {
+  lua_State* co = lua_tothread(L, 1);
+#if LUA_VERSION_RELEASE_NUM >= 50406
+  luaL_argexpected(L, co, 1, "coroutine");  // lcorolib.c's getco says "coroutine" from 5.4.6
+#else
+  luaL_argexpected(L, co, 1, "thread");
+#endif
+  int r = aux_resume(L, co, lua_gettop(L) - 1);
+  if (r < 0) {
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  lua_insert(L, -(r + 1));
+  return r + 1;
+}
+
+// The function coroutine.wrap returns, as lcorolib.c's auxwrap.
+int lf_wrap_call(lua_State* L) noexcept {
+  lua_State* co = lua_tothread(L, lua_upvalueindex(1));
+  int r = aux_resume(L, co, lua_gettop(L));
+  if (r < 0) {
+    int stat = lua_status(co);
+    if (stat != LUA_OK && stat != LUA_YIELD) {
+      stat = lua_resetthread(co);  // close its to-be-closed variables
+      lua_xmove(co, L, 1);
+    }
+    if (stat != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+      luaL_where(L, 1);
+      lua_insert(L, -2);
+      lua_concat(L, 2);
+    }
+    return lua_error(L);
+  }
+  return r;
+}
+
+// coroutine.wrap, as lcorolib.c's luaB_cowrap.
+int lf_wrap(lua_State* L) noexcept {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_State* NL = lua_newthread(L);
+  lua_pushvalue(L, 1);
+  lua_xmove(L, NL, 1);
+  lua_pushcclosure(L, lf_wrap_call, 1);
+  return 1;
+}
+
+const LibSwap kCoroutineSwaps[] = {{"resume", "luaflame.orig.resume", lf_resume},
+                                   {"wrap", "luaflame.orig.wrap", lf_wrap}};
+
+}  // namespace
+
+void install_coroutine_wrappers(lua_State* L) {
+  swap_library(L, "coroutine", kCoroutineSwaps, 2);
+}
+
+void restore_coroutine_wrappers(lua_State* L) {
+  restore_library(L, "coroutine", kCoroutineSwaps, 2);
+}
+
+void preset_coroutine_frames(FrameTable& frames) {
+  frames.preset(lf_resume, "[C] coroutine.resume");
+  frames.preset(lf_wrap, "[C] coroutine.wrap");
+  frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");
+}
+
+}  // namespace lfc

@@ -1,0 +1,290 @@
+// The program's own hooks while tracing. Lua keeps one hook per thread, and
+// tracing needs it; debug.sethook would replace luaflame's and end the
+// trace. So while tracing, debug.sethook and debug.gethook are wrapped: the
+// original debug.sethook installs the program's hook (ldblib.c's hookf and
+// its registry entry) exactly as without luaflame, then luaflame's hook
+// goes back with the program's mask and count added, and forwards to the
+// program's hook exactly the events it asked for (Session::hook_rest).
+// debug.gethook answers as if the program's hook were installed.
+//
+// A hook set from C with lua_sethook cannot be seen: it replaces ours, the
+// trace of that thread stops there, and stop() says so once (not with -q).
+//
+// The hook chain (hookchain.hpp) owns the state: the program's hooks kept
+// behind luaflame's, and the one-shot hook the sampler and the allocator
+// arm, with the critical sections that fence it from the signal handler.
+// This file is the session's side of it: the hooks a coroutine gets when it
+// first runs, what an event forwards (hook_rest), the debug.sethook/gethook
+// wrappers, and the hooks given back at stop. It also swaps library
+// functions for luaflame's (swap_library: debug.sethook/gethook here,
+// coroutine.resume/wrap in coroutines.cpp) and puts them back.
+#include <cstdio>
+
+#include "vm/lua/boundary.hpp"
+#include "vm/lua54/alloc.hpp"
+#include "vm/lua54/session.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+}
+
+namespace lfc {
+
+namespace {
+
+const char* const kHookedThreads = "luaflame.hooked";  // weak-keyed: threads with a chained hook
+lua_Hook g_hookf = nullptr;  // ldblib.c's hookf: the hook debug.sethook installs
+
+// The hook left on threads after stop (coroutines created while profiling
+// inherit ours): on their next event they take this one back.
+lua_Hook g_after_hook = nullptr;
+int g_after_mask = 0, g_after_count = 0;
+
+int event_mask(int ev) {
+  return ev == LUA_HOOKTAILCALL ? LUA_MASKCALL : (1 << ev);
+}
+
+lua_CFunction orig(lua_State* L, const char* key) {
+  lua_getfield(L, LUA_REGISTRYINDEX, key);
+  lua_CFunction f = lua_tocfunction(L, -1);
+  lua_pop(L, 1);
+  return f;
+}
+
+lua_State* target(lua_State* L) {
+  return lua_type(L, 1) == LUA_TTHREAD ? lua_tothread(L, 1) : L;
+}
+
+// debug.sethook: the original, called in place (no call event of its own,
+// so the program's hook sees the events it would see without luaflame).
+int lf_sethook(lua_State* L) noexcept {
+  lua_CFunction f = orig(L, "luaflame.orig.sethook");
+  if (!f) return 0;
+  lua_State* T = target(L);
+  f(L);
+  Session* s = g_session.load(std::memory_order_relaxed);
+  if (s && s->opt.trace) {
+    // Its bookkeeping allocates: what it throws ends profiling, not the program.
+    if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T); }))
+      abandon_session(failed, "debug.sethook's wrapper");
+  }
+  return 0;
+}
+
+// debug.gethook: ldblib.c's db_gethook, answered from the chained hook.
+int lf_gethook(lua_State* L) noexcept {
+  Session* s = g_session.load(std::memory_order_relaxed);
+  lua_State* T = target(L);
+  if (!s || !s->opt.trace || lua_gethook(T) != lf_hook) {
+    lua_CFunction f = orig(L, "luaflame.orig.gethook");
+    return f ? f(L) : 0;
+  }
+  const HookChain::Chained c = s->hooks.chained_for(T);
+  if (!c.hook) {
+    lua_pushnil(L);
+    return 1;
+  }
+  if (c.hook != g_hookf) {
+    lua_pushliteral(L, "external hook");
+  } else {
+    lua_getfield(L, LUA_REGISTRYINDEX, "_HOOKKEY");  // ldblib.c's HOOKKEY
+    if (!lua_istable(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushnil(L);
+    } else {
+      if (T == L)
+        lua_pushthread(L);
+      else
+        lua_pushvalue(L, 1);
+      lua_rawget(L, -2);
+      lua_remove(L, -2);
+    }
+  }
+  char mask[4];
+  int i = 0;
+  if (c.mask & LUA_MASKCALL) mask[i++] = 'c';
+  if (c.mask & LUA_MASKRET) mask[i++] = 'r';
+  if (c.mask & LUA_MASKLINE) mask[i++] = 'l';
+  mask[i] = '\0';
+  lua_pushstring(L, mask);
+  lua_pushinteger(L, c.count);
+  return 3;
+}
+
+// ldblib.c's hookf, learned on a throwaway thread with no hook (the
+// program's hooks see nothing of it).
+lua_Hook learn_hookf(lua_State* L, lua_CFunction sethook) {
+  lua_State* T = lua_newthread(L);
+  lua_sethook(T, nullptr, 0, 0);
+  lua_pushcfunction(T, sethook);
+  lua_pushcfunction(T, [](lua_State*) noexcept { return 0; });
+  lua_pushliteral(T, "c");
+  lua_Hook h = nullptr;
+  if (lua_pcall(T, 2, 0, 0) == LUA_OK) h = lua_gethook(T);
+  lua_settop(T, 0);
+  lua_pushcfunction(T, sethook);  // and off again, registry entry included
+  lua_pcall(T, 0, 0, 0);
+  lua_settop(T, 0);
+  lua_pop(L, 1);
+  return h;
+}
+
+const LibSwap kHookSwaps[] = {{"sethook", "luaflame.orig.sethook", lf_sethook},
+                              {"gethook", "luaflame.orig.gethook", lf_gethook}};
+
+}  // namespace
+
+void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n) {
+  lua_getglobal(L, lib);
+  if (lua_istable(L, -1))
+    for (const LibSwap* e = swaps; e != swaps + n; ++e) {
+      lua_getfield(L, -1, e->name);
+      lua_setfield(L, LUA_REGISTRYINDEX, e->key);
+      lua_pushcfunction(L, e->ours);
+      lua_setfield(L, -2, e->name);
+    }
+  lua_pop(L, 1);
+}
+
+void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n) {
+  lua_getglobal(L, lib);
+  if (lua_istable(L, -1))
+    for (const LibSwap* e = swaps; e != swaps + n; ++e) {
+      lua_getfield(L, -1, e->name);
+      const bool mine = lua_tocfunction(L, -1) == e->ours;
+      lua_pop(L, 1);
+      lua_getfield(L, LUA_REGISTRYINDEX, e->key);
+      if (mine && !lua_isnil(L, -1))
+        lua_setfield(L, -2, e->name);
+      else
+        lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
+}
+
+void set_hook_after_stop(lua_Hook h, int mask, int count) {
+  g_after_hook = h;
+  g_after_mask = mask;
+  g_after_count = count;
+}
+
+// lf_hook itself (the hot path: Tracer::trace_fast) and its slow path
+// (Session::hook) are in tracer.cpp.
+void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept {
+  lua_sethook(L, g_after_hook, g_after_mask, g_after_count);
+  if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
+}
+
+// What a hook event does besides tracing: a sample or allocations pending
+// on an armed thread, and the chained hook. lf_hook calls it only when a
+// thread is armed or a hook was there before start.
+void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
+  const bool was_armed = hooks.armed_on(L);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // The hook the thread had before we armed it gets exactly its events:
+  // those of its own mask, and its count event only when its count is due.
+  const HookChain::Chained own = hooks.chained_for(L);
+  lua_Hook fwd = own.hook;
+  int fwd_mask = own.mask;
+  bool count_due = false;
+  if (was_armed) {
+    const bool was_busy = alloc && alloc->busy;
+    if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
+    hooks.armed_forward(ev, fwd, fwd_mask, count_due);
+    const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;
+    if (sampler.owes()) sampling.take(L);
+    if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
+    hooks.begin_critical();
+    hooks.disarm(consumed);
+    hooks.end_critical();
+    if (alloc) alloc->busy = was_busy;
+  }
+  if (fwd && fwd != lf_hook && (fwd_mask & event_mask(ev)) &&
+      (ev != LUA_HOOKCOUNT || !was_armed || count_due))
+    fwd(L, ar);
+}
+
+void Session::install_thread_hook(lua_State* L, lua_State* co) {
+  if (co == hooks.armed_thread()) return;
+  lua_Hook h = lua_gethook(co);
+  if (opt.trace) {
+    if (h != lf_hook || lua_gethookmask(co) != hooks.thread_mask(co)) {
+      lua_sethook(co, lf_hook, hooks.thread_mask(co), hooks.chained_for(co).count);
+      tracer.hooked(co, L);
+    }
+  } else if (h == lf_hook) {
+    // Inherited from a thread that was armed when it created this one.
+    const HookChain::Chained c = hooks.chained_for(co);
+    lua_sethook(co, c.hook, c.mask, c.count);
+  }
+}
+
+void Session::adopt_program_hook(lua_State* L, lua_State* T) {
+  if (!hooks.adopt(T)) return;
+  tracer.fast_off();  // every event may have to be forwarded
+  if (T != start_L && T != main_L) {
+    // Remembered weakly, to give it its hook back at stop if it lives.
+    lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+    if (lua_istable(L, -1)) {
+      if (T == L)
+        lua_pushthread(L);
+      else
+        lua_pushvalue(L, 1);
+      lua_pushboolean(L, 1);
+      lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+void install_hook_wrappers(lua_State* L) {
+  lua_getglobal(L, "debug");
+  lua_CFunction set = nullptr, get = nullptr;
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "sethook");
+    lua_getfield(L, -2, "gethook");
+    set = lua_tocfunction(L, -2), get = lua_tocfunction(L, -1);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
+  if (!set || !get) return;
+  if (!g_hookf) g_hookf = learn_hookf(L, set);
+  swap_library(L, "debug", kHookSwaps, 2);
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+}
+
+void Session::restore_program_hooks(lua_State* L) {
+  // Where luaflame's hook still is, the program's (or the one of before
+  // start) goes back; a thread whose hook C code replaced is said once.
+  auto give_back = [&](lua_State* T) {
+    if (lua_gethook(T) == lf_hook) {
+      const HookChain::Chained c = hooks.chained_for(T);
+      lua_sethook(T, c.hook, c.mask, c.count);
+    } else if (!opt.quiet && lua_gethook(T) != nullptr && hooks.first_lost_hook()) {
+      std::fprintf(stderr,
+                   "luaflame: a hook set from C while tracing replaced luaflame's; that thread's "
+                   "trace stopped there\n");
+    }
+  };
+  give_back(start_L);
+  if (main_L && main_L != start_L) give_back(main_L);
+  lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      lua_pop(L, 1);
+      if (lua_State* T = lua_tothread(L, -1)) give_back(T);
+    }
+  }
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+  restore_library(L, "debug", kHookSwaps, 2);
+}
+
+}  // namespace lfc

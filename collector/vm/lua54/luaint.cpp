@@ -1,0 +1,207 @@
+// The probe of luaint.hpp's layouts against the running Lua.
+#include "vm/lua54/luaint.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+}
+
+namespace lfc::luaint {
+
+namespace {
+
+Layout* g_probe_out = nullptr;      // probe() runs on the Lua thread, one at a time
+int g_allowhook_in_hook = -1;       // lua_State.allowhook as probe_hook saw it
+int g_hooked_in_hook = -1;          // CIST_HOOKED on L->ci as probe_hook saw it
+const char* g_probe_why = nullptr;  // probe_body's reason a fast path is off (no allocation there)
+
+// Called (a light C function) from a Lua function: compares the direct
+// reads with what lua_getstack/lua_getinfo say.
+int probe_fn(lua_State* L) noexcept {
+  Layout* out = g_probe_out;
+  lua_Debug a0, a1;
+  if (!out || !lua_getstack(L, 0, &a0) || !lua_getstack(L, 1, &a1)) return 0;
+  lua_getinfo(L, "S", &a1);
+  out->ci_prev_ok = a1.what[0] != 'C' && ci_prev(a0.i_ci) == a1.i_ci && ci_prev(a1.i_ci) != nullptr;
+  out->state_ci_ok = state_ci(L) == a0.i_ci;
+  out->allowhook_ok = allowhook(L);  // 1 here; 0 inside probe_hook (checked after)
+  out->hooked_ok = !ci_hooked(a0.i_ci) && !ci_hooked(a1.i_ci);  // set inside probe_hook (after)
+  const char* stack = at<const char*>(L, kStateStack);
+  const char* stack_last = at<const char*>(L, kStateStackLast);
+  const char* func0 = at<const char*>(a0.i_ci, 0);
+  const char* func1 = at<const char*>(a1.i_ci, 0);
+  out->stack_ok =
+      stack && stack < stack_last && func1 >= stack && func1 < func0 && func0 < stack_last;
+  if (!out->ci_prev_ok) return 0;
+  unsigned char tag;
+  const void* value;
+  func_of(a0.i_ci, tag, value);
+  out->c_ident_ok = tag == kTagLightC && value == reinterpret_cast<const void*>(probe_fn);
+  func_of(a1.i_ci, tag, value);
+  if (tag != kTagLuaClosure || !value) return 0;
+  const void* proto = at<const void*>(value, kClosureFn);
+  const void* src = at<const void*>(proto, kProtoSource);
+  // The caller's saved pc lies inside its Proto's code: checks Proto.code.
+  const char* code = at<const char*>(proto, kProtoCode);
+  const char* pc = at<const char*>(a1.i_ci, kCiSavedpc);
+  const int sizecode = at<int>(proto, kProtoSizecode);
+  const std::size_t srclen = std::strlen(a1.source);
+  out->tstring_ok = src && at<unsigned char>(src, kTStringTag) == kTagShortString &&
+                    at<unsigned char>(src, kTStringShrlen) == srclen;
+  out->lua_ident_ok = at<int>(proto, kProtoLine) == a1.linedefined &&
+                      at<int>(proto, kProtoLine + 4) == a1.lastlinedefined && src &&
+                      static_cast<const char*>(src) + kTStringContents == a1.source && code &&
+                      sizecode > 0 && pc > code &&
+                      pc <= code + 4 * static_cast<std::size_t>(sizecode);
+  return 0;
+}
+
+// Inside a hook: allowhook 0, and the hooked CallInfo (L->ci) has CIST_HOOKED.
+void probe_hook(lua_State* L, lua_Debug*) {
+  g_allowhook_in_hook = allowhook(L) ? 1 : 0;
+  g_hooked_in_hook = ci_hooked(state_ci(L)) ? 1 : 0;
+}
+
+// lua_State.hookcount: on a new thread with a count hook of `a`, the only
+// place holding basehookcount and hookcount (two ints in a row, lstate.h)
+// both equal to `a`, then to `b`; running 3 instructions there leaves
+// hookcount at b - 3 (luaG_traceexec decrements it once per instruction).
+std::size_t find_hookcount(lua_State* L) {
+  lua_State* T = lua_newthread(L);  // inherits L's hook: replaced before anything runs there
+  const int a = 0x1e3a5f17, b = 0x2c4b6d19;
+  lua_sethook(T, probe_hook, LUA_MASKCOUNT, a);
+  std::size_t found = 0;
+  for (std::size_t off = kStateCi; off + 8 <= 512 && !found; off += 4)
+    if (hookcount(T, off) == a && hookcount(T, off - 4) == a) found = off;
+  lua_sethook(T, probe_hook, LUA_MASKCOUNT, b);
+  if (found && (hookcount(T, found) != b || hookcount(T, found - 4) != b)) found = 0;
+  if (found) {
+    // "local x = 1; return x": LOADI, RETURN1 ... the count of executed
+    // instructions is what matters, not which.
+    static const char kCode[] = "local x = 1 x = x + 1 return x";
+    int nres = 0;
+    if (luaL_loadbuffer(T, kCode, sizeof kCode - 1, "=luaflame.probe") != LUA_OK ||
+        lua_resume(T, L, 0, &nres) != LUA_OK || hookcount(T, found) >= b ||
+        hookcount(T, found) < b - 16 || hookcount(T, found - 4) != b)
+      found = 0;
+  }
+  lua_sethook(T, nullptr, 0, 0);
+  lua_pop(L, 1);
+  return found;
+}
+
+// lua_State.allowhook as a count hook of 1 sees it on a new thread: 0 when
+// the offset is right (luaD_hook clears it around the hook), -1 on failure.
+int allowhook_in_hook(lua_State* L) noexcept {
+  lua_State* T = lua_newthread(L);
+  lua_sethook(T, probe_hook, LUA_MASKCOUNT, 1);
+  g_allowhook_in_hook = -1;
+  g_hooked_in_hook = -1;
+  static const char kOne[] = "return 1";
+  int nres = 0;
+  if (luaL_loadbuffer(T, kOne, sizeof kOne - 1, "=luaflame.probe") != LUA_OK ||
+      lua_resume(T, L, 0, &nres) != LUA_OK)
+    g_allowhook_in_hook = -1;
+  lua_sethook(T, nullptr, 0, 0);
+  lua_pop(L, 1);
+  return g_allowhook_in_hook;
+}
+
+// The probe's body, a lua_CFunction run under lua_pcall (probe): a memory
+// error of its Lua calls (lua_newthread raises one) ends it there, over no
+// C++ object of its own. Argument 1: the Layout to fill (light userdata).
+int probe_body(lua_State* L) noexcept {
+  Layout& out = *static_cast<Layout*>(lua_touserdata(L, 1));
+  lua_settop(L, 0);
+  const int top = 0;
+  // On a thread of its own with no hook: the program's hooks (a coverage
+  // tool's line hook) must not see the probe's code run.
+  lua_State* T = lua_newthread(L);
+  lua_sethook(T, nullptr, 0, 0);
+  // A function defined on lines 2-4 (linedefined/lastlinedefined differ
+  // from the main chunk's 0/0), calling the probe.
+  static const char kChunk[] = "local f = ...\nlocal function g()\n  f()\nend\ng() return 0";
+  if (luaL_loadbuffer(T, kChunk, sizeof kChunk - 1, "=luaflame.probe") == LUA_OK) {
+    lua_pushcfunction(T, probe_fn);
+    int nres = 0;
+    g_probe_out = &out;
+    const int st = lua_resume(T, L, 1, &nres);
+    g_probe_out = nullptr;
+    if (st == LUA_ERRMEM) out.mem_error = true;
+    if (st != LUA_OK) return 0;
+  } else {
+    out.mem_error = true;  // the only way loading this text fails
+    return 0;
+  }
+  lua_settop(L, top);
+  out.hookcount_off = find_hookcount(L);
+  out.allowhook_ok = out.allowhook_ok && allowhook_in_hook(L) == 0;
+  out.hooked_ok = out.hooked_ok && out.state_ci_ok && g_hooked_in_hook == 1;
+  out.foreign_ok = out.allowhook_ok && out.hooked_ok;
+  out.copy_ok = out.foreign_ok && out.ci_prev_ok && out.stack_ok && out.tstring_ok &&
+                out.lua_ident_ok && out.c_ident_ok;
+  lua_settop(L, top);
+  if (!out.ci_prev_ok)
+    g_probe_why = "CallInfo.previous does not match lua_getstack";
+  else if (!out.state_ci_ok)
+    g_probe_why = "lua_State.ci does not match lua_getstack";
+  else if (!out.lua_ident_ok)
+    g_probe_why = "Proto layout differs: trace mode names each call through lua_getinfo";
+  else if (!out.c_ident_ok)
+    g_probe_why = "C function layout differs: trace mode names C calls through lua_getinfo";
+  else if (!out.hookcount_off)
+    g_probe_why =
+        "lua_State.hookcount not found: a program's count hook may fire late while sampling";
+  else if (!out.foreign_ok && out.allowhook_ok)
+    g_probe_why =
+        "CallInfo.callstatus not verified: samples in finalizers and program hooks go to "
+        "[luaflame] hook";
+  else if (!out.allowhook_ok)
+    g_probe_why =
+        "lua_State.allowhook not found: samples in a program with a count hook may wait for "
+        "its next count event";
+  return 0;
+}
+
+}  // namespace
+
+Layout probe(lua_State* L) {
+  Layout out;
+  if (lua_version(L) != 504 || sizeof(void*) != 8) {
+    out.why = "not Lua 5.4 on a 64-bit ABI";
+    return out;
+  }
+  const int top = lua_gettop(L);
+  lua_pushcfunction(L, probe_body);
+  lua_pushlightuserdata(L, &out);
+  g_probe_why = nullptr;
+  const int st = lua_pcall(L, 1, 0, 0);
+  lua_settop(L, top);
+  if (g_probe_why) out.why = g_probe_why;
+  if (st != LUA_OK || out.mem_error) {
+    const bool mem = st == LUA_ERRMEM || out.mem_error;
+    out = Layout{};
+    out.mem_error = mem;
+    out.why = mem ? "not enough memory" : "the probe failed";
+  }
+  return out;
+}
+
+std::string Layout::on() const {
+  std::string r;
+  auto add = [&r](bool ok, const char* name) {
+    if (!ok) return;
+    if (!r.empty()) r += ' ';
+    r += name;
+  };
+  add(ci_prev_ok, "ci_walk");
+  add(state_ci_ok && ci_prev_ok, "signal_position");
+  add(hookcount_off != 0, "hook_count");
+  add(ci_prev_ok && lua_ident_ok, "lua_ident");
+  add(ci_prev_ok && c_ident_ok, "c_ident");
+  add(allowhook_ok, "allowhook");
+  add(foreign_ok, "foreign");
+  add(copy_ok, "foreign_frames");
+  return r;
+}
+
+}  // namespace lfc::luaint

@@ -1,0 +1,330 @@
+// The session's life and wiring: start, stop, the summary, and the events
+// that cross the parts (a coroutine switch). The parts live in their own
+// files (session.hpp lists them).
+#include "vm/lua54/session.hpp"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/streamer.hpp"
+#include "vm/lua/boundary.hpp"
+#include "vm/lua54/alloc.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+}
+
+namespace lfc {
+
+uint64_t Session::clock_ns_read() const {
+  timespec ts;
+  if (clock_gettime(opt.cpu_clock ? lua_cpu_clock : CLOCK_MONOTONIC, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::size_t Session::memory_bytes() const {
+  std::size_t b = sizeof(Session) + tree.memory_bytes() + frames.memory_bytes();
+  b += tracer.memory_bytes();
+  b += walker.memory_bytes() + coroutines.memory_bytes();
+  return b;
+}
+
+// The coroutine switch, in one critical section: the tracking (chain,
+// running thread, a pending sample moved), the new thread's hook, and the
+// tracer's shadow stack hung under the resumer's frame.
+void Session::on_resume(lua_State* L, lua_State* co) {
+  hooks.begin_critical();
+  coroutines.enter(co, hooks);
+  install_thread_hook(L, co);
+  if (opt.trace) tracer.resumed(L, co);
+  hooks.end_critical();
+}
+
+void Session::on_return(lua_State* L, lua_State* co) {
+  hooks.begin_critical();
+  coroutines.leave(L, co, hooks);
+  if (opt.trace) tracer.returned(L, co);
+  hooks.end_critical();
+}
+
+namespace {
+
+bool g_closing = false;  // stop() from the lua_close finalizer: no collection there
+
+// lua_close runs this finalizer: the session ends with the state.
+int on_state_close(lua_State* L) noexcept {
+  Session* s = g_session.load();
+  if (s && s->main_L == L) {
+    g_closing = true;
+    const char* failed = cxx_guard([&] {
+      Summary sum = stop(L);
+      if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
+        std::fprintf(stderr, "%s", format_summary(sum).c_str());
+    });
+    g_closing = false;
+    if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
+  }
+  return 0;
+}
+
+void at_process_exit() {
+  if (!g_session.load()) return;
+  Summary sum = stop(nullptr);
+  if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
+    std::fprintf(stderr, "%s", format_summary(sum).c_str());
+}
+
+// fork (pthread_atfork's child handler: one thread, before the child runs
+// anything else). The child inherits neither the sampler's timers nor its
+// thread nor the streamer's, so the session is left behind there: never
+// stopped, written or streamed (the child reports nothing of the parent's
+// profile, and never joins a thread it does not have). The allocator passes
+// through, and a hook of ours the child meets gives back the program's.
+Session* g_left_behind = nullptr;  // the session a child leaves: still reachable (no leak report)
+
+void detach_in_child() {
+  Session* s = g_session.load();
+  if (!s) return;
+  g_left_behind = s;
+  if (s->alloc) s->alloc->active = false;
+  const HookChain::Chained before = s->hooks.start_hook();
+  set_hook_after_stop(before.hook, before.mask, before.count);
+  g_session.store(nullptr);
+}
+
+}  // namespace
+
+void abandon_session(const char* why, const char* where) noexcept {
+  std::fprintf(stderr, "luaflame: %s in %s: profiling stopped, the program runs on\n", why, where);
+  detach_in_child();
+}
+
+namespace {
+
+void register_close_finalizer(lua_State* L) {
+  lua_newuserdatauv(L, 1, 0);
+  lua_newtable(L);
+  lua_pushcfunction(L, on_state_close);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
+}
+
+}  // namespace
+
+bool running() {
+  return g_session.load() != nullptr;
+}
+
+bool finish_for_exit() {
+  return finish_outside(g_session.load());
+}
+
+namespace {
+
+// start's Lua calls that may raise (a memory error, making tables and
+// strings), each run under lua_pcall: no Lua error jumps over start's C++
+// objects (the session, the message). Argument 1: the session.
+// What the frame table's C++ throws (it allocates) is raised as a Lua
+// error once out of the guard: start fails with that message.
+int start_frames_body(lua_State* L) noexcept {
+  Session* s = static_cast<Session*>(lua_touserdata(L, 1));
+  const char* failed = cxx_guard([&] {
+    s->frames.preset_makers(L);
+    s->frames.preset_stdlib(L);
+  });
+  return failed ? luaL_error(L, "%s", failed) : 0;
+}
+
+int start_install_body(lua_State* L) noexcept {
+  const Session* s = static_cast<const Session*>(lua_touserdata(L, 1));
+  install_coroutine_wrappers(L);
+  if (s->opt.trace) install_hook_wrappers(L);
+  register_close_finalizer(L);
+  return 0;
+}
+
+bool start_step(lua_State* L, lua_CFunction body, Session* s) {
+  lua_pushcfunction(L, body);
+  lua_pushlightuserdata(L, s);
+  const int st = lua_pcall(L, 1, 0, 0);
+  if (st != LUA_OK) lua_pop(L, 1);
+  return st == LUA_OK;
+}
+
+}  // namespace
+
+bool start(lua_State* L, const Options& o, std::string& err) {
+  if (g_session.load())
+    return err = "luaflame is already running (call luaflame.stop() first)", false;
+  static std::once_flag exit_once;
+  std::call_once(exit_once, [] {
+    std::atexit(at_process_exit);
+    pthread_atfork(nullptr, nullptr, detach_in_child);
+  });
+  Streamer::set_exit_handler(at_process_exit);  // registered again after httplib's first answer
+  auto s = std::make_unique<Session>(L, o);
+  s->layout = luaint::probe(L);
+  if (s->layout.mem_error) return err = "not enough memory", false;
+  s->ci_walk_ok = s->layout.ci_prev_ok;
+  if (!s->layout.lua_ident_ok)
+    s->tracer.ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
+  if (!s->layout.c_ident_ok) s->tracer.ident_c = -1;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  s->main_L = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  preset_coroutine_frames(s->frames);
+  if (!start_step(L, start_frames_body, s.get())) return err = "not enough memory", false;
+  if (s->opt.sample) s->sampling.hook_frame = s->frames.named("[luaflame] hook");
+  s->sampling.show_profiler = s->opt.show_profiler;
+  s->hooks.keep_start_hook(L);
+  s->coroutines.start(L);
+  s->acct.start_wall = now_ns();
+  s->acct.start_unix = unix_now_ns();
+  if (pthread_getcpuclockid(pthread_self(), &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
+  s->acct.start_clock = s->clock_ns_read();
+  if (s->opt.trace) {
+    if (!s->ci_walk_ok)
+      return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
+    s->tracer.start(L, !s->hooks.start_hook().hook);  // a hook to forward: the slow path
+  }
+  ending_reset();
+  g_session.store(s.get());  // the allocator wrapper finds it there
+  if (s->opt.alloc && !s->start_alloc(err)) {
+    g_session.store(nullptr);
+    return false;  // s deletes it
+  }
+  Session* raw = s.release();  // g_session owns it from here: stop() deletes it
+  if (!start_step(L, start_install_body, raw)) {
+    stop(L);
+    return err = "not enough memory", false;
+  }
+  // The trace hook last: the protected call above is not the program's.
+  if (raw->opt.trace) {
+    lua_sethook(L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
+    if (raw->main_L && raw->main_L != L && lua_gethook(raw->main_L) != lf_hook)
+      lua_sethook(raw->main_L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
+  }
+  if (raw->opt.sample &&
+      !raw->sampler.start(raw->opt.hz, raw->opt.cpu_clock, raw->lua_cpu_clock, err)) {
+    stop(L);
+    return false;
+  }
+  raw->start_streaming();
+  return true;
+}
+
+Summary stop(lua_State* L) {
+  Summary sum;
+  Session* s = g_session.load();
+  if (!s) return sum;
+  ending_begin_stop();
+  const SamplerKind sampler_kind = s->sampler.kind();
+  if (s->opt.sample) s->sampler.stop();
+  if (L) {
+    s->hooks.begin_critical();
+    s->hooks.disarm();
+    s->hooks.end_critical_stopped();
+    if (s->opt.trace) {
+      s->tracer.charge_now();
+      s->restore_program_hooks(L);  // hooks.cpp
+    }
+    restore_coroutine_wrappers(L);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
+  }
+  const HookChain::Chained before = s->hooks.start_hook();
+  set_hook_after_stop(before.hook, before.mask, before.count);
+  // Detached before the final collection: finalizers it runs (our closer
+  // among them) must not see a session that is going away.
+  g_session.store(nullptr);
+  if (s->opt.alloc) s->stop_alloc(L, !g_closing);
+
+  sum.mode = mode_name(s->opt);
+  sum.metrics = s->metrics;
+  sum.wall_ns = now_ns() - s->acct.start_wall;
+  uint64_t clk = s->clock_ns_read();
+  sum.clock_ns = clk > s->acct.start_clock ? clk - s->acct.start_clock : 0;
+  sum.hz_asked = s->opt.hz;
+  if (s->opt.sample) {
+    sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s->opt.hz / 1e9);
+    sum.sample_events = s->acct.sample_events;
+    sum.sampler = sampler_kind;
+    sum.samples = s->acct.samples;
+    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->acct.sample_events) * 1e9 /
+                                          static_cast<double>(sum.clock_ns)
+                                    : 0;
+  }
+  // Trace hooks: the mean of the measured events (1 in 256, wall ticks)
+  // leaving out those the thread was preempted in (one preempted
+  // measurement would stand for 255 events: "5419 ms in hooks" for a 3.4 s
+  // run), times the events. The time in hooks cannot exceed the thread's
+  // CPU time: that bounds it when the clock is the CPU's.
+  if (s->opt.trace && s->tracer.hook_kept_n)
+    sum.hook_ns =
+        s->acct.hook_ns +
+        s->tracer.tclock.to_ns(static_cast<uint64_t>(static_cast<double>(s->tracer.hook_kept) /
+                                                     static_cast<double>(s->tracer.hook_kept_n) *
+                                                     static_cast<double>(s->tracer.trace_events)));
+  else
+    sum.hook_ns = s->acct.hook_ns;
+  if (s->opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
+  sum.hook_calls = s->acct.hook_calls;
+  sum.fast_paths = s->layout.on();
+  sum.fast_paths_off = s->layout.why;
+  sum.samples_moved = s->acct.samples_moved;
+  sum.samples_in_hooks = s->acct.samples_in_hooks;
+  sum.profiler_shown = s->opt.show_profiler;
+  sum.calls = s->acct.calls;
+  sum.nodes = s->tree.size();
+  sum.frames = s->names.size();
+  sum.memory_bytes = s->memory_bytes();
+  if (s->col_abytes >= 0) {
+    sum.alloc_bytes = s->alloc_total_bytes;
+    sum.alloc_count = s->alloc_total_count;
+    for (uint32_t i = 0; i < s->tree.size(); ++i) sum.live_bytes += s->tree.value(i, s->col_live);
+  }
+  s->output.write(sum);
+  // Always said, even with quiet: a profile that was not written (or was cut).
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (sum.files_failed) g_output_failed = true;
+  if (s->streamer) s->streamer->finish(sum);
+  delete s;
+  ending_stopped();
+  return sum;
+}
+
+void flush() {
+  Session* s = g_session.load();
+  if (!s) return;
+  Summary written;
+  s->output.write(written);
+  for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (s->streamer) s->streamer->flush_now();
+}
+
+bool folded(const std::string& metric, std::string& out, std::string& err) {
+  Session* s = g_session.load();
+  if (!s) return err = "luaflame is not running", false;
+  int col = 0;
+  if (!metric.empty()) {
+    col = -1;
+    for (std::size_t i = 0; i < s->metrics.size(); ++i)
+      if (s->metrics[i] == metric) col = static_cast<int>(i);
+    if (col < 0) {
+      err = "metric '" + metric + "' is not recorded in this mode (recorded:";
+      for (const auto& m : s->metrics) err += " " + m;
+      err += ")";
+      return false;
+    }
+  }
+  if (s->opt.trace) s->tracer.charge_now();
+  out = s->output.folded_text(col);
+  return true;
+}
+
+}  // namespace lfc

@@ -1,0 +1,148 @@
+// The Lua 5.4 adapter's session: the run (core/profile.hpp: options,
+// metrics, frame names, the call tree, the summary's counts, the output
+// files and the stream) and the parts that profile a 5.4 state, each the
+// one owner of its concern and its state:
+//   - HookChain (hookchain.hpp): the program's hooks behind luaflame's, the
+//     one-shot hook, the critical sections (the signal-safety contract);
+//   - Coroutines (coroutines.hpp): the resume chain and the running thread;
+//   - Sampler (sampler.hpp): the signal, the timers, owed periods, positions;
+//   - Sampling (sampling.hpp): the handler's side of a sample and the
+//     sample the armed hook takes; StackWalker (stackwalk.hpp): the walk;
+//   - Tracer (tracer.hpp, tracer.cpp): shadow stacks, clock, call cache and
+//     the trace events; AllocState (alloc.hpp): the allocator;
+//   - FrameTable (vm/lua/frames.hpp): functions to frame numbers.
+// The session holds them by value (the hook and the handler reach each at
+// a fixed offset from the session, no pointer to follow), with the
+// configuration they share, and wires the events that cross them: start
+// and stop (session.cpp), a coroutine switch (on_resume/on_return), the
+// signal (on_sample_signal) and the hook (lf_hook and its slow path
+// Session::hook in tracer.cpp, hook_rest in hooks.cpp).
+//
+// Threads: the Lua thread runs hooks, wrappers and the signal handler (the
+// kernel timers deliver the signal to it); the sampler's fallback thread,
+// where those timers cannot be made, only reads a CPU clock and sends the
+// signal; the streamer thread only reads the tree (see tree.hpp). The
+// signal handler does nothing but arm a one-shot hook with lua_sethook
+// (async-signal-safe, as ldebug.c and lua.c rely on); Lua-thread code that
+// changes hooks itself runs inside critical sections, during which the
+// handler defers its arm (the contract: hookchain.hpp). Internal.
+#pragma once
+
+#include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cycles.hpp"
+#include "core/profile.hpp"
+#include "core/tree.hpp"
+#include "luaflame/collector.hpp"
+#include "vm/lua/frames.hpp"
+#include "vm/lua54/coroutines.hpp"
+#include "vm/lua54/hookchain.hpp"
+#include "vm/lua54/luaint.hpp"
+#include "vm/lua54/sampler.hpp"
+#include "vm/lua54/sampling.hpp"
+#include "vm/lua54/stackwalk.hpp"
+#include "vm/lua54/tracer.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc {
+
+class Streamer;
+struct AllocState;
+
+class Session : public Profile {
+ public:
+  Session(lua_State* L, const Options& o);
+  ~Session();
+
+  // ---- the run (core/profile.hpp: options, metrics, names, tree, counts,
+  // outputs) is the base; below, what Lua 5.4 adds ----
+  FrameTable frames{names};
+  lua_State* start_L;
+  lua_State* main_L;
+  luaint::Layout layout;    ///< which direct reads of Lua's structures this Lua allows
+  bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
+
+  // ---- coroutine tracking (coroutines.hpp): the running thread, the resume chain ----
+  Coroutines coroutines;  ///< before `hooks`, which reads its `current`
+  /// L resumes co / co yielded, returned or failed back to L (the
+  /// coroutine.resume wrappers): the switch, in one critical section, for
+  /// the coroutine tracking, the new thread's hook and the tracer (session.cpp).
+  void on_resume(lua_State* L, lua_State* co);
+  void on_return(lua_State* L, lua_State* co);
+
+  // ---- hooks: the program's, chained behind ours, and the one-shot (hookchain.hpp) ----
+  HookChain hooks{coroutines.current(), layout, opt.trace};
+  /// After the program's debug.sethook on T while tracing: its hook is
+  /// chained, luaflame's goes back (hooks.cpp).
+  void adopt_program_hook(lua_State* L, lua_State* T);
+  void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
+  /// Every event lf_hook's fast path (Tracer::trace_fast) leaves: the
+  /// tracer's event, then hook_rest (tracer.cpp, with lf_hook).
+  void hook(lua_State* L, lua_Debug* ar);
+  void hook_rest(lua_State* L, lua_Debug* ar,
+                 int ev);  ///< armed thread or chained hook (lf_hook's slow part)
+  void install_thread_hook(lua_State* L, lua_State* co);
+
+  // ---- sampling: the signal (sampler.hpp), the sample (sampling.hpp), the walk ----
+  std::atomic<bool> alloc_pending{false};  ///< the allocator armed: take_alloc at the hook
+  Sampler sampler;
+  StackWalker walker{coroutines, frames, tree, opt.lines, ci_walk_ok};
+  Sampling sampling{sampler, hooks, walker, frames, tree, col_samples, acct, tracer, opt};
+  /// From the handler (sampler.cpp): the parts handed straight to it.
+  void on_sample_signal() { Sampling::on_signal(sampler, hooks, coroutines, layout, ci_walk_ok); }
+
+  // ---- tracer: its state and events (tracer.hpp) ----
+  Tracer tracer{tree, frames, acct, alloc, opt, layout, ci_walk_ok, col_time, col_calls};
+
+  // ---- allocation profiler (alloc.cpp) ----
+  std::unique_ptr<AllocState> alloc;
+  uint64_t alloc_total_bytes = 0, alloc_total_count = 0;  ///< exact, for the report
+  bool start_alloc(std::string& err);
+  void request_alloc_sample();  ///< from the allocator: arm the hook
+  void take_alloc(lua_State* L);
+  void stop_alloc(lua_State* L, bool collect);
+
+  uint64_t clock_ns_read() const;
+  std::size_t memory_bytes() const;
+
+  clockid_t lua_cpu_clock{};  ///< the Lua thread's CPU clock (opt.cpu_clock)
+};
+
+/// The session the hooks and handler see (one per process).
+extern std::atomic<Session*> g_session;
+
+/// Ends profiling where it failed (a hook's std::bad_alloc): said once on
+/// stderr with `why`; the session is left as a forked child leaves it
+/// (nothing written or streamed from here on), the program's hooks given
+/// back at its next event, the allocator passing through. Lua thread.
+void abandon_session(const char* why, const char* where = "the profiler's hook") noexcept;
+
+/// Wraps debug.sethook/gethook while tracing (hooks.cpp).
+void install_hook_wrappers(lua_State* L);
+
+/// A library function swapped for luaflame's while profiling; the
+/// original is kept in the registry under `key`.
+struct LibSwap {
+  const char* name;
+  const char* key;
+  lua_CFunction ours;
+};
+/// Swaps lib.NAME for ours, keeping the originals (hooks.cpp).
+void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
+/// Puts the originals back where ours still are (the program may have
+/// replaced them since: theirs stays).
+void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
+/// The hook lf_hook_after_stop gives back (hooks.cpp).
+void set_hook_after_stop(lua_Hook h, int mask, int count);
+
+}  // namespace lfc

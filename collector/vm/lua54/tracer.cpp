@@ -1,0 +1,509 @@
+// The tracer: call and return hooks, one clock read per event (TraceClock). Between two
+// events, the time goes to the frame on top of the thread that ran (its
+// self time); a call counts once on its path. Each shadow frame remembers
+// the CallInfo it was entered with, which keeps the shadow stack right
+// where Lua sends no event:
+//  - tail call: the replaced frame is dropped (same CallInfo, new function);
+//  - an error unwinding through pcall/error: the next call names its parent
+//    CallInfo (ci->previous) and the next return its own, so the frames the
+//    error skipped are popped there;
+//  - coroutines: every thread has its own shadow stack, hung under the frame
+//    that resumed it; time while suspended goes to whatever runs instead.
+// The collector's own time in the hook is measured and not charged.
+// Tracer's state and events (tracer.hpp), and lf_hook, the hook itself.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "vm/lua54/alloc.hpp"
+#include "vm/lua54/session.hpp"
+
+namespace lfc {
+
+namespace {
+
+// The layouts the call cache reads (luaint.hpp), checked by luaint::probe at
+// start and again against lua_getinfo on first use.
+using luaint::at;
+using luaint::func_of;
+using luaint::kClosureFn;
+using luaint::kProtoCode;
+using luaint::kProtoLine;
+using luaint::kProtoSource;
+using luaint::kTagCClosure;
+using luaint::kTagLightC;
+using luaint::kTagLuaClosure;
+using luaint::kTStringContents;
+
+[[maybe_unused]] bool cpu_has(const char* flag) {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f))
+    if (!std::strncmp(line, "flags", 5)) found = std::strstr(line, flag) != nullptr;
+  std::fclose(f);
+  return found;
+}
+
+// One trace event in this many (+1) also measures the hook's own cost.
+constexpr uint64_t kMeasureMask = 255;
+
+// Samples deeper than this take the walk (and its depth limit, sampler.cpp).
+constexpr long kTracedDepth = 1000;
+
+// Index of the topmost entry entered with `ci`, or -1.
+long find_ci(const Shadow::Stack& st, const void* ci) {
+  for (std::size_t k = st.size(); k-- > 0;)
+    if (st[k].ci == ci) return static_cast<long>(k);
+  return -1;
+}
+
+}  // namespace
+
+bool cycles_constant() {
+#if defined(__x86_64__) || defined(__i386__)
+  return cpu_has(" constant_tsc") && cpu_has(" nonstop_tsc");
+#else
+  return kHaveCycles;
+#endif
+}
+
+void TraceClock::init() {
+  tsc = cycles_constant();
+  if (!tsc) return;
+  // Ticks per nanosecond over ~2 ms of CLOCK_MONOTONIC.
+  uint64_t n0 = now_ns(), t0 = read_cycles(), n1, t1;
+  do {
+    n1 = now_ns();
+    t1 = read_cycles();
+  } while (n1 - n0 < 2000000);
+  if (t1 <= t0) {
+    tsc = false;
+    return;
+  }
+  mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) *
+                               4294967296.0);
+}
+
+void Tracer::charge_now() {
+  if (!last_sh || col_time_ < 0) return;
+  uint64_t now = tclock.now();
+  if (now > last_tick)
+    tree_.add(last_sh->top(), col_time_,
+              tclock.to_ns(now - last_tick));  // cold path
+  last_tick = now;
+}
+
+// The child of `parent` for the function being called: through the call
+// cache when the layouts are known good, else lua_getinfo and the frame table.
+uint32_t Tracer::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
+                             std::atomic<uint64_t>*& slots) {
+  // What naming allocates through the state is the collector's.
+  struct Busy {
+    AllocState* a;
+    bool was;
+    explicit Busy(AllocState* s) : a(s), was(s && s->busy) {
+      if (a) a->busy = true;
+    }
+    ~Busy() {
+      if (a) a->busy = was;
+    }
+  } busy(alloc_.get());
+  unsigned char tag = 0;
+  const void* value = nullptr;
+  const void* ident = nullptr;
+  const void* check = nullptr;
+  if (ci_walk_ok_) {
+    func_of(ar->i_ci, tag, value);
+    if (tag == kTagLuaClosure && ident_lua >= 0) {
+      ident = at<const void*>(value, kClosureFn);
+      check = at<const void*>(ident, kProtoCode);
+      if (ident_lua == 0) {
+        // Check the Proto layout against what lua_getinfo says.
+        lua_getinfo(L, "S", ar);
+        const void* src = at<const void*>(ident, kProtoSource);
+        bool ok = at<int>(ident, kProtoLine) == ar->linedefined &&
+                  at<int>(ident, kProtoLine + 4) == ar->lastlinedefined && src &&
+                  static_cast<const char*>(src) + kTStringContents == ar->source;
+        ident_lua = ok ? 1 : -1;
+        if (!ok) ident = nullptr;
+      }
+    } else if ((tag == kTagLightC || tag == kTagCClosure) && ident_c >= 0) {
+      ident = tag == kTagLightC ? value : at<const void*>(value, kClosureFn);
+      if (ident_c == 0) {
+        lua_getinfo(L, "f", ar);
+        bool ok = reinterpret_cast<const void*>(lua_tocfunction(L, -1)) == ident;
+        lua_pop(L, 1);
+        ident_c = ok ? 1 : -1;
+        if (!ok) ident = nullptr;
+      }
+    }
+  }
+  if (ident) {
+    CallCache& c = call_cache[CallCache::slot(ident, parent, call_bits)];
+    if (c.ident == ident && c.parent == parent && c.check == check && c.child) {
+      slots = c.slots;
+      return c.child;
+    }
+    uint32_t node = tree_.child(parent, frame_of_ident(L, ar, tag, ident, check));
+    slots = tree_.slots(node);
+    c = CallCache{ident, check, parent, node, slots};
+    if (++call_misses > (call_cache.size() << 1)) grow_call_cache();
+    return node;
+  }
+  lua_getinfo(L, "S", ar);
+  uint32_t node = tree_.child(parent, frames_.of(L, ar));
+  slots = tree_.slots(node);
+  return node;
+}
+
+// A function's frame from its identity, else from lua_getinfo and the
+// frame table (which names it the first time). Same answer as the frame
+// table's: it keys Lua functions by source and line, C ones by address.
+uint32_t Tracer::frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
+                                const void* check) {
+  const bool lua_fn = tag == kTagLuaClosure;
+  const void* source = lua_fn ? at<const void*>(ident, kProtoSource) : nullptr;
+  const int line = lua_fn ? at<int>(ident, kProtoLine) : 0;
+  auto it = ident_frames.find(ident);
+  if (it != ident_frames.end() && it->second.check == check && it->second.source == source &&
+      it->second.line == line)
+    return it->second.frame;
+  lua_getinfo(L, "S", ar);
+  const uint32_t frame = frames_.of(L, ar);
+  // Entries of functions since freed stay until their address is reused:
+  // a program that makes functions without end gets a fresh map now and then.
+  if (ident_frames.size() >= (std::size_t{1} << 16)) ident_frames.clear();
+  ident_frames[ident] = IdentFrame{check, source, line, frame};
+  return frame;
+}
+
+// A program whose working set of (caller path, function) pairs overflows
+// the call cache (luacheck: 175,000 paths) misses it on one call in ten,
+// each miss a hash lookup in the tree's map, cold in the cache: past two
+// misses per entry since the last growth, four times the entries (up to
+// CallCache::kMaxBits). Small programs keep the small cache.
+void Tracer::grow_call_cache() {
+  call_misses = 0;
+  if (call_bits >= CallCache::kMaxBits) return;
+  call_bits = std::min(call_bits + 2, CallCache::kMaxBits);
+  call_cache.assign(std::size_t{1} << call_bits, CallCache{});
+}
+
+std::size_t Tracer::memory_bytes() const {
+  std::size_t b = 0;
+  for (const auto& kv : shadows) b += 64 + kv.second.stack.capacity() * sizeof(Shadow::Entry);
+  return b + call_cache.capacity() * sizeof(CallCache) + ident_frames.size() * 64;
+}
+
+// Rare cases of an event whose CallInfo is not the expected one: a tail
+// call (its frame replaces the one with the same CallInfo), a call or a
+// return after an error unwound frames without return events.
+void Tracer::unwind(Shadow::Stack& st, const void* ci, int ev) {
+  if (ev == LUA_HOOKRET) {
+    long k = find_ci(st, ci);
+    if (k >= 0) st.resize(static_cast<std::size_t>(k));
+    return;
+  }
+  long k = ev == LUA_HOOKTAILCALL ? find_ci(st, ci) : -1;
+  if (k >= 0) {
+    st.resize(static_cast<std::size_t>(k));
+  } else {
+    // Called from the frame entered with ci->previous; a caller the
+    // tracer never saw (the host's C entry, a coroutine's base) means root.
+    long p = find_ci(st, ci_prev(ci));
+    st.resize(static_cast<std::size_t>(p + 1));
+  }
+}
+
+// One event in 256 also reads the clock on the way out: the mean hook cost,
+// reported and not charged. (Two reads per event would cost more.) The
+// estimate taken off each interval follows the typical event (a moving
+// average with outliers clipped: first sightings that build the tree, the
+// thread being preempted); the report counts them all.
+void Tracer::measure_hook(uint64_t t0) {
+  const uint64_t d = tclock.now() - t0;
+  hook_sampled += d;
+  // For the report: a measurement the thread was preempted in (wall ticks)
+  // is left out rather than clipped; no hook event takes 100 us of CPU.
+  if (tclock.to_ns(d) < 100000) {
+    hook_kept += d;
+    ++hook_kept_n;
+  }
+  if (hook_sampled_n++ < 8)
+    hook_est = hook_sampled / hook_sampled_n;
+  else
+    hook_est +=
+        (static_cast<int64_t>(std::min(d, 4 * hook_est + 64)) - static_cast<int64_t>(hook_est)) /
+        16;
+}
+
+// A call: the child of the caller's node for the function being called,
+// straight from the call cache when the CallInfo's function is known
+// (a few loads, a multiply and a compare), else through callee_node.
+inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
+  auto& st = sh.stack;
+  const uint32_t parent = st.empty() ? sh.root : st.back().node;
+  const void* ci = ar->i_ci;
+  unsigned char tag;
+  const void* value;
+  func_of(ci, tag, value);
+  const void* ident = nullptr;
+  const void* check = nullptr;
+  if (tag == kTagLuaClosure) {
+    if (ident_lua > 0) {
+      ident = at<const void*>(value, kClosureFn);
+      check = at<const void*>(ident, kProtoCode);
+    }
+  } else if (tag == kTagLightC) {
+    if (ident_c > 0) ident = value;
+  } else if (tag == kTagCClosure) {
+    if (ident_c > 0) ident = at<const void*>(value, kClosureFn);
+  }
+  uint32_t node;
+  std::atomic<uint64_t>* v;
+  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent, call_bits)] : nullptr;
+  if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
+    node = c->child;
+    v = c->slots;
+  } else {
+    node = callee_node(L, ar, parent, v);
+  }
+  Tree::bump(v[col_calls_], 1);
+  ++acct_.calls;
+  st.push_back({node, ci, v});
+}
+
+inline void Tracer::event(lua_State* L, lua_Debug* ar) {
+  const uint64_t t0 = tclock.now();
+  Shadow* sh = last_sh;
+  if (__builtin_expect(sh != nullptr, 1)) {
+    if (t0 > last_tick) {
+      // The hook's own mean cost is taken off: it is the collector's time.
+      const uint64_t dt = t0 - last_tick;
+      std::atomic<uint64_t>* v = sh->top_slots();
+      if (!v) v = sh->root_slots = tree_.slots(sh->root);
+      Tree::bump(v[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+    }
+    if (L != last_L) sh = &shadows[L];
+  } else {
+    sh = &shadows[L];
+  }
+  auto& st = sh->stack;
+  const void* ci = ar->i_ci;
+  const int ev = ar->event;
+  if (ev == LUA_HOOKRET) {
+    if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
+      st.pop_back();
+    else
+      unwind(st, ci, ev);
+  } else if (ev == LUA_HOOKCALL) {
+    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
+    trace_call(L, ar, *sh);
+  } else if (ev == LUA_HOOKTAILCALL) {
+    unwind(st, ci, ev);
+    trace_call(L, ar, *sh);
+  }
+  last_L = L;
+  last_sh = sh;
+  last_tick = t0;
+  if (__builtin_expect((++trace_events & kMeasureMask) == 1, 0)) measure_hook(t0);
+}
+
+// The common event, with no call and no allocation: a return whose
+// CallInfo is the top frame's, or a call from the top frame (or a tail
+// call replacing it) of a function in the call cache. Anything else returns
+// false having changed nothing. The signal handler may arm the one-shot at
+// any instruction (hooks.armed(), written by the handler): an armed thread
+// takes the slow path, and an arm after the check leaves lua_sethook's
+// one-shot to take the sample at the next event (nothing here changes hooks).
+inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks,
+                               Accounting& acct) {
+  if (!trace_fast_ok || hooks.armed() || L != last_L || !last_sh) return false;
+  if (((trace_events + 1) & kMeasureMask) == 1)
+    return false;  // hook_est is measured on the slow path
+  Shadow& sh = *last_sh;
+  Shadow::Stack& st = sh.stack;
+  std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
+  if (!top) return false;
+  const void* ci = ar->i_ci;
+  const int ev = ar->event;
+  const CallCache* c = nullptr;
+  if (ev == LUA_HOOKRET) {
+    if (st.empty() || st.back().ci != ci) return false;
+  } else {
+    uint32_t parent;
+    if (ev == LUA_HOOKCALL) {
+      if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
+      parent = st.empty() ? sh.root : st.back().node;
+    } else if (ev == LUA_HOOKTAILCALL) {
+      // The top frame is replaced (same CallInfo): a child of its caller.
+      if (st.empty() || st.back().ci != ci) return false;
+      parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
+    } else {
+      return false;
+    }
+    unsigned char tag;
+    const void* value;
+    func_of(ci, tag, value);
+    const void* ident;
+    const void* check = nullptr;
+    if (tag == kTagLuaClosure && ident_lua > 0) {
+      ident = at<const void*>(value, kClosureFn);
+      check = at<const void*>(ident, kProtoCode);
+    } else if (tag == kTagLightC && ident_c > 0) {
+      ident = value;
+    } else if (tag == kTagCClosure && ident_c > 0) {
+      ident = at<const void*>(value, kClosureFn);
+    } else {
+      return false;
+    }
+    c = &call_cache[CallCache::slot(ident, parent, call_bits)];
+    if (c->ident != ident || c->parent != parent || c->check != check) return false;
+  }
+  const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
+  if (t0 > last_tick) {
+    const uint64_t dt = t0 - last_tick;
+    Tree::bump(top[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+  }
+  last_tick = t0;
+  if (c) {
+    if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
+    Tree::bump(c->slots[col_calls_], 1);
+    ++acct.calls;
+    st.push_fast({c->child, ci, c->slots});
+  } else {
+    st.pop_back();
+  }
+  ++trace_events;
+  ++acct.hook_calls;
+  return true;
+}
+
+// The hook on every profiled thread: the common trace event inline, the
+// rest (a first sighting, an unwind, a coroutine switch, an armed thread,
+// a chained hook, after stop) in Session::hook.
+// Boundary: Lua (C) calls it for every hook event. No C++ exception leaves
+// it: what the collector throws (std::bad_alloc growing its tables) ends
+// profiling, and the program runs on with its own hooks (abandon_session).
+// It never raises a Lua error, and calls no Lua function that could, while
+// a C++ object with a destructor is alive in its frames (FrameTable::of and
+// the walk use raw accesses and lua_getinfo only).
+void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
+  Session* s = g_session.load(std::memory_order_relaxed);
+  if (__builtin_expect(s != nullptr, 1)) {
+    try {
+      if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
+      s->hook(L, ar);
+    } catch (const std::exception& e) {
+      abandon_session(e.what());
+    } catch (...) {
+      abandon_session("unknown error");
+    }
+    return;
+  }
+  lf_hook_after_stop(L, ar);
+}
+
+// lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
+// return events; the count event is the one-shot's), then what an armed thread or a chained hook
+// needs. The signal handler may arm while the tracer works: the fence keeps the read of the armed
+// state after that work, so such a sample is taken at this event.
+void Session::hook(lua_State* L, lua_Debug* ar) {
+  ++acct.hook_calls;
+  const int ev = ar->event;
+  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) tracer.event(L, ar);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
+}
+
+// Both mode: where a sample falls, the tracer already has the stack. The
+// node of the frame entered with `ci` on thread L's shadow stack (the
+// running CallInfo when `ci` is null), without a walk; false when the
+// walk must decide: no trace, leaf lines asked, another thread, a frame
+// not (or no longer) on the stack, a stack deep enough that the walk's
+// depth limit might cut it. Lua thread, inside the hook (no event races).
+bool Tracer::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node) {
+  if (!opt_.trace || opt_.lines || T != L || !ci_walk_ok_) return false;
+  if (!ci) {
+    if (!layout_.state_ci_ok) return false;
+    ci = luaint::state_ci(L);
+  }
+  Shadow* sh = L == last_L && last_sh ? last_sh : nullptr;
+  if (!sh) {
+    auto it = shadows.find(L);
+    if (it == shadows.end()) return false;
+    sh = &it->second;
+  }
+  const long k = find_ci(sh->stack, ci);
+  if (k < 0 || k >= kTracedDepth) return false;
+  node = sh->stack[static_cast<std::size_t>(k)].node;
+  return true;
+}
+
+void Tracer::start(lua_State* L, bool fast_ok) {
+  Shadow& sh = shadows[L];
+  seed_shadow(L, sh, L);
+  last_L = L;
+  last_sh = &sh;
+  tclock.init();
+  call_cache.resize(std::size_t{1} << CallCache::kBits);
+  trace_fast_ok = fast_ok && tclock.tsc;  // else every event takes Session::hook
+  last_tick = tclock.now();
+}
+
+void Tracer::resumed(lua_State* L, lua_State* co) {
+  charge_now();
+  Shadow& parent = shadows[L];
+  Shadow& sh = shadows[co];
+  if (sh.root != parent.top()) reroot(sh, parent.top());
+  last_L = co;
+  last_sh = &sh;
+}
+
+void Tracer::returned(lua_State* L, lua_State* co) {
+  charge_now();
+  last_L = L;
+  last_sh = &shadows[L];
+  if (lua_status(co) != LUA_YIELD) shadows.erase(co);  // finished or failed: its stack is gone
+}
+
+void Tracer::hooked(lua_State* co, lua_State* via) {
+  Shadow& sh = shadows[co];
+  sh.stack.clear();
+  seed_shadow(co, sh, via);
+}
+
+void Tracer::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
+  struct Level {
+    uint32_t frame;
+    const void* ci;
+  };
+  std::vector<Level> levels;  // leaf first
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(T, level, &ar); ++level) {
+    lua_getinfo(via, "S", &ar);
+    levels.push_back({frames_.of(via, &ar), ar.i_ci});
+  }
+  // The host's C entry at the bottom is not part of the program.
+  while (!levels.empty() && frames_.is_c(levels.back().frame)) levels.pop_back();
+  uint32_t node = sh.root;
+  for (std::size_t i = levels.size(); i-- > 0;) {
+    node = tree_.child(node, levels[i].frame);
+    sh.stack.push_back({node, levels[i].ci, tree_.slots(node)});
+  }
+}
+
+void Tracer::reroot(Shadow& sh, uint32_t root) {
+  sh.root = root;
+  sh.root_slots = tree_.slots(root);
+  uint32_t node = root;
+  for (auto& e : sh.stack) {
+    node = tree_.child(node, tree_.frame(e.node));
+    e.node = node;
+    e.slots = tree_.slots(node);
+  }
+}
+
+}  // namespace lfc

@@ -1,0 +1,225 @@
+// The tracer (trace and both modes): its state (shadow stacks, the clock,
+// the call cache, the hook's own cost) and its events (the call and return
+// hooks, a coroutine switch, the node a sample in both mode falls on). The
+// session wires it: it hands the tracer, at construction, the parts it
+// charges and reads (the tree, the frames, the hook chain's armed state,
+// the accounting, the allocator's busy flag, the layout; the fast path gets
+// the hook chain and the accounting as arguments); lf_hook and the
+// session's slow path (Session::hook) call its events. Internal.
+//
+// Threads: all of it is the Lua thread's: written by the trace hook, the
+// coroutine switches and start/stop, read by the hook taking a sample in
+// both mode (traced_node). The signal handler never reads it, so nothing
+// here needs a fence; the hook's fast path reads HookChain::armed(), which
+// the handler writes, and leaves an armed thread to the slow path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "core/cycles.hpp"
+#include "luaflame/collector.hpp"
+#include "vm/lua54/luaint.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc {
+
+class FrameTable;
+class HookChain;
+class Tree;
+struct Accounting;
+struct AllocState;
+
+/// A thread's stack as the tracer sees it: tree nodes with the CallInfo
+/// each was entered with, so a call or return whose CallInfo does not match
+/// tells that an error unwound frames without return events.
+struct Shadow {
+  struct Entry {
+    uint32_t node;
+    const void* ci;
+    std::atomic<uint64_t>* slots;  ///< the node's values (Tree::slots)
+  };
+  /// A growable array of entries whose room() + push_fast() never
+  /// allocate, so the hook's fast path makes no call. resize() only shrinks.
+  class Stack {
+   public:
+    bool empty() const { return n_ == 0; }
+    std::size_t size() const { return n_; }
+    std::size_t capacity() const { return v_.capacity(); }
+    Entry& back() { return v_[n_ - 1]; }
+    const Entry& back() const { return v_[n_ - 1]; }
+    const Entry& operator[](std::size_t i) const { return v_[i]; }
+    Entry* begin() { return v_.data(); }
+    Entry* end() { return v_.data() + n_; }
+    bool room() const { return n_ < cap_; }
+    void push_fast(const Entry& e) { v_[n_++] = e; }
+    void push_back(const Entry& e) {
+      if (!room()) v_.resize(cap_ = cap_ ? 2 * cap_ : 32);
+      push_fast(e);
+    }
+    void pop_back() { --n_; }
+    void resize(std::size_t k) {
+      if (k < n_) n_ = k;
+    }
+    void clear() { n_ = 0; }
+
+   private:
+    std::vector<Entry> v_;
+    std::size_t n_ = 0, cap_ = 0;  ///< cap_: v_.size(), kept to spare a division
+  };
+  Stack stack;
+  uint32_t root = 0;  ///< node the thread's frames hang under (the resumer's frame)
+  std::atomic<uint64_t>* root_slots = nullptr;
+  uint32_t top() const { return stack.empty() ? root : stack.back().node; }
+  std::atomic<uint64_t>* top_slots() const {
+    return stack.empty() ? root_slots : stack.back().slots;
+  }
+};
+
+using luaint::ci_prev;  // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
+
+/// The tracer's clock: the cycle counter (cycles.hpp: x86's TSC, arm64's
+/// virtual counter) scaled to nanoseconds when it is constant and non-stop
+/// (calibrated against CLOCK_MONOTONIC at start), else CLOCK_MONOTONIC
+/// itself. One read per hook event.
+struct TraceClock {
+  bool tsc = false;
+  uint64_t mult = 0;  ///< nanoseconds per tick, times 2^32
+  void init();
+  uint64_t now() const { return tsc ? read_cycles() : now_ns(); }
+  uint64_t to_ns(uint64_t ticks) const {
+    return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32)
+               : ticks;
+  }
+};
+
+/// A function's identity read from the CallInfo (Lua 5.4's layouts, checked
+/// against lua_getinfo on first use): the Proto for a Lua function (with its
+/// code array as a check against a reused address), the C function
+/// otherwise. Saves lua_getinfo + a string hash on every traced call.
+struct CallCache {
+  static constexpr int kBits = 12;     ///< 4096 entries, direct-mapped, at start
+  static constexpr int kMaxBits = 16;  ///< grown up to 65536 (2 MiB) when it misses often
+  /// The entry for (ident, parent): a multiply's top bits.
+  static std::size_t slot(const void* ident, uint32_t parent, int bits = kBits) {
+    return static_cast<std::size_t>(
+        ((reinterpret_cast<uintptr_t>(ident) ^ (parent * 0x9e3779b97f4a7c15ull)) *
+         0xbf58476d1ce4e5b9ull) >>
+        (64 - bits));
+  }
+  const void* ident = nullptr;
+  const void* check = nullptr;
+  uint32_t parent = 0, child = 0;
+  std::atomic<uint64_t>* slots = nullptr;  ///< the child's values
+};
+
+/// The tracer: what it keeps between events, and the events.
+class Tracer {
+ public:
+  /// The parts it charges and reads (held by reference, owned by the
+  /// session) and the tree's time and calls columns (-1: not recorded).
+  Tracer(Tree& tree, FrameTable& frames, Accounting& acct, const std::unique_ptr<AllocState>& alloc,
+         const Options& opt, const luaint::Layout& layout, const bool& ci_walk_ok, int col_time,
+         int col_calls)
+      : col_time_(col_time),
+        col_calls_(col_calls),
+        tree_(tree),
+        frames_(frames),
+        acct_(acct),
+        alloc_(alloc),
+        opt_(opt),
+        layout_(layout),
+        ci_walk_ok_(ci_walk_ok) {}
+
+  // ---- events (tracer.cpp) ----
+  /// At start, on the start thread L: its shadow stack seeded, the clock
+  /// calibrated, the fast path on when `fast_ok` (no hook chained) and the
+  /// clock is the cycle counter.
+  void start(lua_State* L, bool fast_ok);
+  /// The common event, or false having done nothing (inlined in lf_hook).
+  /// The session's hook chain and accounting are its arguments, as lf_hook
+  /// reaches them at a fixed offset from the session: no reference to
+  /// follow on the hottest path (its cost is counted with callgrind).
+  inline bool trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks, Accounting& acct);
+  /// Any call or return event (the hook's slow path: inlined in
+  /// Session::hook, tracer.cpp).
+  inline void event(lua_State* L, lua_Debug* ar);
+  /// The time since the last event charged now (a switch, stop, a folded text).
+  void charge_now();
+  /// L resumed co: co's stack hung under L's top frame, co's the last event's.
+  void resumed(lua_State* L, lua_State* co);
+  /// co gave control back to L (yield, return or error).
+  void returned(lua_State* L, lua_State* co);
+  /// Thread co got luaflame's hook now (install_thread_hook): its stack as
+  /// it is, read through `via` (the running thread).
+  void hooked(lua_State* co, lua_State* via);
+  /// Both mode: a sample's node from the shadow stack, no walk.
+  bool traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& node);
+  /// Every event may have to be forwarded (the program chained a hook).
+  void fast_off() { trace_fast_ok = false; }
+
+  // ---- for the summary ----
+  uint64_t hook_kept = 0,
+           hook_kept_n = 0;  ///< measurements without preemption (< 100 us), for the report
+  uint64_t trace_events = 0;
+  TraceClock tclock;
+  uint64_t last_tick = 0;  ///< when the last event ended (tclock ticks); Sampling moves it
+  /// Layout checks of the call cache's reads: 0 not yet, 1 good, -1 bad
+  /// (set -1 at start when luaint::probe found the layout wrong).
+  int ident_lua = 0, ident_c = 0;
+  std::size_t memory_bytes() const;
+
+ private:
+  /// A function's frame by its identity (CallCache::ident), checked like
+  /// the call cache (and, for a Lua function, its source and line): a call
+  /// cache miss on a known function skips lua_getinfo and the frame table.
+  struct IdentFrame {
+    const void* check;
+    const void* source;
+    int line;
+    uint32_t frame;
+  };
+
+  inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
+  uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
+  uint32_t frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
+                          const void* check);
+  void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread
+  void reroot(Shadow& sh, uint32_t root);
+  void grow_call_cache();
+  /// A hook event's cost, measured 1 in 256 (kMeasureMask, tracer.cpp).
+  void measure_hook(uint64_t t0);
+  /// Rare: a tail call or frames an error skipped (the stack cut back).
+  static void unwind(Shadow::Stack& st, const void* ci, int ev);
+
+  // The fast path's state first.
+  /// Trace mode, cycle-counter clock, no chained hook: lf_hook may take trace_fast.
+  bool trace_fast_ok = false;
+  lua_State* last_L = nullptr;  ///< the thread of the last event
+  Shadow* last_sh = nullptr;    ///< its shadow stack
+  uint64_t hook_est = 0;        ///< mean ticks inside the trace hook (sampled), not charged
+  std::vector<CallCache> call_cache;
+  int call_bits = CallCache::kBits;  ///< log2 of call_cache's size (grow_call_cache)
+  const int col_time_, col_calls_;
+  uint64_t call_misses = 0;  ///< since the call cache last grew
+  uint64_t hook_sampled = 0, hook_sampled_n = 0;
+  std::unordered_map<lua_State*, Shadow> shadows;
+  std::unordered_map<const void*, IdentFrame> ident_frames;
+
+  Tree& tree_;
+  FrameTable& frames_;
+  Accounting& acct_;
+  const std::unique_ptr<AllocState>& alloc_;  ///< its busy flag: what naming allocates is ours
+  const Options& opt_;
+  const luaint::Layout& layout_;
+  const bool& ci_walk_ok_;
+};
+
+}  // namespace lfc

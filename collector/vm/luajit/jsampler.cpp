@@ -1,0 +1,392 @@
+// LuaJIT's sample mode: LuaJIT's profiler API takes the samples, our timer
+// thread decides when.
+//
+// Why the profiler API: a debug hook does not fire in JIT-compiled code
+// (traces run machine code with no hook checks), so a sampler built on a
+// count hook armed from a signal, as the 5.4 collector's is, would see
+// only the interpreter. luaJIT_profile_start makes the JIT put profile
+// checks into the traces it compiles (and flushes the old ones), records
+// the VM state the signal fell in (compiled code, interpreter, C, GC,
+// compiler) and calls our callback at the next safe point, where the Lua
+// stack is written back and may be walked with lua_getstack.
+//
+// Why our own timer: LuaJIT arms setitimer(ITIMER_PROF), whose expiries
+// come at the kernel's tick (250 Hz here, whatever interval is asked:
+// `-jp=i1` delivers about 0.25 samples per ms), and goes to any thread of
+// the process. Here LuaJIT's timer is given an interval it never reaches,
+// and a thread of ours watches the Lua thread's CPU clock (as the 5.4
+// sampler does) and sends SIGPROF to the Lua thread with pthread_kill when
+// a period ends and no sample is pending (see g_pending): LuaJIT's own
+// SIGPROF handler takes it as one of its samples.
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+#include "vm/lua/boundary.hpp"
+#include "vm/luajit/jsession.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <luajit.h>
+}
+
+namespace lfc::jit {
+
+namespace {
+
+constexpr std::size_t kMaxDepth =
+    4096;  ///< frames per sample; deeper stacks end in a truncated frame
+
+int vm_index(int vmstate) {
+  switch (vmstate) {
+    case 'N':
+      return 0;  // a compiled trace
+    case 'I':
+      return 1;
+    case 'C':
+      return 2;
+    case 'G':
+      return 3;
+    default:
+      return 4;  // 'J': the trace compiler
+  }
+}
+
+// The profiler callback. Contract: LuaJIT calls it on the Lua thread, from
+// its profile hook at an instruction boundary of the interpreter (a trace
+// exits to it first), never from the signal handler, so the Lua API's
+// read-only calls may be used on L; values pushed are popped before return.
+// `samples` is the number of SIGPROFs taken since the last call (LuaJIT
+// counts them in the handler): the weight of this sample.
+void profile_cb(void* data, lua_State* L, int samples, int vmstate) noexcept {
+  auto* j = static_cast<JitState*>(data);
+  if (g_jit.load() != j) return;
+  if (const char* failed = cxx_guard([&] { j->on_samples(L, samples, vmstate); })) abandon(failed);
+}
+
+// LuaJIT's SIGPROF handler, and the periods our timer owes it.
+struct sigaction g_lj_action {};
+std::atomic<uint64_t> g_owed{0};
+
+// One signal per callback. Once a signal has set LuaJIT's profile hook,
+// more signals before the callback only add to its count, yet each costs
+// the Lua thread an interruption and the timer a pthread_kill: in `f` mode
+// a loop with no function entry keeps the hook pending for hundreds of
+// periods (cpu.lua: ~70 callbacks for ~1200 periods a second). So:
+//   - g_pending: 1 from the timer's signal until the callback (also the
+//     futex word the parked timer waits on);
+//   - g_extra: periods that ended while pending, not signalled; the
+//     callback adds them to LuaJIT's count, so every period still counts;
+//   - g_parked: the timer waits on g_pending (a stretch with no check), so
+//     the callback wakes it and the next signal comes a period later, not
+//     at the end of a long sleep.
+// Contract: the timer thread and the Lua thread (the callback, never the
+// signal handler) race on these; all are lock-free atomics, seq_cst where
+// one side writes one and reads the other (g_pending, g_parked: a wake is
+// never missed). A period added to g_extra just after the callback took it
+// goes to the next callback: none is lost, one may move by a callback.
+std::atomic<uint32_t> g_pending{0};
+std::atomic<uint64_t> g_extra{0};
+std::atomic<bool> g_parked{false};
+
+// The end of the first period not yet counted, on the sampled clock, and
+// the period. Periods are taken by whoever sees them end first: the timer
+// at a wake-up, or the callback, which reads the clock itself, so the
+// periods that ended while the timer was parked count for this sample
+// (they were spent before it), not for the next. Contract: the timer and
+// the Lua thread's callback race on g_next; take_periods advances it by
+// compare-and-swap, so each period is taken once.
+std::atomic<uint64_t> g_next{0};
+uint64_t g_period = 1;
+
+/// Periods of the clock ended by `now` and not yet counted, now counted.
+uint64_t take_periods(uint64_t now) {
+  uint64_t n = g_next.load();
+  while (now >= n) {
+    const uint64_t k = (now - n) / g_period + 1;
+    if (g_next.compare_exchange_weak(n, n + k * g_period)) return k;
+  }
+  return 0;
+}
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
+          0);
+}
+void futex_wake(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
+          0);
+}
+
+// Contract: runs on the Lua thread (our timer sends SIGPROF there with
+// pthread_kill; LuaJIT's setitimer, armed for 11 days, would go to any
+// thread). It only calls LuaJIT's own handler once per owed period:
+// LuaJIT's handler counts one sample per call and sets its profile hook,
+// which is what it does for its own timer's signal (async-signal-safe by
+// LuaJIT's design); g_owed is a lock-free atomic. A SIGPROF from elsewhere
+// (LuaJIT's own timer) counts once.
+void on_sigprof(int sig) noexcept {
+  uint64_t k = g_owed.exchange(0, std::memory_order_relaxed);
+  if (k == 0) k = 1;
+  for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
+}
+
+// SIGPROF's action before start, and the guard put in its place before
+// LuaJIT's profiler starts, so that the guard is what LuaJIT saves and
+// gives back when its profiler stops.
+struct sigaction g_before {};
+
+// Contract: lua_close stops LuaJIT's profiler (luaJIT_profile_stop, which
+// restores the action LuaJIT found) before the finalizer that stops our
+// timer thread runs (os.exit(code, true), a host closing its state). A
+// SIGPROF the thread sends in between would meet the action of before
+// start, by default the one that kills the process; it meets this guard
+// instead, which does nothing (async-signal-safe trivially). stop_sampler
+// puts the action of before start back once the thread is joined.
+void guard_sigprof(int) noexcept {}
+
+// The thread's clock runs at most as fast as the wall clock, and at the
+// share of it the thread had since the last wake-up: the wall time until
+// `left` ns of the thread's clock have passed at that share (a busy
+// thread: the period left; an idle one, blocked in epoll: up to kMaxSleep).
+uint64_t wall_wait(uint64_t left, double share) {
+  constexpr double kMaxSleep = 20000000;  // 20 ms: an idle thread costs 50 wake-ups a second
+  return static_cast<uint64_t>(
+      std::min(static_cast<double>(left) / std::max(std::min(share, 1.0), 0.02), kMaxSleep));
+}
+
+void timer_main(JitState* j) noexcept {
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
+  const uint64_t period = g_period;
+  uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();
+  bool parked = false;      // the last wait was a park that timed out (the callback did not come)
+  bool resent = false;      // the pending signal was sent again once
+  uint64_t wall_waits = 0;  // wake-ups with a signal pending, wall clock
+  while (!j->timer_stop.load(std::memory_order_relaxed)) {
+    const uint64_t cpu = thread_cpu_ns(j->cpu_clock), wall = now_ns();
+    bool waiting = false;  // a signal is pending: park after this wake-up
+    // Every period that ended is owed, so a late wake-up loses none: the
+    // handler counts them all, and the sample weighs that many.
+    if (const uint64_t k = take_periods(cpu)) {
+      // A signal when none is pending. Sent again a period later, and after
+      // each park that timed out, in case LuaJIT dropped it: its handler
+      // sets no hook while its VM-event hook runs (our callback, until
+      // LuaJIT's profile hook returns) or a GC finalizer does, and then the
+      // callback would never come. A signal LuaJIT took only adds to its count.
+      const bool fresh = g_pending.exchange(1) == 0;
+      waiting = !fresh;
+      if (fresh || !resent || parked) {
+        resent = !fresh;
+        g_owed.fetch_add(k, std::memory_order_relaxed);
+        pthread_kill(j->lua_thread, SIGPROF);
+        j->signals.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        g_extra.fetch_add(k, std::memory_order_relaxed);
+      }
+    }
+    const double share =
+        wall > wall0 ? static_cast<double>(cpu - cpu0) / static_cast<double>(wall - wall0) : 1;
+    cpu0 = cpu;
+    wall0 = wall;
+    // A whole period passed and the callback has not come (a stretch with
+    // no profile check, e.g. a loop in `f` mode): wait for it rather than
+    // wake every period, at most 16 periods of the clock at the thread's share.
+    parked = false;
+    // Not with the wall clock: the woken timer may preempt the Lua thread
+    // just after a callback (a function entry), and the wall time that
+    // costs would be charged to the code after it (measured: the split
+    // test's 75/25 program read 0.64-0.72 instead of 0.73-0.77 under load).
+    // There the timer wakes each period while the signal is pending,
+    // sending none, and again every 16th wake-up as after a park.
+    if (waiting && !j->s->opt.cpu_clock) {
+      parked = ++wall_waits % 16 == 0;
+      waiting = false;
+    }
+    if (waiting) {
+      g_parked.store(true);
+      if (g_pending.load() == 1) {
+        futex_wait(g_pending, 1, wall_wait(16 * period, share));
+        parked = g_pending.load() == 1;
+      }
+      g_parked.store(false);
+      continue;
+    }
+    const uint64_t next = g_next.load();
+    const uint64_t wait = wall_wait(next > cpu ? next - cpu : 0, share);
+    timespec ts{static_cast<time_t>(wait / 1000000000ull), static_cast<long>(wait % 1000000000ull)};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+}  // namespace
+
+uint32_t JitState::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
+  // LuaJIT's built-ins written in Lua ("[builtin:len]", no line) are named as C functions.
+  if (ar->what[0] != 'C' && ar->linedefined >= 0) return s->frames.of(T, ar, leaf && s->opt.lines);
+  if (!lua_checkstack(T, 8) || !lua_getinfo(T, "f", ar)) return s->frames.named("[C] ?");
+  // Keyed by the function object: LuaJIT's built-ins share C handlers.
+  const void* fn = lua_topointer(T, -1);
+  auto it = c_frames.find(fn);
+  if (it != c_frames.end()) {
+    lua_pop(T, 1);
+    return it->second;
+  }
+  std::string name;
+  if (fn == resume_fn)
+    name = "coroutine.resume";
+  else if (fn == wrap_fn)
+    name = "coroutine.wrap";
+  else if (lua_tocfunction(T, -1) == wrap_call)
+    name = "<wrapped coroutine>";
+  else
+    name = global_name(T, lua_gettop(T));
+  lua_pop(T, 1);
+  if (name.empty() && lua_getinfo(T, "n", ar) && ar->name && *ar->name) name = ar->name;
+  if (name.empty()) name = "<anon>";
+  const uint32_t id = s->frames.named("[C] " + name);
+  if (c_frame.size() <= id) c_frame.resize(id + 1, 0);
+  c_frame[id] = 1;
+  c_frames.emplace(fn, id);
+  return id;
+}
+
+void JitState::walk(lua_State* L, std::vector<uint32_t>& out) {
+  out.clear();
+  // L and the threads that resumed it, innermost first.
+  std::size_t k = chain.size();
+  while (k > 0 && chain[k - 1] != L) --k;
+  lua_State* only[1] = {L};
+  lua_State* const* threads = k ? chain.data() : only;
+  std::size_t n = k ? k : 1;
+  lua_Debug ar;
+  for (std::size_t t = n; t-- > 0 && out.size() < kMaxDepth;) {
+    lua_State* T = threads[t];
+    for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
+      const bool leaf = out.empty() && s->opt.lines;
+      lua_getinfo(T, leaf ? "Sl" : "S", &ar);
+      const uint32_t f = frame_at(T, &ar, leaf);
+      if (f != kSkip) out.push_back(f);
+    }
+  }
+  // The host's own C entry (the runner's pmain, a C caller) is not the program's.
+  while (!out.empty() && is_c(out.back())) out.pop_back();
+  if (out.size() >= kMaxDepth) out.push_back(s->frames.named("[luaflame] truncated"));
+}
+
+uint32_t JitState::path_node(const std::vector<uint32_t>& leaf_first) {
+  uint32_t node = 0;
+  for (std::size_t i = leaf_first.size(); i-- > 0;) node = s->tree.child(node, leaf_first[i]);
+  return node;
+}
+
+void JitState::on_samples(lua_State* L, int samples, int vmstate) {
+  const uint64_t t0 = now_ns();
+  const int top = lua_gettop(L);
+  walk(L, scratch);
+  lua_settop(L, top);
+  scratch.insert(scratch.begin(), vm_frame[vm_index(vmstate)]);
+  // The sample weighs the periods LuaJIT counted (the signals), those the
+  // timer counted without a signal while the hook was pending, and those
+  // that ended since, up to now (taken here, so that a timer woken below
+  // finds the current period unfinished).
+  uint64_t k = (samples > 0 ? static_cast<uint64_t>(samples) : 0) +
+               g_extra.exchange(0, std::memory_order_relaxed) +
+               take_periods(thread_cpu_ns(cpu_clock));
+  if (k == 0) k = 1;
+  s->tree.add(path_node(scratch), s->col_samples, k);
+  s->acct.samples += k;
+  ++s->acct.sample_events;
+  ++s->acct.hook_calls;
+  const uint64_t dt = now_ns() - t0;
+  s->acct.hook_ns += dt;
+  last_ns += dt;  // not charged to the traced frames (mode both)
+  // Last: the timer may signal again (woken if parked). A signal that came
+  // before LuaJIT's hook returns would be dropped (see timer_main).
+  g_pending.store(0);
+  if (g_parked.load()) futex_wake(g_pending);
+}
+
+bool JitState::start_sampler(std::string& err) {
+  if (!(s->opt.hz > 0 && s->opt.hz <= 100000))
+    return err = "option 'hz' must be between 0 and 100000", false;
+  // Where the JIT puts profile checks into traces: 'f' at function entries
+  // (jit.p's default; +1.4% instructions on bench/jit/cpu.lua), or with
+  // LUAFLAME_JIT_CHECKS=line 'l' at every new line (+8%: a check per loop
+  // iteration), which takes a sample inside a long loop when it falls
+  // rather than at the loop's end. 'i': LuaJIT's own timer at an interval
+  // (ms) it never reaches, 11 days: our timer sends the signals.
+  const char* checks = std::getenv("LUAFLAME_JIT_CHECKS");
+  const bool line = checks && std::string(checks) == "line";
+  struct sigaction guard {};
+  guard.sa_handler = guard_sigprof;
+  guard.sa_flags = SA_RESTART;
+  sigemptyset(&guard.sa_mask);
+  sigaction(SIGPROF, &guard, &g_before);
+  luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", profile_cb, this);
+  profiling = true;
+  // LuaJIT's handler is called from ours, which counts the periods owed.
+  struct sigaction ours {};
+  if (sigaction(SIGPROF, nullptr, &g_lj_action) != 0 || (g_lj_action.sa_flags & SA_SIGINFO) ||
+      g_lj_action.sa_handler == SIG_DFL || g_lj_action.sa_handler == SIG_IGN) {
+    luaJIT_profile_stop(L);
+    profiling = false;
+    sigaction(SIGPROF, &g_before, nullptr);
+    return err = "LuaJIT's profiler did not install its SIGPROF handler", false;
+  }
+  ours = g_lj_action;
+  ours.sa_handler = on_sigprof;
+  g_owed.store(0);
+  g_pending.store(0);
+  g_extra.store(0);
+  g_period = static_cast<uint64_t>(1e9 / s->opt.hz);
+  g_next.store(thread_cpu_ns(cpu_clock) + g_period);
+  sigaction(SIGPROF, &ours, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPROF);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  timer_stop.store(false);
+  try {
+    timer = std::thread(timer_main, this);
+  } catch (const std::exception& e) {
+    sigaction(SIGPROF, &g_lj_action, nullptr);
+    luaJIT_profile_stop(L);
+    profiling = false;
+    sigaction(SIGPROF, &g_before, nullptr);
+    return err = std::string("cannot start the sampler thread: ") + e.what(), false;
+  }
+  return true;
+}
+
+// Contract: after the join no SIGPROF is sent; one sent just before may
+// still be pending, and LuaJIT's handler (still installed until
+// luaJIT_profile_stop) takes it. luaJIT_profile_stop restores the guard
+// and LuaJIT's timer; a sample it leaves pending is never called back.
+// When lua_close stopped LuaJIT's profiler already, SIGPROF's action is
+// the guard, not ours: LuaJIT's handler must not come back then (it
+// reads the profiler's state, gone). Last, the action of before start.
+void JitState::stop_sampler() {
+  timer_stop.store(true);
+  if (timer.joinable()) timer.join();
+  if (profiling) {
+    struct sigaction now {};
+    sigaction(SIGPROF, nullptr, &now);
+    if (now.sa_handler == on_sigprof) {
+      sigaction(SIGPROF, &g_lj_action, nullptr);  // LuaJIT's back: its stop restores the guard
+      luaJIT_profile_stop(L);
+    }
+    sigaction(SIGPROF, &g_before, nullptr);
+  }
+  profiling = false;
+}
+
+}  // namespace lfc::jit

@@ -1,0 +1,394 @@
+// LuaJIT sessions: start/stop/flush/folded (luaflame/collector.hpp) for
+// LuaJIT and the coroutine wrappers.
+#include "vm/luajit/jsession.hpp"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/streamer.hpp"
+#include "vm/lua/boundary.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+#include <luajit.h>
+}
+
+namespace lfc {
+
+namespace jit {
+
+std::atomic<JitState*> g_jit{nullptr};
+
+uint64_t thread_cpu_ns(clockid_t c) {
+  timespec ts{};
+  if (clock_gettime(c, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+namespace {
+
+// Why alloc mode is refused (docs/luajit.md): checked, not assumed.
+const char* const kNoAlloc =
+    "alloc mode is not available with LuaJIT: its allocator runs inside JIT-compiled code, "
+    "where the Lua stack is not written back, so no stack can be taken there, and this "
+    "build's allocator (GC64, built-in) cannot be wrapped from outside";
+
+// ------------------------------------------------------ coroutine wrappers
+// coroutine.resume and coroutine.wrap are replaced while a session runs so
+// the sampler and the tracer know which thread resumed which (LuaJIT's
+// stack walk sees one coroutine). Each calls the original resume with
+// lua_pcall, so its results and messages are the original's.
+
+void enter(lua_State* L, lua_State* co) {
+  if (JitState* j = g_jit.load()) j->enter(L, co);
+}
+void leave(lua_State* co) {
+  if (JitState* j = g_jit.load()) j->leave(co);
+}
+
+// coroutine.resume(co, ...): upvalue 1 the original.
+int lf_resume(lua_State* L) LF_LUA_ENTRY {
+  lua_State* co = lua_tothread(L, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  if (co) enter(L, co);
+  const int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+  if (co) leave(co);
+  if (st != 0) return lua_error(L);
+  return lua_gettop(L);
+}
+
+// A coroutine.wrap function: upvalue 1 the coroutine, 2 the original resume.
+// An error in the coroutine is raised in the caller with the caller's
+// position before a string message, as LuaJIT's own wrap does.
+int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
+  lua_State* co = lua_tothread(L, lua_upvalueindex(1));
+  const int n = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_insert(L, 1);
+  enter(L, co);
+  const int st = lua_pcall(L, n + 1, LUA_MULTRET, 0);
+  leave(co);
+  if (st != 0) return lua_error(L);
+  if (!lua_toboolean(L, 1)) {
+    if (lua_type(L, 2) == LUA_TSTRING) {
+      luaL_where(L, 1);
+      lua_pushvalue(L, 2);
+      lua_concat(L, 2);
+    } else {
+      lua_pushvalue(L, 2);
+    }
+    return lua_error(L);
+  }
+  lua_remove(L, 1);
+  return lua_gettop(L);
+}
+
+// coroutine.wrap(f): upvalue 1 the original resume.
+int lf_wrap(lua_State* L) LF_LUA_ENTRY {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_State* co = lua_newthread(L);
+  lua_pushvalue(L, 1);
+  lua_xmove(L, co, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushcclosure(L, lf_wrap_call, 2);
+  return 1;
+}
+
+void install_coroutine_wrappers(lua_State* L, JitState& j) {
+  lua_getglobal(L, "coroutine");
+  if (!lua_istable(L, -1)) return lua_pop(L, 1);
+  lua_getfield(L, -1, "resume");
+  j.c_frames[lua_topointer(L, -1)] = JitState::kSkip;  // shown as our wrapper alone
+  lua_pushvalue(L, -1);
+  j.orig_resume_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushcclosure(L, lf_resume, 1);
+  j.resume_fn = lua_topointer(L, -1);
+  lua_setfield(L, -2, "resume");
+  lua_getfield(L, -1, "wrap");
+  j.orig_wrap_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, j.orig_resume_ref);
+  lua_pushcclosure(L, lf_wrap, 1);
+  j.wrap_fn = lua_topointer(L, -1);
+  j.wrap_call = lf_wrap_call;
+  lua_setfield(L, -2, "wrap");
+  lua_pop(L, 1);
+}
+
+// Puts the originals back unless the program replaced ours meanwhile.
+void restore_coroutine_wrappers(lua_State* L, JitState& j) {
+  lua_getglobal(L, "coroutine");
+  if (lua_istable(L, -1)) {
+    const struct {
+      const char* name;
+      int ref;
+      const void* ours;
+    } kFns[] = {{"resume", j.orig_resume_ref, j.resume_fn}, {"wrap", j.orig_wrap_ref, j.wrap_fn}};
+    for (const auto& f : kFns) {
+      if (f.ref < 0) continue;
+      lua_getfield(L, -1, f.name);
+      const bool ours = lua_topointer(L, -1) == f.ours;
+      lua_pop(L, 1);
+      if (ours) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, f.ref);
+        lua_setfield(L, -2, f.name);
+      }
+      luaL_unref(L, LUA_REGISTRYINDEX, f.ref);
+    }
+  }
+  lua_pop(L, 1);
+  j.orig_resume_ref = j.orig_wrap_ref = -2;
+}
+
+bool jit_status(lua_State* L) {
+  const int top = lua_gettop(L);
+  bool on = false;
+  lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "jit");
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "status");
+      if (lua_isfunction(L, -1) && lua_pcall(L, 0, 1, 0) == 0) on = lua_toboolean(L, -1);
+    }
+  }
+  lua_settop(L, top);
+  return on;
+}
+
+bool g_closing = false;  // stop() from the lua_close finalizer
+
+// Stops the session when the state closes (lua_close runs the registry's
+// finalizers while the state is whole): a session left running must not
+// outlive its state, whose profiler it drives.
+int on_state_close(lua_State* L) LF_LUA_ENTRY {
+  if (!g_jit.load()) return 0;
+  const char* failed = cxx_guard([&] {
+    g_closing = true;
+    Summary s = stop(L);
+    g_closing = false;
+    if (g_report_at_exit) std::fprintf(stderr, "%s", format_summary(s).c_str());
+  });
+  if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
+  return 0;
+}
+
+void register_close_finalizer(lua_State* L) {
+  lua_newuserdata(L, 1);
+  lua_newtable(L);
+  lua_pushcfunction(L, on_state_close);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
+}
+
+// fork (pthread_atfork's child handler): the child inherits neither the
+// sampler's timer thread nor the streamer's; the session is left behind
+// (reachable, never written or streamed) and the child runs on unprofiled:
+// the hooks of ours it meets find no session and return.
+JitState* g_left_behind = nullptr;
+void detach_in_child() {
+  g_left_behind = g_jit.load();
+  g_jit.store(nullptr);
+}
+
+}  // namespace
+
+// The session is left behind as after a fork (g_left_behind: reachable,
+// never freed while the program may still call into it); its hook and
+// profile callback find no session and return, its timer thread ends.
+void abandon(const char* why) noexcept {
+  JitState* j = g_jit.load();
+  if (!j) return;
+  j->timer_stop.store(true);
+  detach_in_child();
+  std::fprintf(stderr, "luaflame: %s in the profiler: profiling stopped, the program runs on\n",
+               why);
+}
+
+namespace {
+
+void at_process_exit() {
+  if (!g_jit.load()) return;
+  Summary s = stop(nullptr);
+  if (g_report_at_exit) std::fprintf(stderr, "%s", format_summary(s).c_str());
+}
+
+}  // namespace
+
+void JitState::enter(lua_State* L, lua_State* co) {
+  if (s->opt.trace) charge_now();
+  if (chain.empty() || chain.back() != L) chain.assign(1, L);
+  chain.push_back(co);
+  if (s->opt.trace) {
+    auto it = shadows.find(co);
+    if (it == shadows.end()) shadows[co].root = shadows[L].top();
+  }
+}
+
+void JitState::leave(lua_State* co) {
+  if (s->opt.trace) charge_now();
+  if (!chain.empty() && chain.back() == co) chain.pop_back();
+}
+
+}  // namespace jit
+
+using jit::g_jit;
+using jit::JitState;
+
+bool running() {
+  return g_jit.load() != nullptr;
+}
+
+bool start(lua_State* L, const Options& o, std::string& err) {
+  if (g_jit.load()) return err = "luaflame is already running (call luaflame.stop() first)", false;
+  if (o.alloc) return err = jit::kNoAlloc, false;
+  static std::once_flag exit_once;
+  std::call_once(exit_once, [] {
+    std::atexit(jit::at_process_exit);
+    pthread_atfork(nullptr, nullptr, jit::detach_in_child);
+  });
+  Streamer::set_exit_handler(
+      jit::at_process_exit);  // registered again after httplib's first answer
+  auto j = std::make_unique<JitState>();
+  j->s = std::make_unique<jit::JRun>(o);
+  jit::JRun& s = *j->s;
+  if (!s.opt.tags.count("vm")) s.opt.tags["vm"] = "luajit";
+  j->L = L;
+  const char* const kVm[] = {"[JIT]", "[interp]", "[C]", "[GC]", "[compiler]"};
+  for (int i = 0; i < 5; ++i) j->vm_frame[i] = s.frames.named(kVm[i]);
+  s.acct.start_wall = now_ns();
+  s.acct.start_unix = unix_now_ns();
+  j->lua_thread = pthread_self();
+  if (pthread_getcpuclockid(j->lua_thread, &j->cpu_clock) != 0) s.opt.cpu_clock = false;
+  if (!s.opt.cpu_clock) j->cpu_clock = CLOCK_MONOTONIC;
+  s.acct.start_clock = jit::thread_cpu_ns(j->cpu_clock);
+  j->chain.push_back(L);
+  jit::install_coroutine_wrappers(L, *j);
+  jit::register_close_finalizer(L);
+  JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
+  ending_reset();
+  g_jit.store(raw);
+  if (s.opt.trace) {
+    // Hooks do not fire in compiled code: the tracer runs the program on
+    // the interpreter (flushing the traces made so far), and says so.
+    raw->jit_was_on = jit::jit_status(L);
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    raw->prev_hook = lua_gethook(L);
+    raw->prev_mask = lua_gethookmask(L);
+    raw->prev_count = lua_gethookcount(L);
+    raw->seed(L);
+    raw->last_ns = now_ns();
+    lua_sethook(L, jit::trace_hook, LUA_MASKCALL | LUA_MASKRET, 0);
+  }
+  if (s.opt.sample && !raw->start_sampler(err)) {
+    stop(L);
+    return false;
+  }
+  s.start_streaming();
+  return true;
+}
+
+bool finish_for_exit() {
+  JitState* j = g_jit.load();
+  return finish_outside(j ? j->s.get() : nullptr);
+}
+
+Summary stop(lua_State* L) {
+  Summary sum;
+  JitState* j = g_jit.load();
+  if (!j) return sum;
+  ending_begin_stop();
+  jit::JRun& s = *j->s;
+  if (s.opt.sample) j->stop_sampler();
+  if (s.opt.trace) {
+    j->charge_now();
+    if (L) {
+      lua_sethook(L, j->prev_hook, j->prev_mask, j->prev_count);
+      // Not while the state closes: luaJIT_setmode raises there (from
+      // lua_close's finalizer), and that error unwound out of stop() before
+      // it wrote the profile (the exit handler wrote it instead).
+      if (j->jit_was_on && !jit::g_closing)
+        luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_ON);
+    }
+  }
+  if (L) {
+    jit::restore_coroutine_wrappers(L, *j);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
+  }
+  g_jit.store(nullptr);
+
+  sum.mode = s.opt.trace ? (s.opt.sample ? "both" : "trace") : "sample";
+  sum.metrics = s.metrics;
+  sum.wall_ns = now_ns() - s.acct.start_wall;
+  const uint64_t clk = jit::thread_cpu_ns(j->cpu_clock);
+  sum.clock_ns = clk > s.acct.start_clock ? clk - s.acct.start_clock : 0;
+  sum.hz_asked = s.opt.hz;
+  if (s.opt.sample) {
+    sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s.opt.hz / 1e9);
+    sum.sample_events = s.acct.sample_events;
+    sum.samples = s.acct.samples;
+    sum.sampler = SamplerKind::thread;  // our timer thread sends the signals (jsampler.cpp)
+    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s.acct.sample_events) * 1e9 /
+                                          static_cast<double>(sum.clock_ns)
+                                    : 0;
+  }
+  sum.hook_ns = s.acct.hook_ns;
+  if (s.opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
+  sum.hook_calls = s.acct.hook_calls;
+  sum.calls = s.acct.calls;
+  sum.fast_paths = s.opt.sample ? "luajit_profiler" : "";
+  if (s.opt.trace)
+    sum.fast_paths_off = "JIT compiler off while tracing (hooks do not fire in compiled code)";
+  sum.nodes = s.tree.size();
+  sum.frames = s.names.size();
+  sum.memory_bytes = sizeof(JitState) + sizeof(jit::JRun) + s.tree.memory_bytes() +
+                     s.frames.memory_bytes() + j->scratch.capacity() * 4;
+  s.output.write(sum);
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (sum.files_failed) g_output_failed = true;
+  if (s.streamer) s.streamer->finish(sum);
+  delete j;
+  ending_stopped();
+  return sum;
+}
+
+void flush() {
+  JitState* j = g_jit.load();
+  if (!j) return;
+  Summary written;
+  j->s->output.write(written);
+  for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (j->s->streamer) j->s->streamer->flush_now();
+}
+
+bool folded(const std::string& metric, std::string& out, std::string& err) {
+  JitState* j = g_jit.load();
+  if (!j) return err = "luaflame is not running", false;
+  const jit::JRun& s = *j->s;
+  int col = 0;
+  if (!metric.empty()) {
+    col = -1;
+    for (std::size_t i = 0; i < s.metrics.size(); ++i)
+      if (s.metrics[i] == metric) col = static_cast<int>(i);
+    if (col < 0) {
+      err = "metric '" + metric + "' is not recorded in this mode (recorded:";
+      for (const auto& m : s.metrics) err += " " + m;
+      err += ")";
+      return false;
+    }
+  }
+  if (s.opt.trace) j->charge_now();
+  out = s.output.folded_text(col);
+  return true;
+}
+
+}  // namespace lfc
