@@ -1,5 +1,6 @@
 // luaflame run [options] [--] script.lua [args...]: runs the script as
-// lua5.4 would, under the collector. Options: the collector's (see
+// lua5.X would, under the collector, on the Lua that --lua or the script's
+// #! line chooses (lua_choice.hpp). Options: the collector's (see
 // collector/include/luaflame/collector.hpp), as --NAME VALUE or
 // --NAME=VALUE, after LUAFLAME_* from the environment.
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "lua_choice.hpp"
 #include "luaflame/collector.hpp"
 
 namespace lfcli {
@@ -53,6 +55,7 @@ struct RunArgs {
   std::map<std::string, std::string> values;  // option -> value as given
   std::map<std::string, bool> flags;          // flag option -> value
   std::vector<std::string> tag;               // --tag K=V, repeatable
+  std::string lua;                            // --lua V
 };
 
 void add_run_options(CLI::App& app, RunArgs& r) {
@@ -73,8 +76,11 @@ void add_run_options(CLI::App& app, RunArgs& r) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->expected(1)  // one K=V per --tag: the script after it is not a tag
       ->allow_extra_args(false);
+  app.add_option("--lua", r.lua,
+                 "the Lua to run on: 5.1, 5.2, 5.3, 5.4 or luajit (default: the script's #! "
+                 "line, else 5.4); 'list' prints those installed");
   app.footer(
-      "Runs the script exactly as 'lua5.4 script.lua args...' would, under the profiler.\n"
+      "Runs the script exactly as 'lua5.X script.lua args...' would, under the profiler.\n"
       "Options are also LUAFLAME_<NAME> environment variables and luaflame.start{} fields.\n"
       "Exit status: the script's; 2 on bad usage.\n");
 }
@@ -99,9 +105,37 @@ bool apply_args(const CLI::App& app, RunArgs& r, lfc::Options& o, bool& output_g
   return true;
 }
 
+bool g_runner = false;  // run_here: this program is one Lua's runner, whatever the #! line says
+
+// Runs the script on another Lua's runner when --lua or its #! line asks
+// for one: returns only on failure (the exit status), or -1 to run here.
+int run_elsewhere(const CLI::App& app, const std::string& lua_opt, const std::string& script,
+                  int argc, char** argv) {
+  std::string want = !lua_opt.empty() ? lua_name(lua_opt) : g_runner ? "" : shebang_lua(script);
+  if (!lua_opt.empty() && want.empty())
+    return usage_error(app, "--lua " + lua_opt + ": not a Lua (5.1, 5.2, 5.3, 5.4, luajit, list)");
+  if (want.empty() || want == lfc::vm_name()) return -1;
+  const std::string path = runner_for(want);
+  const std::string why = lua_opt.empty() ? " (the script's #! line; --lua chooses another)" : "";
+  if (path.empty())
+    return fail(app,
+                "Lua " + want + " is not installed for luaflame" + why +
+                    " ('luaflame run --lua list' shows what is)",
+                kExitUsage);
+  std::string err;
+  exec_runner(path, argc, argv, err);
+  return fail(app, "cannot run " + err, kExitUsage);
+}
+
 }  // namespace
 
+int run_here(int argc, char** argv) {
+  g_runner = true;
+  return cmd_run(argc, argv);
+}
+
 int cmd_run(int argc, char** argv) {
+  if (print_vm_if_asked()) return 0;
   CLI::App app(
       "Runs a Lua script under the profiler: luaflame run [options] [--] script.lua [args...]",
       "luaflame run");
@@ -110,9 +144,12 @@ int cmd_run(int argc, char** argv) {
   add_run_options(app, r);
   const int rc = parse_args(app, argc, argv);
   if (rc >= 0) return rc;
+  if (r.lua == "list") return list_luas();
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
   if (rest.empty()) return usage_error(app, "no script given");
+  if (const int moved = run_elsewhere(app, r.lua, rest.front(), argc, argv); moved >= 0)
+    return moved;
   if (rest.front().size() > 1 && rest.front()[0] == '-')
     return usage_error(app, "unknown option '" + rest.front() + "'");
   lfc::Options o;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The install step of docker/build.sh: copies what BUILD holds (already built:
-# luaflame-server, luaflame, luaflame.so, and the LuaJIT module where it was
-# built) and the pages, the demo and the health check from SRC under PREFIX.
+# luaflame-server, luaflame, luaflame.so, and the other Lua versions' runners
+# and modules where they were built) and the pages, the demo and the health check from SRC under PREFIX.
 # Builds nothing: the test suite (tests/ship, ship.host.build) runs it on the
 # very build it tests instead of compiling the project a second time.
 #   docker/install.sh SRC BUILD PREFIX
@@ -16,6 +16,18 @@ done
 install -D -s -m 755 "$build/server/luaflame-server" "$prefix/bin/luaflame-server"
 install -D -s -m 755 "$build/cli/luaflame" "$prefix/bin/luaflame"
 install -D -s -m 644 "$build/collector/luaflame.so" "$prefix/lib/lua/5.4/luaflame.so"
+# Every Lua (docs/collector.md): the runners `luaflame run --lua V` execs, beside
+# luaflame, and each version's module at that version's cpath. 5.1's cpath is
+# LuaJIT's too: LuaJIT's module is installed there (below), Lua 5.1's under
+# lib/luaflame/lua5.1 (LUA_CPATH names it).
+for v in 5.1 5.2 5.3; do
+  [ -s "$build/cli/luaflame-lua$v" ] || continue
+  install -D -s -m 755 "$build/cli/luaflame-lua$v" "$prefix/bin/luaflame-lua$v"
+  dest="$prefix/lib/lua/$v/luaflame.so"
+  [ "$v" = 5.1 ] && dest="$prefix/lib/luaflame/lua5.1/luaflame.so"
+  install -D -s -m 644 "$build/collector/lua$v/luaflame.so" "$dest"
+done
+[ -s "$build/cli/luaflame-luajit" ] && install -D -s -m 755 "$build/cli/luaflame-luajit" "$prefix/bin/luaflame-luajit"
 install -D -m 755 "$here/healthcheck.sh" "$prefix/bin/luaflame-healthcheck"
 install -D -m 755 "$here/demo/run.sh" "$prefix/bin/luaflame-demo"
 install -D -m 644 "$here/demo/workload.lua" "$prefix/share/luaflame/demo/workload.lua"

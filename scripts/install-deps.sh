@@ -25,9 +25,12 @@ bench_real_pkgs=(lua-check lua-ldoc lua-busted lua-penlight lua-dkjson lua-lpeg 
 pprof_pkgs=(protobuf-compiler libprotobuf-dev)  # pprof codec (engine/proto)
 pprof_test_pkgs=(golang-go)                     # go tool pprof, runtime/pprof in the tests
 
+# Every Lua: the collector is built for 5.1, 5.2 and 5.3 beside 5.4 (collector/vm/puc), with
+# the interpreters its tests compare against and `luaflame run --lua V` users expect.
+every_lua_pkgs=(lua5.1 lua5.2 lua5.3 liblua5.1-0-dev liblua5.2-dev liblua5.3-dev)
 jit_pkgs=(luajit2 libluajit2-5.1-dev)  # the LuaJIT collector (collector/vm/luajit); not libluajit-5.1-dev: it conflicts with nginx's lua module
 jit_test_pkgs=(nginx libnginx-mod-http-lua apache2-utils)  # OpenResty-style nginx + ab (docs/luajit.md)
-want=("${build_pkgs[@]}" "${jit_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}" "${pprof_pkgs[@]}")
+want=("${build_pkgs[@]}" "${every_lua_pkgs[@]}" "${jit_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}" "${pprof_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${bench_real_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${jit_test_pkgs[@]}")

@@ -80,7 +80,7 @@ run() {  # dir lua_path output mode-and-clock-options... -- command words
   shift
   # shellcheck disable=SC2068  # a command with its words
   (cd "$dir" && if [ -n "$lpath" ]; then export LUA_PATH="$lpath"; fi &&
-     "$LF" run -q "${opts[@]}" -o "$out" $@ > /dev/null 2>&1) || true
+     "$LF" run --lua 5.4 -q "${opts[@]}" -o "$out" $@ > /dev/null 2>&1) || true
 }
 
 # table NAME=FILE... -> frame rows (>= 1% in any column), then the gaps.

@@ -1,8 +1,8 @@
 #!/bin/sh
 # LuaJIT collector overhead and sample rate, side by side and interleaved:
-# plain luajit, luajit -jp=i1 (jit.p at 1 kHz), luaflame-jit --hz 1 (the
+# plain luajit, luajit -jp=i1 (jit.p at 1 kHz), luaflame-luajit --hz 1 (the
 # control: the runner and LuaJIT's profiler, almost no samples) and at
-# 999 Hz, and with BEFORE_BUILD_DIR the luaflame-jit built there at 999 Hz
+# 999 Hz, and with BEFORE_BUILD_DIR the luaflame-luajit built there at 999 Hz
 # too; ROUNDS rounds of each, medians of the CPU time (user + sys, every
 # thread) each took, from perf stat's task-clock (0.01 ms) where perf
 # runs, else time(1)'s (10 ms).
@@ -12,7 +12,7 @@ BUILD=${1:?usage: run.sh BUILD_DIR [ROUNDS] [BEFORE_BUILD_DIR]}
 ROUNDS=${2:-7}
 BEFORE=${3:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
-JIT="$BUILD/cli/luaflame-jit"
+JIT="$BUILD/cli/luaflame-luajit"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 if perf stat -x, -e task-clock -o "$TMP/t" true 2>/dev/null; then
@@ -38,7 +38,7 @@ for r in $(seq "$ROUNDS"); do
       jp) T=$(cpu luajit -jp=i1,"$TMP/jp.txt" "$HERE/cpu.lua") ;;
       hz1) T=$(cpu "$JIT" -q --hz 1 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
       luaflame) T=$(cpu "$JIT" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
-      before) T=$(cpu "$(ls "$BEFORE/cli/luaflame-jit" "$BEFORE/collector/vm/luajit/luaflame-jit" "$BEFORE/collector/jit/luaflame-jit" 2>/dev/null | head -n1)" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
+      before) T=$(cpu "$(ls "$BEFORE/cli/luaflame-luajit" "$BEFORE/cli/luaflame-jit" "$BEFORE/collector/vm/luajit/luaflame-luajit" "$BEFORE/collector/jit/luaflame-luajit" 2>/dev/null | head -n1)" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua") ;;
     esac
     echo "$k $T $(echo "$T $P" | awk '{printf "%.4f", $1 / $2}')" >>"$TMP/all"
   done

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Where the collector's CPU goes, per thread: bench/jit/cpu.lua under
-# luaflame-jit at 999 Hz (and, with BEFORE_BUILD_DIR, that build's too),
+# luaflame-luajit at 999 Hz (and, with BEFORE_BUILD_DIR, that build's too),
 # interleaved; perf stat --per-thread gives each thread's CPU time and
 # context switches: the Lua thread (the program, LuaJIT's signal handler,
 # the callback) and the timer thread. Medians over ROUNDS.
@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TMP=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && cp "$TMP/all" "$KEEP"; rm -rf "$TMP"' EXIT
 one() {  # KIND BUILD: one run; appends "KIND lua_ms lua_cs timer_ms timer_cs"
-  "$(ls "$2/cli/luaflame-jit" "$2/collector/vm/luajit/luaflame-jit" "$2/collector/jit/luaflame-jit" 2>/dev/null | head -n1)" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua" >/dev/null &
+  "$(ls "$2/cli/luaflame-luajit" "$2/cli/luaflame-jit" "$2/collector/vm/luajit/luaflame-luajit" "$2/collector/jit/luaflame-luajit" 2>/dev/null | head -n1)" -q --hz 999 -o "$TMP/p.folded" "$HERE/cpu.lua" >/dev/null &
   pid=$!
   perf stat --per-thread -e task-clock,context-switches -p "$pid" -o "$TMP/s" 2>/dev/null || true
   wait "$pid"

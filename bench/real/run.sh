@@ -42,7 +42,7 @@ args_of() {
 modes="none sample trace both alloc"
 cmd_of() {  # mode program -> command line
   if [ "$1" = none ]; then echo "lua5.4 $(args_of "$2")"
-  else echo "$LF run -q --mode $1 -o $work/out/luaflame.svg $(args_of "$2")"; fi
+  else echo "$LF run --lua 5.4 -q --mode $1 -o $work/out/luaflame.svg $(args_of "$2")"; fi
 }
 mkdir -p out
 
@@ -77,7 +77,7 @@ for r in $(seq "$rounds"); do
         echo "$(tail -1 t.txt | awk '{print $1+$2, $3}') 0 0" >>"$prog.$mode"
       else
         /usr/bin/time -f "%U %S %M" -o t.txt \
-          $LF run --mode "$mode" -o "$work/out/luaflame.svg" $(args_of "$prog") >/dev/null 2>rep.txt || true
+          $LF run --lua 5.4 --mode "$mode" -o "$work/out/luaflame.svg" $(args_of "$prog") >/dev/null 2>rep.txt || true
         mem=$(grep -o '[0-9.]* [KM]iB for' rep.txt | awk '{v=$1; if ($2=="KiB") v/=1024; print v}')
         outms=$(grep -o '([0-9.]* ms of CPU)' rep.txt | tr -d '(' | awk '{print $1}')
         echo "$(tail -1 t.txt | awk '{print $1+$2, $3}') ${mem:-0} ${outms:-0}" >>"$prog.$mode"

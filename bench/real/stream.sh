@@ -46,7 +46,7 @@ printf '| round | chunks | landing s | server CPU s | per chunk ms | calls (summ
 printf '|---|---|---|---|---|---|---|---|\n'
 for r in $(seq "$rounds"); do
   c0=$(server_cpu)
-  "$LF" run --mode "$mode" --server "$url" --name "stream-bench-$r" \
+  "$LF" run --lua 5.4 --mode "$mode" --server "$url" --name "stream-bench-$r" \
     "$here/stream_exit.lua" /usr/bin/luacheck /usr/share/lua/5.1/luacheck >/dev/null 2>err.txt || true
   end=$(uptime_s)
   c1=$(server_cpu)

@@ -43,11 +43,19 @@ int column(const std::vector<std::string>& metrics, const char* m) {
 enum Ending : int { kRunning, kStopping, kFinishing, kStopped };
 std::atomic<int> g_ending{kRunning};
 
+// The run's lua=... tag: which Lua it came from (docs/collector.md, "Every
+// Lua"). A tag the program set wins; a run already at the server's default
+// limit of 32 tags is left as it is rather than refused.
+Options tag_vm(Options o, const char* vm) {
+  if (vm && *vm && o.tags.size() < 32) o.tags.emplace("lua", vm);
+  return o;
+}
+
 }  // namespace
 
-Profile::Profile(const Options& o)
-    : opt(o),
-      metrics(metrics_of(o)),
+Profile::Profile(const Options& o, const char* vm)
+    : opt(tag_vm(o, vm)),
+      metrics(metrics_of(opt)),
       col_samples(column(metrics, "samples")),
       col_time(column(metrics, "time")),
       col_calls(column(metrics, "calls")),

@@ -1,5 +1,5 @@
 // The run: the VM-neutral half of a profiling session, the one thing every
-// VM adapter (vm/lua54, vm/luajit; docs/architecture.md, "Adding a VM")
+// VM adapter (vm/puc, vm/luajit; docs/architecture.md, "Adding a VM")
 // fills and the core's outputs read. It owns the configuration, the frame
 // names, the call tree, the summary's counts, the output files and the
 // stream to the server; it knows no lua_State (the core is built without
@@ -43,7 +43,9 @@ struct Accounting {
 
 class Profile {
  public:
-  explicit Profile(const Options& o);
+  /// `vm`: the Lua that runs the program ("Lua 5.3.6", "LuaJIT 2.1.0-beta3"),
+  /// tagged on the run as lua=... unless the program set that tag itself.
+  Profile(const Options& o, const char* vm);
   ~Profile();
   Profile(const Profile&) = delete;
   Profile& operator=(const Profile&) = delete;

@@ -46,6 +46,7 @@ std::string human_bytes(uint64_t b) {
 
 std::string format_summary(const Summary& s) {
   std::string r = "luaflame: " + s.mode + " mode";
+  if (!s.lua.empty()) r += " on " + s.lua;
   char buf[512];
   std::snprintf(buf, sizeof buf, ", %.2f s wall", static_cast<double>(s.wall_ns) / 1e9);
   r += buf;

@@ -8,7 +8,7 @@ vm_test_setup "$@"
 
 # 1. Same stdout, stderr and exit status as luajit, in every mode (error
 # parity: messages, tracebacks, errors in resume and wrap, os.exit).
-PARITY_MASK_ADDRESSES=1 vm_parity luaflame-jit "$LF"
+PARITY_MASK_ADDRESSES=1 vm_parity luaflame-luajit "$LF"
 
 # 2. Exact calls in trace mode, through coroutines of both kinds (the
 # 5.4 suite's trace/*.calls.folded are made by its in-process harness).
@@ -81,7 +81,7 @@ false	luaflame.start: unknown option 'bogus'"
 [[ $out == *"alloc mode is not available with LuaJIT"* ]] || fail "alloc refusal: <$out>"
 [[ $out == *"luaflame.stop: luaflame is not running"* ]] || fail "stop when stopped: <$out>"
 
-# Regression: os.exit(true, true) killed luaflame-jit by SIGPROF. lua_close
+# Regression: os.exit(true, true) killed luaflame-luajit by SIGPROF. lua_close
 # stops LuaJIT's profiler (restoring the action it found, by default the
 # one that ends the process) before the finalizer that stops our timer
 # thread runs; a signal sent in between ended the run (3 of 8 runs with

@@ -130,7 +130,7 @@ TEST_CASE("trace: exact call counts (tests/data/collector/trace)") {
   CHECK(cases >= 4);
 }
 
-// The direct reads of Lua's structures (collector/vm/lua54/luaint.hpp) are all on
+// The direct reads of Lua's structures (collector/vm/puc/luaint.hpp) are all on
 // for the Lua CI builds with: a Lua update that changes a layout turns one
 // off (slower or less exact, said in the summary) and fails here.
 TEST_CASE("luaint: every fast path is on for this Lua") {

@@ -1,4 +1,4 @@
-// Coroutine tracking (collector/vm/lua54/coroutines.hpp) on a real Lua 5.4 state:
+// Coroutine tracking (collector/vm/puc/coroutines.hpp) on a real Lua 5.4 state:
 // the resume chain and the running thread the signal handler reads follow
 // each switch, and a one-shot hook armed on the thread that stops running
 // moves to the one that runs (the contract above Coroutines).
@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "vm/lua54/coroutines.hpp"
-#include "vm/lua54/hookchain.hpp"
-#include "vm/lua54/luaint.hpp"
+#include "vm/puc/coroutines.hpp"
+#include "vm/puc/hookchain.hpp"
+#include "vm/puc/luaint.hpp"
 
 extern "C" {
 #include <lauxlib.h>

@@ -1,4 +1,4 @@
-# Sourced by runner_test.sh (lua5.4) and jit_test.sh (luajit): the set-up and
+# Sourced by runner_test.sh (lua5.4), puc_test.sh (lua5.1-5.3) and jit_test.sh (luajit): the set-up and
 # the parity check the two suites share. Not run on its own.
 
 # vm_test_setup LUAFLAME VM MODULE_DIR DATA_DIR
@@ -37,7 +37,7 @@ vm_parity() {
   for script in "$DATA"/runner/*.lua; do
     base=$(basename "$script")
     (cd "$work" && "$LUA" "$script" one "two words" > lua.out 2> lua.err; echo $? > lua.rc)
-    for mode in sample trace both; do
+    for mode in ${PARITY_MODES:-sample trace both}; do
       (cd "$work" && "$@" -q --mode "$mode" -o prof.folded "$script" one "two words" \
          > lf.out 2> lf.err; echo $? > lf.rc)
       [ "${PARITY_MASK_ADDRESSES:-0}" = 1 ] && sed -i 's/at 0x[0-9a-f][0-9a-f]*/at 0xADDR/' "$work/lua.err" "$work/lf.err"

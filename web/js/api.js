@@ -78,10 +78,19 @@ export const api = {
     token ? { 'Content-Type': 'text/plain', Authorization: `Bearer ${token}` } : { 'Content-Type': 'text/plain' }),
 };
 
+/**
+ * Splits "k=v, k2=v2" (commas or spaces) into ["k=v", "k2=v2"]. A value may
+ * hold spaces ("lua=Lua 5.3.6"): only a comma, or spaces before the next
+ * key= (a tag key's characters, wire.hpp), separate two tags.
+ */
+export function splitTags(text) {
+  return (text || '').trim().split(/\s*,\s*|\s+(?=[A-Za-z0-9_\-./]+=)/).map((t) => t.trim()).filter(Boolean);
+}
+
 /** Parses "k=v, k2=v2" (commas or spaces) into ["k=v", "k2=v2"]; throws on a bad one. */
 export function parseTags(text) {
   const out = [];
-  for (const part of (text || '').split(/[\s,]+/)) {
+  for (const part of splitTags(text)) {
     if (!part) continue;
     const i = part.indexOf('=');
     if (i <= 0) throw new Error(`Tag "${part}" should look like key=value`);

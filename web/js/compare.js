@@ -1,7 +1,7 @@
 // Compare two runs: a differential flame graph (red grew, blue shrank) and
 // the functions whose share of the total changed most. The base is a run id
 // or "the latest run of NAME with TAGS" (docs/api.md, /api/diff).
-import { api, parseTags, url } from './api.js';
+import { api, parseTags, splitTags, url } from './api.js';
 import { el, $, initHeader, errorBox, toast, copyText, gettingStarted, debounce } from './ui.js';
 import { fmtDate, fmtPct, metricLabel } from './format.js';
 import { FlameGraph, exactRegexSource, CANVAS_FRAMES } from './flame.js';
@@ -93,7 +93,7 @@ function form(st) {
   f.addEventListener('submit', (e) => {
     e.preventDefault();
     const p = { head: headSel.value, metric: msel.value, normalize: norm.checked ? '' : '0' };
-    if (modeName.checked) { p.base_name = bname.value.trim(); p.base_tag = btag.value.trim().split(/[\s,]+/).filter(Boolean); }
+    if (modeName.checked) { p.base_name = bname.value.trim(); p.base_tag = splitTags(btag.value); }
     else p.base = baseSel.value;
     history.pushState(null, '', url('/compare', p));
     state = readState();

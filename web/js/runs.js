@@ -1,6 +1,6 @@
 // The runs list: newest first, filter by name and tag, paged, live runs
 // marked and refreshed. State lives in the URL (?name=&tag=&page=).
-import { api, parseTags } from './api.js';
+import { api, parseTags, splitTags } from './api.js';
 import { el, $, initHeader, gettingStarted, errorBox, debounce, tagChip, toast } from './ui.js';
 import { fmtDate, fmtAgo, fmtDuration, fmtValue, metricLabel } from './format.js';
 
@@ -20,7 +20,7 @@ function readURL() {
 function writeURL(replace) {
   const q = new URLSearchParams();
   if (state.name) q.set('name', state.name);
-  for (const t of state.tag.split(/[\s,]+/).filter(Boolean)) q.append('tag', t);
+  for (const t of splitTags(state.tag)) q.append('tag', t);
   if (state.page > 1) q.set('page', state.page);
   const u = `${location.pathname}${q.toString() ? '?' + q : ''}`;
   if (u !== location.pathname + location.search) history[replace ? 'replaceState' : 'pushState'](null, '', u);

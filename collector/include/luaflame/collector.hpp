@@ -84,6 +84,7 @@ const char* sampler_name(SamplerKind k);
 /// The collector's own account of a session, returned by stop().
 struct Summary {
   std::string mode;
+  std::string lua;  ///< the Lua the program ran on ("Lua 5.3.6", "LuaJIT 2.1.0-beta3")
   std::vector<std::string> metrics;
   double hz_asked = 0;         ///< the hz option
   double hz_delivered = 0;     ///< sample events per second of the sampled clock
@@ -166,7 +167,12 @@ void preload_module(lua_State* L);
 /// The module opener (luaopen_luaflame calls it).
 int open_module(lua_State* L);
 
-/// `luaflame run`: runs argv like `lua5.4 SCRIPT ARGS...` under a session.
+/// The Lua this collector was built for: "Lua 5.3.6", "LuaJIT 2.1.0-beta3".
+const char* vm_release();
+/// Its name for `luaflame run --lua`: "5.1" ... "5.4", "luajit".
+const char* vm_name();
+
+/// `luaflame run`: runs argv like `lua5.X SCRIPT ARGS...` under a session.
 /// `opts` are the parsed options, `script_index` the argv index of the
 /// script. Returns the process exit status.
 int run_script(const Options& opts, int argc, char** argv, int script_index);

@@ -187,6 +187,7 @@ void set_str(lua_State* L, const char* k, const std::string& v) {
 void push_summary(lua_State* L, const Summary& s) {
   lua_createtable(L, 0, 24);
   set_str(L, "mode", s.mode);
+  set_str(L, "lua", s.lua);
   lua_createtable(L, static_cast<int>(s.metrics.size()), 0);
   for (std::size_t i = 0; i < s.metrics.size(); ++i) {
     set_str(L, "x", s.metrics[i]);

@@ -1,4 +1,4 @@
-// What `luaflame run` (runner.cpp, Lua 5.4) and `luaflame-jit`
+// What `luaflame run` (runner.cpp, Lua 5.4) and `luaflame-luajit`
 // (jit/jrunner.cpp, LuaJIT) share around the script: messages as the
 // interpreter prints them, Ctrl-C as "interrupted!", and the session's start
 // and stop. Compiled in both builds (run_common.cpp).

@@ -1,4 +1,4 @@
-// `luaflame-jit`: runs a script exactly as `luajit SCRIPT ARGS...` does
+// `luaflame-luajit`: runs a script exactly as `luajit SCRIPT ARGS...` does
 // (this follows LuaJIT 2.1's luajit.c: the arg table with the interpreter
 // at arg[-1], LUA_INIT, the traceback handler, "luajit: " before an
 // uncaught error, a nil error object printing nothing, exit status 1 on

@@ -12,6 +12,7 @@
 
 #include "core/streamer.hpp"
 #include "vm/lua/boundary.hpp"
+#include "vm/lua/closer.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -168,7 +169,8 @@ bool g_closing = false;  // stop() from the lua_close finalizer
 // finalizers while the state is whole): a session left running must not
 // outlive its state, whose profiler it drives.
 int on_state_close(lua_State* L) LF_LUA_ENTRY {
-  if (!g_jit.load()) return 0;
+  JitState* j = g_jit.load();
+  if (!j || j->closer_id != closer::serial_of(L)) return 0;  // a stopped run's closer
   const char* failed = cxx_guard([&] {
     g_closing = true;
     Summary s = stop(L);
@@ -177,15 +179,6 @@ int on_state_close(lua_State* L) LF_LUA_ENTRY {
   });
   if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
   return 0;
-}
-
-void register_close_finalizer(lua_State* L) {
-  lua_newuserdata(L, 1);
-  lua_newtable(L);
-  lua_pushcfunction(L, on_state_close);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
 }
 
 // fork (pthread_atfork's child handler): the child inherits neither the
@@ -271,7 +264,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s.acct.start_clock = jit::thread_cpu_ns(j->cpu_clock);
   j->chain.push_back(L);
   jit::install_coroutine_wrappers(L, *j);
-  jit::register_close_finalizer(L);
+  j->closer_id = closer::add(L, jit::on_state_close);
   JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
   ending_reset();
   g_jit.store(raw);
@@ -321,12 +314,12 @@ Summary stop(lua_State* L) {
   }
   if (L) {
     jit::restore_coroutine_wrappers(L, *j);
-    lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
+    closer::drop(L);
   }
   g_jit.store(nullptr);
 
   sum.mode = s.opt.trace ? (s.opt.sample ? "both" : "trace") : "sample";
+  sum.lua = vm_release();
   sum.metrics = s.metrics;
   sum.wall_ns = now_ns() - s.acct.start_wall;
   const uint64_t clk = jit::thread_cpu_ns(j->cpu_clock);

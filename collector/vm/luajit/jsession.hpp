@@ -3,7 +3,7 @@
 // Lua shares (vm/lua/frames.hpp), and what LuaJIT adds: its sampler (its
 // profiler API driven by our own timer thread), the tracer (LuaJIT's hooks
 // are global: one hook sees every coroutine) and the resume chain. It uses
-// nothing of the Lua 5.4 adapter (vm/lua54).
+// nothing of the Lua 5.4 adapter (vm/puc).
 //
 // Threads: the Lua thread runs the profiler callback, the trace hook and
 // the coroutine wrappers; the timer thread reads the Lua thread's CPU clock,
@@ -44,7 +44,7 @@ struct JShadow {
 
 /// The run and its frame table.
 struct JRun : Profile {
-  explicit JRun(const Options& o) : Profile(o) {
+  explicit JRun(const Options& o) : Profile(o, vm_release()) {
     if (opt.sources && !opt.server.empty()) frames.sources = &source_files;
     tree.overflow_frame = frames.named("[luaflame] too many stacks");
   }
@@ -58,6 +58,7 @@ struct JitState {
   std::unique_ptr<JRun> s;  ///< options, metrics, names, frames, tree, streamer
   lua_State* L = nullptr;   ///< the thread start() was called on
   lua_State* main_L = nullptr;
+  std::uint64_t closer_id = 0;  ///< the serial of this run's closer (vm/lua/closer.hpp)
 
   // ---- frames ----
   uint32_t vm_frame[5] = {};                           ///< [JIT] [interp] [C] [GC] [compiler]

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "vm/lua/frames.hpp"
-#include "vm/lua54/foreign.hpp"
+#include "vm/puc/foreign.hpp"
 
 namespace lfc {
 

@@ -8,7 +8,7 @@
 // Between samples the program runs with no hook at all. Where the timers
 // cannot be made (or LUAFLAME_SAMPLER=thread), a helper thread polls the
 // clock and sends the signal instead.
-#include "vm/lua54/sampler.hpp"
+#include "vm/puc/sampler.hpp"
 
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "vm/lua54/session.hpp"
+#include "vm/puc/session.hpp"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid

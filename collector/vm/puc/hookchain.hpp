@@ -41,7 +41,7 @@
 #include <csignal>
 #include <unordered_map>
 
-#include "vm/lua54/luaint.hpp"
+#include "vm/puc/luaint.hpp"
 
 extern "C" {
 #include <lua.h>

@@ -42,13 +42,13 @@
 #include "core/tree.hpp"
 #include "luaflame/collector.hpp"
 #include "vm/lua/frames.hpp"
-#include "vm/lua54/coroutines.hpp"
-#include "vm/lua54/hookchain.hpp"
-#include "vm/lua54/luaint.hpp"
-#include "vm/lua54/sampler.hpp"
-#include "vm/lua54/sampling.hpp"
-#include "vm/lua54/stackwalk.hpp"
-#include "vm/lua54/tracer.hpp"
+#include "vm/puc/coroutines.hpp"
+#include "vm/puc/hookchain.hpp"
+#include "vm/puc/luaint.hpp"
+#include "vm/puc/sampler.hpp"
+#include "vm/puc/sampling.hpp"
+#include "vm/puc/stackwalk.hpp"
+#include "vm/puc/tracer.hpp"
 
 extern "C" {
 #include <lua.h>
@@ -69,8 +69,9 @@ class Session : public Profile {
   FrameTable frames{names};
   lua_State* start_L;
   lua_State* main_L;
-  luaint::Layout layout;    ///< which direct reads of Lua's structures this Lua allows
-  bool ci_walk_ok = false;  ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
+  std::uint64_t closer_id = 0;  ///< the serial of this run's closer (vm/lua/closer.hpp)
+  luaint::Layout layout;        ///< which direct reads of Lua's structures this Lua allows
+  bool ci_walk_ok = false;      ///< ci_prev verified on this build of Lua (layout.ci_prev_ok)
 
   // ---- coroutine tracking (coroutines.hpp): the running thread, the resume chain ----
   Coroutines coroutines;  ///< before `hooks`, which reads its `current`

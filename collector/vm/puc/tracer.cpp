@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "vm/lua54/alloc.hpp"
-#include "vm/lua54/session.hpp"
+#include "vm/puc/alloc.hpp"
+#include "vm/puc/session.hpp"
 
 namespace lfc {
 
@@ -115,7 +115,7 @@ uint32_t Tracer::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
   const void* ident = nullptr;
   const void* check = nullptr;
   if (ci_walk_ok_) {
-    func_of(ar->i_ci, tag, value);
+    func_of(luaint::ci_of(*ar), tag, value);
     if (tag == kTagLuaClosure && ident_lua >= 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
@@ -245,7 +245,7 @@ void Tracer::measure_hook(uint64_t t0) {
 inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   auto& st = sh.stack;
   const uint32_t parent = st.empty() ? sh.root : st.back().node;
-  const void* ci = ar->i_ci;
+  const void* ci = luaint::ci_of(*ar);
   unsigned char tag;
   const void* value;
   func_of(ci, tag, value);
@@ -291,7 +291,7 @@ inline void Tracer::event(lua_State* L, lua_Debug* ar) {
     sh = &shadows[L];
   }
   auto& st = sh->stack;
-  const void* ci = ar->i_ci;
+  const void* ci = luaint::ci_of(*ar);
   const int ev = ar->event;
   if (ev == LUA_HOOKRET) {
     if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
@@ -327,7 +327,7 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
   Shadow::Stack& st = sh.stack;
   std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
   if (!top) return false;
-  const void* ci = ar->i_ci;
+  const void* ci = luaint::ci_of(*ar);
   const int ev = ar->event;
   const CallCache* c = nullptr;
   if (ev == LUA_HOOKRET) {
@@ -484,7 +484,7 @@ void Tracer::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
   lua_Debug ar;
   for (int level = 0; lua_getstack(T, level, &ar); ++level) {
     lua_getinfo(via, "S", &ar);
-    levels.push_back({frames_.of(via, &ar), ar.i_ci});
+    levels.push_back({frames_.of(via, &ar), luaint::ci_of(ar)});
   }
   // The host's C entry at the bottom is not part of the program.
   while (!levels.empty() && frames_.is_c(levels.back().frame)) levels.pop_back();

@@ -42,7 +42,7 @@ extern "C" {
 }
 
 #include "luaflame/collector.hpp"  // SamplerKind
-#include "vm/lua54/foreign.hpp"
+#include "vm/puc/foreign.hpp"
 
 namespace lfc {
 

@@ -21,8 +21,8 @@
 #include <cstdio>
 
 #include "vm/lua/boundary.hpp"
-#include "vm/lua54/alloc.hpp"
-#include "vm/lua54/session.hpp"
+#include "vm/puc/alloc.hpp"
+#include "vm/puc/session.hpp"
 
 extern "C" {
 #include <lauxlib.h>

@@ -37,7 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "vm/lua54/luaint.hpp"
+#include "vm/puc/luaint.hpp"
 
 extern "C" {
 #include <lua.h>

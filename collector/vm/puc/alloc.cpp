@@ -3,7 +3,7 @@
 // of s bytes is sampled with probability p = 1 - exp(-s/rate) and stands
 // for s/p bytes and 1/p allocations: unbiased totals (as tcmalloc and
 // LuaJIT's memprof do). alloc_rate = 0 records every allocation.
-#include "vm/lua54/alloc.hpp"
+#include "vm/puc/alloc.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "core/streamer.hpp"
-#include "vm/lua54/session.hpp"
+#include "vm/puc/session.hpp"
 
 namespace lfc {
 
@@ -132,16 +132,20 @@ void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) noexcept {
 // duration of a step, and a finalizer runs with GCSTPGC in gcstp. Checked
 // against what the API says at start (find_gstate).
 using luaint::kGcStpGc;
-using luaint::kVTableCollectable;
-using luaint::kVThread;
 using luaint::MirrorGlobal;
-using luaint::MirrorThread;
 
 // The state's global_State if it matches 5.4.4's layout, else null. Runs
 // after lua_setallocf(L, lf_alloc, a), so frealloc/ud must be ours.
 const unsigned char* find_gstate(lua_State* L, const AllocState* a) {
-  if (LUA_VERSION_RELEASE_NUM != 50404 || lua_version(L) != 504 || sizeof(void*) != 8)
-    return nullptr;
+#if LUA_VERSION_RELEASE_NUM != 50404
+  (void)L, (void)a;
+  return nullptr;  // the mirror is 5.4.4's: other releases count the collector's own steps as
+                   // "[GC]"
+#else
+  using luaint::kVTableCollectable;
+  using luaint::kVThread;
+  using luaint::MirrorThread;
+  if (lua_version(L) != 504 || sizeof(void*) != 8) return nullptr;
   MirrorThread th;
   std::memcpy(&th, L, sizeof th);
   if (th.tt != kVThread || !th.l_G) return nullptr;
@@ -156,6 +160,7 @@ const unsigned char* find_gstate(lua_State* L, const AllocState* a) {
                   g.strt_size > 0 && (g.strt_size & (g.strt_size - 1)) == 0 && g.strt_nuse >= 0 &&
                   ((g.totalbytes + g.GCdebt) >> 10) == kib;
   return ok ? static_cast<const unsigned char*>(th.l_G) : nullptr;
+#endif
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Lua 5.4's internals that the collector reads directly, in one place.
+// The internals of PUC-Rio Lua 5.2, 5.3 and 5.4 that the collector reads
+// directly, in one place, per release.
 //
 // The public API cannot tell the signal handler where the thread is (no
 // API function is async-signal-safe to call there but lua_sethook), nor
@@ -8,22 +9,31 @@
 // stack; a read whose check failed is never used (its caller falls back to
 // the API, slower or less exact, and the summary says why).
 //
-// Layouts (lstate.h, 5.4.0 to 5.4.6, any LP64 ABI):
-//   struct lua_State { CommonHeader (next, tt, marked); lu_byte status,
-//     allowhook; unsigned short nci; StkId top; global_State *l_G;
-//     CallInfo *ci; ... }                         -> ci at 4 pointers
-//   struct CallInfo { StkId func, top; CallInfo *previous, *next;
-//     union { struct { const Instruction *savedpc; ... } l; ... } u; ... }
-//                                                 -> previous at 2 pointers
-//   TValue { Value value_; lu_byte tt_; }         -> tag at 8
-//   LClosure/CClosure { ClosureHeader; Proto *p / lua_CFunction f } -> 24
-//   Proto { ...; int sizecode at 24; int linedefined, lastlinedefined at 44;
-//     TValue *k; Instruction *code at 64; ...; TString *source at 112 }
-//   TString { ...; char contents[] at 24 }
-//   lua_State.allowhook                           -> byte 3 after `next`
-// The tracer identifies the called function through these (the call cache
-// of tracer.cpp); the allocator reads global_State's GC flags (MirrorGlobal
-// below, 5.4.4 only).
+// The offsets below are those of each release's lstate.h and lobject.h on
+// an LP64 ABI (5.2.3/5.2.4, 5.3.6, 5.4.0-5.4.6), read with offsetof from
+// the headers in Lua's own repository (docs/collector.md, "Every Lua"):
+//                            5.2    5.3    5.4
+//   lua_State.ci              32     32     32
+//   lua_State.stack_last      48     48     40
+//   lua_State.stack           56     56     48
+//   lua_State.allowhook       73    204     11
+//   CallInfo.func              0      0      0
+//   CallInfo.previous         16     16     16
+//   CallInfo.u.l.savedpc      56     40     32
+//   TValue tag                 8      8      8
+//   LClosure.p / CClosure.f   24     24     24
+//   Proto.sizecode            88     24     24
+//   Proto.linedefined        104     40     44  (lastlinedefined at +4)
+//   Proto.code                24     56     64
+//   Proto.source              72    104    112
+//   TString contents          24     24     24  (getstr)
+// The tags of a Lua closure, a light C function and a C closure are the
+// same in all three (0x46, 0x16, 0x66). CallInfo.callstatus's bits are
+// read on 5.4 only (their meaning changed in 5.4). Lua 5.1 keeps its
+// CallInfos in an array and its lua_Debug names them by index: nothing is
+// read there, every path uses the API. The tracer identifies the called
+// function through these (the call cache of tracer.cpp); the allocator
+// reads 5.4.4's global_State GC flags (MirrorGlobal below).
 #pragma once
 
 #include <cstddef>
@@ -36,8 +46,35 @@ extern "C" {
 
 namespace lfc::luaint {
 
+/// The release whose offsets this build uses: 0 on 5.1 (no direct reads).
+constexpr int kRelease = LUA_VERSION_NUM >= 502 && LUA_VERSION_NUM <= 504 ? LUA_VERSION_NUM : 0;
+/// Per-release offsets (the table above), indexed 5.2, 5.3, 5.4.
+constexpr std::size_t pick(std::size_t v52, std::size_t v53, std::size_t v54) {
+  return kRelease == 502 ? v52 : kRelease == 503 ? v53 : v54;
+}
+/// CallInfo.callstatus is read on 5.4 only.
+constexpr bool kHasCallstatus = kRelease == 504;
+
 constexpr std::size_t kStateCi = 4 * sizeof(void*);     ///< lua_State.ci
 constexpr std::size_t kCiPrevious = 2 * sizeof(void*);  ///< CallInfo.previous
+
+/// lua_Debug.i_ci as a CallInfo pointer (an array index on 5.1: null).
+inline const void* ci_of(const lua_Debug& ar) {
+#if LUA_VERSION_NUM >= 502
+  return ar.i_ci;
+#else
+  (void)ar;
+  return nullptr;
+#endif
+}
+/// Points lua_Debug at a CallInfo, for lua_getinfo (not on 5.1).
+inline void set_ci(lua_Debug& ar, const void* ci) {
+#if LUA_VERSION_NUM >= 502
+  ar.i_ci = static_cast<struct CallInfo*>(const_cast<void*>(ci));
+#else
+  (void)ar, (void)ci;
+#endif
+}
 
 /// The CallInfo below `ci` (null below the base CallInfo).
 inline const void* ci_prev(const void* ci) {
@@ -71,16 +108,16 @@ inline void set_hookcount(lua_State* L, std::size_t off, int v) {
 }
 
 // ---- the called function's identity (tracer.cpp's call cache) ----
-constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;  ///< LUA_VLCL | BIT_ISCOLLECTABLE
-constexpr unsigned char kTagLightC = 0x16;             ///< LUA_VLCF
-constexpr unsigned char kTagCClosure = 0x26 | 0x40;    ///< LUA_VCCL | BIT_ISCOLLECTABLE
-constexpr std::size_t kClosureFn = 24;                 ///< LClosure.p / CClosure.f
-constexpr std::size_t kCiSavedpc = 4 * sizeof(void*);  ///< CallInfo.u.l.savedpc
-constexpr std::size_t kProtoSizecode = 24;             ///< Proto.sizecode
-constexpr std::size_t kProtoLine = 44;                 ///< Proto.linedefined, lastlinedefined at +4
-constexpr std::size_t kProtoCode = 64;                 ///< Proto.code
-constexpr std::size_t kProtoSource = 112;              ///< Proto.source
-constexpr std::size_t kTStringContents = 24;           ///< TString.contents
+constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;     ///< LUA_VLCL | BIT_ISCOLLECTABLE
+constexpr unsigned char kTagLightC = 0x16;                ///< LUA_VLCF
+constexpr unsigned char kTagCClosure = 0x26 | 0x40;       ///< LUA_VCCL | BIT_ISCOLLECTABLE
+constexpr std::size_t kClosureFn = 24;                    ///< LClosure.p / CClosure.f
+constexpr std::size_t kCiSavedpc = pick(56, 40, 32);      ///< CallInfo.u.l.savedpc
+constexpr std::size_t kProtoSizecode = pick(88, 24, 24);  ///< Proto.sizecode
+constexpr std::size_t kProtoLine = pick(104, 40, 44);  ///< Proto.linedefined, lastlinedefined at +4
+constexpr std::size_t kProtoCode = pick(24, 56, 64);   ///< Proto.code
+constexpr std::size_t kProtoSource = pick(72, 104, 112);  ///< Proto.source
+constexpr std::size_t kTStringContents = 24;              ///< TString.contents
 
 template <class T>
 T at(const void* base, std::size_t off) {
@@ -115,8 +152,8 @@ inline bool ci_hooked(const void* ci) {
 
 /// lua_State.stack_last and lua_State.stack (after ci), pointers in 5.4.0 to
 /// 5.4.6 (StkIdRel's pointer member in 5.4.6).
-constexpr std::size_t kStateStackLast = 5 * sizeof(void*);
-constexpr std::size_t kStateStack = 6 * sizeof(void*);
+constexpr std::size_t kStateStackLast = pick(48, 48, 40);
+constexpr std::size_t kStateStack = pick(56, 56, 48);
 /// TString's tag, short length, long length (5.4: after next, tt, marked, extra).
 constexpr std::size_t kTStringTag = 8, kTStringShrlen = 11, kTStringLnglen = 16;
 /// A GC object's own tag (CommonHeader.tt) is the variant, without the
@@ -126,7 +163,7 @@ constexpr unsigned char kTagLongString = 0x14;   ///< LUA_VLNGSTR
 
 /// lua_State.allowhook: 0 while a hook of L runs (luaD_hook clears it), 1
 /// otherwise. One byte load: safe from the handler on L's thread.
-constexpr std::size_t kStateAllowhook = sizeof(void*) + 3;  ///< after next, tt, marked, status
+constexpr std::size_t kStateAllowhook = pick(73, 204, 11);  ///< lu_byte
 inline bool allowhook(const lua_State* L) {
   return at<unsigned char>(L, kStateAllowhook) != 0;
 }

@@ -3,9 +3,9 @@
 // allocator. Every lua_sethook of arming and adopting is here; the hooks a
 // coroutine gets when it first runs and those given back at stop are in
 // hooks.cpp.
-#include "vm/lua54/hookchain.hpp"
+#include "vm/puc/hookchain.hpp"
 
-#include "vm/lua54/foreign.hpp"
+#include "vm/puc/foreign.hpp"
 
 namespace lfc {
 

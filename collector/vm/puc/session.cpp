@@ -1,7 +1,7 @@
 // The session's life and wiring: start, stop, the summary, and the events
 // that cross the parts (a coroutine switch). The parts live in their own
 // files (session.hpp lists them).
-#include "vm/lua54/session.hpp"
+#include "vm/puc/session.hpp"
 
 #include <pthread.h>
 #include <time.h>
@@ -12,7 +12,8 @@
 
 #include "core/streamer.hpp"
 #include "vm/lua/boundary.hpp"
-#include "vm/lua54/alloc.hpp"
+#include "vm/lua/closer.hpp"
+#include "vm/puc/alloc.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -58,7 +59,7 @@ bool g_closing = false;  // stop() from the lua_close finalizer: no collection t
 // lua_close runs this finalizer: the session ends with the state.
 int on_state_close(lua_State* L) noexcept {
   Session* s = g_session.load();
-  if (s && s->main_L == L) {
+  if (s && s->main_L == L && s->closer_id == closer::serial_of(L)) {
     g_closing = true;
     const char* failed = cxx_guard([&] {
       Summary sum = stop(L);
@@ -105,13 +106,8 @@ void abandon_session(const char* why, const char* where) noexcept {
 
 namespace {
 
-void register_close_finalizer(lua_State* L) {
-  lua_newuserdatauv(L, 1, 0);
-  lua_newtable(L);
-  lua_pushcfunction(L, on_state_close);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
+void register_close_finalizer(lua_State* L, Session* s) {
+  s->closer_id = closer::add(L, on_state_close);
 }
 
 }  // namespace
@@ -141,10 +137,10 @@ int start_frames_body(lua_State* L) noexcept {
 }
 
 int start_install_body(lua_State* L) noexcept {
-  const Session* s = static_cast<const Session*>(lua_touserdata(L, 1));
+  Session* s = static_cast<Session*>(lua_touserdata(L, 1));
   install_coroutine_wrappers(L);
   if (s->opt.trace) install_hook_wrappers(L);
-  register_close_finalizer(L);
+  register_close_finalizer(L, s);
   return 0;
 }
 
@@ -189,7 +185,9 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->acct.start_clock = s->clock_ns_read();
   if (s->opt.trace) {
     if (!s->ci_walk_ok)
-      return err = "trace mode needs Lua 5.4's CallInfo layout (this Lua differs)", false;
+      return err = "trace mode needs CallInfo.previous, not verified on this Lua (" +
+                   s->layout.why + ")",
+             false;
     s->tracer.start(L, !s->hooks.start_hook().hook);  // a hook to forward: the slow path
   }
   ending_reset();
@@ -234,8 +232,7 @@ Summary stop(lua_State* L) {
       s->restore_program_hooks(L);  // hooks.cpp
     }
     restore_coroutine_wrappers(L);
-    lua_pushnil(L);
-    lua_setfield(L, LUA_REGISTRYINDEX, "luaflame.closer");
+    closer::drop(L);
   }
   const HookChain::Chained before = s->hooks.start_hook();
   set_hook_after_stop(before.hook, before.mask, before.count);
@@ -245,6 +242,7 @@ Summary stop(lua_State* L) {
   if (s->opt.alloc) s->stop_alloc(L, !g_closing);
 
   sum.mode = mode_name(s->opt);
+  sum.lua = vm_release();
   sum.metrics = s->metrics;
   sum.wall_ns = now_ns() - s->acct.start_wall;
   uint64_t clk = s->clock_ns_read();

@@ -1,10 +1,10 @@
 // The stack walk (stackwalk.hpp).
-#include "vm/lua54/stackwalk.hpp"
+#include "vm/puc/stackwalk.hpp"
 
 #include "core/tree.hpp"
 #include "vm/lua/frames.hpp"
-#include "vm/lua54/coroutines.hpp"
-#include "vm/lua54/luaint.hpp"
+#include "vm/puc/coroutines.hpp"
+#include "vm/puc/luaint.hpp"
 
 namespace lfc {
 
@@ -34,12 +34,15 @@ bool StackWalker::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from
   for (int t = first; t >= 0 && out.size() < kMaxDepth; --t) {
     lua_State* T = at < 0 ? L : chain[static_cast<std::size_t>(t)];
     const bool leaf = lines_ && out.empty();
+    // 5.1's lua_Debug names a CallInfo by its index in the thread's array:
+    // lua_getinfo must be asked on that thread. 5.2+ read the CallInfo itself.
+    lua_State* via = LUA_VERSION_NUM >= 502 ? L : T;
     if (!lua_getstack(T, 0, &ar)) {
       if (T == from_T) return false;
       continue;
     }
     if (ci_walk_ok_) {
-      const void* top = ar.i_ci;
+      const void* top = luaint::ci_of(ar);
       if (T == from_T) {
         // The recorded CallInfo must still be on the stack (at or below the
         // top): a frame entered since is not the one the signal fell in.
@@ -51,7 +54,7 @@ bool StackWalker::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from
       // Follow the CallInfo list directly: lua_getstack(level) costs O(level).
       for (const void* ci = top; ci && luaint::ci_prev(ci) && out.size() < kMaxDepth;
            ci = luaint::ci_prev(ci)) {
-        ar.i_ci = static_cast<struct CallInfo*>(const_cast<void*>(ci));
+        luaint::set_ci(ar, ci);
         const bool line = leaf && out.empty();
         lua_getinfo(L, line ? "Sl" : "S", &ar);
         out.push_back(frames_.of(L, &ar, line));
@@ -59,8 +62,8 @@ bool StackWalker::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from
     } else {
       for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
         const bool line = leaf && level == 0;
-        lua_getinfo(L, line ? "Sl" : "S", &ar);
-        out.push_back(frames_.of(L, &ar, line));
+        lua_getinfo(via, line ? "Sl" : "S", &ar);
+        out.push_back(frames_.of(via, &ar, line));
       }
     }
   }

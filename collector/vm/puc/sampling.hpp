@@ -38,11 +38,11 @@
 #include <atomic>
 #include <cstdint>
 
-#include "vm/lua54/coroutines.hpp"
-#include "vm/lua54/foreign.hpp"
-#include "vm/lua54/hookchain.hpp"
-#include "vm/lua54/luaint.hpp"
-#include "vm/lua54/sampler.hpp"
+#include "vm/puc/coroutines.hpp"
+#include "vm/puc/foreign.hpp"
+#include "vm/puc/hookchain.hpp"
+#include "vm/puc/luaint.hpp"
+#include "vm/puc/sampler.hpp"
 
 extern "C" {
 #include <lua.h>

@@ -1,7 +1,7 @@
 // Sample taking (sampling.hpp: the contract of the handler's side).
-#include "vm/lua54/sampling.hpp"
+#include "vm/puc/sampling.hpp"
 
-#include "vm/lua54/session.hpp"
+#include "vm/puc/session.hpp"
 
 namespace lfc {
 

@@ -1,6 +1,6 @@
 // Foreign code's frames, copied by the signal handler (foreign.hpp: the
 // contract). Loads only: no call, no allocation, no lock.
-#include "vm/lua54/foreign.hpp"
+#include "vm/puc/foreign.hpp"
 
 namespace lfc::foreign {
 

@@ -1,5 +1,5 @@
 // The probe of luaint.hpp's layouts against the running Lua.
-#include "vm/lua54/luaint.hpp"
+#include "vm/puc/luaint.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -21,32 +21,36 @@ int probe_fn(lua_State* L) noexcept {
   lua_Debug a0, a1;
   if (!out || !lua_getstack(L, 0, &a0) || !lua_getstack(L, 1, &a1)) return 0;
   lua_getinfo(L, "S", &a1);
-  out->ci_prev_ok = a1.what[0] != 'C' && ci_prev(a0.i_ci) == a1.i_ci && ci_prev(a1.i_ci) != nullptr;
-  out->state_ci_ok = state_ci(L) == a0.i_ci;
+  out->ci_prev_ok =
+      a1.what[0] != 'C' && ci_prev(ci_of(a0)) == ci_of(a1) && ci_prev(ci_of(a1)) != nullptr;
+  out->state_ci_ok = state_ci(L) == ci_of(a0);
   out->allowhook_ok = allowhook(L);  // 1 here; 0 inside probe_hook (checked after)
-  out->hooked_ok = !ci_hooked(a0.i_ci) && !ci_hooked(a1.i_ci);  // set inside probe_hook (after)
+  out->hooked_ok = kHasCallstatus && !ci_hooked(ci_of(a0)) &&
+                   !ci_hooked(ci_of(a1));  // set inside probe_hook (after)
   const char* stack = at<const char*>(L, kStateStack);
   const char* stack_last = at<const char*>(L, kStateStackLast);
-  const char* func0 = at<const char*>(a0.i_ci, 0);
-  const char* func1 = at<const char*>(a1.i_ci, 0);
+  const char* func0 = at<const char*>(ci_of(a0), 0);
+  const char* func1 = at<const char*>(ci_of(a1), 0);
   out->stack_ok =
       stack && stack < stack_last && func1 >= stack && func1 < func0 && func0 < stack_last;
   if (!out->ci_prev_ok) return 0;
   unsigned char tag;
   const void* value;
-  func_of(a0.i_ci, tag, value);
+  func_of(ci_of(a0), tag, value);
   out->c_ident_ok = tag == kTagLightC && value == reinterpret_cast<const void*>(probe_fn);
-  func_of(a1.i_ci, tag, value);
+  func_of(ci_of(a1), tag, value);
   if (tag != kTagLuaClosure || !value) return 0;
   const void* proto = at<const void*>(value, kClosureFn);
   const void* src = at<const void*>(proto, kProtoSource);
   // The caller's saved pc lies inside its Proto's code: checks Proto.code.
   const char* code = at<const char*>(proto, kProtoCode);
-  const char* pc = at<const char*>(a1.i_ci, kCiSavedpc);
+  const char* pc = at<const char*>(ci_of(a1), kCiSavedpc);
   const int sizecode = at<int>(proto, kProtoSizecode);
-  const std::size_t srclen = std::strlen(a1.source);
-  out->tstring_ok = src && at<unsigned char>(src, kTStringTag) == kTagShortString &&
-                    at<unsigned char>(src, kTStringShrlen) == srclen;
+  // A short TString's length byte (5.3/5.4; read on 5.4 only, where the
+  // handler copies strings: foreign.cpp).
+  out->tstring_ok = kHasCallstatus && src &&
+                    at<unsigned char>(src, kTStringTag) == kTagShortString &&
+                    at<unsigned char>(src, kTStringShrlen) == std::strlen(a1.source);
   out->lua_ident_ok = at<int>(proto, kProtoLine) == a1.linedefined &&
                       at<int>(proto, kProtoLine + 4) == a1.lastlinedefined && src &&
                       static_cast<const char*>(src) + kTStringContents == a1.source && code &&
@@ -58,7 +62,7 @@ int probe_fn(lua_State* L) noexcept {
 // Inside a hook: allowhook 0, and the hooked CallInfo (L->ci) has CIST_HOOKED.
 void probe_hook(lua_State* L, lua_Debug*) {
   g_allowhook_in_hook = allowhook(L) ? 1 : 0;
-  g_hooked_in_hook = ci_hooked(state_ci(L)) ? 1 : 0;
+  g_hooked_in_hook = kHasCallstatus && ci_hooked(state_ci(L)) ? 1 : 0;
 }
 
 // lua_State.hookcount: on a new thread with a count hook of `a`, the only
@@ -162,12 +166,30 @@ int probe_body(lua_State* L) noexcept {
   return 0;
 }
 
+// The running Lua's release as 5.4's lua_version reports it (5.2 and 5.3
+// return a pointer to it; 5.1 has no lua_version).
+int running_release(lua_State* L) {
+#if LUA_VERSION_NUM >= 504
+  return static_cast<int>(lua_version(L));
+#elif LUA_VERSION_NUM >= 502
+  const lua_Number* v = lua_version(L);
+  return v ? static_cast<int>(*v) : 0;
+#else
+  (void)L;
+  return 0;
+#endif
+}
+
 }  // namespace
 
 Layout probe(lua_State* L) {
   Layout out;
-  if (lua_version(L) != 504 || sizeof(void*) != 8) {
-    out.why = "not Lua 5.4 on a 64-bit ABI";
+  if (kRelease == 0) {
+    out.why = "no layout of Lua 5.1's internals (its CallInfo is an array): the API is used";
+    return out;
+  }
+  if (running_release(L) != kRelease || sizeof(void*) != 8) {
+    out.why = "the running Lua is not the one this collector was built for, or not 64-bit";
     return out;
   }
   const int top = lua_gettop(L);

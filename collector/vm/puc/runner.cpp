@@ -1,6 +1,7 @@
-// `luaflame run`: runs a script exactly as `lua5.4 SCRIPT ARGS...` does
-// (this follows lua.c 5.4: the arg table, LUA_INIT, generational GC, the
-// message handler and its traceback, "lua5.4: " before an uncaught error,
+// `luaflame run`: runs a script exactly as `lua5.X SCRIPT ARGS...` does,
+// for the Lua release it is built for (this follows that release's lua.c:
+// the arg table, LUA_INIT_5_X then LUA_INIT, 5.4's generational GC, the
+// message handler and its traceback, "lua5.X: " before an uncaught error,
 // exit status 1 on error, Ctrl-C as "interrupted!"), with a session around
 // the script.
 #include <cstdio>
@@ -27,8 +28,21 @@ extern bool g_output_failed;   // session_common.cpp
 
 namespace {
 
-// lua5.4's name, so an error reads exactly as lua5.4 prints it.
+// The interpreter's name, so an error reads exactly as lua5.X prints it,
+// and its LUA_INIT variable (5.1 reads LUA_INIT only).
+#if LUA_VERSION_NUM == 501
+const char* const kProgName = "lua5.1";
+const char* const kInitName = "=LUA_INIT";
+#elif LUA_VERSION_NUM == 502
+const char* const kProgName = "lua5.2";
+const char* const kInitName = "=LUA_INIT_5_2";
+#elif LUA_VERSION_NUM == 503
+const char* const kProgName = "lua5.3";
+const char* const kInitName = "=LUA_INIT_5_3";
+#else
 const char* const kProgName = "lua5.4";
+const char* const kInitName = "=LUA_INIT_5_4";
+#endif
 
 struct RunArgs {
   const Options* opts;
@@ -38,7 +52,7 @@ struct RunArgs {
 };
 
 int report(lua_State* L, int status) {
-  if (status != LUA_OK) {
+  if (status != LUA_OK && (LUA_VERSION_NUM > 502 || !lua_isnil(L, -1))) {
     const char* msg = lua_tostring(L, -1);
     run::l_message(kProgName, msg ? msg : "(error object is not a string)");
     lua_pop(L, 1);
@@ -46,6 +60,30 @@ int report(lua_State* L, int status) {
   return status;
 }
 
+#if LUA_VERSION_NUM == 501
+// lua.c 5.1's traceback: debug.traceback on a string message.
+int msghandler(lua_State* L) noexcept {
+  if (!lua_isstring(L, 1)) return 1;
+  lua_getfield(L, LUA_GLOBALSINDEX, "debug");
+  if (!lua_istable(L, -1)) return lua_pop(L, 1), 1;
+  lua_getfield(L, -1, "traceback");
+  if (!lua_isfunction(L, -1)) return lua_pop(L, 2), 1;
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, 2);
+  lua_call(L, 2, 1);
+  return 1;
+}
+#elif LUA_VERSION_NUM == 502
+// lua.c 5.2's traceback.
+int msghandler(lua_State* L) noexcept {
+  const char* msg = lua_tostring(L, 1);
+  if (msg)
+    luaL_traceback(L, L, msg, 1);
+  else if (!lua_isnoneornil(L, 1) && !luaL_callmeta(L, 1, "__tostring"))
+    lua_pushliteral(L, "(no error message)");
+  return 1;
+}
+#else
 int msghandler(lua_State* L) noexcept {
   const char* msg = lua_tostring(L, 1);
   if (msg == nullptr) {
@@ -55,6 +93,7 @@ int msghandler(lua_State* L) noexcept {
   luaL_traceback(L, L, msg, 1);
   return 1;
 }
+#endif
 
 int docall(lua_State* L, int narg, int nres) {
   int base = lua_gettop(L) - narg;
@@ -73,9 +112,9 @@ int dochunk(lua_State* L, int status) {
 }
 
 int handle_luainit(lua_State* L) noexcept {
-  const char* name = "=LUA_INIT_5_4";
+  const char* name = kInitName;
   const char* init = std::getenv(name + 1);
-  if (!init) {
+  if (!init && LUA_VERSION_NUM > 501) {
     name = "=LUA_INIT";
     init = std::getenv(name + 1);
   }
@@ -91,7 +130,7 @@ int handle_luainit(lua_State* L) noexcept {
 const char* interpreter() {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  for (const char* name : {"lua5.4", "lua"}) {
+  for (const char* name : {kProgName, "lua"}) {
     std::size_t start = 0;
     while (start <= dirs.size()) {
       std::size_t end = dirs.find(':', start);
@@ -102,7 +141,7 @@ const char* interpreter() {
       start = end + 1;
     }
   }
-  return "lua5.4";
+  return kProgName;
 }
 
 void createargtable(lua_State* L, char** argv, int argc, int script) {
@@ -140,12 +179,16 @@ int handle_script(lua_State* L, char** argv) {
 
 int pmain(lua_State* L) noexcept {
   RunArgs* a = static_cast<RunArgs*>(lua_touserdata(L, 1));
+#if LUA_VERSION_NUM >= 502
   luaL_checkversion(L);
+#endif
   luaL_openlibs(L);
   preload_module(L);
   createargtable(L, a->argv, a->argc, a->script);
   lua_gc(L, LUA_GCRESTART);
+#if LUA_VERSION_NUM >= 504
   lua_gc(L, LUA_GCGEN, 0, 0);
+#endif
   if (handle_luainit(L) != LUA_OK) return 0;
   lua_pushcfunction(L, run::start_session);
   lua_pushlightuserdata(L, const_cast<Options*>(a->opts));

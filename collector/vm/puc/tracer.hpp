@@ -23,7 +23,7 @@
 #include "core/clock.hpp"
 #include "core/cycles.hpp"
 #include "luaflame/collector.hpp"
-#include "vm/lua54/luaint.hpp"
+#include "vm/puc/luaint.hpp"
 
 extern "C" {
 #include <lua.h>

@@ -2,9 +2,9 @@
 // running thread, and coroutine.resume / coroutine.wrap as lcorolib.c's
 // with the session told of each switch (Session::on_resume before the
 // resume, Session::on_return after it).
-#include "vm/lua54/coroutines.hpp"
+#include "vm/puc/coroutines.hpp"
 
-#include "vm/lua54/session.hpp"
+#include "vm/puc/session.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -39,13 +39,43 @@ void Coroutines::leave(lua_State* L, lua_State* co, HookChain& hooks) {
 
 namespace {
 
-// lcorolib.c's auxresume, with the session told of the switch.
+#if LUA_VERSION_NUM == 501
+// Lua 5.1's lcorolib costatus: why a coroutine cannot be resumed, or null.
+const char* not_resumable(lua_State* L, lua_State* co) {
+  if (L == co) return "running";
+  if (lua_status(co) == LUA_YIELD) return nullptr;
+  if (lua_status(co) != 0) return "dead";
+  lua_Debug ar;
+  if (lua_getstack(co, 0, &ar) > 0) return "normal";
+  return lua_gettop(co) == 0 ? "dead" : nullptr;
+}
+#endif
+
+// lcorolib.c's auxresume (of the Lua it is built for), with the session
+// told of the switch.
 int aux_resume(lua_State* L, lua_State* co, int narg) {
+#if LUA_VERSION_NUM == 501
+  if (!lua_checkstack(co, narg)) luaL_error(L, "too many arguments to resume");
+  if (const char* st = not_resumable(L, co)) {
+    lua_pushfstring(L, "cannot resume %s coroutine", st);
+    return -1;
+  }
+#else
   if (!lua_checkstack(co, narg)) {
     lua_pushliteral(L, "too many arguments to resume");
     return -1;
   }
+#if LUA_VERSION_NUM < 504
+  if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) {
+    lua_pushliteral(L, "cannot resume dead coroutine");
+    return -1;
+  }
+#endif
+#endif
   lua_xmove(L, co, narg);
+#if LUA_VERSION_NUM == 501
+  lua_setlevel(L, co);
+#endif
   Session* s = g_session.load(std::memory_order_relaxed);
   if (s) s->on_resume(L, co);
   int nres = 0;
@@ -68,7 +98,11 @@ int aux_resume(lua_State* L, lua_State* co, int narg) {
 // coroutine.resume, as lcorolib.c's luaB_coresume.
 int lf_resume(lua_State* L) noexcept {
   lua_State* co = lua_tothread(L, 1);
-#if LUA_VERSION_RELEASE_NUM >= 50406
+#if LUA_VERSION_NUM < 503
+  luaL_argcheck(L, co, 1, "coroutine expected");
+#elif LUA_VERSION_NUM == 503
+  luaL_argcheck(L, co, 1, "thread expected");
+#elif LUA_VERSION_RELEASE_NUM >= 50406
   luaL_argexpected(L, co, 1, "coroutine");  // lcorolib.c's getco says "coroutine" from 5.4.6
 #else
   luaL_argexpected(L, co, 1, "thread");
@@ -89,12 +123,18 @@ int lf_wrap_call(lua_State* L) noexcept {
   lua_State* co = lua_tothread(L, lua_upvalueindex(1));
   int r = aux_resume(L, co, lua_gettop(L));
   if (r < 0) {
+#if LUA_VERSION_NUM >= 504
     int stat = lua_status(co);
     if (stat != LUA_OK && stat != LUA_YIELD) {
       stat = lua_resetthread(co);  // close its to-be-closed variables
       lua_xmove(co, L, 1);
     }
     if (stat != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+#elif LUA_VERSION_NUM == 503
+    if (lua_type(L, -1) == LUA_TSTRING) {
+#else
+    if (lua_isstring(L, -1)) {
+#endif
       luaL_where(L, 1);
       lua_insert(L, -2);
       lua_concat(L, 2);
@@ -106,7 +146,11 @@ int lf_wrap_call(lua_State* L) noexcept {
 
 // coroutine.wrap, as lcorolib.c's luaB_cowrap.
 int lf_wrap(lua_State* L) noexcept {
+#if LUA_VERSION_NUM == 501
+  luaL_argcheck(L, lua_isfunction(L, 1) && !lua_iscfunction(L, 1), 1, "Lua function expected");
+#else
   luaL_checktype(L, 1, LUA_TFUNCTION);
+#endif
   lua_State* NL = lua_newthread(L);
   lua_pushvalue(L, 1);
   lua_xmove(L, NL, 1);

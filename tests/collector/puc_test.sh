@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The collector on Lua 5.1, 5.2 and 5.3 (collector/vm/puc built for each)
+# against that version's stock interpreter: the 5.4 suite's known answers,
+# on the version's own runner and its luaflame.so (docs/collector.md,
+# "Every Lua"). 5.4 itself: runner_test.sh; LuaJIT: jit_test.sh.
+# Usage: puc_test.sh LUAFLAME_LUA5.X LUA5.X MODULE_DIR DATA_DIR
+set -u
+. "$(dirname "$0")/vm_test_lib.sh"
+vm_test_setup "$@"
+v=${LUA#lua}                    # 5.1, 5.2, 5.3
+trace=1; [ "$v" = 5.1 ] && trace=0  # 5.1: no trace mode (its CallInfo is an array: docs/collector.md)
+sum() { awk '{s+=$NF} END {print s+0}'; }
+
+# 1. Same stdout, stderr and exit status as lua5.X, in every mode it has.
+if [ $trace = 1 ]; then vm_parity "luaflame-$LUA" "$LF"; else PARITY_MODES=sample vm_parity "luaflame-$LUA" "$LF"; fi
+
+# 2. A 75/25 split of CPU time between two functions, sampled (and, where
+# there is trace mode, timed) in that ratio.
+cat > "$work/split.lua" <<'LUA'
+local function spin(n) local s = 0 for i = 1, n do s = s + (i * i) % 7 end return s end
+local function three() return (spin(3e5)) end
+local function one() return (spin(1e5)) end
+local t = 0
+for _ = 1, 60 do t = t + three() + one() end
+print(t > 0)
+LUA
+modes="sample"; [ $trace = 1 ] && modes="sample both"
+for mode in $modes; do
+  (cd "$work" && "$LF" --mode "$mode" -o split.folded split.lua > /dev/null 2> split.err) || fail "split ($mode): $(cat "$work/split.err")"
+  for f in split.folded $([ "$mode" = both ] && echo split.time.folded); do
+    a=$(grep ';three split.lua:2;spin split.lua:1' "$work/$f" | sum)
+    b=$(grep ';one split.lua:3;spin split.lua:1' "$work/$f" | sum)
+    all=$(sum < "$work/$f")
+    awk -v a="$a" -v b="$b" -v all="$all" 'BEGIN { r = a / (a + b + 1e-9);
+      exit !(a + b > 0.9 * all && r > 0.68 && r < 0.82) }' ||
+      fail "split ($mode, $f): three $a one $b of $all (want 75% +-7): $(head -c 600 "$work/$f")"
+  done
+done
+
+# 3. Exact calls in trace mode: coroutines of both kinds, a tail call (kept
+# under its caller, as on 5.4), pcall.
+if [ $trace = 1 ]; then
+  cat > "$work/calls.lua" <<'LUA'
+local function work(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+local function tail(n) return work(n) end
+local gen = coroutine.wrap(function() while true do coroutine.yield(work(10)) end end)
+local co = coroutine.create(function() while true do coroutine.yield(tail(10)) end end)
+for _ = 1, 30 do gen() coroutine.resume(co) end
+for _ = 1, 7 do pcall(error, "x") end
+LUA
+  (cd "$work" && "$LF" -q --mode trace -o t.folded calls.lua)
+  for want in 'calls.lua calls.lua:0;\[C\] <wrapped coroutine>;<anon> calls.lua:3;work calls.lua:1 30' \
+              'calls.lua calls.lua:0;\[C\] coroutine.resume;<anon> calls.lua:4;tail calls.lua:2;work calls.lua:1 30' \
+              'calls.lua calls.lua:0;\[C\] pcall 7' 'calls.lua calls.lua:0;\[C\] pcall;\[C\] error 7'; do
+    grep -q "^$want\$" "$work/t.calls.folded" || fail "trace calls: no <$want> in $(cat "$work/t.calls.folded")"
+  done
+else
+  out=$(cd "$work" && "$LF" --mode trace -o t.folded split.lua 2>&1)
+  [[ $? == 1 && $out == *"trace mode needs CallInfo.previous"* ]] || fail "5.1 trace refusal: <$out>"
+fi
+
+# 4. Coroutines sit under their resumer, in both kinds.
+cat > "$work/co.lua" <<'LUA'
+local function work(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+local gen = coroutine.wrap(function() while true do coroutine.yield(work(2e5)) end end)
+local co = coroutine.create(function() while true do coroutine.yield(work(2e5)) end end)
+for _ = 1, 100 do gen() coroutine.resume(co) end
+LUA
+(cd "$work" && "$LF" -q -o co.folded co.lua)
+grep -q '^co.lua co.lua:0;\[C\] <wrapped coroutine>;<anon> co.lua:2;work co.lua:1' "$work/co.folded" ||
+  fail "wrap: not under its resumer: $(cat "$work/co.folded")"
+grep -q '^co.lua co.lua:0;\[C\] coroutine.resume;<anon> co.lua:3;work co.lua:1' "$work/co.folded" ||
+  fail "resume: not under its resumer: $(cat "$work/co.folded")"
+
+# 5. Allocation attribution: bytes charged to the function that allocated
+# them (3 to 1; tables, not strings: 5.1 interns every string).
+cat > "$work/alloc.lua" <<'LUA'
+local keep = {}
+local function big() for i = 1, 3000 do keep[i % 100 + 1] = {i, i, i, i} end end
+local function small() for i = 1, 1000 do keep[i % 100 + 1] = {i, i, i, i} end end
+for _ = 1, 20 do big() small() end
+LUA
+(cd "$work" && "$LF" -q --mode alloc --alloc-rate 0 -o a.folded alloc.lua) || fail "alloc mode failed"
+a=$(grep ';big alloc.lua:2' "$work/a.folded" | sum)
+b=$(grep ';small alloc.lua:3' "$work/a.folded" | sum)
+awk -v a="$a" -v b="$b" 'BEGIN { r = a / (a + b + 1e-9); exit !(b > 0 && r > 0.7 && r < 0.8) }' ||
+  fail "alloc: big $a small $b bytes (want 75% +-5): $(head -c 600 "$work/a.folded")"
+
+# 6. require "luaflame" from a stock lua5.X: the API, the lua tag's release,
+# and start/stop over and over with garbage between (regression: a stopped
+# run's closer, finalized later, stopped the next run).
+out=$(cd "$work" && LUA_CPATH="$MODDIR/?.so" "$LUA" -e '
+  local lf = require "luaflame"
+  local function f() local s = 0 for i = 1, 1e5 do s = s + i end return s end
+  local sum, r = lf.profile(function() for _ = 1, 20 do f() end return 7 end, {mode = "sample", quiet = true})
+  print(r, sum.mode, sum.metrics[1], sum.lua)
+  local modes = {"sample", "sample+alloc"}
+  if _VERSION ~= "Lua 5.1" then modes[3] = "both" end
+  for i = 1, 30 do
+    lf.start{mode = modes[i % #modes + 1], output = "loop.folded", quiet = true}
+    local junk = {} for k = 1, 2000 do junk[k] = {k} end
+    collectgarbage() collectgarbage()
+    assert(lf.running(), "stopped by a finalizer at round " .. i)
+    lf.stop()
+  end
+  print("loop ok")
+  print(pcall(lf.stop))' 2>&1)
+want="7	sample	samples	$($LUA -v 2>&1 | awk '{print $1, $2}')
+loop ok
+false	luaflame.stop: luaflame is not running"
+[[ $out == "$want"* ]] || fail "module: <$out>"
+
+# 7. The run says which Lua it came from: the summary names the release.
+(cd "$work" && "$LF" -o tag.folded co.lua 2> tag.err)
+grep -q "^luaflame: sample mode on Lua $v\.[0-9]" "$work/tag.err" || fail "lua release: not in $(head -c 300 "$work/tag.err")"
+
+# 8. A real program: Debian's luacheck (written for 5.1, runs on all) over
+# penlight: the same report as unprofiled, and its own functions in the graph.
+if [ -f /usr/share/lua/5.1/luacheck/init.lua ] && [ -d /usr/share/lua/5.1/pl ]; then
+  lp="/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua;;"
+  a=$(cd "$work" && LUA_PATH="$lp" "$LUA" /usr/bin/luacheck --no-color /usr/share/lua/5.1/pl 2>&1; echo "rc=$?")
+  b=$(cd "$work" && LUA_PATH="$lp" "$LF" -q -o lc.folded /usr/bin/luacheck --no-color /usr/share/lua/5.1/pl 2>&1; echo "rc=$?")
+  [ "$a" = "$b" ] || fail "luacheck: output differs: <$(echo "$a" | tail -3)> vs <$(echo "$b" | tail -3)>"
+  grep -q 'luacheck/parser.lua' "$work/lc.folded" || fail "luacheck: no parser frames: $(head -c 400 "$work/lc.folded")"
+else
+  fail "luacheck or penlight is not installed (scripts/install-deps.sh --test installs them)"
+fi
+
+vm_test_end "Lua $v collector"
