@@ -1,13 +1,28 @@
 // Browser checks of the views of issue 17: sandwich, source with line heat,
 // the compare page's zoom/search/invert, keyboard and links, and the timing
 // goals on a 200,000-stack run. Called by run.mjs with its helpers.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { assert, assertEq, startServer, median, goalMs } from './harness.mjs';
 import { bigProfile, recursiveProfile, linesProfile, luaSource, sandwichOf, lineHeatOf } from './profiles.mjs';
 
+
+/**
+ * Runs the luaflame CLI without blocking the event loop (spawnSync did: the
+ * server closed an idle keep-alive connection meanwhile, unseen, and the
+ * next fetch on it failed). Resolves to { status, stderr }.
+ */
+function runCli(cli, args, opts) {
+  return new Promise((resolve) => {
+    const p = spawn(cli, args, { cwd: opts.cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    p.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => p.kill('SIGKILL'), opts.timeout);
+    p.on('close', (status) => { clearTimeout(timer); resolve({ status, stderr }); });
+  });
+}
 
 /** Waits until the sandwich view shows `fn`. */
 async function sandwichShown(page, fn) {
@@ -240,7 +255,7 @@ export async function viewChecks(h) {
         'local function build(n)', '  local t = {}', '  for i = 1, n do', '    t[#t + 1] = string.rep("x", i % 50)', '  end', '  return t', 'end', '',
         'local s = 0', 'for k = 1, 8 do', '  s = s + fib(25)', '  build(40000)', 'end', 'print(s)', ''].join('\n');
       fs.writeFileSync(path.join(dir, 'work.lua'), script);
-      const r = spawnSync(cli, ['run', '--server', server.base, '--name', 'real-lines', '--lines', '--sources', '--quiet', 'work.lua'],
+      const r = await runCli(cli, ['run', '--server', server.base, '--name', 'real-lines', '--lines', '--sources', '--quiet', 'work.lua'],
         { cwd: dir, timeout: 60000, encoding: 'utf8' });
       assertEq(r.status, 0, `luaflame run: ${r.stderr}`);
       const runs = await (await fetch(`${server.base}/api/runs?name=real-lines`)).json();
@@ -272,7 +287,7 @@ export async function viewChecks(h) {
         'local t = os.clock() while os.clock() - t < 0.6 do mid(100) end', ''].join('\n'));
       const ids = {};
       for (const [name, extra] of [['prof-shown', ['--show-profiler']], ['prof-hidden', []]]) {
-        const r = spawnSync(cli, ['run', '--server', server.base, '--name', name, '--mode', 'both', '--hz', '999', ...extra, '--quiet', 'calls.lua'],
+        const r = await runCli(cli, ['run', '--server', server.base, '--name', name, '--mode', 'both', '--hz', '999', ...extra, '--quiet', 'calls.lua'],
           { cwd: dir, timeout: 60000, encoding: 'utf8' });
         assertEq(r.status, 0, `luaflame run: ${r.stderr}`);
         ids[name] = (await (await fetch(`${server.base}/api/runs?name=${name}`)).json()).runs[0].id;

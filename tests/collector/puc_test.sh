@@ -37,6 +37,12 @@ for mode in $modes; do
   done
 done
 
+# 2b. --lines charges the line the thread was on (5.1: no goto, no both).
+if [ $trace = 1 ]; then vm_lines_check "$LF"; else LINES_MODES=sample LINES_GOTO=0 vm_lines_check "$LF"; fi
+
+# 2c. Two functions defined on one line are two frames (5.1: sample mode only).
+TRACE=$trace vm_oneline_check "$LF"
+
 # 3. Exact calls in trace mode: coroutines of both kinds, a tail call (kept
 # under its caller, as on 5.4), pcall.
 if [ $trace = 1 ]; then

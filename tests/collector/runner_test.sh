@@ -93,4 +93,10 @@ sleep 0.2
 [ -p "$work/pipe.folded" ] || fail "-o FIFO: the FIFO was replaced"
 grep -q 'tostring' "$work/from_pipe.txt" || fail "-o FIFO: nothing came through: $(cat "$work/from_pipe.txt")"
 
+# 10. --lines charges the line the thread was on (vm_test_lib.sh: vm_lines_check).
+vm_lines_check "$LF" run
+
+# 11. Two functions defined on one line are two frames (vm_test_lib.sh: vm_oneline_check).
+vm_oneline_check "$LF" run
+
 vm_test_end "runner and module"

@@ -4,6 +4,7 @@
 #include "core/text.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -147,7 +148,17 @@ std::string name_on_line(const std::string& text) {
   return {};
 }
 
-bool FrameTable::definition_name(const char* source, int line, std::string& name) {
+int functions_on_line(const std::string& text) {
+  int n = 0;
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t at = text.find("function"); at != std::string::npos;
+       at = text.find("function", at + 8))
+    if ((at == 0 || !word(text[at - 1])) && (at + 8 >= text.size() || !word(text[at + 8]))) ++n;
+  return n;
+}
+
+bool FrameTable::definition_name(const char* source, int line, std::string& name, bool& several) {
+  several = false;
   // '@file' or the chunk's own text; '=name' has no text to read.
   if (!source || source[0] == '=' || line <= 0) return false;
   std::string key = source[0] == '@'
@@ -173,8 +184,11 @@ bool FrameTable::definition_name(const char* source, int line, std::string& name
     it = sources_.emplace(std::move(key), std::move(lines)).first;
   }
   if (it->second.empty()) return false;
-  if (static_cast<std::size_t>(line) <= it->second.size())
-    name = name_on_line(it->second[static_cast<std::size_t>(line) - 1]);
+  if (static_cast<std::size_t>(line) <= it->second.size()) {
+    const std::string& text = it->second[static_cast<std::size_t>(line) - 1];
+    several = functions_on_line(text) > 1;
+    if (!several) name = name_on_line(text);
+  }
   return true;
 }
 
@@ -245,7 +259,7 @@ uint32_t FrameTable::of(lua_State* L, lua_Debug* ar, bool leaf_line) {
 
 uint32_t FrameTable::of_lua(lua_State* L, lua_Debug* ar, bool leaf_line) {
   const int line = leaf_line && ar->currentline > 0 ? ar->currentline : ar->linedefined;
-  LuaKey key{ar->source, line};
+  LuaKey key{ar->source, line, proto_of ? proto_of(L, ar) : nullptr};
   auto& map = lua_[leaf_line ? 1 : 0];
   auto it = map.find(key);
   if (it != map.end() && it->second.short_src == ar->short_src) return it->second.id;
@@ -258,12 +272,16 @@ uint32_t FrameTable::of_lua(lua_State* L, lua_Debug* ar, bool leaf_line) {
     // The same name in every run, whatever call was seen first: the
     // definition's own text, else a global or module name; the call site's
     // name ("n", which changes with the caller) only when no text is there.
-    const bool has_text = definition_name(ar->source, ar->linedefined, name);
+    // A line that defines several functions (`local a, b = function ...
+    // end, function ... end`, minified code) names none: there the call
+    // site's name tells them apart.
+    bool several = false;
+    const bool has_text = definition_name(ar->source, ar->linedefined, name, several);
     if (name.empty() && lua_getinfo(L, "f", ar)) {
       name = global_name(L, lua_gettop(L));
       lua_pop(L, 1);
     }
-    if (name.empty() && !has_text && lua_getinfo(L, "n", ar) && ar->name && *ar->name)
+    if (name.empty() && (!has_text || several) && lua_getinfo(L, "n", ar) && ar->name && *ar->name)
       name = ar->name;
     if (name.empty()) name = "<anon>";
   }

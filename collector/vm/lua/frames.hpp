@@ -1,8 +1,9 @@
 // Frame naming and interning: turns a running function into a frame number.
-// Lua functions are keyed by the function itself (source and line defined),
-// so one function is one frame whatever its call site; C functions by their
-// address. Names come from loaded modules and globals (string.gsub,
-// Parser.parse), else from the call site (a local's name), else <anon>.
+// Lua functions are keyed by the function itself (its prototype where the
+// adapter can read it, `proto_of`; always its source and line defined), so
+// one function is one frame whatever its call site, and two functions
+// defined on one line are two frames; C functions by their address. Names come from loaded modules
+// and globals (string.gsub, Parser.parse), else from the call site (a local's name), else <anon>.
 // Functions whose frames read the same (two unnamed C functions, both
 // "[C] <anon>") share one number: a stack is one node of the tree and one
 // line of the folded text.
@@ -59,6 +60,11 @@ class FrameTable {
   bool is_c(uint32_t id) const { return id < is_c_.size() && is_c_[id]; }
   /// When set (option `sources`), told the file of each newly seen Lua function.
   SourceFiles* sources = nullptr;
+  /// Set by an adapter that can read it (its checked layout): the prototype
+  /// of the Lua function `ar` describes (from lua_getstack on L or L's hook),
+  /// null when unknown. Hook-safe (loads, and lua_getinfo "f" at most).
+  /// Unset: functions are told apart by source and line only.
+  const void* (*proto_of)(lua_State* L, lua_Debug* ar) = nullptr;
   std::size_t memory_bytes() const;
 
  private:
@@ -66,11 +72,15 @@ class FrameTable {
   struct LuaKey {
     const void* src;
     int line;
-    bool operator==(const LuaKey& o) const { return src == o.src && line == o.line; }
+    const void* proto = nullptr;  ///< proto_of's answer (of_copy: always null)
+    bool operator==(const LuaKey& o) const {
+      return src == o.src && line == o.line && proto == o.proto;
+    }
   };
   struct LuaKeyHash {
     std::size_t operator()(const LuaKey& k) const {
-      return std::hash<const void*>()(k.src) * 31 + static_cast<std::size_t>(k.line);
+      return (std::hash<const void*>()(k.src) * 31 + static_cast<std::size_t>(k.line)) * 31 +
+             std::hash<const void*>()(k.proto);
     }
   };
   struct LuaEntry {
@@ -83,8 +93,9 @@ class FrameTable {
   /// Only when a function is first seen (the caches above keep its number).
   uint32_t add(std::string text, bool c);
   /// The name on the line a function is defined at; false when the
-  /// source's text cannot be read (then `name` is untouched).
-  bool definition_name(const char* source, int line, std::string& name);
+  /// source's text cannot be read (then `name` is untouched). `several`:
+  /// the line defines more than one function (its name is then not said).
+  bool definition_name(const char* source, int line, std::string& name, bool& several);
 
   FrameNames& names_;
   std::unordered_map<LuaKey, LuaEntry, LuaKeyHash> lua_[2];  // [leaf_line]
@@ -104,6 +115,10 @@ class FrameTable {
 /// M.f, f. A line-level scan: comments and strings are not told apart (as
 /// the regular expressions it replaced did not). "" when the line names none.
 std::string name_on_line(const std::string& text);
+
+/// How many times the word `function` appears on a line (a line-level scan,
+/// as name_on_line's).
+int functions_on_line(const std::string& text);
 
 /// Finds a name for the function at stack index `fidx` in package.loaded
 /// ("string.gsub", "print") or one level into global tables ("Parser.parse").

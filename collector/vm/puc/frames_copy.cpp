@@ -50,7 +50,8 @@ uint32_t FrameTable::of_copy(const foreign::FrameCopy& f, const char* c_name) {
     const std::size_t slash = short_src.rfind('/');
     name = slash == std::string::npos ? short_src : short_src.substr(slash + 1);
   } else if (!f.cut || src[0] == '@') {
-    definition_name(src.c_str(), f.line, name);
+    bool several = false;
+    definition_name(src.c_str(), f.line, name, several);
   }
   if (name.empty()) name = "<anon>";
   const uint32_t id = add(name + " " + short_src + ":" + std::to_string(f.line), false);

@@ -104,6 +104,17 @@ class HookChain {
   /// Restores the armed thread's hook, and its count hook's progress less
   /// the `consumed` instructions our count hook took.
   void disarm(int consumed = 0);
+  /// --lines on Lua 5.4: the one-shot fired where the VM noticed it, not
+  /// where the signal fell. 5.4 checks for a hook set by a signal only at a
+  /// call, a return or a loop's back jump (lvm.c's `trap`, refreshed there),
+  /// so in a call-free loop every sample landed on the loop's first line.
+  /// Moves the pending sample on by a random count of 1 to kMoveOn
+  /// instructions (each line then gets samples in proportion to the
+  /// instructions run on it), once per arm. Only on the Lua thread, inside a
+  /// critical section; false (take the sample here) when it cannot: already
+  /// moved, or the thread's own count or line hook is chained.
+  bool move_on(lua_State* L);
+  static constexpr int kMoveOn = 512;
   /// What an event on the armed thread forwards: the hook it had before we
   /// armed (when not luaflame's) and whether its own count event is due.
   void armed_forward(int ev, lua_Hook& hook, int& mask, bool& count_due) const;
@@ -145,6 +156,9 @@ class HookChain {
   /// Armed in foreign code (foreign.hpp) on the thread's own events only:
   /// the next arm() outside it arms for the next instruction.
   volatile sig_atomic_t armed_lazy_ = 0;
+  /// move_on moved the armed sample on (cleared by disarm).
+  volatile sig_atomic_t moved_on_ = 0;
+  uint32_t move_rng_ = 0x9e3779b9u;  ///< xorshift32 state for move_on's counts
 };
 
 }  // namespace lfc

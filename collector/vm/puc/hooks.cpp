@@ -175,6 +175,19 @@ void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept {
   if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
 }
 
+// --lines on 5.4: a sample's count event moved on to where the thread
+// really runs (HookChain::move_on says why). Not an allocation sample: its
+// place is the allocation's.
+bool Session::move_line_sample_on(lua_State* L, int ev) {
+  if (LUA_VERSION_NUM < 504 || !opt.lines || ev != LUA_HOOKCOUNT || !sampler.owes() ||
+      alloc_pending.load(std::memory_order_relaxed))
+    return false;
+  hooks.begin_critical();
+  const bool moved = hooks.move_on(L);
+  hooks.end_critical();
+  return moved;
+}
+
 // What a hook event does besides tracing: a sample or allocations pending
 // on an armed thread, and the chained hook. lf_hook calls it only when a
 // thread is armed or a hook was there before start.
@@ -192,11 +205,13 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
     if (alloc) alloc->busy = true;  // what the hook allocates is the collector's
     hooks.armed_forward(ev, fwd, fwd_mask, count_due);
     const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;
-    if (sampler.owes()) sampling.take(L);
-    if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
-    hooks.begin_critical();
-    hooks.disarm(consumed);
-    hooks.end_critical();
+    if (!move_line_sample_on(L, ev)) {
+      if (sampler.owes()) sampling.take(L);
+      if (alloc_pending.load(std::memory_order_relaxed)) take_alloc(L);
+      hooks.begin_critical();
+      hooks.disarm(consumed);
+      hooks.end_critical();
+    }
     if (alloc) alloc->busy = was_busy;
   }
   if (fwd && fwd != lf_hook && (fwd_mask & event_mask(ev)) &&

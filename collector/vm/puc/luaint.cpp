@@ -141,6 +141,7 @@ int probe_body(lua_State* L) noexcept {
   out.allowhook_ok = out.allowhook_ok && allowhook_in_hook(L) == 0;
   out.hooked_ok = out.hooked_ok && out.state_ci_ok && g_hooked_in_hook == 1;
   out.foreign_ok = out.allowhook_ok && out.hooked_ok;
+  out.proto_ok = out.ci_prev_ok && out.lua_ident_ok;
   out.copy_ok = out.foreign_ok && out.ci_prev_ok && out.stack_ok && out.tstring_ok &&
                 out.lua_ident_ok && out.c_ident_ok;
   lua_settop(L, top);
@@ -180,12 +181,56 @@ int running_release(lua_State* L) {
 #endif
 }
 
+// Lua 5.1: the closure -> Proto read of proto_of, checked on a function
+// defined on lines 1-2 of a chunk (linedefined, lastlinedefined and the
+// source's text must be the API's). Under probe()'s protected call.
+int probe51_body(lua_State* L) noexcept {
+  Layout& out = *static_cast<Layout*>(lua_touserdata(L, 1));
+  static const char kChunk[] = "local function g()\nend\nreturn g";
+  if (luaL_loadbuffer(L, kChunk, sizeof kChunk - 1, "=luaflame.probe") != LUA_OK) return 0;
+  lua_call(L, 0, 1);
+  lua_Debug ar;
+  lua_pushvalue(L, -1);
+  if (!lua_getinfo(L, ">S", &ar)) return 0;
+  const void* cl = lua_topointer(L, -1);
+  const void* p = cl ? at<const void*>(cl, kClosure51Proto) : nullptr;
+  const void* src = p ? at<const void*>(p, kProto51Source) : nullptr;
+  out.proto_ok = p && at<int>(p, kProto51Line) == ar.linedefined &&
+                 at<int>(p, kProto51Line + 4) == ar.lastlinedefined && ar.linedefined == 1 && src &&
+                 static_cast<const char*>(src) + kTStringContents == ar.source;
+  return 0;
+}
+
 }  // namespace
+
+const void* proto_of(lua_State* L, lua_Debug* ar) {
+#if LUA_VERSION_NUM >= 502
+  (void)L;
+  const void* ci = ci_of(*ar);
+  if (!ci) return nullptr;
+  unsigned char tag;
+  const void* value;
+  func_of(ci, tag, value);
+  return tag == kTagLuaClosure && value ? at<const void*>(value, kClosureFn) : nullptr;
+#else
+  if (!lua_getinfo(L, "f", ar)) return nullptr;
+  const void* cl = lua_iscfunction(L, -1) ? nullptr : lua_topointer(L, -1);
+  lua_pop(L, 1);
+  return cl ? at<const void*>(cl, kClosure51Proto) : nullptr;
+#endif
+}
 
 Layout probe(lua_State* L) {
   Layout out;
   if (kRelease == 0) {
-    out.why = "no layout of Lua 5.1's internals (its CallInfo is an array): the API is used";
+    out.why = "no layout of Lua 5.1's CallInfo (an array): the API is used";
+    const int top = lua_gettop(L);
+    lua_pushcfunction(L, probe51_body);
+    lua_pushlightuserdata(L, &out);
+    const int st = lua_pcall(L, 1, 0, 0);
+    lua_settop(L, top);
+    if (st != LUA_OK || sizeof(void*) != 8) out.proto_ok = false;
+    out.mem_error = st == LUA_ERRMEM;
     return out;
   }
   if (running_release(L) != kRelease || sizeof(void*) != 8) {
@@ -221,6 +266,7 @@ std::string Layout::on() const {
   add(ci_prev_ok && lua_ident_ok, "lua_ident");
   add(ci_prev_ok && c_ident_ok, "c_ident");
   add(allowhook_ok, "allowhook");
+  add(proto_ok, "proto");
   add(foreign_ok, "foreign");
   add(copy_ok, "foreign_frames");
   return r;

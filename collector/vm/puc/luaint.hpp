@@ -175,6 +175,18 @@ inline void func_of(const void* ci, unsigned char& tag, const void*& value) {
   tag = at<unsigned char>(func, 8);           // TValue.tt_
 }
 
+/// Lua 5.1's LClosure.p and Proto fields (lobject.h of 5.1.x, LP64), for
+/// telling functions apart by prototype only; checked by probe() on a
+/// closure the API describes (Layout::proto_ok).
+constexpr std::size_t kClosure51Proto = 32;
+constexpr std::size_t kProto51Source = 64, kProto51Line = 96;
+
+/// The Proto of the Lua function `ar` (from lua_getstack on L, or L's hook)
+/// describes; null for a C function. 5.2+: loads through its CallInfo; 5.1:
+/// lua_getinfo "f" and a load from the closure. Trusted when probe() set
+/// proto_ok (the adapter then gives it to FrameTable::proto_of).
+const void* proto_of(lua_State* L, lua_Debug* ar);
+
 // ---- Lua 5.4.4's lua_State and global_State heads (lstate.h, LP64), for
 // the allocator's "[GC]" flags; checked by alloc.cpp's find_gstate ----
 struct MirrorTValue {
@@ -216,6 +228,7 @@ struct Layout {
   bool hooked_ok = false;     ///< CIST_HOOKED: set on the hooked CallInfo in a hook only
   bool stack_ok = false;      ///< lua_State.stack/stack_last bound CallInfo.func
   bool tstring_ok = false;    ///< a short TString's tag, length and contents
+  bool proto_ok = false;      ///< proto_of: a Lua function's prototype (frames told apart by it)
   /// Finalizers and program hooks told from luaflame's hook (foreign.hpp).
   bool foreign_ok = false;
   /// Their frames copied by the handler (foreign::copy_foreign).

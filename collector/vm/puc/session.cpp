@@ -170,6 +170,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   if (!s->layout.lua_ident_ok)
     s->tracer.ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
   if (!s->layout.c_ident_ok) s->tracer.ident_c = -1;
+  // Two functions defined on one line are two frames (frames.hpp).
+  if (s->layout.proto_ok) s->frames.proto_of = luaint::proto_of;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   s->main_L = lua_tothread(L, -1);
   lua_pop(L, 1);

@@ -90,6 +90,7 @@ class Session : public Profile {
   /// Every event lf_hook's fast path (Tracer::trace_fast) leaves: the
   /// tracer's event, then hook_rest (tracer.cpp, with lf_hook).
   void hook(lua_State* L, lua_Debug* ar);
+  bool move_line_sample_on(lua_State* L, int ev);  ///< --lines on 5.4 (hooks.cpp)
   void hook_rest(lua_State* L, lua_Debug* ar,
                  int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
