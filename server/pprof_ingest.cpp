@@ -160,6 +160,14 @@ Before read_before(const lf::PprofProfile& p, std::string_view prev, const lf::P
 
 // Adds a profile's stacks to a batch. Each profile frame is checked like strict
 // folded input once, copied into the batch once, and then given back.
+// What a cumulative count gained since `prev`: a count that went down (a
+// counter reset) gained nothing new; a negative previous count is no count
+// and subtracts nothing (x - prev could overflow: prev may be -2^63).
+int64_t since(int64_t x, int64_t prev) {
+  if (prev <= 0) return x;
+  return x >= prev ? x - prev : 0;
+}
+
 class StackAdder {
  public:
   StackAdder(lf::PprofProfile& p, const Choice& c, const std::vector<std::size_t>& cols,
@@ -178,7 +186,7 @@ class StackAdder {
     auto b = before.empty() ? before.end() : before.find(stack_key(s.frames));
     for (std::size_t col : cols_) {
       int64_t x = s.values[col];
-      if (c_.cumulative[col] && b != before.end()) x = x >= b->second[col] ? x - b->second[col] : 0;
+      if (c_.cumulative[col] && b != before.end()) x = since(x, b->second[col]);
       if (x < 0 && !c_.cumulative[col])
         throw HttpError(400, "profile: negative value " + std::to_string(x) + " (" +
                                  type_name(p_.sample_types[col]) + ") for stack '" + text(s) + "'");

@@ -144,7 +144,7 @@ TEST_CASE("luaint: every fast path is on for this Lua") {
   REQUIRE(err == "");
   CAPTURE(lua.global("OFF"));
   CHECK(lua.global("ON") ==
-        "ci_walk signal_position hook_count lua_ident c_ident allowhook foreign "
+        "ci_walk signal_position hook_count lua_ident c_ident allowhook proto foreign "
         "foreign_frames");
   CHECK(lua.global("OFF") == "");
 }

@@ -21,7 +21,16 @@ cleanup() {
 trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-free_port() { echo $((20000 + (RANDOM * 7 + $1 * 97) % 40000)); }
+# A loopback port nothing listens on now (a port in use would answer curl for nginx).
+free_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + (RANDOM * 7 + $1 * 97) % 40000))
+    command -v ss >/dev/null || break
+    ss -Htln "sport = :$p" | grep -q . || break
+  done
+  echo "$p"
+}
 
 # luaflame-server on a loopback port of its choosing (tests/support/server.sh).
 source "$HERE/../support/server.sh"

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "app.hpp"
+#include "protowire.hpp"
 
 namespace {
 
@@ -122,6 +123,42 @@ TEST_CASE(
   CHECK(status_of([&] {
           lfs::pprof_to_batch(prof, "", R"({"alloc_objects":{"units":"lock_samples"}})", strict());
         }) == 422);
+}
+
+// One stack `main` with one value of alloc_objects/count, written by hand: the
+// engine's writer takes counts from folded text, which has no negative ones.
+std::string one_count(int64_t v) {
+  std::string p, vt, sample, line, loc, fn;
+  lft::field_varint(vt, 1, 1);
+  lft::field_varint(vt, 2, 2);
+  lft::field_bytes(p, 1, vt);
+  lft::field_varint(sample, 1, 1);
+  lft::field_varint(sample, 2, uint64_t(v));
+  lft::field_bytes(p, 2, sample);
+  lft::field_varint(line, 1, 1);
+  lft::field_varint(loc, 1, 1);
+  lft::field_bytes(loc, 4, line);
+  lft::field_bytes(p, 4, loc);
+  lft::field_varint(fn, 1, 1);
+  lft::field_varint(fn, 2, 3);
+  lft::field_bytes(p, 5, fn);
+  for (const char* s : {"", "alloc_objects", "count", "main"}) lft::field_bytes(p, 6, s);
+  return p;
+}
+
+// Found by fuzz_pprof (UBSan: 5e18 - -2^63 overflowed): a previous count that
+// is negative subtracts nothing; a count that went down gained nothing.
+TEST_CASE("regression: cumulative minus a negative or larger previous count never overflows") {
+  std::string cfg = R"({"alloc_objects":{"units":"objects","cumulative":true}})";
+  auto gained = [&](int64_t now, int64_t prev) {
+    auto m = columns(lfs::pprof_to_batch(one_count(now), one_count(prev), cfg, strict()).batch);
+    return m["alloc_count"]["main"];
+  };
+  CHECK(gained(5000000000000000000, INT64_MIN) == 5000000000000000000.0);
+  CHECK(gained(INT64_MAX, -1) == double(INT64_MAX));
+  CHECK(gained(10, 4) == 6);
+  CHECK(gained(3, 9) == 0);  // a counter reset: nothing new, not a negative value
+  CHECK(gained(7, 0) == 7);
 }
 
 TEST_CASE("frames of a profile are checked as strict folded input: named faults, 400") {

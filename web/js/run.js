@@ -76,9 +76,18 @@ function openSource(name) {
   setView({ view: 'source', fn: name, file: s.file, line: s.line });
 }
 
+/** The search box shows view.q where view.q is set for it (a pick, back and
+ *  forward), never at the end of a render: one that ended while the user
+ *  typed put the old query back under the cursor, and Enter then searched it. */
+function showQuery() {
+  const s = $('#search');
+  if (s && s.value !== view.q) s.value = view.q;
+}
+
 /** Changes the view; `push` adds a history entry (zoom, metric, range), else replaces it. */
 function setView(changes, push = true) {
   view = { ...view, ...changes };
+  if ('q' in changes) showQuery();
   const u = viewURL(view);
   if (u !== location.pathname + location.search) history[push ? 'pushState' : 'replaceState'](null, '', u);
   render();
@@ -438,7 +447,6 @@ async function render() {
   $('#inverted').setAttribute('aria-pressed', String(view.inverted));
   if ($('#profiler')) $('#profiler').setAttribute('aria-pressed', String(view.profiler));
   $('#reset-zoom').disabled = !view.focus.length;
-  if ($('#search').value !== view.q) $('#search').value = view.q;
   crumbs();
   // The graph first: on a big run every request makes the server merge the
   // stacks, and the graph is what people wait for. In the other views the
@@ -575,7 +583,7 @@ async function main() {
   $('#run-head').replaceWith(header());
   $('#toolbar').replaceWith(toolbar());
   document.addEventListener('keydown', keys);
-  window.addEventListener('popstate', () => { view = readView(); render(); });
+  window.addEventListener('popstate', () => { view = readView(); showQuery(); render(); });
   new ResizeObserver(debounce(() => {
     const w = Math.round($('#flame').clientWidth);
     if (lastWidth && Math.abs(w - lastWidth) > 24) render();
