@@ -100,7 +100,7 @@ for s in "${jsrcs[@]}"; do
   compile "${jflags[@]}" -c "$s" -o "$o"
   jobjs+=("$o")
 done
-for s in collector/vm/lua/lua_entry.cpp cli/vm_main.cpp cli/args.cpp cli/cmd_run.cpp cli/lua_choice.cpp; do
+for s in collector/vm/lua/lua_entry.cpp cli/vm_main.cpp cli/args.cpp cli/cmd_run.cpp cli/run_options.cpp cli/lua_choice.cpp; do
   compile "${jflags[@]}" -c "$s" -o "$out/jit/$(echo "$s" | tr / _).o"
 done
 for p in "${pids[@]}"; do wait "$p"; done

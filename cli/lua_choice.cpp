@@ -9,15 +9,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <vector>
 
 #include "luaflame/collector.hpp"
 
 namespace lfcli {
 
-namespace {
+const char* const kLuaNames[] = {"5.4", "5.3", "5.2", "5.1", "luajit", nullptr};
 
-const char* const kNames[] = {"5.4", "5.3", "5.2", "5.1", "luajit"};
+namespace {
 
 // The folder this program lives in (its runners are installed beside it).
 std::string own_dir() {
@@ -27,6 +28,15 @@ std::string own_dir() {
   std::string self(buf.data(), static_cast<std::size_t>(n));
   const std::size_t slash = self.rfind('/');
   return slash == std::string::npos ? "." : self.substr(0, slash);
+}
+
+// The first of `paths` (relative to this program's folder) that exists.
+std::string first_beside(std::initializer_list<std::string> paths) {
+  const std::string dir = own_dir();
+  if (dir.empty()) return "";
+  for (const std::string& p : paths)
+    if (access((dir + "/" + p).c_str(), R_OK) == 0) return dir + "/" + p;
+  return "";
 }
 
 // One runner's "NAME\tRELEASE" (LUAFLAME_PRINT_VM), "" when it fails.
@@ -62,8 +72,8 @@ std::string lua_name(const std::string& v) {
   if (s.rfind("lua", 0) == 0 && s != "luajit") s = s.substr(3);
   if (s == "jit" || s == "luajit" || s == "luajit2" || s == "luajit2.1") return "luajit";
   if (s.size() == 2 && s[0] == '5' && s[1] >= '1' && s[1] <= '4') s = "5." + s.substr(1);
-  for (const char* n : kNames)
-    if (s == n) return s;
+  for (const char* const* p = kLuaNames; *p; ++p)
+    if (s == *p) return s;
   return "";
 }
 
@@ -90,6 +100,25 @@ std::string shebang_lua(const std::string& script) {
   return prog == "lua" ? "" : lua_name(prog);
 }
 
+// Build tree (build/cli/luaflame): build/collector/...; installed
+// (PREFIX/bin/luaflame): PREFIX/lib/lua/5.X, 5.1's in lib/luaflame/lua5.1
+// (LuaJIT's owns lib/lua/5.1), as docker/install.sh places them.
+std::string module_for(const std::string& name) {
+  if (name == "luajit")
+    return first_beside({"../collector/vm/luajit/luaflame.so", "../lib/lua/5.1/luaflame.so"});
+  if (name == "5.4")
+    return first_beside({"../collector/luaflame.so", "../lib/lua/5.4/luaflame.so"});
+  if (name == "5.1")
+    return first_beside({"../collector/lua5.1/luaflame.so", "../lib/luaflame/lua5.1/luaflame.so"});
+  return first_beside(
+      {"../collector/lua" + name + "/luaflame.so", "../lib/lua/" + name + "/luaflame.so"});
+}
+
+std::string attach_shim() {
+  return first_beside(
+      {"../collector/libluaflame-attach.so", "../lib/luaflame/libluaflame-attach.so"});
+}
+
 std::string runner_for(const std::string& name) {
   const std::string dir = own_dir();
   if (dir.empty()) return "";
@@ -110,7 +139,8 @@ void exec_runner(const std::string& path, int argc, char** argv, std::string& er
 
 int list_luas() {
   int found = 0;
-  for (const char* n : kNames) {
+  for (const char* const* p = kLuaNames; *p; ++p) {
+    const char* n = *p;
     std::string release;
     if (n == std::string(lfc::vm_name())) {
       release = lfc::vm_release();

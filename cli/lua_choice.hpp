@@ -21,6 +21,16 @@ std::string shebang_lua(const std::string& script);
 /// The runner program of Lua `name`, beside this program; "" when absent.
 std::string runner_for(const std::string& name);
 
+/// Lua `name`'s luaflame.so (what `luaflame attach` hands a host's states
+/// to), in the build tree or the installed layout; "" when absent.
+std::string module_for(const std::string& name);
+
+/// The names module_for takes: "5.1" ... "5.4", "luajit".
+extern const char* const kLuaNames[];
+
+/// The shim `luaflame attach` preloads (libluaflame-attach.so); "" when absent.
+std::string attach_shim();
+
 /// Replaces this process by the runner `path` with the same arguments
 /// (argv[0] aside). Returns only on failure, with errno's text in `err`.
 void exec_runner(const std::string& path, int argc, char** argv, std::string& err);

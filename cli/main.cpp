@@ -16,6 +16,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"run", lfcli::cmd_run, "run a Lua script under the profiler"},
+    {"attach", lfcli::cmd_attach, "profile the Lua inside a program that embeds it, unmodified"},
     {"svg", lfcli::cmd_svg, "render folded stacks as an SVG flame graph (flamegraph.pl drop-in)"},
     {"diff", lfcli::cmd_diff, "render a differential flame graph of two folded files"},
     {"push", lfcli::cmd_push, "upload a folded profile to a luaflame server"},

@@ -27,6 +27,9 @@ for v in 5.1 5.2 5.3; do
   [ "$v" = 5.1 ] && dest="$prefix/lib/luaflame/lua5.1/luaflame.so"
   install -D -s -m 644 "$build/collector/lua$v/luaflame.so" "$dest"
 done
+# luaflame attach's shim (docs/attach.md), where luaflame looks for it.
+[ -s "$build/collector/libluaflame-attach.so" ] &&
+  install -D -s -m 644 "$build/collector/libluaflame-attach.so" "$prefix/lib/luaflame/libluaflame-attach.so"
 [ -s "$build/cli/luaflame-luajit" ] && install -D -s -m 755 "$build/cli/luaflame-luajit" "$prefix/bin/luaflame-luajit"
 install -D -m 755 "$here/healthcheck.sh" "$prefix/bin/luaflame-healthcheck"
 install -D -m 755 "$here/demo/run.sh" "$prefix/bin/luaflame-demo"

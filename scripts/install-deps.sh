@@ -30,10 +30,11 @@ pprof_test_pkgs=(golang-go)                     # go tool pprof, runtime/pprof i
 every_lua_pkgs=(lua5.1 lua5.2 lua5.3 liblua5.1-0-dev liblua5.2-dev liblua5.3-dev)
 jit_pkgs=(luajit2 libluajit2-5.1-dev)  # the LuaJIT collector (collector/vm/luajit); not libluajit-5.1-dev: it conflicts with nginx's lua module
 jit_test_pkgs=(nginx libnginx-mod-http-lua apache2-utils)  # OpenResty-style nginx + ab (docs/luajit.md)
+attach_test_pkgs=(nmap haproxy neovim sysbench)  # real hosts of `luaflame attach` (docs/attach.md, tests/attach)
 want=("${build_pkgs[@]}" "${every_lua_pkgs[@]}" "${jit_pkgs[@]}" "${pg_pkgs[@]}" "${cli_pkgs[@]}" "${pprof_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}" "${pg_test_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${bench_real_pkgs[@]}")
-[ "${1:-}" = "--test" ] && want+=("${jit_test_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${jit_test_pkgs[@]}" "${attach_test_pkgs[@]}")
 [ "${1:-}" = "--fuzz" ] && want+=("${fuzz_pkgs[@]}")
 [ "${1:-}" = "--lint" ] && want+=("${lint_pkgs[@]}")
 [ "${1:-}" = "--test" ] && want+=("${pprof_test_pkgs[@]}")

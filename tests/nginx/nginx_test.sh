@@ -21,17 +21,6 @@ cleanup() {
 trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# A loopback port nothing listens on now (a port in use would answer curl for nginx).
-free_port() {
-  local p
-  for _ in $(seq 100); do
-    p=$((20000 + (RANDOM * 7 + $1 * 97) % 40000))
-    command -v ss >/dev/null || break
-    ss -Htln "sport = :$p" | grep -q . || break
-  done
-  echo "$p"
-}
-
 # luaflame-server on a loopback port of its choosing (tests/support/server.sh).
 source "$HERE/../support/server.sh"
 lf_server_start "$tmp/srv" "$server" || { echo "FAIL: luaflame-server did not start"; exit 1; }
@@ -39,7 +28,7 @@ spid=$LF_SERVER_PID url=$LF_URL
 
 # nginx with its own prefix, config, pid and logs; as root its workers run as root.
 start_nginx() {  # PROFILE(on/off) SERVER_URL
-  nport=$(free_port 2)
+  nport=$(lf_free_port)
   local user=""; [ "$(id -u)" = 0 ] && user="user root;"
   mkdir -p "$tmp/ngx"
   sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$HERE#g" -e "s#@MODDIR@#$MODDIR#g" \
@@ -86,7 +75,7 @@ grep -E 'exited on signal|luaflame:' "$tmp/ngx/error.log" && fail "nginx error l
 stop_nginx
 
 # 2. The server down: every request served, no worker lost, the profile kept on disk.
-dead=$(free_port 3)
+dead=$(lf_free_port)
 start_nginx on "http://127.0.0.1:$dead"
 load 3
 grep -E 'exited on signal' "$tmp/ngx/error.log" && fail "a worker died with the server down"

@@ -57,3 +57,15 @@ lf_e2e_server() {
   lf_server_start "$tmp/srv" "$@" || { echo "FAIL: server did not start"; exit 1; }
   url=$LF_URL
 }
+
+# A loopback port nothing listens on now, for a program that takes no port 0
+# (nginx, HAProxy): a port in use would answer the test in its place.
+lf_free_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 40000))
+    command -v ss >/dev/null || break
+    ss -Htln "sport = :$p" | grep -q . || break
+  done
+  echo "$p"
+}

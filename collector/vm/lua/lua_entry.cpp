@@ -1,7 +1,23 @@
-// luaflame.so's entry point: require "luaflame" from a stock lua5.4.
+// luaflame.so's entry points: require "luaflame" from a stock interpreter,
+// and the two functions `luaflame attach`'s shim calls (vm/lua/attach.hpp).
 #include "luaflame/collector.hpp"
+#include "vm/lua/attach.hpp"
 #include "vm/lua/boundary.hpp"
 
-extern "C" __attribute__((visibility("default"))) int luaopen_luaflame(lua_State* L) LF_LUA_ENTRY {
+#define LF_EXPORT extern "C" __attribute__((visibility("default")))
+
+LF_EXPORT int luaopen_luaflame(lua_State* L) LF_LUA_ENTRY {
   return lfc::open_module(L);
+}
+
+LF_EXPORT int LUAFLAME_ATTACH_OPEN(lua_State* L, const char* program, unsigned n) LF_LUA_ENTRY {
+  return lfc::attach::open(L, program, n);
+}
+
+LF_EXPORT void LUAFLAME_ATTACH_CLOSE(lua_State* L) LF_LUA_ENTRY {
+  lfc::attach::close(L);
+}
+
+LF_EXPORT int LUAFLAME_ATTACH_RESUME(lua_State* co, int entering) noexcept {
+  return lfc::attach::host_resume(co, entering != 0) ? 1 : 0;
 }

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "core/streamer.hpp"
+#include "vm/lua/attach.hpp"
 #include "vm/lua/boundary.hpp"
 #include "vm/lua/closer.hpp"
 
@@ -383,5 +384,18 @@ bool folded(const std::string& metric, std::string& out, std::string& err) {
   out = s.output.folded_text(col);
   return true;
 }
+
+}  // namespace lfc
+
+namespace lfc {
+
+// LuaJIT's profiler samples whichever coroutine runs: a resume by the
+// host's C code needs no telling (vm/lua/attach.hpp).
+bool attach::host_resume(lua_State*, bool) noexcept {
+  return false;
+}
+
+// LuaJIT's profiler signal is SIGPROF already (jsampler.cpp).
+void attach::adapter_setup() noexcept {}
 
 }  // namespace lfc

@@ -4,6 +4,7 @@
 // resume, Session::on_return after it).
 #include "vm/puc/coroutines.hpp"
 
+#include "vm/lua/attach.hpp"
 #include "vm/puc/session.hpp"
 
 extern "C" {
@@ -13,6 +14,7 @@ extern "C" {
 namespace lfc {
 
 void Coroutines::start(lua_State* L) {
+  owner_ = pthread_self();
   chain_.push_back(L);
   current_.store(L);
 }
@@ -175,6 +177,50 @@ void preset_coroutine_frames(FrameTable& frames) {
   frames.preset(lf_resume, "[C] coroutine.resume");
   frames.preset(lf_wrap, "[C] coroutine.wrap");
   frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");
+}
+
+namespace {
+
+// co is a thread of the state L belongs to: they share the registry.
+bool same_state(lua_State* L, lua_State* co) {
+  if (!lua_checkstack(co, 1) || !lua_checkstack(L, 1)) return false;
+  lua_pushvalue(L, LUA_REGISTRYINDEX);
+  lua_pushvalue(co, LUA_REGISTRYINDEX);
+  const bool same = lua_topointer(L, -1) == lua_topointer(co, -1);
+  lua_pop(L, 1);
+  lua_pop(co, 1);
+  return same;
+}
+
+}  // namespace
+
+// A coroutine the host's C code resumes with lua_resume (seen by luaflame
+// attach's shim: HAProxy runs every request so), told to the session as
+// coroutine.resume would. Only on the profiled state's Lua thread, only for
+// a thread of that state, and not for what lf_resume resumes (its
+// lua_resume passes through the shim too: the chain shows co entered).
+bool attach::host_resume(lua_State* co, bool entering) noexcept {
+  Session* s = g_session.load(std::memory_order_relaxed);
+  if (!s || !s->coroutines.on_lua_thread()) return false;
+  const std::vector<lua_State*>& chain = s->coroutines.chain();
+  if (chain.empty()) return false;
+  if (entering) {
+    lua_State* L = chain.back();
+    if (L == co || !same_state(L, co)) return false;
+    // A request begins: what is due so far is the host's, and the request
+    // is sampled from its first period (Sampler::wake).
+    s->sampler.wake([s] { s->on_sample_signal(); });
+    s->on_resume(L, co);
+    return true;
+  }
+  if (chain.size() < 2 || chain.back() != co) return false;
+  s->on_return(chain[chain.size() - 2], co);
+  return true;
+}
+
+// Attached hosts take SIGPROF first (Sampler::prefer_sigprof says why).
+void attach::adapter_setup() noexcept {
+  Sampler::prefer_sigprof();
 }
 
 }  // namespace lfc

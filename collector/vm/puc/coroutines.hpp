@@ -18,6 +18,8 @@
 // so it is charged to where the program is when the hook runs.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <vector>
@@ -39,8 +41,11 @@ class Coroutines {
   /// The resume chain, outermost first: back() runs (Lua thread only).
   const std::vector<lua_State*>& chain() const { return chain_; }
 
-  /// At start, before the handler is installed: L runs, alone in the chain.
+  /// At start, before the handler is installed: L runs, alone in the chain,
+  /// on the calling thread (the Lua thread).
   void start(lua_State* L);
+  /// The calling thread is the one that runs the profiled state.
+  bool on_lua_thread() const { return pthread_equal(pthread_self(), owner_) != 0; }
   /// L resumes co. Inside the caller's critical section.
   void enter(lua_State* co, HookChain& hooks);
   /// co yielded, returned or failed back to L. Inside the caller's critical section.
@@ -51,6 +56,7 @@ class Coroutines {
  private:
   std::atomic<lua_State*> current_{nullptr};
   std::vector<lua_State*> chain_;
+  pthread_t owner_{};
 };
 
 /// coroutine.resume/wrap swapped for the tracking ones (coroutines.cpp).

@@ -62,7 +62,10 @@ bool free_signal(int sig) {
          (cur.sa_handler == SIG_DFL || (sig == SIGPROF && cur.sa_handler == SIG_IGN));
 }
 
+std::atomic<bool> g_prefer_sigprof{false};
+
 int pick_signal() {
+  if (g_prefer_sigprof.load(std::memory_order_relaxed) && free_signal(SIGPROF)) return SIGPROF;
   for (int sig = SIGRTMIN + 4; sig <= SIGRTMAX; ++sig)
     if (free_signal(sig)) return sig;
   return free_signal(SIGPROF) ? SIGPROF : 0;
@@ -77,6 +80,10 @@ bool still_ours(int sig) {
 }
 
 }  // namespace
+
+void Sampler::prefer_sigprof() noexcept {
+  g_prefer_sigprof.store(true, std::memory_order_relaxed);
+}
 
 uint64_t Sampler::clock_now() const {
   timespec ts;
@@ -183,6 +190,27 @@ void Sampler::pace(uint64_t now) {
     timer_settime(tick_timer_, 0, &on, nullptr);
     tick_on_ = 1;
   }
+}
+
+void Sampler::block(sigset_t& old) noexcept {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signo_);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+}
+
+void Sampler::unblock(const sigset_t& old) noexcept {
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void Sampler::tick_again() noexcept {
+  if (tick_on_) return;  // charge() paced it on
+  const itimerspec off{}, on = every(period_);
+  timer_settime(cpu_timer_, 0, &off, nullptr);
+  timer_settime(tick_timer_, 0, &on, nullptr);
+  tick_on_ = 1;
+  idle_wakes_ = 0;
+  last_seen_ = clock_now();
 }
 
 uint64_t Sampler::due() {

@@ -9,7 +9,8 @@
 // What the handler writes, and what it may race with:
 //   - `owed` (atomic) and, in timer mode, `next_due_`, `last_seen_`,
 //     `tick_on_` and the two timers: written by the handler only (the
-//     fallback thread adds to `owed` instead); the hook reads and resets
+//     fallback thread adds to `owed` instead), and by wake() on the Lua
+//     thread with the signal blocked; the hook reads and resets
 //     `owed` inside a critical section, so no update is lost.
 //   - `pos_[]`/`npos_`: the slot first (for a foreign position, the frames
 //     foreign::copy_foreign copies: loads only, see foreign.hpp), then the
@@ -50,6 +51,12 @@ class Session;
 
 class Sampler {
  public:
+  /// From now on take SIGPROF first when it is free (an attached host:
+  /// hosts that reset every signal or block them spare SIGPROF, the
+  /// profiler's by convention; HAProxy's deinit_signals does). Called
+  /// before start, on the thread that starts.
+  static void prefer_sigprof() noexcept;
+
   /// Where the thread was when a signal fell, and the periods it stands for.
   struct Pos {
     lua_State* L;
@@ -72,6 +79,27 @@ class Sampler {
   void stop();
   /// Kernel timers, the polling thread, or none (off).
   SamplerKind kind() const { return kind_; }
+  /// The Lua thread is about to run Lua after a wait (an attached host
+  /// resumes a coroutine: a request begins): `charge()` (the handler's
+  /// path: the periods due now, at the host's position) and the tick timer
+  /// back on if pace() had switched it off. Else the first signal of the
+  /// burst comes from the CPU-clock timer, which the kernel fires only at
+  /// its tick (4 ms on Debian's kernels), and its periods, owed since the
+  /// burst began, are all charged where it lands: a host serving short
+  /// requests had the first function of each request charged to the next
+  /// (HAProxy: 63% where 75% was done). Lua thread only, never in the
+  /// handler; the signal is blocked while it writes what the handler writes.
+  template <class F>
+  void wake(F&& charge) noexcept {
+    if (kind_ != SamplerKind::timer || !has_cpu_timer_ || tick_on_) return;
+    sigset_t old;
+    block(old);
+    if (!tick_on_) {  // the handler may have switched it in between
+      charge();
+      tick_again();
+    }
+    unblock(old);
+  }
 
   // ---- the handler's side (on_signal, Lua thread) ----
   /// Periods of the clock due now, 0 when none (timer mode: reads the
@@ -91,6 +119,9 @@ class Sampler {
   uint64_t clock_now() const;
   bool start_timers(std::string& err);
   void pace(uint64_t now);
+  void block(sigset_t& old) noexcept;
+  void unblock(const sigset_t& old) noexcept;
+  void tick_again() noexcept;  ///< wake's: the tick timer on, the CPU-clock one off
   void poll_main() noexcept;
 
   SamplerKind kind_ = SamplerKind::none;

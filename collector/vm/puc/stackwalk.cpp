@@ -38,8 +38,13 @@ bool StackWalker::walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from
     // lua_getinfo must be asked on that thread. 5.2+ read the CallInfo itself.
     lua_State* via = LUA_VERSION_NUM >= 502 ? L : T;
     if (!lua_getstack(T, 0, &ar)) {
-      if (T == from_T) return false;
-      continue;
+      if (T != from_T) continue;
+      if (t > 0) return false;
+      // The recorded CallInfo is at or below the top, so it was the base:
+      // no function ran on the outermost thread when the signal came.
+      if (!host_frame_) host_frame_ = frames_.named("[host] outside Lua");
+      out.assign(1, host_frame_);
+      return true;
     }
     if (ci_walk_ok_) {
       const void* top = luaint::ci_of(ar);

@@ -43,7 +43,10 @@ class StackWalker {
   /// The frames of L's stack and its resumers', leaf first. With `from_T`,
   /// the walk starts at `from_ci` on thread from_T (a frame the signal or
   /// the allocator recorded): false, `out` undefined, when from_T is not
-  /// in L's resume chain or from_ci no longer on from_T's stack.
+  /// in L's resume chain or from_ci no longer on from_T's stack. A frame
+  /// recorded on the outermost thread with no function running (a host
+  /// that embeds Lua was in its own code: luaflame attach) is the one frame
+  /// "[host] outside Lua", not the stack the hook finds later.
   bool walk(lua_State* L, std::vector<uint32_t>& out, lua_State* from_T = nullptr,
             const void* from_ci = nullptr);
   /// The tree node of a call path given leaf first (created if new).
@@ -66,6 +69,7 @@ class StackWalker {
   const bool& lines_;
   const bool& ci_walk_ok_;
   std::vector<uint32_t> scratch_;  ///< reused by node()
+  uint32_t host_frame_ = 0;        ///< "[host] outside Lua", named when first met
 };
 
 }  // namespace lfc

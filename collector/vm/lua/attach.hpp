@@ -1,0 +1,45 @@
+// `luaflame attach` (docs/attach.md): what the preloaded shim
+// (collector/attach/shim.cpp, which knows no Lua header) finds in the
+// luaflame.so of the Lua a host links. The shim looks the three functions up
+// by these names with dlsym; a change of their meaning changes the version
+// in the names, so an older shim finds none and says so.
+//
+//   int  luaflame_attach_open_v1(lua_State* L, const char* program, unsigned n)
+//        after the host's luaL_openlibs(L) on the state numbered n (1, 2, ...)
+//        of this process: starts its run from LUAFLAME_* (name PROGRAM#N,
+//        tags program, pid, host); 0 when profiling, -1 when not (said on
+//        stderr, the host goes on unprofiled).
+//   void luaflame_attach_close_v1(lua_State* L)
+//        before the host's lua_close(L): ends L's run when it has one.
+//   int  luaflame_attach_resume_v1(lua_State* co, int entering)
+//        around the host's own lua_resume(co, ...) (1 before, 0 after, the
+//        latter only when the former returned 1): the profiled state's run
+//        follows the coroutine as it follows coroutine.resume.
+#pragma once
+
+struct lua_State;
+
+// The names, once: lua_entry.cpp defines them, the shim looks up their text.
+#define LUAFLAME_ATTACH_OPEN luaflame_attach_open_v1
+#define LUAFLAME_ATTACH_CLOSE luaflame_attach_close_v1
+#define LUAFLAME_ATTACH_RESUME luaflame_attach_resume_v1
+#define LUAFLAME_ATTACH_TEXT_(x) #x
+#define LUAFLAME_ATTACH_TEXT(x) LUAFLAME_ATTACH_TEXT_(x)
+
+using luaflame_attach_open_fn = int (*)(lua_State*, const char*, unsigned);
+using luaflame_attach_close_fn = void (*)(lua_State*);
+using luaflame_attach_resume_fn = int (*)(lua_State*, int);
+
+#ifndef LUAFLAME_ATTACH_SHIM
+#include "vm/lua/boundary.hpp"
+
+namespace lfc::attach {
+int open(lua_State* L, const char* program, unsigned n) LF_LUA_ENTRY;
+void close(lua_State* L) LF_LUA_ENTRY;
+/// The adapter's: the host resumes co (entering) or co is back; true when
+/// the run followed it (then the return is told too).
+bool host_resume(lua_State* co, bool entering) noexcept;
+/// The adapter's: set up what an attached host needs before its first run.
+void adapter_setup() noexcept;
+}  // namespace lfc::attach
+#endif

@@ -1,0 +1,158 @@
+#!/bin/bash
+# luaflame attach on real hosts from Debian, unmodified (docs/attach.md):
+# nmap and HAProxy (liblua5.3), Neovim and sysbench (libluajit-5.1). Each is
+# run alone and attached: the same output and exit status; the run lands on
+# a luaflame-server on loopback, tagged; the known answer of a workload
+# written here (heavy does three times light's work) is found. Then what
+# cannot be attached: a program with Lua linked in (lua5.3), a set-user-ID
+# program, a module that cannot load: one line, the program runs as alone.
+# A host that is not installed is skipped with its reason; all skipped: 77.
+#   attach_test.sh LUAFLAME LUAFLAME_SERVER
+set -u
+LF=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../support/server.sh"
+lf_e2e_server "$(realpath "$2")"
+fails=0 ran=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $1: $2"; }
+
+# shares FILE -> "HEAVY LIGHT TOTAL": samples with heavy / light on the stack.
+shares() {
+  awk '{n = $NF; t += n; if ($0 ~ /(^|;)heavy /) h += n; if ($0 ~ /(^|;)light /) l += n}
+       END {printf "%d %d %d\n", h, l, t}' "$1"
+}
+
+# check_run NAME FILE PROGRAM: the file and the server's run hold the known
+# answer: heavy the hottest, 55-92% of heavy + light (75% by the work done;
+# JIT-compiled loops and short runs move it); the run tagged with the program
+# and its Lua.
+check_run() {
+  local name=$1 file=$2 prog=$3 h l t
+  [ -s "$file" ] || { fail "$name: no profile written ($file)"; return; }
+  read -r h l t < <(shares "$file")
+  echo "$name: heavy $h, light $l of $t samples"
+  if [ "$h" -le "$l" ] || [ $((h * 100)) -lt $(((h + l) * 55)) ] || [ $((h * 100)) -gt $(((h + l) * 92)) ]; then
+    fail "$name: heavy $h, light $l: not the known answer (75%): $(sort -t' ' -k2 -rn "$file" | head -3)"
+  fi
+  local q=${name//#/%23} runs id run
+  runs=$(curl -sf "$url/api/runs?name=$q")
+  id=$(echo "$runs" | grep -o '"id":[0-9]*' | head -1 | cut -d: -f2)
+  [ -n "$id" ] || { fail "$name: no run on the server: $runs"; return; }
+  run=$(curl -sf "$url/api/runs/$id")
+  [[ $run == *"\"program\":\"$prog\""* && $run == *'"pid":"'* && $run == *'"lua":"'* ]] ||
+    fail "$name: run $id tags: $run"
+  curl -sf "$url/api/runs/$id/profile.folded?metric=samples" | grep -q ';heavy ' ||
+    fail "$name: the server's run has no heavy frame"
+}
+
+# same NAME A B: two outputs of the program, alone and attached, are equal.
+same() {
+  cmp -s "$2" "$3" || fail "$1: output differs attached: $(diff "$2" "$3" | head -5)"
+}
+
+host_nmap() {
+  command -v nmap >/dev/null || { skip nmap "nmap is not installed"; return; }
+  local args=(-Pn -n -p "$LF_PORT" --script "$HERE/hot.nse" 127.0.0.1) rc0 rc1
+  cd "$tmp" || return
+  timeout 300 nmap "${args[@]}" > nmap.alone 2>&1; rc0=$?
+  timeout 300 "$LF" attach -o "$tmp/nmap.folded" --server "$url" -- nmap "${args[@]}" \
+    > nmap.attached 2> nmap.err; rc1=$?
+  [ "$rc0" = 0 ] && [ "$rc1" = "$rc0" ] || fail "nmap: exit $rc1 attached, $rc0 alone: $(cat nmap.err)"
+  # The times and latency of a scan differ from run to run.
+  for f in nmap.alone nmap.attached; do sed -i -E '/Starting Nmap|scanned in|latency/d' "$f"; done
+  same nmap nmap.alone nmap.attached
+  grep -q '|_hot: done' nmap.attached || fail "nmap: the script's result is missing"
+  check_run "nmap#1" "$tmp/nmap.folded" nmap
+  ran=$((ran + 1))
+}
+
+# haproxy_serve MODE: HAProxy serving the Lua service (alone or attached) for
+# 150 requests; its answers in haproxy.MODE, its exit status after a soft stop.
+haproxy_serve() {
+  local mode=$1 port pid rc
+  port=$(lf_free_port)
+  sed -e "s#@HERE@#$HERE#g" -e "s#@PORT@#$port#g" "$HERE/haproxy.cfg.in" > "$tmp/haproxy.cfg"
+  local pre=()
+  [ "$mode" = attached ] && pre=("$LF" attach -o "$tmp/haproxy.folded" --server "$url" --)
+  "${pre[@]}" haproxy -f "$tmp/haproxy.cfg" -db > "$tmp/haproxy.$mode.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/" > "$tmp/haproxy.$mode" && break; sleep 0.05; done
+  for _ in $(seq 150); do curl -sf "http://127.0.0.1:$port/"; done | sort | uniq -c >> "$tmp/haproxy.$mode"
+  kill -USR1 "$pid"  # a soft stop: haproxy ends, exit status 0
+  wait "$pid"; rc=$?
+  echo "exit $rc" >> "$tmp/haproxy.$mode"
+}
+
+host_haproxy() {
+  command -v haproxy >/dev/null || { skip haproxy "haproxy is not installed"; return; }
+  haproxy_serve alone
+  haproxy_serve attached
+  same haproxy "$tmp/haproxy.alone" "$tmp/haproxy.attached"
+  grep -q "150 ok" "$tmp/haproxy.attached" || fail "haproxy: answers: $(cat "$tmp/haproxy.attached")"
+  # HAProxy makes a second state for its thread: said, left unprofiled.
+  check_run "haproxy#1" "$tmp/haproxy.folded" haproxy
+  ran=$((ran + 1))
+}
+
+host_nvim() {
+  command -v nvim >/dev/null || { skip nvim "neovim is not installed"; return; }
+  local args=(--headless --clean -u NONE
+    -c "lua package.path = '$HERE/?.lua;' .. package.path; io.stdout:write(require('plugin').run(), '\\n')"
+    -c "qa!") rc0 rc1
+  cd "$tmp" || return
+  timeout 300 nvim "${args[@]}" > nvim.alone 2>/dev/null < /dev/null; rc0=$?
+  timeout 300 "$LF" attach -o "$tmp/nvim.folded" --server "$url" -- nvim "${args[@]}" \
+    > nvim.attached 2> nvim.err < /dev/null; rc1=$?
+  [ "$rc0" = 0 ] && [ "$rc1" = "$rc0" ] || fail "nvim: exit $rc1 attached, $rc0 alone: $(cat nvim.err)"
+  same nvim nvim.alone nvim.attached
+  check_run "nvim#1" "$tmp/nvim.folded" nvim
+  ran=$((ran + 1))
+}
+
+host_sysbench() {
+  command -v sysbench >/dev/null || { skip sysbench "sysbench is not installed"; return; }
+  local args=(--threads=1 --events=60 --time=0 "$HERE/bench.lua" run) rc0 rc1
+  cd "$tmp" || return
+  timeout 300 sysbench "${args[@]}" > sysbench.alone 2>&1; rc0=$?
+  # State 1 is sysbench's main state, idle while the worker's state 2 runs
+  # the events (docs/attach.md: one state profiled at a time).
+  LUAFLAME_ATTACH_STATE=2 timeout 300 "$LF" attach -o "$tmp/sysbench.folded" --server "$url" -- \
+    sysbench "${args[@]}" > sysbench.attached 2> sysbench.err; rc1=$?
+  [ "$rc0" = 0 ] && [ "$rc1" = "$rc0" ] || fail "sysbench: exit $rc1 attached, $rc0 alone: $(cat sysbench.err)"
+  for f in sysbench.alone sysbench.attached; do
+    grep -E 'total number of events: +60' "$f" > /dev/null || fail "sysbench: $f: not 60 events"
+  done
+  check_run "sysbench#2" "$tmp/sysbench-2.folded" sysbench
+  ran=$((ran + 1))
+}
+
+# What cannot be attached says so in one line, and the program runs as alone.
+cannot_attach() {
+  cd "$tmp" || return
+  if command -v lua5.3 >/dev/null && ! ldd "$(command -v lua5.3)" | grep -q liblua; then
+    out=$("$LF" attach -- lua5.3 -e 'print("alone")' 2> static.err); rc=$?
+    [ "$out" = alone ] && [ "$rc" = 0 ] || fail "Lua linked in: output '$out', exit $rc"
+    grep -q 'made no Lua state through a shared Lua library' static.err ||
+      fail "Lua linked in: not said: $(cat static.err)"
+  fi
+  cp "$(type -P true)" "$tmp/suid-true" && chmod u+s "$tmp/suid-true"
+  "$LF" attach -- "$tmp/suid-true" 2> suid.err; rc=$?
+  [ "$rc" = 0 ] && grep -q 'set-user-ID' suid.err || fail "set-user-ID: exit $rc: $(cat suid.err)"
+  if command -v nmap >/dev/null; then
+    LUAFLAME_ATTACH_LUA53=/nonexistent/luaflame.so "$LF" attach -o "$tmp/none.folded" -- \
+      nmap -Pn -n -p "$LF_PORT" --script "$HERE/hot.nse" 127.0.0.1 > none.out 2> none.err; rc=$?
+    [ "$rc" = 0 ] && grep -q '|_hot: done' none.out || fail "no module: exit $rc, $(cat none.out)"
+    grep -q 'cannot load /nonexistent/luaflame.so' none.err || fail "no module: not said: $(cat none.err)"
+    [ ! -e "$tmp/none.folded" ] || fail "no module: a profile was written"
+  fi
+}
+
+host_nmap
+host_haproxy
+host_nvim
+host_sysbench
+cannot_attach
+[ "$ran" = 0 ] && [ "$fails" = 0 ] && { echo "attach: no host installed"; exit 77; }
+[ "$fails" = 0 ] && echo "attach: $ran hosts profiled, all checks passed"
+exit $((fails > 0))
