@@ -66,7 +66,7 @@ std::string find_program(const std::string& prog) {
   for (std::size_t i = 0; i <= dirs.size();) {
     std::size_t j = dirs.find(':', i);
     if (j == std::string::npos) j = dirs.size();
-    const std::string f = (j > i ? dirs.substr(i, j - i) : ".") + "/" + prog;
+    std::string f = (j > i ? dirs.substr(i, j - i) : ".") + "/" + prog;
     if (access(f.c_str(), X_OK) == 0) return f;
     i = j + 1;
   }

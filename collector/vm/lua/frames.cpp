@@ -381,7 +381,7 @@ void FrameTable::preset_makers(lua_State* L) {
   // NOLINTNEXTLINE(bugprone-sizeof-expression)
   lua_pushcfunction(T, [](lua_State* S) noexcept {
     luaL_Buffer b;
-    luaL_buffinitsize(S, &b, 4 * LUAL_BUFFERSIZE);  // big enough for a box
+    (void)luaL_buffinitsize(S, &b, 4 * LUAL_BUFFERSIZE);  // big enough for a box
     lua_CFunction f = nullptr;
     if (lua_type(S, -1) == LUA_TUSERDATA && lua_getmetatable(S, -1)) {
       lua_getfield(S, -1, "__close");
