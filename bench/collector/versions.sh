@@ -2,7 +2,7 @@
 # The collector's cost on every Lua (issue 29): Debian's luacheck over
 # penlight's sources, run by each version's stock interpreter and by
 # `luaflame run --lua V` in sample mode at 1 kHz and in trace mode.
-#   bench/collector/versions.sh [BUILD_DIR] [ROUNDS]
+#   bench/collector/versions.sh [BUILD_DIR] [ROUNDS]   (VERSIONS="5.3 5.4": only those)
 # Prints one table (docs/collector.md, "Every Lua: cost"):
 #   instructions (callgrind, the whole process): trace / plain is exact (the
 #     trace's work does not depend on time). Sampling's work does: under
@@ -31,13 +31,13 @@ run_lf() {  # run_lf V MODE HZ [summary file]
   env LUA_PATH="$lp" "$LF" run --lua "$1" --mode "$2" --hz "$3" -o "$work/p.folded" "${target[@]}" \
     > /dev/null 2> "${4:-/dev/null}" || true
 }
-cpu() {  # cpu COMMAND...: user + sys seconds of one run
-  local t; t=$( { /usr/bin/time -f '%U %S' "$@" > /dev/null 2> /dev/null; } 2>&1 | tail -1)
-  awk -v t="$t" 'BEGIN { split(t, a, " "); printf "%.3f", a[1] + a[2] }'
+cpu() {  # cpu COMMAND...: user + sys seconds of one run (luacheck exits 1 on warnings)
+  /usr/bin/time -o "$work/time" -f '%U %S' "$@" > /dev/null 2>&1 || true
+  tail -1 "$work/time" | awk '{printf "%.3f", $1 + $2}'
 }
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 ir() {  # ir COMMAND...: instructions of the whole process (all threads)
-  valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p" "$@" > /dev/null 2> "$work/vg.err" || true
+  valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$work/cg.%p" "$@" > /dev/null 2> "$work/vg.err" || true
   local total=0 f
   for f in "$work"/cg.*; do total=$((total + $(awk '/^summary:/ {print $2}' "$f"))); done
   rm -f "$work"/cg.*
@@ -47,7 +47,7 @@ events() { sed -n 's/.*(\([0-9]*\) events,.*/\1/p' "$1" | head -1; }
 
 printf '| Lua | plain Ir | trace Ir | trace | Ir per sample | sample 1 kHz (Ir) | plain CPU | sample 1 kHz CPU | trace CPU |\n'
 printf '|---|---|---|---|---|---|---|---|---|\n'
-for v in 5.1 5.2 5.3 5.4 luajit; do
+for v in ${VERSIONS:-5.1 5.2 5.3 5.4 luajit}; do
   if ! command -v "$(interp "$v")" > /dev/null || ! "$LF" run --lua list | grep -q "^$v "; then
     echo "| $v | not installed | | | | | | | |"; continue
   fi
