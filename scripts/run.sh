@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 source scripts/build-env.sh
 cmake -S . -B build "${LUAFLAME_CMAKE_OPTIONS[@]}" >/dev/null
-cmake --build build -j"$(nproc)" --target luaflame-server luaflame luaflame_lua
+# Everything, so that the README's `luaflame run --lua V` and `luaflame attach`
+# (its shim and each Lua's module) work after this command alone.
+cmake --build build -j"$(nproc)"
 exec build/server/luaflame-server --listen "${LUAFLAME_LISTEN:-127.0.0.1:8080}" \
   --data "${LUAFLAME_DATA:-data}" "$@"
