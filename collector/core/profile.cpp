@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "core/streamer.hpp"
@@ -37,11 +39,6 @@ int column(const std::vector<std::string>& metrics, const char* m) {
     if (metrics[i] == m) return static_cast<int>(i);
   return -1;
 }
-
-// Who ends the run: none yet, stop() on the Lua thread,
-// finish_outside on the signal watcher's thread, stop() done.
-enum Ending : int { kRunning, kStopping, kFinishing, kStopped };
-std::atomic<int> g_ending{kRunning};
 
 // The run's lua=... tag: which Lua it came from (docs/collector.md, "Every
 // Lua"). A tag the program set wins; a run already at the server's default
@@ -84,42 +81,74 @@ Summary Profile::outside_summary() const {
   return sum;
 }
 
+int Profile::column_of(const std::string& metric, std::string& err) const {
+  if (metric.empty()) return 0;
+  const int col = column(metrics, metric.c_str());
+  if (col >= 0) return col;
+  err = "metric '" + metric + "' is not recorded in this mode (recorded:";
+  for (const auto& m : metrics) err += " " + m;
+  err += ")";
+  return -1;
+}
+
 std::string mode_name(const Options& o) {
   std::string m = o.trace ? (o.sample ? "both" : "trace") : (o.sample ? "sample" : "");
   if (o.alloc) m += m.empty() ? "alloc" : "+alloc";
   return m;
 }
 
-void ending_reset() {
-  g_ending.store(kRunning);
+namespace {
+
+std::mutex g_ending_mu;             // orders a run's end against finish_outside_all's visit
+std::atomic<int> g_stops_going{0};  // stop()s between ending_begin_stop and ending_stopped
+
+void finish_outside(Profile& p) {
+  Summary sum = p.outside_summary();
+  p.output.write(sum);
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (p.streamer) p.streamer->finish(sum);
 }
 
-void ending_begin_stop() {
-  int expect = kRunning;
-  if (!g_ending.compare_exchange_strong(expect, kStopping) && expect == kFinishing)
+}  // namespace
+
+std::mutex& ending_mutex() {
+  return g_ending_mu;
+}
+
+void ending_begin_stop(Profile& p) {
+  int expect = Profile::kRunning;
+  {
+    std::lock_guard<std::mutex> lock(g_ending_mu);
+    if (p.ending.compare_exchange_strong(expect, Profile::kStopping)) ++g_stops_going;
+  }
+  if (expect == Profile::kFinishing)
     for (;;) pause();  // finish_outside has the run: the process ends with it
 }
 
-void ending_stopped() {
-  g_ending.store(kStopped);
+void ending_stopped(Profile& p) {
+  if (p.ending.exchange(Profile::kStopped) == Profile::kStopping) --g_stops_going;
 }
 
-bool finish_outside(Profile* p) {
-  int expect = kRunning;
-  if (!p || !g_ending.compare_exchange_strong(expect, kFinishing)) {
-    // The Lua thread's stop() writes and sends: its own bounded wait, plus a second.
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration<double>(Streamer::kFinishMaxSeconds + 1);
-    while (expect == kStopping && g_ending.load() == kStopping &&
-           std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return false;
+bool finish_outside_all(const std::function<void(const std::function<void(Profile&)>&)>& visit) {
+  std::vector<Profile*> taken;
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(g_ending_mu);
+    visit([&](Profile& p) {
+      int expect = Profile::kRunning;
+      if (p.ending.compare_exchange_strong(expect, Profile::kFinishing))
+        taken.push_back(&p);
+      else if (expect == Profile::kStopping)
+        stopping = true;
+    });
   }
-  Summary sum = p->outside_summary();
-  p->output.write(sum);
-  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
-  if (p->streamer) p->streamer->finish(sum);
-  return true;
+  for (Profile* p : taken) finish_outside(*p);
+  // A Lua thread's stop() writes and sends: its own bounded wait, plus a second.
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(Streamer::kFinishMaxSeconds + 1);
+  while (stopping && g_stops_going.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return !taken.empty();
 }
 
 }  // namespace lfc

@@ -14,7 +14,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,14 @@ class Profile {
   /// The Summary of a run still going, from what other threads may read:
   /// the clocks, the options, the tree's and names' published sizes.
   Summary outside_summary() const;
+  /// The tree's column of `metric` ("" = the first), or -1 with `err` set
+  /// (luaflame.folded's message).
+  int column_of(const std::string& metric, std::string& err) const;
+
+  /// Who ends this run (ending_* below): none yet, stop() on the Lua
+  /// thread, finish_outside on another thread, stop() done.
+  enum Ending : int { kRunning, kStopping, kFinishing, kStopped };
+  std::atomic<int> ending{kRunning};
 };
 
 /// Print the whole summary when the run ends at exit or lua_close (the runner sets it).
@@ -83,15 +93,19 @@ extern bool g_output_failed;
 /// The summary's name of a mode: "sample", "both", "trace+alloc"...
 std::string mode_name(const Options& o);
 
-/// Who ends a run: the adapter's stop() calls ending_begin_stop first
-/// (which never returns when finish_outside has the run: the process is
-/// ending) and ending_stopped last; start() calls ending_reset.
-/// finish_outside(p), from a thread that is not the Lua thread, writes the
-/// files and finishes the stream of a run still going, once (see
-/// finish_for_exit in collector.hpp).
-void ending_reset();
-void ending_begin_stop();
-void ending_stopped();
-bool finish_outside(Profile* p);
+/// Who ends a run (each run on its own: a process may hold several). The
+/// adapter's stop() calls ending_begin_stop first (which never returns when
+/// finish_outside_all has the run: the process is ending) and
+/// ending_stopped last, and takes a run out of its table of live runs (to
+/// delete it) only under ending_mutex(). finish_outside_all, from a thread
+/// that is not a Lua thread (finish_for_exit in collector.hpp), calls
+/// `visit` under that mutex; the adapter's visit hands it each live run.
+/// Runs still going are written and their streams finished, once; runs
+/// whose stop() runs already are waited for (bounded). True when it wrote
+/// some run.
+std::mutex& ending_mutex();
+void ending_begin_stop(Profile& p);
+void ending_stopped(Profile& p);
+bool finish_outside_all(const std::function<void(const std::function<void(Profile&)>&)>& visit);
 
 }  // namespace lfc

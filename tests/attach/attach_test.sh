@@ -67,31 +67,51 @@ host_nmap() {
   ran=$((ran + 1))
 }
 
-# haproxy_serve MODE: HAProxy serving the Lua service (alone or attached) for
-# 150 requests; its answers in haproxy.MODE, its exit status after a soft stop.
+# haproxy_serve CONFIG MODE REQUESTS PARALLEL: HAProxy (CONFIG.cfg.in) serving
+# the Lua service (alone or attached) for REQUESTS requests, PARALLEL at a
+# time; its answers in CONFIG.MODE, its exit status after a soft stop.
 haproxy_serve() {
-  local mode=$1 port pid rc
+  local cfg=$1 mode=$2 n=$3 par=$4 port pid rc
   port=$(lf_free_port)
-  sed -e "s#@HERE@#$HERE#g" -e "s#@PORT@#$port#g" "$HERE/haproxy.cfg.in" > "$tmp/haproxy.cfg"
+  sed -e "s#@HERE@#$HERE#g" -e "s#@PORT@#$port#g" "$HERE/$cfg.cfg.in" > "$tmp/$cfg.cfg"
   local pre=()
-  [ "$mode" = attached ] && pre=("$LF" attach -o "$tmp/haproxy.folded" --server "$url" --)
-  "${pre[@]}" haproxy -f "$tmp/haproxy.cfg" -db > "$tmp/haproxy.$mode.log" 2>&1 &
+  [ "$mode" = attached ] && pre=("$LF" attach -o "$tmp/$cfg.folded" --server "$url" --)
+  "${pre[@]}" haproxy -f "$tmp/$cfg.cfg" -db > "$tmp/$cfg.$mode.log" 2>&1 &
   pid=$!
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/" > "$tmp/haproxy.$mode" && break; sleep 0.05; done
-  for _ in $(seq 150); do curl -sf "http://127.0.0.1:$port/"; done | sort | uniq -c >> "$tmp/haproxy.$mode"
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/" > "$tmp/$cfg.$mode" && break; sleep 0.05; done
+  seq "$n" | xargs -P "$par" -I{} curl -sf "http://127.0.0.1:$port/" | sort | uniq -c >> "$tmp/$cfg.$mode"
   kill -USR1 "$pid"  # a soft stop: haproxy ends, exit status 0
   wait "$pid"; rc=$?
-  echo "exit $rc" >> "$tmp/haproxy.$mode"
+  echo "exit $rc" >> "$tmp/$cfg.$mode"
 }
 
 host_haproxy() {
   command -v haproxy >/dev/null || { skip haproxy "haproxy is not installed"; return; }
-  haproxy_serve alone
-  haproxy_serve attached
+  haproxy_serve haproxy alone 150 1
+  haproxy_serve haproxy attached 150 1
   same haproxy "$tmp/haproxy.alone" "$tmp/haproxy.attached"
   grep -q "150 ok" "$tmp/haproxy.attached" || fail "haproxy: answers: $(cat "$tmp/haproxy.attached")"
-  # HAProxy makes a second state for its thread: said, left unprofiled.
+  # State 2, HAProxy's state for its one thread, stays idle: its run is empty.
   check_run "haproxy#1" "$tmp/haproxy.folded" haproxy
+  ran=$((ran + 1))
+}
+
+# Two threads, a state each, made on the main thread and run on the workers:
+# each state's run holds its own thread's samples, and both the known answer.
+host_haproxy_threads() {
+  command -v haproxy >/dev/null || { skip "haproxy (2 threads)" "haproxy is not installed"; return; }
+  local f h l t
+  haproxy_serve haproxy-threads alone 300 4
+  haproxy_serve haproxy-threads attached 300 4
+  same "haproxy (2 threads)" "$tmp/haproxy-threads.alone" "$tmp/haproxy-threads.attached"
+  grep -q "300 ok" "$tmp/haproxy-threads.attached" ||
+    fail "haproxy (2 threads): answers: $(cat "$tmp/haproxy-threads.attached")"
+  for n in 2 3; do
+    f="$tmp/haproxy-threads-$n.folded"
+    check_run "haproxy#$n" "$f" haproxy
+    read -r h l t < <(shares "$f")
+    [ "$((h + l))" -ge 100 ] || fail "haproxy#$n: $((h + l)) samples of the service: its thread's are missing"
+  done
   ran=$((ran + 1))
 }
 
@@ -150,6 +170,7 @@ cannot_attach() {
 
 host_nmap
 host_haproxy
+host_haproxy_threads
 host_nvim
 host_sysbench
 cannot_attach

@@ -78,7 +78,7 @@ struct Lua {
     lfc::preload_module(L);
   }
   ~Lua() {
-    if (lfc::running()) lfc::stop(L);
+    if (lfc::running(L)) lfc::stop(L);
     lua_close(L);
   }
   // Runs `code` (chunk name `name`); returns "" or the error with traceback.

@@ -145,7 +145,7 @@ TEST_CASE("luaint: every fast path is on for this Lua") {
   CAPTURE(lua.global("OFF"));
   CHECK(lua.global("ON") ==
         "ci_walk signal_position hook_count lua_ident c_ident allowhook proto foreign "
-        "foreign_frames");
+        "foreign_frames states");
   CHECK(lua.global("OFF") == "");
 }
 
@@ -190,7 +190,7 @@ TEST_CASE("module: bad use raises clear Lua errors") {
     Lua lua;
     std::string err = lua.run(std::string("local lf = require 'luaflame'\n") + c.code);
     CHECK(err.find(c.message) != std::string::npos);
-    if (lfc::running()) lfc::stop(lua.L);
+    if (lfc::running(lua.L)) lfc::stop(lua.L);
   }
 }
 

@@ -83,7 +83,7 @@ int run_once(const char* mode, long fail_at, std::string& msg, long& count,
   const char* m = lua_tostring(L, -1);
   msg = m ? m : "";
   a.armed = false;
-  if (lfc::running()) lfc::stop(L);
+  if (lfc::running(L)) lfc::stop(L);
   lua_close(L);
   count = a.count;
   return st;

@@ -198,7 +198,7 @@ TEST_CASE("frames: two unnamed C functions under one caller give one folded line
     });
     CHECK(lua_pcall(L, 2, 0, 0) == LUA_OK);
     std::string folded;
-    CHECK(lfc::folded("calls", folded, err));
+    CHECK(lfc::folded(L, "calls", folded, err));
     lfc::stop(L);
     lua_close(L);
     CAPTURE(folded);

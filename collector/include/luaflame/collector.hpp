@@ -1,6 +1,8 @@
-// luaflame collector: the profiler that lives inside a Lua 5.4 program.
+// luaflame collector: the profiler that lives inside a Lua program.
 // The same core serves `require "luaflame"` (luaflame.so) and `luaflame run`.
-// One profiling session per process at a time (the sampler owns a signal).
+// One profiling session per Lua state: a process may profile several states
+// at once, on as many threads (docs/attach.md, "States and threads"; LuaJIT's
+// profiler is one per process, so is its session).
 #pragma once
 
 #include <cstdint>
@@ -127,17 +129,21 @@ struct Summary {
   bool profiler_shown = false;
 };
 
-/// Starts profiling the thread `L` of a Lua state. Replaces coroutine.resume
-/// and coroutine.wrap (to know which coroutine runs) until stop. Returns
-/// false with a message when a session runs already or the options are bad.
+/// Starts profiling the Lua state of thread `L` (each state its own run: a
+/// process may profile several at once, on as many threads, where the
+/// adapter can tell states apart; docs/attach.md). Replaces
+/// coroutine.resume and coroutine.wrap (to know which coroutine runs) until
+/// stop. Returns false with a message when L's state is profiled already,
+/// another state is and the adapter profiles one at a time, or the options
+/// are bad.
 bool start(lua_State* L, const Options& o, std::string& err);
 
-/// True while a session runs.
-bool running();
+/// True while a run profiles L's state.
+bool running(lua_State* L);
 
-/// Stops the session: restores hooks, signal handler, allocator and
-/// coroutine functions, writes the output files, sends the rest to the
-/// server (bounded wait), and reports. `L` may be null at process exit.
+/// Stops the run of L's state: restores hooks, signal handler, allocator
+/// and coroutine functions, writes the output files, sends the rest to the
+/// server (bounded wait), and reports. `L` null (process exit): every run.
 Summary stop(lua_State* L);
 
 /// The process is ending on a termination signal (the runners' SIGTERM
@@ -150,12 +156,12 @@ Summary stop(lua_State* L);
 /// ends the process right after.
 bool finish_for_exit();
 
-/// Writes the output files now and asks the streamer to send a chunk now.
-void flush();
+/// Writes the output files of L's run now and asks its streamer to send a chunk now.
+void flush(lua_State* L);
 
-/// The folded text of one metric so far ("" = the first metric). Returns
-/// false when there is no session or no such metric.
-bool folded(const std::string& metric, std::string& out, std::string& err);
+/// The folded text of one metric of L's run so far ("" = the first
+/// metric). Returns false when L's state has no run or no such metric.
+bool folded(lua_State* L, const std::string& metric, std::string& out, std::string& err);
 
 /// A one-paragraph text report of a summary, for stderr.
 std::string format_summary(const Summary& s);

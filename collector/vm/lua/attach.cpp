@@ -3,7 +3,10 @@
 // luaflame.so built for the Lua the host links, through attach.hpp.
 //
 // Contract: both are called on the host's thread that owns L, from the
-// shim's luaL_openlibs and lua_close, never from a signal handler. Nothing
+// shim's luaL_openlibs and lua_close, never from a signal handler; several
+// threads may call them at once for different states (each state its own
+// run, where the adapter tells states apart: Lua 5.1-5.4; LuaJIT's
+// profiler is one per process, so a second state is not profiled there). Nothing
 // crosses back into the host: a C++ exception is caught here, a Lua error
 // stays inside lua_pcall (start_session runs under it). The options come
 // from LUAFLAME_* in the environment, as for any program.
@@ -11,8 +14,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "luaflame/collector.hpp"
@@ -31,9 +36,8 @@ namespace attach {
 
 namespace {
 
-lua_State* g_L = nullptr;  // the state whose run is going (one run per process at a time)
-bool g_quiet = false;
-bool g_said_busy = false;
+std::atomic<bool> g_quiet{false};
+std::atomic<bool> g_said_busy{false};
 
 void say(const char* host, unsigned n, const std::string& what) {
   std::fprintf(stderr, "luaflame attach: %s#%u %s\n", host, n, what.c_str());
@@ -70,12 +74,6 @@ bool options_for(const char* host, unsigned n, Options& o, std::string& err) {
 }  // namespace
 
 int open(lua_State* L, const char* host, unsigned n) LF_LUA_ENTRY {
-  if (running()) {
-    if (!g_said_busy)
-      say(host, n, "not profiled: another state of this process is (one run at a time)");
-    g_said_busy = true;
-    return -1;
-  }
   Options o;
   std::string err;
   bool ok = false;
@@ -89,19 +87,19 @@ int open(lua_State* L, const char* host, unsigned n) LF_LUA_ENTRY {
   lua_pushlightuserdata(L, &o);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
     const char* msg = lua_tostring(L, -1);
-    say(host, n, std::string("not profiled: ") + (msg ? msg : "cannot start"));
+    // Another state's run holds the process (LuaJIT): said once, not per state.
+    const bool busy = msg && std::strstr(msg, "already running on another");
+    if (!busy || !g_said_busy.exchange(true))
+      say(host, n, std::string("not profiled: ") + (msg ? msg : "cannot start"));
     lua_pop(L, 1);
     return -1;
   }
-  g_L = L;
   g_quiet = o.quiet;
   g_report_at_exit = !o.quiet;  // a state never closed is reported at exit
   return 0;
 }
 
 void close(lua_State* L) LF_LUA_ENTRY {
-  if (L != g_L) return;
-  g_L = nullptr;
   run::end_session(L, g_quiet);
 }
 

@@ -267,7 +267,7 @@ int l_start(lua_State* L) LF_LUA_ENTRY {
 }
 
 int l_stop(lua_State* L) LF_LUA_ENTRY {
-  if (!running())
+  if (!running(L))
     return luaL_error(L, "luaflame.stop: luaflame is not running (call luaflame.start first)");
   bool ok = false;
   const char* failed = cxx_guard([&] {
@@ -317,8 +317,8 @@ int l_profile(lua_State* L) LF_LUA_ENTRY {
 }
 
 int l_flush(lua_State* L) LF_LUA_ENTRY {
-  if (!running()) return luaL_error(L, "luaflame.flush: luaflame is not running");
-  if (const char* failed = cxx_guard([] { flush(); }))
+  if (!running(L)) return luaL_error(L, "luaflame.flush: luaflame is not running");
+  if (const char* failed = cxx_guard([L] { flush(L); }))
     return raise_failure(L, "luaflame.flush", failed);
   return 0;
 }
@@ -328,7 +328,7 @@ int l_folded(lua_State* L) LF_LUA_ENTRY {
   bool ok = false;
   const char* failed = cxx_guard([&] {
     std::string out, err;
-    if (folded(metric, out, err)) {
+    if (folded(L, metric, out, err)) {
       ok = protected_push(L, push_string_body, &out);
       return;
     }
@@ -338,7 +338,7 @@ int l_folded(lua_State* L) LF_LUA_ENTRY {
 }
 
 int l_running(lua_State* L) LF_LUA_ENTRY {
-  lua_pushboolean(L, running());
+  lua_pushboolean(L, running(L));
   return 1;
 }
 

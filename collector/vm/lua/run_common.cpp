@@ -142,7 +142,7 @@ int start_session(lua_State* L) LF_LUA_ENTRY {
 }
 
 void end_session(lua_State* L, bool quiet) {
-  if (!running()) return;
+  if (!running(L)) return;
   Summary s = stop(L);
   if (!quiet || !s.stream_error.empty() || !s.fallback_file.empty())
     std::fprintf(stderr, "%s", format_summary(s).c_str());

@@ -236,12 +236,33 @@ void JitState::leave(lua_State* co) {
 using jit::g_jit;
 using jit::JitState;
 
-bool running() {
-  return g_jit.load() != nullptr;
+namespace {
+
+// L is a thread of the state the run profiles: they share the registry.
+// LuaJIT's profiler is one per process (luaJIT_profile_start), so is the run.
+bool profiles(const JitState* j, lua_State* L) {
+  if (!j || !L || !lua_checkstack(L, 1) || !lua_checkstack(j->L, 1)) return false;
+  if (j->L == L) return true;
+  lua_pushvalue(L, LUA_REGISTRYINDEX);
+  lua_pushvalue(j->L, LUA_REGISTRYINDEX);
+  const bool same = lua_topointer(L, -1) == lua_topointer(j->L, -1);
+  lua_pop(L, 1);
+  lua_pop(j->L, 1);
+  return same;
+}
+
+}  // namespace
+
+bool running(lua_State* L) {
+  return profiles(g_jit.load(), L);
 }
 
 bool start(lua_State* L, const Options& o, std::string& err) {
-  if (g_jit.load()) return err = "luaflame is already running (call luaflame.stop() first)", false;
+  if (JitState* other = g_jit.load())
+    return err = profiles(other, L) ? "luaflame is already running (call luaflame.stop() first)"
+                                    : "luaflame is already running on another state of this "
+                                      "process (LuaJIT's profiler is one per process)",
+           false;
   if (o.alloc) return err = jit::kNoAlloc, false;
   static std::once_flag exit_once;
   std::call_once(exit_once, [] {
@@ -267,7 +288,6 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   jit::install_coroutine_wrappers(L, *j);
   j->closer_id = closer::add(L, jit::on_state_close);
   JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
-  ending_reset();
   g_jit.store(raw);
   if (s.opt.trace) {
     // Hooks do not fire in compiled code: the tracer runs the program on
@@ -291,15 +311,16 @@ bool start(lua_State* L, const Options& o, std::string& err) {
 }
 
 bool finish_for_exit() {
-  JitState* j = g_jit.load();
-  return finish_outside(j ? j->s.get() : nullptr);
+  return finish_outside_all([](const std::function<void(Profile&)>& each) {
+    if (JitState* j = g_jit.load()) each(*j->s);
+  });
 }
 
 Summary stop(lua_State* L) {
   Summary sum;
   JitState* j = g_jit.load();
-  if (!j) return sum;
-  ending_begin_stop();
+  if (!j || (L && !profiles(j, L))) return sum;
+  ending_begin_stop(*j->s);
   jit::JRun& s = *j->s;
   if (s.opt.sample) j->stop_sampler();
   if (s.opt.trace) {
@@ -317,7 +338,10 @@ Summary stop(lua_State* L) {
     jit::restore_coroutine_wrappers(L, *j);
     closer::drop(L);
   }
-  g_jit.store(nullptr);
+  {
+    std::lock_guard<std::mutex> lock(ending_mutex());  // finish_for_exit's visit
+    g_jit.store(nullptr);
+  }
 
   sum.mode = s.opt.trace ? (s.opt.sample ? "both" : "trace") : "sample";
   sum.lua = vm_release();
@@ -350,38 +374,27 @@ Summary stop(lua_State* L) {
   for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (sum.files_failed) g_output_failed = true;
   if (s.streamer) s.streamer->finish(sum);
+  ending_stopped(s);
   delete j;
-  ending_stopped();
   return sum;
 }
 
-void flush() {
+void flush(lua_State* L) {
   JitState* j = g_jit.load();
-  if (!j) return;
+  if (!profiles(j, L)) return;
   Summary written;
   j->s->output.write(written);
   for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (j->s->streamer) j->s->streamer->flush_now();
 }
 
-bool folded(const std::string& metric, std::string& out, std::string& err) {
+bool folded(lua_State* L, const std::string& metric, std::string& out, std::string& err) {
   JitState* j = g_jit.load();
-  if (!j) return err = "luaflame is not running", false;
-  const jit::JRun& s = *j->s;
-  int col = 0;
-  if (!metric.empty()) {
-    col = -1;
-    for (std::size_t i = 0; i < s.metrics.size(); ++i)
-      if (s.metrics[i] == metric) col = static_cast<int>(i);
-    if (col < 0) {
-      err = "metric '" + metric + "' is not recorded in this mode (recorded:";
-      for (const auto& m : s.metrics) err += " " + m;
-      err += ")";
-      return false;
-    }
-  }
-  if (s.opt.trace) j->charge_now();
-  out = s.output.folded_text(col);
+  if (!profiles(j, L)) return err = "luaflame is not running", false;
+  const int col = j->s->column_of(metric, err);
+  if (col < 0) return false;
+  if (j->s->opt.trace) j->charge_now();
+  out = j->s->output.folded_text(col);
   return true;
 }
 

@@ -6,6 +6,7 @@
 
 #include "vm/lua/attach.hpp"
 #include "vm/puc/session.hpp"
+#include "vm/puc/sessions.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -78,11 +79,11 @@ int aux_resume(lua_State* L, lua_State* co, int narg) {
 #if LUA_VERSION_NUM == 501
   lua_setlevel(L, co);
 #endif
-  Session* s = g_session.load(std::memory_order_relaxed);
+  Session* s = sessions::of(L);
   if (s) s->on_resume(L, co);
   int nres = 0;
   int status = lua_resume(co, L, narg, &nres);
-  Session* s2 = g_session.load(std::memory_order_relaxed);
+  Session* s2 = sessions::of(L);
   if (s2 && s2 == s) s2->on_return(L, co);
   if (status == LUA_OK || status == LUA_YIELD) {
     if (!lua_checkstack(L, nres + 1)) {
@@ -195,13 +196,20 @@ bool same_state(lua_State* L, lua_State* co) {
 }  // namespace
 
 // A coroutine the host's C code resumes with lua_resume (seen by luaflame
-// attach's shim: HAProxy runs every request so), told to the session as
-// coroutine.resume would. Only on the profiled state's Lua thread, only for
-// a thread of that state, and not for what lf_resume resumes (its
-// lua_resume passes through the shim too: the chain shows co entered).
+// attach's shim: HAProxy runs every request so), told to the session of
+// its state as coroutine.resume would. Only for a thread of that state, and
+// not for what lf_resume resumes (its lua_resume passes through the shim
+// too: the chain shows co entered). A resume from another thread than the
+// state ran on, while it runs no Lua (the chain holds its main thread
+// alone), moves the session there (HAProxy runs per-thread states made on
+// its main thread on its workers, and a shared state on each in turn).
 bool attach::host_resume(lua_State* co, bool entering) noexcept {
-  Session* s = g_session.load(std::memory_order_relaxed);
-  if (!s || !s->coroutines.on_lua_thread()) return false;
+  Session* s = sessions::of(co);
+  if (!s) return false;
+  if (!s->coroutines.on_lua_thread()) {
+    if (!entering || s->coroutines.chain().size() != 1) return false;
+    s->follow_thread();
+  }
   const std::vector<lua_State*>& chain = s->coroutines.chain();
   if (chain.empty()) return false;
   if (entering) {

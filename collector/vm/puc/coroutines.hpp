@@ -45,7 +45,11 @@ class Coroutines {
   /// on the calling thread (the Lua thread).
   void start(lua_State* L);
   /// The calling thread is the one that runs the profiled state.
-  bool on_lua_thread() const { return pthread_equal(pthread_self(), owner_) != 0; }
+  bool on_lua_thread() const {
+    return pthread_equal(pthread_self(), owner_.load(std::memory_order_relaxed)) != 0;
+  }
+  /// The state runs on the calling thread from now on (Session::follow_thread).
+  void move_here() { owner_.store(pthread_self(), std::memory_order_relaxed); }
   /// L resumes co. Inside the caller's critical section.
   void enter(lua_State* co, HookChain& hooks);
   /// co yielded, returned or failed back to L. Inside the caller's critical section.
@@ -56,7 +60,7 @@ class Coroutines {
  private:
   std::atomic<lua_State*> current_{nullptr};
   std::vector<lua_State*> chain_;
-  pthread_t owner_{};
+  std::atomic<pthread_t> owner_{};
 };
 
 /// coroutine.resume/wrap swapped for the tracking ones (coroutines.cpp).

@@ -18,11 +18,14 @@
 // wrappers, and the hooks given back at stop. It also swaps library
 // functions for luaflame's (swap_library: debug.sethook/gethook here,
 // coroutine.resume/wrap in coroutines.cpp) and puts them back.
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 
 #include "vm/lua/boundary.hpp"
 #include "vm/puc/alloc.hpp"
 #include "vm/puc/session.hpp"
+#include "vm/puc/sessions.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -36,9 +39,20 @@ const char* const kHookedThreads = "luaflame.hooked";  // weak-keyed: threads wi
 lua_Hook g_hookf = nullptr;  // ldblib.c's hookf: the hook debug.sethook installs
 
 // The hook left on threads after stop (coroutines created while profiling
-// inherit ours): on their next event they take this one back.
-lua_Hook g_after_hook = nullptr;
-int g_after_mask = 0, g_after_count = 0;
+// inherit ours): on their next event they take their state's back. One
+// entry per state whose session ended (the last kAfter; when more, the
+// oldest entry goes). Written under g_after_mu by stop, read without a
+// lock by lf_hook_after_stop on the state's thread: the key is cleared
+// while an entry is rewritten.
+struct After {
+  std::atomic<const void*> key{nullptr};
+  lua_Hook hook = nullptr;
+  int mask = 0, count = 0;
+};
+constexpr int kAfter = 64;
+After g_after[kAfter];
+int g_after_next = 0;
+std::mutex g_after_mu;
 
 int event_mask(int ev) {
   return ev == LUA_HOOKTAILCALL ? LUA_MASKCALL : (1 << ev);
@@ -62,18 +76,18 @@ int lf_sethook(lua_State* L) noexcept {
   if (!f) return 0;
   lua_State* T = target(L);
   f(L);
-  Session* s = g_session.load(std::memory_order_relaxed);
+  Session* s = sessions::of(L);
   if (s && s->opt.trace) {
     // Its bookkeeping allocates: what it throws ends profiling, not the program.
     if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T); }))
-      abandon_session(failed, "debug.sethook's wrapper");
+      abandon_session(s, failed, "debug.sethook's wrapper");
   }
   return 0;
 }
 
 // debug.gethook: ldblib.c's db_gethook, answered from the chained hook.
 int lf_gethook(lua_State* L) noexcept {
-  Session* s = g_session.load(std::memory_order_relaxed);
+  Session* s = sessions::of(L);
   lua_State* T = target(L);
   if (!s || !s->opt.trace || lua_gethook(T) != lf_hook) {
     lua_CFunction f = orig(L, "luaflame.orig.gethook");
@@ -162,17 +176,30 @@ void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::s
   lua_pop(L, 1);
 }
 
-void set_hook_after_stop(lua_Hook h, int mask, int count) {
-  g_after_hook = h;
-  g_after_mask = mask;
-  g_after_count = count;
+void set_hook_after_stop(const void* key, lua_Hook h, int mask, int count) {
+  std::lock_guard<std::mutex> lock(g_after_mu);
+  After* e = nullptr;
+  for (After& a : g_after)
+    if (a.key.load(std::memory_order_relaxed) == key) e = &a;
+  if (!e) e = &g_after[g_after_next++ % kAfter];
+  e->key.store(nullptr, std::memory_order_release);
+  e->hook = h, e->mask = mask, e->count = count;
+  e->key.store(key, std::memory_order_release);
 }
 
 // lf_hook itself (the hot path: Tracer::trace_fast) and its slow path
 // (Session::hook) are in tracer.cpp.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept {
-  lua_sethook(L, g_after_hook, g_after_mask, g_after_count);
-  if (g_after_hook && (g_after_mask & event_mask(ar->event))) g_after_hook(L, ar);
+  const void* key = sessions::key_of(L);
+  lua_Hook h = nullptr;
+  int mask = 0, count = 0;
+  for (const After& a : g_after)
+    if (a.key.load(std::memory_order_acquire) == key) {
+      h = a.hook, mask = a.mask, count = a.count;
+      break;
+    }
+  lua_sethook(L, h, mask, count);
+  if (h && (mask & event_mask(ar->event))) h(L, ar);
 }
 
 // --lines on 5.4: a sample's count event moved on to where the thread

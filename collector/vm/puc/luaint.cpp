@@ -1,6 +1,8 @@
 // The probe of luaint.hpp's layouts against the running Lua.
 #include "vm/puc/luaint.hpp"
 
+#include <mutex>
+
 extern "C" {
 #include <lauxlib.h>
 }
@@ -220,8 +222,26 @@ const void* proto_of(lua_State* L, lua_Debug* ar) {
 #endif
 }
 
+namespace {
+
+// l_G's frealloc and ud are what lua_getallocf says (luaint.hpp, global_of).
+bool global_matches(lua_State* L) {
+  const void* g = global_of(L);
+  void* ud = nullptr;
+  const lua_Alloc f = lua_getallocf(L, &ud);
+  return g && at<lua_Alloc>(g, kGlobalFrealloc) == f &&
+         at<void*>(g, kGlobalFrealloc + sizeof(void*)) == ud;
+}
+
+std::mutex g_probe_mu;  // the probe's globals above: one state's probe at a time
+
+}  // namespace
+
 Layout probe(lua_State* L) {
+  std::lock_guard<std::mutex> lock(g_probe_mu);
   Layout out;
+  if (sizeof(void*) == 8 && (kRelease == 0 || running_release(L) == kRelease))
+    out.global_ok = global_matches(L);
   if (kRelease == 0) {
     out.why = "no layout of Lua 5.1's CallInfo (an array): the API is used";
     const int top = lua_gettop(L);
@@ -246,7 +266,9 @@ Layout probe(lua_State* L) {
   if (g_probe_why) out.why = g_probe_why;
   if (st != LUA_OK || out.mem_error) {
     const bool mem = st == LUA_ERRMEM || out.mem_error;
+    const bool global_ok = out.global_ok;
     out = Layout{};
+    out.global_ok = global_ok;
     out.mem_error = mem;
     out.why = mem ? "not enough memory" : "the probe failed";
   }
@@ -269,6 +291,7 @@ std::string Layout::on() const {
   add(proto_ok, "proto");
   add(foreign_ok, "foreign");
   add(copy_ok, "foreign_frames");
+  add(global_ok, "states");
   return r;
 }
 

@@ -107,6 +107,21 @@ inline void set_hookcount(lua_State* L, std::size_t off, int v) {
   std::memcpy(reinterpret_cast<char*>(L) + off, &v, sizeof v);
 }
 
+/// lua_State.l_G, the state's global_State: what tells the states of a
+/// process apart (sessions.hpp keys its table by it). After CommonHeader,
+/// status (and nci, allowhook) and top: 24 on 5.2-5.4; 5.1 keeps `base`
+/// before it: 32. global_State begins with frealloc and ud on 5.2-5.4; 5.1
+/// puts its string table (16 bytes) first. probe() checks both against
+/// lua_getallocf (Layout::global_ok). One aligned pointer load: safe from
+/// any thread while the state lives.
+constexpr std::size_t kStateGlobal = LUA_VERSION_NUM == 501 ? 32 : 24;
+constexpr std::size_t kGlobalFrealloc = LUA_VERSION_NUM == 501 ? 16 : 0;
+inline const void* global_of(const lua_State* L) {
+  const void* g;
+  std::memcpy(&g, reinterpret_cast<const char*>(L) + kStateGlobal, sizeof g);
+  return g;
+}
+
 // ---- the called function's identity (tracer.cpp's call cache) ----
 constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;     ///< LUA_VLCL | BIT_ISCOLLECTABLE
 constexpr unsigned char kTagLightC = 0x16;                ///< LUA_VLCF
@@ -229,6 +244,7 @@ struct Layout {
   bool stack_ok = false;      ///< lua_State.stack/stack_last bound CallInfo.func
   bool tstring_ok = false;    ///< a short TString's tag, length and contents
   bool proto_ok = false;      ///< proto_of: a Lua function's prototype (frames told apart by it)
+  bool global_ok = false;     ///< global_of: lua_State.l_G (the state's key)
   /// Finalizers and program hooks told from luaflame's hook (foreign.hpp).
   bool foreign_ok = false;
   /// Their frames copied by the handler (foreign::copy_foreign).

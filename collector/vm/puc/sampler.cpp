@@ -17,8 +17,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "vm/puc/session.hpp"
+#include "vm/puc/sessions.hpp"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -28,20 +30,23 @@ namespace lfc {
 
 namespace {
 
-uint64_t ns_of(const timespec& ts) {
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-itimerspec every(uint64_t ns) {
-  const timespec t{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-  return itimerspec{t, t};
-}
-
-// The handler: see the contract in sampler.hpp.
-void on_signal(int) noexcept {
+// The handler: see the contract in sampler.hpp. The session is the one in
+// the slot the timer (or the polling thread's sigqueue) carries, and only
+// on the thread that runs its state: a signal the program sends, one left
+// pending by a stopped session or one from before the state moved to
+// another thread is dropped.
+void on_signal(int, siginfo_t* si, void*) noexcept {
   const int saved = errno;
-  Session* s = g_session.load(std::memory_order_relaxed);
-  if (s) s->on_sample_signal();
+  if (si && (si->si_code == SI_TIMER || si->si_code == SI_QUEUE)) {
+    sessions::Slot* slot = sessions::enter(si->si_value.sival_int);
+    if (Session* s = slot ? slot->session.load(std::memory_order_acquire) : nullptr) {
+      if (s->sampler.on_its_thread())
+        s->on_sample_signal();
+      else
+        s->sampler.quiet_here();
+    }
+    if (slot) sessions::leave(*slot);
+  }
   errno = saved;
 }
 
@@ -75,8 +80,57 @@ int pick_signal() {
 // since start (sigaction replaces ours).
 bool still_ours(int sig) {
   struct sigaction cur;
-  return sigaction(sig, nullptr, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
-         cur.sa_handler == on_signal;
+  return sigaction(sig, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+         cur.sa_sigaction == on_signal;
+}
+
+// The signals the sessions of this process hold: each installed once and
+// shared (the handler routes by slot), given back to its previous owner
+// when the last session lets it go. A host that resets every signal but
+// SIGPROF (HAProxy) thus sees the one signal whatever its states number.
+struct Held {
+  int refs = 0;
+  struct sigaction old {};
+};
+std::mutex g_held_mu;
+Held g_held[_NSIG];
+
+int take_signal(std::string& err) {
+  std::lock_guard<std::mutex> lock(g_held_mu);
+  for (int sig = 1; sig < _NSIG; ++sig)
+    if (g_held[sig].refs > 0 && still_ours(sig)) return ++g_held[sig].refs, sig;
+  const int sig = pick_signal();
+  if (!sig)
+    return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)", 0;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(sig, &sa, &g_held[sig].old) != 0)
+    return err = std::string("sigaction: ") + std::strerror(errno), 0;
+  g_held[sig].refs = 1;
+  return sig;
+}
+
+// The last session to let `sig` go takes a signal still pending (sent just
+// before its timers went) while blocked, then gives the signal back. A
+// signal the program took while we held it is its own now, with whatever
+// is pending (not ours to take), and its handler stays.
+void give_signal(int sig) {
+  std::lock_guard<std::mutex> lock(g_held_mu);
+  if (sig <= 0 || sig >= _NSIG || g_held[sig].refs == 0 || --g_held[sig].refs > 0) return;
+  if (!still_ours(sig)) return;
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  sigset_t pending;
+  timespec zero{0, 0};
+  while (sigpending(&pending) == 0 && sigismember(&pending, sig))
+    sigtimedwait(&set, nullptr, &zero);
+  sigaction(sig, &g_held[sig].old, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 }  // namespace
@@ -85,30 +139,16 @@ void Sampler::prefer_sigprof() noexcept {
   g_prefer_sigprof.store(true, std::memory_order_relaxed);
 }
 
-uint64_t Sampler::clock_now() const {
-  timespec ts;
-  if (clock_gettime(cpu_clock_ ? clock_id_ : CLOCK_MONOTONIC, &ts) != 0) return 0;
-  return ns_of(ts);
-}
-
-bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, std::string& err) {
+bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, int slot, std::string& err) {
   hz_ = hz;
   cpu_clock_ = cpu_clock;
-  clock_id_ = cpu_clock_id;
+  slot_ = slot;
+  add_entry(cpu_clock_id);
   period_ = static_cast<uint64_t>(1e9 / hz);
   if (period_ == 0) period_ = 1;
-  lua_thread_ = pthread_self();
-  signo_ = pick_signal();
-  if (!signo_)
-    return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)",
-           false;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(signo_, &sa, &old_action_) != 0)
-    return err = std::string("sigaction: ") + std::strerror(errno), signo_ = 0, false;
+  lua_thread_.store(pthread_self());
+  signo_ = take_signal(err);
+  if (!signo_) return false;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, signo_);
@@ -124,72 +164,12 @@ bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, std::stri
   try {
     poller_ = std::thread(&Sampler::poll_main, this);
   } catch (const std::exception& e) {
-    sigaction(signo_, &old_action_, nullptr);
+    give_signal(signo_);
     signo_ = 0;
     return err = std::string("cannot start the sampler thread: ") + e.what(), false;
   }
   kind_ = SamplerKind::thread;
   return true;
-}
-
-// CPU clock: the CPU-clock timer armed first (the thread is running now,
-// pace() switches to the tick timer on its first signal); wall clock: the
-// CLOCK_MONOTONIC timer alone, always on.
-bool Sampler::start_timers(std::string& err) {
-  sigevent ev;
-  std::memset(&ev, 0, sizeof ev);
-  ev.sigev_notify = SIGEV_THREAD_ID;
-  ev.sigev_signo = signo_;
-  ev.sigev_notify_thread_id = static_cast<pid_t>(syscall(SYS_gettid));
-  if (timer_create(CLOCK_MONOTONIC, &ev, &tick_timer_) != 0)
-    return err = std::string("timer_create: ") + std::strerror(errno), false;
-  has_tick_timer_ = true;
-  if (cpu_clock_ && timer_create(clock_id_, &ev, &cpu_timer_) != 0) {
-    err = std::string("timer_create (CPU clock): ") + std::strerror(errno);
-    timer_delete(tick_timer_);
-    has_tick_timer_ = false;
-    return false;
-  }
-  has_cpu_timer_ = cpu_clock_;
-  next_due_ = clock_now() + period_;
-  last_seen_ = clock_now();
-  const itimerspec it = every(period_);
-  tick_on_ = !cpu_clock_;
-  if (timer_settime(cpu_clock_ ? cpu_timer_ : tick_timer_, 0, &it, nullptr) != 0) {
-    err = std::string("timer_settime: ") + std::strerror(errno);
-    timer_delete(tick_timer_);
-    if (has_cpu_timer_) timer_delete(cpu_timer_);
-    has_tick_timer_ = has_cpu_timer_ = false;
-    return false;
-  }
-  return true;
-}
-
-// Handler only (CPU clock). A wake-up that finds the thread used less
-// than a quarter period since the last one means it waited: preempted
-// (runnable, on a busy machine) or blocked in a system call. Twice in a
-// row, it is taken as blocked and the tick timer goes off, so that a
-// thread waiting in a system call is woken at most twice per wait (calls
-// restart under SA_RESTART; select, poll and nanosleep return EINTR, as
-// with any signal); the CPU-clock timer, which only fires while the
-// thread runs, brings the tick timer back. Once only is a preemption,
-// and the tick timer stays (else the next samples would wait for a
-// scheduler tick).
-void Sampler::pace(uint64_t now) {
-  const uint64_t ran = now - last_seen_;
-  last_seen_ = now;
-  const itimerspec off{}, on = every(period_);
-  const bool waited = ran < period_ / 4;
-  idle_wakes_ = waited ? idle_wakes_ + 1 : 0;
-  if (tick_on_ && waited && idle_wakes_ >= 2) {
-    timer_settime(tick_timer_, 0, &off, nullptr);
-    timer_settime(cpu_timer_, 0, &on, nullptr);
-    tick_on_ = 0;
-  } else if (!tick_on_ && !waited) {
-    timer_settime(cpu_timer_, 0, &off, nullptr);
-    timer_settime(tick_timer_, 0, &on, nullptr);
-    tick_on_ = 1;
-  }
 }
 
 void Sampler::block(sigset_t& old) noexcept {
@@ -201,28 +181,6 @@ void Sampler::block(sigset_t& old) noexcept {
 
 void Sampler::unblock(const sigset_t& old) noexcept {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-}
-
-void Sampler::tick_again() noexcept {
-  if (tick_on_) return;  // charge() paced it on
-  const itimerspec off{}, on = every(period_);
-  timer_settime(cpu_timer_, 0, &off, nullptr);
-  timer_settime(tick_timer_, 0, &on, nullptr);
-  tick_on_ = 1;
-  idle_wakes_ = 0;
-  last_seen_ = clock_now();
-}
-
-uint64_t Sampler::due() {
-  if (kind_ != SamplerKind::timer) return 1;  // the polling thread counted them in owed_
-  const uint64_t now = clock_now();
-  if (now == 0) return 0;
-  if (has_cpu_timer_) pace(now);
-  if (now < next_due_) return 0;
-  const uint64_t k = 1 + (now - next_due_) / period_;
-  next_due_ += k * period_;
-  owed_.fetch_add(k, std::memory_order_relaxed);
-  return k;
 }
 
 void Sampler::note_position(lua_State* L, const void* ci, uint64_t weight, bool in_hook) {
@@ -248,6 +206,7 @@ void Sampler::note_foreign(lua_State* L, uint64_t weight, const luaint::Layout& 
 
 uint64_t Sampler::drain(Pos (&out)[kMaxPos], int& n) {
   const uint64_t w = owed_.exchange(0, std::memory_order_relaxed);
+  untaken_ = 0;
   n = npos_;
   for (int i = 0; i < n; ++i) {
     // The copied frames only when there are some (a Pos is ~1 KB).
@@ -272,7 +231,7 @@ void Sampler::poll_main() noexcept {
       uint64_t k = 1 + (now - next) / period_;
       next += k * period_;
       owed_.fetch_add(k, std::memory_order_relaxed);
-      pthread_kill(lua_thread_, signo_);
+      pthread_sigqueue(lua_thread_.load(), signo_, sigval{slot_});
     }
     // The clock advances at most as fast as wall time: sleeping until the
     // next period's wall-time lower bound never oversleeps a busy thread.
@@ -289,28 +248,8 @@ void Sampler::stop() {
     poll_stop_.store(true);
     if (poller_.joinable()) poller_.join();
   }
-  if (has_tick_timer_) timer_delete(tick_timer_);
-  if (has_cpu_timer_) timer_delete(cpu_timer_);
-  has_tick_timer_ = has_cpu_timer_ = false;
-  // The program took the signal while we held it: it is its own now, with
-  // whatever is pending (not ours to take), and its handler stays.
-  if (!still_ours(signo_)) {
-    signo_ = 0;
-    kind_ = SamplerKind::none;
-    return;
-  }
-  // A signal sent just before may still be pending: take it while
-  // blocked, then give the signal back to its previous owner.
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, signo_);
-  pthread_sigmask(SIG_BLOCK, &set, &old);
-  sigset_t pending;
-  timespec zero{0, 0};
-  while (sigpending(&pending) == 0 && sigismember(&pending, signo_))
-    sigtimedwait(&set, nullptr, &zero);
-  sigaction(signo_, &old_action_, nullptr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  delete_timers();
+  give_signal(signo_);
   signo_ = 0;
   kind_ = SamplerKind::none;
 }

@@ -1,17 +1,27 @@
-// The sampler: turns the passing of the sampled clock (the Lua thread's CPU
-// time, or wall time) into owed sample periods and the positions the
-// thread was at, and asks the session to arm its one-shot hook. Internal.
+// The sampler: turns the passing of the sampled clock (the state's CPU
+// time on the threads that run it, or wall time) into owed sample periods
+// and the positions the thread was at, and asks the session to arm its
+// one-shot hook. Internal.
 //
 // Signal-safety contract (the handler is on_signal in sampler.cpp).
-// The signal is delivered to the Lua thread only (a per-thread kernel
-// timer with SIGEV_THREAD_ID, or pthread_kill from the fallback thread),
-// so the handler interrupts Lua-thread code and never runs beside it.
+// The signal is delivered to the thread that runs the state only (its
+// kernel timers with SIGEV_THREAD_ID, or pthread_sigqueue from the
+// fallback thread), carrying the session's slot; the handler samples only
+// on the thread that runs the state now (on_its_thread), so it interrupts
+// Lua-thread code and never runs beside it. On a thread the state has left
+// it only switches that thread's own timers off (quiet_here). The
+// sessions of several states share one handler and one signal
+// (refcounted, sampler.cpp).
 // What the handler writes, and what it may race with:
-//   - `owed` (atomic) and, in timer mode, `next_due_`, `last_seen_`,
-//     `tick_on_` and the two timers: written by the handler only (the
-//     fallback thread adds to `owed` instead), and by wake() on the Lua
-//     thread with the signal blocked; the hook reads and resets
-//     `owed` inside a critical section, so no update is lost.
+//   - `owed` (atomic) and, in timer mode, `next_due_`, `untaken_`,
+//     `resting_` and the current thread's entry (its timers, `tick_on`,
+//     `armed`, `idle_wakes`, `last_seen`): written by the handler (the
+//     fallback thread adds to `owed` instead), and by wake(), rouse() and
+//     follow() on the Lua thread with the signal blocked; the hook reads
+//     and resets `owed` and `untaken_` inside a critical section, so no
+//     update is lost. follow() also writes `base_`, `seg_start_`, `cur_`
+//     and `lua_thread_`, the signal blocked on the new thread; a late
+//     signal on the old thread reads only `lua_thread_` and its own entry.
 //   - `pos_[]`/`npos_`: the slot first (for a foreign position, the frames
 //     foreign::copy_foreign copies: loads only, see foreign.hpp), then the
 //     count, a signal fence
@@ -71,12 +81,28 @@ class Sampler {
   };
   static constexpr int kMaxPos = 16;
 
-  /// Installs the handler and starts the kernel timers (or, where they
-  /// cannot be made, the fallback thread). Call on the Lua thread.
-  bool start(double hz, bool cpu_clock, clockid_t cpu_clock_id, std::string& err);
-  /// Stops the timers or the thread, takes a signal still pending, and
-  /// gives the signal back to its previous owner.
+  /// Installs the handler (or shares the one another session installed)
+  /// and starts the kernel timers (or, where they cannot be made, the
+  /// fallback thread); their signals carry `slot`, the session's
+  /// (sessions.hpp). Call on the Lua thread.
+  bool start(double hz, bool cpu_clock, clockid_t cpu_clock_id, int slot, std::string& err);
+  /// Stops the timers or the thread; the last session to hold the signal
+  /// takes one still pending and gives it back to its previous owner. Any
+  /// thread (at exit, for a session of another thread).
   void stop();
+  /// The state now runs on the calling thread, whose CPU clock is
+  /// `cpu_clock_id`: the timers follow it (made again for this thread).
+  /// False when they could not be: sampling ends there. On the new
+  /// thread, while the state runs no Lua (attach::host_resume).
+  bool follow(clockid_t cpu_clock_id) noexcept;
+  /// The handler runs on the thread that runs the state (sampler.cpp).
+  bool on_its_thread() const noexcept {
+    return pthread_equal(pthread_self(), lua_thread_.load(std::memory_order_relaxed)) != 0;
+  }
+  /// The sampled clock when the handler last read it (CPU-clock timers;
+  /// else 0): what the state's thread had used by then, once that thread
+  /// has ended and its clock cannot be read.
+  uint64_t last_clock() const;
   /// Kernel timers, the polling thread, or none (off).
   SamplerKind kind() const { return kind_; }
   /// The Lua thread is about to run Lua after a wait (an attached host
@@ -91,15 +117,25 @@ class Sampler {
   /// handler; the signal is blocked while it writes what the handler writes.
   template <class F>
   void wake(F&& charge) noexcept {
-    if (kind_ != SamplerKind::timer || !has_cpu_timer_ || tick_on_) return;
+    if (kind_ != SamplerKind::timer || !cpu_clock_ || !here().armed || here().tick_on) return;
     sigset_t old;
     block(old);
-    if (!tick_on_) {  // the handler may have switched it in between
+    if (!here().tick_on) {  // the handler may have switched it in between
       charge();
       tick_again();
     }
     unblock(old);
   }
+  /// The hook's side, before drain: when the handler let the timers rest
+  /// (kRestAfter signals in a row found the armed hook not yet taken: the
+  /// state runs no Lua on this thread, or one C function all along), the
+  /// periods since are counted now, charged with the others to the
+  /// recorded positions, and the timers go on again. Lua thread.
+  void rouse() noexcept;
+  /// A signal of this session on a thread that no longer runs its state
+  /// (the handler's): that thread's timers go off until the state comes
+  /// back (follow). Async-signal-safe.
+  void quiet_here() noexcept;
 
   // ---- the handler's side (on_signal, Lua thread) ----
   /// Periods of the clock due now, 0 when none (timer mode: reads the
@@ -116,37 +152,72 @@ class Sampler {
   bool owes() const { return owed_.load(std::memory_order_relaxed) != 0; }
 
  private:
+  /// The kernel timers of one thread the state has run on (timer mode),
+  /// and its CPU clock. Each entry's timers, `armed`, `tick_on`,
+  /// `idle_wakes` and `last_seen` are written on that thread only (by
+  /// follow with the signal blocked, or by the handler); stop() deletes
+  /// them from any thread once no handler can run for the session.
+  struct ThreadTimers {
+    pthread_t thread{};
+    clockid_t clock{};  ///< the thread's CPU clock
+    timer_t cpu{}, tick{};
+    bool made = false;   ///< both timers exist
+    bool armed = false;  ///< one of them runs
+    volatile sig_atomic_t tick_on = 0;
+    int idle_wakes = 0;      ///< wake-ups in a row that found it waiting
+    uint64_t last_seen = 0;  ///< the thread's own clock at its last wake-up
+  };
+  static constexpr int kThreads = 64;  ///< threads a state may run on (more: not sampled there)
+  /// Signals in a row with the armed hook not taken before the timers rest:
+  /// a state that runs no Lua (a host's idle state on a thread busy with
+  /// another) costs this many signals, not one per period.
+  static constexpr int kRestAfter = 8;
+
+  const ThreadTimers& here() const { return th_[cur_.load(std::memory_order_relaxed)]; }
+  ThreadTimers& here() { return th_[cur_.load(std::memory_order_relaxed)]; }
+  uint64_t thread_clock(const ThreadTimers& t) const;
+  /// The sampled clock: in CPU mode the state's, summed over the threads it
+  /// ran on (base_ + this segment), so periods carry over a move.
   uint64_t clock_now() const;
+  uint64_t state_clock(uint64_t raw) const {
+    return base_ + (raw > seg_start_ ? raw - seg_start_ : 0);
+  }
+  int entry_of(pthread_t self) const noexcept;
+  int add_entry(clockid_t clock) noexcept;
+  bool make_timers(ThreadTimers& t, std::string& err) noexcept;
+  void arm(ThreadTimers& t, bool tick) noexcept;
   bool start_timers(std::string& err);
-  void pace(uint64_t now);
+  void pace(ThreadTimers& t, uint64_t raw);
   void block(sigset_t& old) noexcept;
   void unblock(const sigset_t& old) noexcept;
   void tick_again() noexcept;  ///< wake's: the tick timer on, the CPU-clock one off
+  void delete_timers() noexcept;
   void poll_main() noexcept;
 
   SamplerKind kind_ = SamplerKind::none;
   double hz_ = 0;
   bool cpu_clock_ = true;
-  clockid_t clock_id_{};
   uint64_t period_ = 0;
   int signo_ = 0;
-  struct sigaction old_action_ {};
-  pthread_t lua_thread_{};
+  int slot_ = -1;  ///< the session's slot, carried by the signal (sigev_value)
+  std::atomic<pthread_t> lua_thread_{};
 
   std::atomic<uint64_t> owed_{0};  ///< periods elapsed not yet sampled
   Pos pos_[kMaxPos] = {};
   volatile sig_atomic_t npos_ = 0;
 
-  // Timer mode. In CPU mode the CPU-clock timer only fires at scheduler
-  // ticks (250 Hz here, whatever period is asked), so while the thread
-  // runs a CLOCK_MONOTONIC timer at the period wakes it instead, and goes
-  // off as soon as a wake-up finds the thread mostly waited (it then has
-  // not used the CPU: the CPU-clock timer takes over until it runs again).
-  timer_t cpu_timer_{}, tick_timer_{};
-  bool has_cpu_timer_ = false, has_tick_timer_ = false;
-  uint64_t next_due_ = 0, last_seen_ = 0;  ///< handler only
-  int idle_wakes_ = 0;  ///< handler only: wake-ups in a row that found it waiting
-  volatile sig_atomic_t tick_on_ = 0;
+  // The threads (entry 0: where start ran) and the one that runs the state
+  // now. In CPU mode the CPU-clock timer only fires at scheduler ticks (250
+  // Hz here, whatever period is asked), so while the thread runs a
+  // CLOCK_MONOTONIC timer at the period wakes it instead, and goes off as
+  // soon as a wake-up finds the thread mostly waited (it then has not used
+  // the CPU: the CPU-clock timer takes over until it runs again).
+  ThreadTimers th_[kThreads];
+  std::atomic<int> nth_{0}, cur_{0};
+  uint64_t base_ = 0, seg_start_ = 0;  ///< the state's clock (clock_now): follow writes them
+  uint64_t next_due_ = 0;              ///< handler only (and follow, the signal blocked)
+  int untaken_ = 0;                    ///< handler; reset by drain (critical section)
+  volatile sig_atomic_t resting_ = 0;  ///< handler sets; rouse/follow clear (signal blocked)
 
   // Fallback: a thread polling the clock, pthread_kill when a period passed.
   std::thread poller_;

@@ -45,6 +45,7 @@ void Sampling::take(lua_State* L) {
   // lands between the two reads.
   Sampler::Pos pos[Sampler::kMaxPos];
   int n = 0;
+  sampler_.rouse();
   hooks_.begin_critical();
   uint64_t w = sampler_.drain(pos, n);
   hooks_.end_critical();

@@ -4,16 +4,22 @@
 #include "vm/puc/session.hpp"
 
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <vector>
 
 #include "core/streamer.hpp"
 #include "vm/lua/boundary.hpp"
 #include "vm/lua/closer.hpp"
 #include "vm/puc/alloc.hpp"
+#include "vm/puc/sessions.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -25,6 +31,11 @@ uint64_t Session::clock_ns_read() const {
   timespec ts;
   if (clock_gettime(opt.cpu_clock ? lua_cpu_clock : CLOCK_MONOTONIC, &ts) != 0) return 0;
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t Session::clock_ns_last() const {
+  const uint64_t now = clock_ns_read();
+  return now || !opt.cpu_clock ? now : sampler.last_clock();
 }
 
 std::size_t Session::memory_bytes() const {
@@ -52,56 +63,99 @@ void Session::on_return(lua_State* L, lua_State* co) {
   hooks.end_critical();
 }
 
+// The state moved to the calling thread (session.hpp): what its old
+// thread's CPU clock counted is kept, the new thread's counts on.
+void Session::follow_thread() noexcept {
+  if (opt.cpu_clock) {
+    const uint64_t was = clock_ns_last();
+    if (was > acct.start_clock) clock_before_ns += was - acct.start_clock;
+    clockid_t here{};
+    if (pthread_getcpuclockid(pthread_self(), &here) == 0) lua_cpu_clock = here;
+    acct.start_clock = clock_ns_read();
+  }
+  coroutines.move_here();
+  tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (opt.sample) sampler.follow(lua_cpu_clock);
+}
+
 namespace {
 
-bool g_closing = false;  // stop() from the lua_close finalizer: no collection there
+thread_local bool t_closing = false;  // stop() from the lua_close finalizer: no collection there
+
+Summary stop_session(Session* s, lua_State* L);
+void fill_summary(const Session* s, SamplerKind sampler_kind, Summary& sum);
+
+void report(const Summary& sum) {
+  if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
+    std::fprintf(stderr, "%s", format_summary(sum).c_str());
+}
 
 // lua_close runs this finalizer: the session ends with the state.
 int on_state_close(lua_State* L) noexcept {
-  Session* s = g_session.load();
+  Session* s = sessions::of(L);
   if (s && s->main_L == L && s->closer_id == closer::serial_of(L)) {
-    g_closing = true;
-    const char* failed = cxx_guard([&] {
-      Summary sum = stop(L);
-      if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
-        std::fprintf(stderr, "%s", format_summary(sum).c_str());
-    });
-    g_closing = false;
+    t_closing = true;
+    const char* failed = cxx_guard([&] { report(stop_session(s, L)); });
+    t_closing = false;
     if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
   }
   return 0;
 }
 
+// The thread that ran s's state is this one or has ended: nothing of the
+// state runs beside a stop() from here.
+bool stoppable_here(const Session* s) {
+  return s->coroutines.on_lua_thread() ||
+         (syscall(SYS_tgkill, getpid(), s->tid, 0) != 0 && errno == ESRCH);
+}
+
+// At exit: the sessions of this thread, and of threads that have ended,
+// stop as usual; those of threads still running (a host that exits without
+// joining them) are finished from outside: their files written, their
+// streams finished, the sessions left to the threads (never deleted).
 void at_process_exit() {
-  if (!g_session.load()) return;
-  Summary sum = stop(nullptr);
-  if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
-    std::fprintf(stderr, "%s", format_summary(sum).c_str());
+  std::vector<Session*> here;
+  finish_outside_all([&](const std::function<void(Profile&)>& outside) {
+    sessions::each([&](Session* s) {
+      if (stoppable_here(s))
+        here.push_back(s);
+      else
+        outside(*s);
+    });
+  });
+  for (Session* s : here) report(stop_session(s, nullptr));
+}
+
+// A session left behind: out of the table (its hooks and handler find
+// nothing and give the program its own back), never stopped, written or
+// streamed, still reachable (no leak report).
+Session* g_left_behind[sessions::kMax] = {};
+
+void leave_behind(Session* s, bool in_child) {
+  if (s->slot >= 0) g_left_behind[s->slot] = s;
+  if (s->alloc) s->alloc->active = false;
+  const HookChain::Chained before = s->hooks.start_hook();
+  set_hook_after_stop(sessions::key_of(s->main_L), before.hook, before.mask, before.count);
+  sessions::remove(s->slot, !in_child);
 }
 
 // fork (pthread_atfork's child handler: one thread, before the child runs
 // anything else). The child inherits neither the sampler's timers nor its
-// thread nor the streamer's, so the session is left behind there: never
-// stopped, written or streamed (the child reports nothing of the parent's
-// profile, and never joins a thread it does not have). The allocator passes
-// through, and a hook of ours the child meets gives back the program's.
-Session* g_left_behind = nullptr;  // the session a child leaves: still reachable (no leak report)
-
+// thread nor the streamer's, so every session is left behind there (the
+// child reports nothing of the parent's profiles, and never joins a thread
+// it does not have). The allocator passes through, and a hook of ours the
+// child meets gives back the program's. No lock: the only thread.
 void detach_in_child() {
-  Session* s = g_session.load();
-  if (!s) return;
-  g_left_behind = s;
-  if (s->alloc) s->alloc->active = false;
-  const HookChain::Chained before = s->hooks.start_hook();
-  set_hook_after_stop(before.hook, before.mask, before.count);
-  g_session.store(nullptr);
+  sessions::each([](Session* s) { leave_behind(s, true); });
 }
 
 }  // namespace
 
-void abandon_session(const char* why, const char* where) noexcept {
+void abandon_session(Session* s, const char* why, const char* where) noexcept {
   std::fprintf(stderr, "luaflame: %s in %s: profiling stopped, the program runs on\n", why, where);
-  detach_in_child();
+  if (s->opt.sample) s->sampler.stop();
+  std::lock_guard<std::mutex> lock(ending_mutex());
+  leave_behind(s, false);
 }
 
 namespace {
@@ -112,12 +166,14 @@ void register_close_finalizer(lua_State* L, Session* s) {
 
 }  // namespace
 
-bool running() {
-  return g_session.load() != nullptr;
+bool running(lua_State* L) {
+  return L && sessions::of(L) != nullptr;
 }
 
 bool finish_for_exit() {
-  return finish_outside(g_session.load());
+  return finish_outside_all([](const std::function<void(Profile&)>& outside) {
+    sessions::each([&](Session* s) { outside(*s); });
+  });
 }
 
 namespace {
@@ -152,10 +208,33 @@ bool start_step(lua_State* L, lua_CFunction body, Session* s) {
   return st == LUA_OK;
 }
 
+// The session in the table of live sessions (sessions.hpp): from here the
+// hooks, the wrappers and the handler find it. The first session decides
+// whether states are told apart (l_G verified by the probe); when they are
+// not, one state is profiled at a time.
+bool publish(Session* s, lua_State* L, std::string& err) {
+  std::lock_guard<std::mutex> lock(ending_mutex());
+  bool live = false;
+  sessions::each([&](Session*) { live = true; });
+  if (!live) sessions::g_keyed.store(s->layout.global_ok, std::memory_order_relaxed);
+  if (sessions::of(L))
+    return err = "luaflame is already running (call luaflame.stop() first)", false;
+  if (live && !(sessions::g_keyed.load(std::memory_order_relaxed) && s->layout.global_ok))
+    return err =
+               "luaflame is already running on another Lua state of this process (lua_State.l_G "
+               "not verified on this Lua: its states cannot be told apart)",
+           false;
+  s->slot = sessions::add(s, sessions::key_of(L));
+  if (s->slot < 0)
+    return err = "too many Lua states profiled at once (" + std::to_string(sessions::kMax) + ")",
+           false;
+  return true;
+}
+
 }  // namespace
 
 bool start(lua_State* L, const Options& o, std::string& err) {
-  if (g_session.load())
+  if (sessions::of(L))
     return err = "luaflame is already running (call luaflame.stop() first)", false;
   static std::once_flag exit_once;
   std::call_once(exit_once, [] {
@@ -185,6 +264,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->acct.start_unix = unix_now_ns();
   if (pthread_getcpuclockid(pthread_self(), &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
   s->acct.start_clock = s->clock_ns_read();
+  s->tid = static_cast<pid_t>(syscall(SYS_gettid));
   if (s->opt.trace) {
     if (!s->ci_walk_ok)
       return err = "trace mode needs CallInfo.previous, not verified on this Lua (" +
@@ -192,15 +272,14 @@ bool start(lua_State* L, const Options& o, std::string& err) {
              false;
     s->tracer.start(L, !s->hooks.start_hook().hook);  // a hook to forward: the slow path
   }
-  ending_reset();
-  g_session.store(s.get());  // the allocator wrapper finds it there
-  if (s->opt.alloc && !s->start_alloc(err)) {
-    g_session.store(nullptr);
-    return false;  // s deletes it
+  if (!publish(s.get(), L, err)) return false;  // s deletes it
+  Session* raw = s.release();                   // the table owns it from here: stop() deletes it
+  if (raw->opt.alloc && !raw->start_alloc(err)) {
+    stop_session(raw, L);
+    return false;
   }
-  Session* raw = s.release();  // g_session owns it from here: stop() deletes it
   if (!start_step(L, start_install_body, raw)) {
-    stop(L);
+    stop_session(raw, L);
     return err = "not enough memory", false;
   }
   // The trace hook last: the protected call above is not the program's.
@@ -210,8 +289,8 @@ bool start(lua_State* L, const Options& o, std::string& err) {
       lua_sethook(raw->main_L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
   }
   if (raw->opt.sample &&
-      !raw->sampler.start(raw->opt.hz, raw->opt.cpu_clock, raw->lua_cpu_clock, err)) {
-    stop(L);
+      !raw->sampler.start(raw->opt.hz, raw->opt.cpu_clock, raw->lua_cpu_clock, raw->slot, err)) {
+    stop_session(raw, L);
     return false;
   }
   raw->start_streaming();
@@ -219,10 +298,25 @@ bool start(lua_State* L, const Options& o, std::string& err) {
 }
 
 Summary stop(lua_State* L) {
+  if (L) {
+    Session* s = sessions::of(L);
+    return s ? stop_session(s, L) : Summary{};
+  }
+  Summary last;
+  std::vector<Session*> all;
+  {
+    std::lock_guard<std::mutex> lock(ending_mutex());
+    sessions::each([&](Session* s) { all.push_back(s); });
+  }
+  for (Session* s : all) last = stop_session(s, nullptr);
+  return last;
+}
+
+namespace {
+
+Summary stop_session(Session* s, lua_State* L) {
   Summary sum;
-  Session* s = g_session.load();
-  if (!s) return sum;
-  ending_begin_stop();
+  ending_begin_stop(*s);
   const SamplerKind sampler_kind = s->sampler.kind();
   if (s->opt.sample) s->sampler.stop();
   if (L) {
@@ -237,18 +331,33 @@ Summary stop(lua_State* L) {
     closer::drop(L);
   }
   const HookChain::Chained before = s->hooks.start_hook();
-  set_hook_after_stop(before.hook, before.mask, before.count);
+  set_hook_after_stop(sessions::key_of(s->main_L), before.hook, before.mask, before.count);
   // Detached before the final collection: finalizers it runs (our closer
   // among them) must not see a session that is going away.
-  g_session.store(nullptr);
-  if (s->opt.alloc) s->stop_alloc(L, !g_closing);
+  {
+    std::lock_guard<std::mutex> lock(ending_mutex());
+    sessions::remove(s->slot);
+  }
+  if (s->opt.alloc) s->stop_alloc(L, !t_closing);
+  fill_summary(s, sampler_kind, sum);
+  s->output.write(sum);
+  // Always said, even with quiet: a profile that was not written (or was cut).
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (sum.files_failed) g_output_failed = true;
+  if (s->streamer) s->streamer->finish(sum);
+  ending_stopped(*s);
+  delete s;
+  return sum;
+}
 
+// The summary of a run that ends (stop_session): its counts and clocks.
+void fill_summary(const Session* s, SamplerKind sampler_kind, Summary& sum) {
   sum.mode = mode_name(s->opt);
   sum.lua = vm_release();
   sum.metrics = s->metrics;
   sum.wall_ns = now_ns() - s->acct.start_wall;
-  uint64_t clk = s->clock_ns_read();
-  sum.clock_ns = clk > s->acct.start_clock ? clk - s->acct.start_clock : 0;
+  const uint64_t clk = s->clock_ns_last();
+  sum.clock_ns = s->clock_before_ns + (clk > s->acct.start_clock ? clk - s->acct.start_clock : 0);
   sum.hz_asked = s->opt.hz;
   if (s->opt.sample) {
     sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s->opt.hz / 1e9);
@@ -288,18 +397,12 @@ Summary stop(lua_State* L) {
     sum.alloc_count = s->alloc_total_count;
     for (uint32_t i = 0; i < s->tree.size(); ++i) sum.live_bytes += s->tree.value(i, s->col_live);
   }
-  s->output.write(sum);
-  // Always said, even with quiet: a profile that was not written (or was cut).
-  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
-  if (sum.files_failed) g_output_failed = true;
-  if (s->streamer) s->streamer->finish(sum);
-  delete s;
-  ending_stopped();
-  return sum;
 }
 
-void flush() {
-  Session* s = g_session.load();
+}  // namespace
+
+void flush(lua_State* L) {
+  Session* s = sessions::of(L);
   if (!s) return;
   Summary written;
   s->output.write(written);
@@ -307,21 +410,11 @@ void flush() {
   if (s->streamer) s->streamer->flush_now();
 }
 
-bool folded(const std::string& metric, std::string& out, std::string& err) {
-  Session* s = g_session.load();
+bool folded(lua_State* L, const std::string& metric, std::string& out, std::string& err) {
+  Session* s = sessions::of(L);
   if (!s) return err = "luaflame is not running", false;
-  int col = 0;
-  if (!metric.empty()) {
-    col = -1;
-    for (std::size_t i = 0; i < s->metrics.size(); ++i)
-      if (s->metrics[i] == metric) col = static_cast<int>(i);
-    if (col < 0) {
-      err = "metric '" + metric + "' is not recorded in this mode (recorded:";
-      for (const auto& m : s->metrics) err += " " + m;
-      err += ")";
-      return false;
-    }
-  }
+  const int col = s->column_of(metric, err);
+  if (col < 0) return false;
   if (s->opt.trace) s->tracer.charge_now();
   out = s->output.folded_text(col);
   return true;

@@ -28,6 +28,8 @@
 // handler defers its arm (the contract: hookchain.hpp). Internal.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdint>
@@ -115,19 +117,29 @@ class Session : public Profile {
   void stop_alloc(lua_State* L, bool collect);
 
   uint64_t clock_ns_read() const;
+  /// clock_ns_read, or, when the state's thread has ended (its CPU clock
+  /// is gone), the sampler's last reading of it.
+  uint64_t clock_ns_last() const;
   std::size_t memory_bytes() const;
+  /// The state runs on the calling thread now, not the one it ran on (a
+  /// host made it on one thread and runs it on another: HAProxy's
+  /// per-thread states, or a state shared by threads in turn). The timers,
+  /// the CPU clock and the coroutine tracking's owner follow; the clock the
+  /// summary reports adds the time of each thread (session.cpp).
+  void follow_thread() noexcept;
 
-  clockid_t lua_cpu_clock{};  ///< the Lua thread's CPU clock (opt.cpu_clock)
+  pid_t tid = 0;              ///< the thread that runs the state (at exit: still there?)
+  int slot = -1;              ///< its slot in the table of live sessions (sessions.hpp)
+  clockid_t lua_cpu_clock{};  ///< the CPU clock of the thread that runs the state (opt.cpu_clock)
+  uint64_t clock_before_ns = 0;  ///< the sampled clock's time on the threads it ran on before
 };
 
-/// The session the hooks and handler see (one per process).
-extern std::atomic<Session*> g_session;
-
-/// Ends profiling where it failed (a hook's std::bad_alloc): said once on
-/// stderr with `why`; the session is left as a forked child leaves it
-/// (nothing written or streamed from here on), the program's hooks given
+/// Ends the profiling of s where it failed (a hook's std::bad_alloc): said
+/// once on stderr with `why`; the session is left as a forked child leaves
+/// it (nothing written or streamed from here on), the program's hooks given
 /// back at its next event, the allocator passing through. Lua thread.
-void abandon_session(const char* why, const char* where = "the profiler's hook") noexcept;
+void abandon_session(Session* s, const char* why,
+                     const char* where = "the profiler's hook") noexcept;
 
 /// Wraps debug.sethook/gethook while tracing (hooks.cpp).
 void install_hook_wrappers(lua_State* L);
@@ -144,7 +156,8 @@ void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size
 /// Puts the originals back where ours still are (the program may have
 /// replaced them since: theirs stays).
 void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
-/// The hook lf_hook_after_stop gives back (hooks.cpp).
-void set_hook_after_stop(lua_Hook h, int mask, int count);
+/// The hook lf_hook_after_stop gives back on the threads of the state
+/// keyed `key` (sessions::key_of) once its session is gone (hooks.cpp).
+void set_hook_after_stop(const void* key, lua_Hook h, int mask, int count);
 
 }  // namespace lfc

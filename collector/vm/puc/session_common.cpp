@@ -1,11 +1,39 @@
-// The session's construction and the process-wide session pointer that
-// the hooks, the allocator and the signal handler read (session.hpp).
+// The session's construction and the table of live sessions that the
+// hooks, the wrappers and the signal handler read (sessions.hpp).
+#include <sched.h>
+
 #include "vm/puc/alloc.hpp"
 #include "vm/puc/session.hpp"
+#include "vm/puc/sessions.hpp"
 
 namespace lfc {
 
-std::atomic<Session*> g_session{nullptr};
+namespace sessions {
+
+Slot g_slots[kMax];
+std::atomic<int> g_used{0};
+std::atomic<bool> g_keyed{false};
+const char kAnyState = 0;
+
+int add(Session* s, const void* key) {
+  for (int i = 0; i < kMax; ++i) {
+    if (g_slots[i].session.load(std::memory_order_relaxed)) continue;
+    g_slots[i].session.store(s, std::memory_order_release);
+    g_slots[i].key.store(key, std::memory_order_release);
+    if (g_used.load(std::memory_order_relaxed) <= i) g_used.store(i + 1, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void remove(int slot, bool wait) {
+  if (slot < 0 || slot >= kMax) return;
+  g_slots[slot].key.store(nullptr, std::memory_order_release);
+  g_slots[slot].session.store(nullptr, std::memory_order_release);
+  while (wait && g_slots[slot].busy.load(std::memory_order_acquire) != 0) sched_yield();
+}
+
+}  // namespace sessions
 
 Session::Session(lua_State* L, const Options& o) : Profile(o, vm_release()), start_L(L), main_L(L) {
   if (opt.sources && !opt.server.empty()) frames.sources = &source_files;

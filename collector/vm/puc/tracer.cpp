@@ -17,6 +17,7 @@
 
 #include "vm/puc/alloc.hpp"
 #include "vm/puc/session.hpp"
+#include "vm/puc/sessions.hpp"
 
 namespace lfc {
 
@@ -391,15 +392,15 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
 // a C++ object with a destructor is alive in its frames (FrameTable::of and
 // the walk use raw accesses and lua_getinfo only).
 void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
-  Session* s = g_session.load(std::memory_order_relaxed);
+  Session* s = sessions::of(L);
   if (__builtin_expect(s != nullptr, 1)) {
     try {
       if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
       s->hook(L, ar);
     } catch (const std::exception& e) {
-      abandon_session(e.what());
+      abandon_session(s, e.what());
     } catch (...) {
-      abandon_session("unknown error");
+      abandon_session(s, "unknown error");
     }
     return;
   }

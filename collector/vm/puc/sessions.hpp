@@ -1,0 +1,102 @@
+// The live sessions of this process: one per profiled Lua state, each its
+// own run (`luaflame attach` profiles every state a host makes, on the
+// threads that run them). Internal.
+//
+// A session is found by its state's global_State (luaint::global_of, one
+// pointer load, checked at start by the probe: Layout::global_ok): the
+// hooks and the coroutine wrappers look it up from the lua_State they are
+// given, the signal handler from the slot number its timer carries
+// (sigev_value). Where l_G cannot be read, every state has the one key
+// kAnyState: one session at a time, as before.
+//
+// Contract. add() and remove() run under ending_mutex() (core/profile.hpp),
+// so that finish_for_exit's visit never sees a session being deleted. The
+// readers take no lock: a slot's key is written after its session and
+// cleared before it, and a session is deleted only after remove(), by
+// stop() on the thread that runs its state (its hooks do not run then) or
+// at exit with the sessions of threads still running left behind
+// (session.cpp). The signal handler may run on a thread the state has left
+// (a late signal there, Sampler::quiet_here): it holds the slot (enter,
+// leave) and remove() waits until it has let go.
+#pragma once
+
+#include <atomic>
+
+#include "vm/puc/luaint.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc {
+
+class Session;
+
+namespace sessions {
+
+constexpr int kMax = 64;  ///< states profiled at once; more are refused at start
+
+struct Slot {
+  std::atomic<const void*> key{nullptr};
+  std::atomic<Session*> session{nullptr};
+  /// Signal handlers inside this slot's session now (enter/leave): a
+  /// session moved off a thread still gets that thread's late signals,
+  /// and remove() waits for them before the session may be deleted.
+  std::atomic<int> busy{0};
+};
+extern Slot g_slots[kMax];
+extern std::atomic<int> g_used;    ///< slots [0, g_used) may be live
+extern std::atomic<bool> g_keyed;  ///< l_G tells states apart (set while none is live)
+extern const char kAnyState;       ///< the key of every state when !g_keyed
+
+/// The session of L's state, or null. Any thread; async-signal-safe.
+inline Session* of(const lua_State* L) noexcept {
+  const int n = g_used.load(std::memory_order_acquire);
+  if (n == 0) return nullptr;
+  const void* key = g_keyed.load(std::memory_order_relaxed) ? luaint::global_of(L) : &kAnyState;
+  for (int i = 0; i < n; ++i)
+    if (g_slots[i].key.load(std::memory_order_acquire) == key)
+      return g_slots[i].session.load(std::memory_order_acquire);
+  return nullptr;
+}
+
+/// The session in `slot`, or null (the signal handler's lookup).
+inline Session* at(int slot) noexcept {
+  if (slot < 0 || slot >= kMax) return nullptr;
+  return g_slots[slot].session.load(std::memory_order_acquire);
+}
+
+/// The signal handler's way in: the slot (its session may be null), held
+/// until leave(); null for a slot number out of range.
+inline Slot* enter(int slot) noexcept {
+  if (slot < 0 || slot >= kMax) return nullptr;
+  g_slots[slot].busy.fetch_add(1, std::memory_order_acq_rel);
+  return &g_slots[slot];
+}
+inline void leave(Slot& slot) noexcept {
+  slot.busy.fetch_sub(1, std::memory_order_release);
+}
+
+/// The key of L's state (its l_G, or kAnyState).
+inline const void* key_of(const lua_State* L) noexcept {
+  return g_keyed.load(std::memory_order_relaxed) ? luaint::global_of(L) : &kAnyState;
+}
+
+/// Puts s in a free slot under `key`: the slot, or -1 when all are taken.
+/// Under ending_mutex().
+int add(Session* s, const void* key);
+/// Takes s out of its slot, then waits for the handlers inside it (on
+/// other threads) to leave; `wait` false in a forked child (the threads
+/// that were inside are not there). Under ending_mutex().
+void remove(int slot, bool wait = true);
+
+/// Each live session (under ending_mutex(), or on the only thread left).
+template <class F>
+void each(F&& f) {
+  const int n = g_used.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i)
+    if (Session* s = g_slots[i].session.load(std::memory_order_acquire)) f(s);
+}
+
+}  // namespace sessions
+}  // namespace lfc

@@ -1,0 +1,140 @@
+// Several Lua states in one process, each its own run (docs/attach.md,
+// "States and threads"): states on two threads at once, each thread's
+// samples on its own state; states made and closed over and over; a state
+// made on one thread and run by another (a host's worker, told to the
+// collector as luaflame attach's shim tells it: attach::host_resume). They
+// measure CPU shares, so each case runs alone (RUN_SERIAL).
+#include <thread>
+#include <vector>
+
+#include "collector_test_util.hpp"
+#include "vm/lua/attach.hpp"
+
+using namespace lfct;
+
+namespace {
+
+// heavy_<tag> does three times light_<tag>'s work: 75% of their samples.
+std::string workload(const std::string& tag, int rounds) {
+  return "local function heavy_" + tag +
+         "() local x = 0 for i = 1, 300000 do x = x + i % 7 end return x end\n"
+         "local function light_" +
+         tag +
+         "() local x = 0 for i = 1, 100000 do x = x + i % 7 end return x end\n"
+         "function work() for r = 1, " +
+         std::to_string(rounds) + " do heavy_" + tag + "() light_" + tag + "() end end\n";
+}
+
+// The share (percent) of heavy_<tag> in heavy + light.
+double heavy_share(const Folded& f, const std::string& tag) {
+  const double h = share_containing(f, "heavy_" + tag), l = share_containing(f, "light_" + tag);
+  return h + l > 0 ? 100 * h / (h + l) : 0;
+}
+
+struct Profiled {
+  std::string err, folded;
+};
+
+// On the calling thread: a state of its own, profiled while it runs work().
+Profiled profile_here(const std::string& tag, const char* mode, int rounds) {
+  Lua lua;
+  Profiled p;
+  p.err = lua.run("local lf = require 'luaflame'\n" + workload(tag, rounds) + "lf.start{mode = '" +
+                  mode +
+                  "', hz = 999}\n"
+                  "work()\n"
+                  "FOLDED = lf.folded()\n"
+                  "lf.stop()");
+  p.folded = lua.global("FOLDED");
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("states: two states on two threads at once, each run holds its own thread's samples") {
+  Profiled a, b;
+  std::thread ta([&] { a = profile_here("a", "sample", 150); });
+  std::thread tb([&] { b = profile_here("b", "sample", 150); });
+  ta.join();
+  tb.join();
+  REQUIRE(a.err == "");
+  REQUIRE(b.err == "");
+  const Folded fa = parse_folded(a.folded), fb = parse_folded(b.folded);
+  CAPTURE(a.folded);
+  CAPTURE(b.folded);
+  CHECK(total(fa) > 100);
+  CHECK(total(fb) > 100);
+  CHECK(a.folded.find("_b ") == std::string::npos);  // nothing of the other state
+  CHECK(b.folded.find("_a ") == std::string::npos);
+  CHECK(heavy_share(fa, "a") == doctest::Approx(75).epsilon(0.14));
+  CHECK(heavy_share(fb, "b") == doctest::Approx(75).epsilon(0.14));
+}
+
+TEST_CASE("states: made, profiled and closed over and over on two threads, calls exact") {
+  auto churn = [](const std::string& tag, std::vector<std::string>& errs) {
+    for (int i = 0; i < 100; ++i) {
+      Lua lua;
+      const std::string err = lua.run("local lf = require 'luaflame'\n" + workload(tag, 1) +
+                                      "local function f() end\n"
+                                      "lf.start{mode = 'both'}\n"
+                                      "for i = 1, 37 do f() end\n"
+                                      "CALLS = lf.folded('calls')\n"
+                                      "lf.stop()");
+      const Folded calls = parse_folded(lua.global("CALLS"));
+      double f_calls = 0;
+      for (const auto& kv : calls)
+        if (kv.first.size() > 2 && kv.first.find(";f ") != std::string::npos) f_calls += kv.second;
+      if (!err.empty() || f_calls != 37)
+        errs.push_back(tag + " round " + std::to_string(i) + ": " + err + " f called " +
+                       std::to_string(f_calls) + " times");
+    }
+  };
+  std::vector<std::string> ea, eb;
+  std::thread ta([&] { churn("a", ea); });
+  std::thread tb([&] { churn("b", eb); });
+  ta.join();
+  tb.join();
+  CHECK(ea.empty());
+  CHECK(eb.empty());
+  if (!ea.empty()) MESSAGE(ea.front());
+  if (!eb.empty()) MESSAGE(eb.front());
+}
+
+// The host's C code: resumes a coroutine that runs work(), telling the
+// collector as the shim does around lua_resume.
+void host_runs(lua_State* L) {
+  lua_State* co = lua_newthread(L);
+  lua_getglobal(co, "work");
+  CHECK(lfc::attach::host_resume(co, true));
+  int nres = 0;
+#if LUA_VERSION_NUM >= 504
+  const int st = lua_resume(co, L, 0, &nres);
+#else
+  const int st = lua_resume(co, L, 0);
+#endif
+  lfc::attach::host_resume(co, false);
+  CHECK(st == LUA_OK);
+  lua_pop(L, 1);
+}
+
+TEST_CASE("states: a state made on one thread and run by another is sampled where it runs") {
+  Lua lua;
+  REQUIRE(lua.run("local lf = require 'luaflame'\n" + workload("w", 150) + "lf.start{hz = 999}") ==
+          "");
+  // The main thread burns CPU of its own meanwhile: none of it is the state's.
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    host_runs(lua.L);
+    done = true;
+  });
+  volatile uint64_t spin = 0;
+  while (!done) ++spin;
+  worker.join();
+  REQUIRE(lua.run("FOLDED = require('luaflame').folded() S = require('luaflame').stop()") == "");
+  const Folded f = parse_folded(lua.global("FOLDED"));
+  CAPTURE(lua.global("FOLDED"));
+  CHECK(total(f) > 100);
+  CHECK(heavy_share(f, "w") == doctest::Approx(75).epsilon(0.14));
+  // The work's samples are the worker's: the main thread's spin is not in them.
+  CHECK(share_containing(f, "heavy_w") + share_containing(f, "light_w") > 85);
+}
