@@ -2,9 +2,9 @@
 # What `luaflame attach` costs a host (docs/attach.md "Cost"): HAProxy
 # (requests per second under ab), nmap and sysbench (wall seconds), each
 # alone, with the bare interruption floor at 1 kHz (floor_preload.c: SIGPROF
-# at 1,000 per second of CPU to a handler that does nothing), and attached at
-# 100 Hz and 1 kHz. Rounds interleave the four (the machine is noisy: each
-# round runs them back to back) and the medians are printed.
+# at 1,000 per second to the main thread, to a handler that does nothing),
+# and attached at 100 Hz and 1 kHz. Rounds interleave the four (the machine
+# is noisy: each round runs them back to back) and the medians are printed.
 #   bench/attach/cost.sh BUILD [ROUNDS]     (default 5)
 set -u
 BUILD=$(realpath "${1:?usage: cost.sh BUILD [ROUNDS]}")

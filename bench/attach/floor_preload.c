@@ -1,10 +1,16 @@
 /* The interruption floor of an attached host, with no profiler:
  * bench/attach/cost.sh preloads this (LD_PRELOAD) into the host with
  * FLOOR_HZ=N. At load it installs a SIGPROF handler that does nothing and a
- * kernel timer on the process's CPU clock that sends SIGPROF at N per second
- * of CPU, which the kernel delivers to a running thread: the signals a
- * sampler at N Hz costs a host whose Lua runs on one busy thread, and
- * nothing else (bench/jit/floor.c is the same floor for nginx workers).
+ * kernel timer on the wall clock that sends SIGPROF at N per second to the
+ * thread that loaded it (the host's main thread, where its Lua runs): the
+ * signals a sampler at N Hz costs a host whose Lua runs on that thread
+ * while it is busy, and nothing else (bench/jit/floor.c's "ktimer" floor
+ * for nginx workers). Not a timer on the CPU clock: the kernel fires those
+ * only at its tick (250 Hz on Debian's kernels), whatever period is asked,
+ * and the first version of this floor did so: 215 signals where luaflame
+ * at 1 kHz sent 1,028 on the same nmap scan. The wall timer also wakes
+ * the thread while it waits, which luaflame's sampler does not (it paces:
+ * sampler_threads.cpp), so on a host that waits the floor errs high.
  *
  * Contract: on_sigprof does nothing (it only exists so the signal does not
  * terminate); it is installed with SA_RESTART, as luaflame's handler is, so
@@ -17,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void on_sigprof(int sig) {
   (void)sig;
@@ -34,11 +41,12 @@ __attribute__((constructor)) static void floor_start(void) {
   if (sigaction(SIGPROF, &sa, NULL) != 0) return;
   struct sigevent ev;
   memset(&ev, 0, sizeof ev);
-  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_notify = SIGEV_THREAD_ID;
   ev.sigev_signo = SIGPROF;
+  ev._sigev_un._tid = gettid();
   timer_t t;
   const long period = 1000000000L / hz;
   struct itimerspec it = {{period / 1000000000L, period % 1000000000L},
                           {period / 1000000000L, period % 1000000000L}};
-  if (timer_create(CLOCK_PROCESS_CPUTIME_ID, &ev, &t) == 0) timer_settime(t, 0, &it, NULL);
+  if (timer_create(CLOCK_MONOTONIC, &ev, &t) == 0) timer_settime(t, 0, &it, NULL);
 }

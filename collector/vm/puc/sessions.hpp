@@ -49,15 +49,18 @@ extern std::atomic<int> g_used;    ///< slots [0, g_used) may be live
 extern std::atomic<bool> g_keyed;  ///< l_G tells states apart (set while none is live)
 extern const char kAnyState;       ///< the key of every state when !g_keyed
 
-/// The session of L's state, or null. Any thread; async-signal-safe.
+/// The session of the state keyed `key` in slots 1 and up (of()'s slow
+/// path: a second state profiled at once).
+Session* of_rest(const void* key) noexcept;
+
+/// The session of L's state, or null. Any thread; async-signal-safe. Slot
+/// 0 first, inline: the trace hook calls this at every call and return,
+/// and most processes profile one state.
 inline Session* of(const lua_State* L) noexcept {
-  const int n = g_used.load(std::memory_order_acquire);
-  if (n == 0) return nullptr;
   const void* key = g_keyed.load(std::memory_order_relaxed) ? luaint::global_of(L) : &kAnyState;
-  for (int i = 0; i < n; ++i)
-    if (g_slots[i].key.load(std::memory_order_acquire) == key)
-      return g_slots[i].session.load(std::memory_order_acquire);
-  return nullptr;
+  if (g_slots[0].key.load(std::memory_order_acquire) == key)
+    return g_slots[0].session.load(std::memory_order_acquire);
+  return of_rest(key);
 }
 
 /// The session in `slot`, or null (the signal handler's lookup).
