@@ -136,7 +136,7 @@ host_sysbench() {
   cd "$tmp" || return
   timeout 300 sysbench "${args[@]}" > sysbench.alone 2>&1; rc0=$?
   # State 1 is sysbench's main state, idle while the worker's state 2 runs
-  # the events (docs/attach.md: one state profiled at a time).
+  # the events (docs/attach.md: LuaJIT profiles one state of a process at a time).
   LUAFLAME_ATTACH_STATE=2 timeout 300 "$LF" attach -o "$tmp/sysbench.folded" --server "$url" -- \
     sysbench "${args[@]}" > sysbench.attached 2> sysbench.err; rc1=$?
   [ "$rc0" = 0 ] && [ "$rc1" = "$rc0" ] || fail "sysbench: exit $rc1 attached, $rc0 alone: $(cat sysbench.err)"

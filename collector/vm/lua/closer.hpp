@@ -10,8 +10,11 @@
 //
 // Lua API calls that may raise (memory errors): call from the Lua thread,
 // under the caller's protected call, with no C++ object alive in between.
+// Serials are unique in the process (an atomic counter): the Lua threads of
+// several states start runs at once (docs/attach.md, "States and threads").
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -26,8 +29,8 @@ inline constexpr const char* kKey = "luaflame.closer";
 /// Makes the closer of a new run, with finalizer `on_close`, and stores it
 /// in the registry. Returns the run's serial (never 0).
 inline std::uint64_t add(lua_State* L, lua_CFunction on_close) {
-  static std::uint64_t next = 0;  // the Lua thread only
-  const std::uint64_t serial = ++next;
+  static std::atomic<std::uint64_t> next{0};
+  const std::uint64_t serial = next.fetch_add(1, std::memory_order_relaxed) + 1;
   void* box = lua_newuserdatauv(L, sizeof serial, 0);
   std::memcpy(box, &serial, sizeof serial);
   lua_newtable(L);

@@ -45,7 +45,7 @@ lua_Hook g_hookf = nullptr;  // ldblib.c's hookf: the hook debug.sethook install
 // lock by lf_hook_after_stop on the state's thread: the key is cleared
 // while an entry is rewritten.
 struct After {
-  std::atomic<const void*> key{nullptr};
+  std::atomic<std::uintptr_t> key{0};
   lua_Hook hook = nullptr;
   int mask = 0, count = 0;
 };
@@ -176,13 +176,13 @@ void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::s
   lua_pop(L, 1);
 }
 
-void set_hook_after_stop(const void* key, lua_Hook h, int mask, int count) {
+void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count) {
   std::lock_guard<std::mutex> lock(g_after_mu);
   After* e = nullptr;
   for (After& a : g_after)
     if (a.key.load(std::memory_order_relaxed) == key) e = &a;
   if (!e) e = &g_after[g_after_next++ % kAfter];
-  e->key.store(nullptr, std::memory_order_release);
+  e->key.store(0, std::memory_order_release);
   e->hook = h, e->mask = mask, e->count = count;
   e->key.store(key, std::memory_order_release);
 }
@@ -190,7 +190,7 @@ void set_hook_after_stop(const void* key, lua_Hook h, int mask, int count) {
 // lf_hook itself (the hot path: Tracer::trace_fast) and its slow path
 // (Session::hook) are in tracer.cpp.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept {
-  const void* key = sessions::key_of(L);
+  const std::uintptr_t key = sessions::key_of(L);
   lua_Hook h = nullptr;
   int mask = 0, count = 0;
   for (const After& a : g_after)

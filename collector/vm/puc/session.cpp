@@ -216,10 +216,12 @@ bool publish(Session* s, lua_State* L, std::string& err) {
   std::lock_guard<std::mutex> lock(ending_mutex());
   bool live = false;
   sessions::each([&](Session*) { live = true; });
-  if (!live) sessions::g_keyed.store(s->layout.global_ok, std::memory_order_relaxed);
+  if (!live)
+    sessions::g_key_mask.store(s->layout.global_ok ? ~std::uintptr_t{0} : 0,
+                               std::memory_order_relaxed);
   if (sessions::of(L))
     return err = "luaflame is already running (call luaflame.stop() first)", false;
-  if (live && !(sessions::g_keyed.load(std::memory_order_relaxed) && s->layout.global_ok))
+  if (live && !(sessions::g_key_mask.load(std::memory_order_relaxed) && s->layout.global_ok))
     return err =
                "luaflame is already running on another Lua state of this process (lua_State.l_G "
                "not verified on this Lua: its states cannot be told apart)",

@@ -158,6 +158,6 @@ void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size
 void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
 /// The hook lf_hook_after_stop gives back on the threads of the state
 /// keyed `key` (sessions::key_of) once its session is gone (hooks.cpp).
-void set_hook_after_stop(const void* key, lua_Hook h, int mask, int count);
+void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count);
 
 }  // namespace lfc

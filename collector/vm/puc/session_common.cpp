@@ -12,10 +12,9 @@ namespace sessions {
 
 Slot g_slots[kMax];
 std::atomic<int> g_used{0};
-std::atomic<bool> g_keyed{false};
-const char kAnyState = 0;
+std::atomic<std::uintptr_t> g_key_mask{0};
 
-Session* of_rest(const void* key) noexcept {
+Session* of_rest(std::uintptr_t key) noexcept {
   const int n = g_used.load(std::memory_order_acquire);
   for (int i = 1; i < n; ++i)
     if (g_slots[i].key.load(std::memory_order_acquire) == key)
@@ -23,7 +22,7 @@ Session* of_rest(const void* key) noexcept {
   return nullptr;
 }
 
-int add(Session* s, const void* key) {
+int add(Session* s, std::uintptr_t key) {
   for (int i = 0; i < kMax; ++i) {
     if (g_slots[i].session.load(std::memory_order_relaxed)) continue;
     g_slots[i].session.store(s, std::memory_order_release);
@@ -36,7 +35,7 @@ int add(Session* s, const void* key) {
 
 void remove(int slot, bool wait) {
   if (slot < 0 || slot >= kMax) return;
-  g_slots[slot].key.store(nullptr, std::memory_order_release);
+  g_slots[slot].key.store(0, std::memory_order_release);
   g_slots[slot].session.store(nullptr, std::memory_order_release);
   while (wait && g_slots[slot].busy.load(std::memory_order_acquire) != 0) sched_yield();
 }

@@ -6,8 +6,11 @@
 // pointer load, checked at start by the probe: Layout::global_ok): the
 // hooks and the coroutine wrappers look it up from the lua_State they are
 // given, the signal handler from the slot number its timer carries
-// (sigev_value). Where l_G cannot be read, every state has the one key
-// kAnyState: one session at a time, as before.
+// (sigev_value). A key is l_G with its low bit set (a pointer to an
+// aligned struct: the bit is free, and an empty slot's 0 never matches);
+// where l_G is not verified the mask clears it and every state has the one
+// key 1: one session at a time, as before. Mask, not branch: the trace
+// hook computes a key at every call and return.
 //
 // Contract. add() and remove() run under ending_mutex() (core/profile.hpp),
 // so that finish_for_exit's visit never sees a session being deleted. The
@@ -21,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 #include "vm/puc/luaint.hpp"
 
@@ -37,7 +41,7 @@ namespace sessions {
 constexpr int kMax = 64;  ///< states profiled at once; more are refused at start
 
 struct Slot {
-  std::atomic<const void*> key{nullptr};
+  std::atomic<std::uintptr_t> key{0};
   std::atomic<Session*> session{nullptr};
   /// Signal handlers inside this slot's session now (enter/leave): a
   /// session moved off a thread still gets that thread's late signals,
@@ -45,19 +49,27 @@ struct Slot {
   std::atomic<int> busy{0};
 };
 extern Slot g_slots[kMax];
-extern std::atomic<int> g_used;    ///< slots [0, g_used) may be live
-extern std::atomic<bool> g_keyed;  ///< l_G tells states apart (set while none is live)
-extern const char kAnyState;       ///< the key of every state when !g_keyed
+extern std::atomic<int> g_used;  ///< slots [0, g_used) may be live
+/// ~0 when l_G tells states apart, 0 when not (set while no session is live).
+extern std::atomic<std::uintptr_t> g_key_mask;
+
+/// The key of L's state: l_G | 1, or 1 (key_mask 0). A load of lua_State's
+/// l_G offset, safe whatever it holds (lua_State is larger).
+inline std::uintptr_t key_of(const lua_State* L) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(luaint::global_of(L)) &
+          g_key_mask.load(std::memory_order_relaxed)) |
+         1;
+}
 
 /// The session of the state keyed `key` in slots 1 and up (of()'s slow
 /// path: a second state profiled at once).
-Session* of_rest(const void* key) noexcept;
+Session* of_rest(std::uintptr_t key) noexcept;
 
 /// The session of L's state, or null. Any thread; async-signal-safe. Slot
 /// 0 first, inline: the trace hook calls this at every call and return,
 /// and most processes profile one state.
 inline Session* of(const lua_State* L) noexcept {
-  const void* key = g_keyed.load(std::memory_order_relaxed) ? luaint::global_of(L) : &kAnyState;
+  const std::uintptr_t key = key_of(L);
   if (g_slots[0].key.load(std::memory_order_acquire) == key)
     return g_slots[0].session.load(std::memory_order_acquire);
   return of_rest(key);
@@ -80,14 +92,9 @@ inline void leave(Slot& slot) noexcept {
   slot.busy.fetch_sub(1, std::memory_order_release);
 }
 
-/// The key of L's state (its l_G, or kAnyState).
-inline const void* key_of(const lua_State* L) noexcept {
-  return g_keyed.load(std::memory_order_relaxed) ? luaint::global_of(L) : &kAnyState;
-}
-
 /// Puts s in a free slot under `key`: the slot, or -1 when all are taken.
 /// Under ending_mutex().
-int add(Session* s, const void* key);
+int add(Session* s, std::uintptr_t key);
 /// Takes s out of its slot, then waits for the handlers inside it (on
 /// other threads) to leave; `wait` false in a forked child (the threads
 /// that were inside are not there). Under ending_mutex().

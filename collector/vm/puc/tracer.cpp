@@ -391,8 +391,9 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
 // It never raises a Lua error, and calls no Lua function that could, while
 // a C++ object with a destructor is alive in its frames (FrameTable::of and
 // the walk use raw accesses and lua_getinfo only).
-void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
-  Session* s = sessions::of(L);
+namespace {
+
+inline void hook_session(Session* s, lua_State* L, lua_Debug* ar) noexcept {
   if (__builtin_expect(s != nullptr, 1)) {
     try {
       if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
@@ -405,6 +406,22 @@ void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
     return;
   }
   lf_hook_after_stop(L, ar);
+}
+
+// A state whose session is not in slot 0 (another state profiled at the
+// same time), or none (after stop): out of line, so that lf_hook's test of
+// slot 0 comes before anything is saved.
+[[gnu::noinline]] void hook_other_slot(lua_State* L, lua_Debug* ar, std::uintptr_t key) noexcept {
+  hook_session(sessions::of_rest(key), L, ar);
+}
+
+}  // namespace
+
+void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
+  const std::uintptr_t key = sessions::key_of(L);
+  if (__builtin_expect(sessions::g_slots[0].key.load(std::memory_order_acquire) != key, 0))
+    return hook_other_slot(L, ar, key);
+  hook_session(sessions::g_slots[0].session.load(std::memory_order_acquire), L, ar);
 }
 
 // lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
