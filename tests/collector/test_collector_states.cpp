@@ -14,13 +14,14 @@ using namespace lfct;
 
 namespace {
 
-// heavy_<tag> does three times light_<tag>'s work: 75% of their samples.
+// heavy_<tag> does three times light_<tag>'s work: 75% of their samples. Each
+// call lasts many sample periods (no aliasing of a short round with the 1 ms period).
 std::string workload(const std::string& tag, int rounds) {
   return "local function heavy_" + tag +
-         "() local x = 0 for i = 1, 300000 do x = x + i % 7 end return x end\n"
+         "() local x = 0 for i = 1, 3000000 do x = x + i % 7 end return x end\n"
          "local function light_" +
          tag +
-         "() local x = 0 for i = 1, 100000 do x = x + i % 7 end return x end\n"
+         "() local x = 0 for i = 1, 1000000 do x = x + i % 7 end return x end\n"
          "function work() for r = 1, " +
          std::to_string(rounds) + " do heavy_" + tag + "() light_" + tag + "() end end\n";
 }
@@ -53,8 +54,8 @@ Profiled profile_here(const std::string& tag, const char* mode, int rounds) {
 
 TEST_CASE("states: two states on two threads at once, each run holds its own thread's samples") {
   Profiled a, b;
-  std::thread ta([&] { a = profile_here("a", "sample", 150); });
-  std::thread tb([&] { b = profile_here("b", "sample", 150); });
+  std::thread ta([&] { a = profile_here("a", "sample", 30); });
+  std::thread tb([&] { b = profile_here("b", "sample", 30); });
   ta.join();
   tb.join();
   REQUIRE(a.err == "");
@@ -119,22 +120,17 @@ void host_runs(lua_State* L) {
 
 TEST_CASE("states: a state made on one thread and run by another is sampled where it runs") {
   Lua lua;
-  REQUIRE(lua.run("local lf = require 'luaflame'\n" + workload("w", 150) + "lf.start{hz = 999}") ==
+  REQUIRE(lua.run("local lf = require 'luaflame'\n" + workload("w", 30) + "lf.start{hz = 999}") ==
           "");
-  // The main thread burns CPU of its own meanwhile: none of it is the state's.
-  std::atomic<bool> done{false};
-  std::thread worker([&] {
-    host_runs(lua.L);
-    done = true;
-  });
-  volatile uint64_t spin = 0;
-  while (!done) ++spin;
+  // The main thread, which made the state and started its run, waits: its
+  // CPU clock stands still. Samples come only if the run moved its timers
+  // to the worker that runs the state (Session::follow_thread).
+  std::thread worker([&] { host_runs(lua.L); });
   worker.join();
   REQUIRE(lua.run("FOLDED = require('luaflame').folded() S = require('luaflame').stop()") == "");
   const Folded f = parse_folded(lua.global("FOLDED"));
   CAPTURE(lua.global("FOLDED"));
   CHECK(total(f) > 100);
   CHECK(heavy_share(f, "w") == doctest::Approx(75).epsilon(0.14));
-  // The work's samples are the worker's: the main thread's spin is not in them.
   CHECK(share_containing(f, "heavy_w") + share_containing(f, "light_w") > 85);
 }
