@@ -6,7 +6,7 @@
 //   luaflame.profile(fn, opts, ...) -> summary, fn's results
 //   luaflame.flush()
 //   luaflame.folded([metric]) -> folded text so far
-//   luaflame.running() -> boolean
+//   luaflame.running() -> boolean (each function acts on the calling state's run)
 #include <cstdio>
 #include <cstring>
 #include <string>
