@@ -14,6 +14,7 @@
 #include "vm/lua/attach.hpp"
 #include "vm/lua/boundary.hpp"
 #include "vm/lua/closer.hpp"
+#include "vm/lua/same_state.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -241,14 +242,7 @@ namespace {
 // L is a thread of the state the run profiles: they share the registry.
 // LuaJIT's profiler is one per process (luaJIT_profile_start), so is the run.
 bool profiles(const JitState* j, lua_State* L) {
-  if (!j || !L || !lua_checkstack(L, 1) || !lua_checkstack(j->L, 1)) return false;
-  if (j->L == L) return true;
-  lua_pushvalue(L, LUA_REGISTRYINDEX);
-  lua_pushvalue(j->L, LUA_REGISTRYINDEX);
-  const bool same = lua_topointer(L, -1) == lua_topointer(j->L, -1);
-  lua_pop(L, 1);
-  lua_pop(j->L, 1);
-  return same;
+  return j && same_state(j->L, L);
 }
 
 }  // namespace

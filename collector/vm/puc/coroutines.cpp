@@ -5,6 +5,7 @@
 #include "vm/puc/coroutines.hpp"
 
 #include "vm/lua/attach.hpp"
+#include "vm/lua/same_state.hpp"
 #include "vm/puc/session.hpp"
 #include "vm/puc/sessions.hpp"
 
@@ -180,20 +181,7 @@ void preset_coroutine_frames(FrameTable& frames) {
   frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");
 }
 
-namespace {
-
-// co is a thread of the state L belongs to: they share the registry.
-bool same_state(lua_State* L, lua_State* co) {
-  if (!lua_checkstack(co, 1) || !lua_checkstack(L, 1)) return false;
-  lua_pushvalue(L, LUA_REGISTRYINDEX);
-  lua_pushvalue(co, LUA_REGISTRYINDEX);
-  const bool same = lua_topointer(L, -1) == lua_topointer(co, -1);
-  lua_pop(L, 1);
-  lua_pop(co, 1);
-  return same;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // A coroutine the host's C code resumes with lua_resume (seen by luaflame
 // attach's shim: HAProxy runs every request so), told to the session of

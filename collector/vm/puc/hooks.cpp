@@ -176,8 +176,11 @@ void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::s
   lua_pop(L, 1);
 }
 
-void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count) {
-  std::lock_guard<std::mutex> lock(g_after_mu);
+void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count, bool in_child) {
+  // In a forked child the only thread: the lock may be held by a parent's
+  // thread that is not there (it would never be released).
+  std::unique_lock<std::mutex> lock(g_after_mu, std::defer_lock);
+  if (!in_child) lock.lock();
   After* e = nullptr;
   for (After& a : g_after)
     if (a.key.load(std::memory_order_relaxed) == key) e = &a;

@@ -135,7 +135,8 @@ void leave_behind(Session* s, bool in_child) {
   if (s->slot >= 0) g_left_behind[s->slot] = s;
   if (s->alloc) s->alloc->active = false;
   const HookChain::Chained before = s->hooks.start_hook();
-  set_hook_after_stop(sessions::key_of(s->main_L), before.hook, before.mask, before.count);
+  set_hook_after_stop(sessions::key_of(s->main_L), before.hook, before.mask, before.count,
+                      in_child);
   sessions::remove(s->slot, !in_child);
 }
 

@@ -158,6 +158,8 @@ void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size
 void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
 /// The hook lf_hook_after_stop gives back on the threads of the state
 /// keyed `key` (sessions::key_of) once its session is gone (hooks.cpp).
-void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count);
+/// `in_child`: from a forked child's handler (no lock: the only thread).
+void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count,
+                         bool in_child = false);
 
 }  // namespace lfc
