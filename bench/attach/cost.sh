@@ -54,7 +54,7 @@ run_wall() {
 
 # haproxy_rps MODE: requests per second of the Lua service, ab -n 150 -c 1.
 haproxy_rps() {
-  local port=$((20000 + RANDOM % 20000)) pid rps
+  local port=$((10000 + RANDOM % 20000)) pid rps
   sed -e "s#@HERE@#$T#g" -e "s#@PORT@#$port#g" "$T/haproxy.cfg.in" > "$tmp/h.cfg"
   (timed "$1" haproxy -f "$tmp/h.cfg" -db > /dev/null 2>&1) &
   pid=$!

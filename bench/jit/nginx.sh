@@ -22,7 +22,7 @@ CONF=$(cd "$(dirname "$0")/../../tests/nginx" && pwd)
 tmp=$(mktemp -d); chmod 755 "$tmp"
 spid="" npid=""
 trap '[ -n "$npid" ] && kill -QUIT $npid; [ -n "$spid" ] && kill $spid; wait; rm -rf "$tmp"' EXIT
-port=$((20000 + RANDOM % 40000))
+port=$((10000 + RANDOM % 20000))
 "$BUILD/server/luaflame-server" --listen "127.0.0.1:$port" --data "$tmp/data" >"$tmp/server.log" 2>&1 & spid=$!
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
 [ -n "${FLOOR:-}" ] && cc -O2 -shared -fPIC -o "$tmp/floor.so" "$(dirname "$0")/floor.c" -lpthread -lrt
@@ -52,7 +52,7 @@ run() {  # off|on|thread|signal [MODULE_BUILD] -> requests per CPU second of the
   esac
   mkdir -p "$tmp/ngx"
   for try in 1 2 3; do  # a port taken meanwhile, or a slow start: another port
-    nport=$((20000 + RANDOM % 40000)) up=""
+    nport=$((10000 + RANDOM % 20000)) up=""
     sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$CONF#g" -e "s#@MODDIR@#$mod/collector/vm/luajit#g" \
         -e "s#@PROFILE@#$profile#g" -e "s#@HZ@#${HZ:-999}#g" -e "s#@SERVER@#http://127.0.0.1:$port#g" -e "s#@PORT@#$nport#g" \
         -e "s#@USER@#$user#g" -e "s#flush_interval = 1#flush_interval = ${FLUSH:-1}#" \

@@ -27,10 +27,19 @@ lf_server_start "$tmp/srv" "$server" || { echo "FAIL: luaflame-server did not st
 spid=$LF_SERVER_PID url=$LF_URL
 
 # nginx with its own prefix, config, pid and logs; as root its workers run as root.
+# A port taken between lf_free_port and nginx's bind is picked again (3 tries).
 start_nginx() {  # PROFILE(on/off) SERVER_URL
+  for _ in 1 2 3; do
+    try_nginx "$@" && return 0
+    grep -q 'Address already in use' "$tmp/ngx/error.log" || break
+    echo "note: port $nport was taken; another"
+  done
+  echo "FAIL: nginx did not start"; cat "$tmp/ngx/out.log" "$tmp/ngx/error.log"; exit 1
+}
+try_nginx() {  # PROFILE SERVER_URL -> 0 when nginx answers on $nport
   nport=$(lf_free_port)
   local user=""; [ "$(id -u)" = 0 ] && user="user root;"
-  mkdir -p "$tmp/ngx"
+  mkdir -p "$tmp/ngx"; : > "$tmp/ngx/error.log"
   sed -e "s#@PREFIX@#$tmp/ngx#g" -e "s#@HERE@#$HERE#g" -e "s#@MODDIR@#$MODDIR#g" \
       -e "s#@PROFILE@#$1#g" -e "s#@HZ@#999#g" -e "s#@SERVER@#$2#g" -e "s#@PORT@#$nport#g" -e "s#@USER@#$user#g" \
       "$HERE/nginx.conf.in" >"$tmp/ngx/nginx.conf"
@@ -39,8 +48,12 @@ start_nginx() {  # PROFILE(on/off) SERVER_URL
   (cd "$tmp/ngx" && exec env ${LUAFLAME_TEST_PRELOAD:+LD_PRELOAD="$LUAFLAME_TEST_PRELOAD"} \
      nginx -p "$tmp/ngx" -c "$tmp/ngx/nginx.conf" -e "$tmp/ngx/error.log") \
     >"$tmp/ngx/out.log" 2>&1 & npid=$!
-  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nport/" >/dev/null && return 0; sleep 0.1; done
-  echo "FAIL: nginx did not start"; cat "$tmp/ngx/out.log" "$tmp/ngx/error.log"; exit 1
+  for _ in $(seq 50); do
+    curl -sf "http://127.0.0.1:$nport/" >/dev/null && return 0
+    kill -0 "$npid" 2>/dev/null || { wait "$npid"; npid=""; return 1; }
+    sleep 0.1
+  done
+  stop_nginx; return 1
 }
 stop_nginx() {
   kill -QUIT "$npid" 2>/dev/null; wait "$npid" 2>/dev/null; npid=""

@@ -58,14 +58,21 @@ lf_e2e_server() {
   url=$LF_URL
 }
 
-# A loopback port nothing listens on now, for a program that takes no port 0
-# (nginx, HAProxy): a port in use would answer the test in its place.
+# A loopback port no socket uses now, for a program that takes no port 0
+# (nginx, HAProxy): a port in use would answer the test in its place. Picked
+# below the kernel's ephemeral range (ip_local_port_range), where port-0
+# servers and every outgoing connection of the other tests take theirs: a
+# port picked from inside it was taken by one of those between the check and
+# nginx's bind (CI, "bind() to 127.0.0.1:42582 failed (98)"). A race with
+# another lf_free_port remains: nginx_test.sh retries on a failed bind.
 lf_free_port() {
-  local p
+  local p lo=32768
+  read -r lo _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  [ "$lo" -gt 12000 ] || lo=32768
   for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + RANDOM % (lo - 10000)))
     command -v ss >/dev/null || break
-    ss -Htln "sport = :$p" | grep -q . || break
+    ss -Htan "sport = :$p" | grep -q . || break
   done
   echo "$p"
 }
