@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The gates that keep the tree clean (issue 15), for CI:
-#   1. clang-format --dry-run --Werror over every C/C++ source (.clang-format)
+#   1. clang-format --dry-run --Werror over every C/C++ source (.clang-format),
+#      and the walls between the server's rooms (step_walls)
 #   2. a full build with -DLUAFLAME_WERROR=ON (-Wall -Wextra as errors)
 #   3. clang-tidy (.clang-tidy) over every .cpp, with the build's compile
 #      commands (-p build-lint), in parallel; headers through HeaderFilterRegex;
@@ -16,7 +17,7 @@ root=$PWD
 build=${LUAFLAME_LINT_BUILD:-$root/build-lint}
 jobs=$(nproc 2>/dev/null || echo 2)
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(format build tidy)
+[ ${#steps[@]} -eq 0 ] && steps=(format walls build tidy)
 
 if [ "$(id -u)" = 0 ]; then scripts/install-deps.sh --lint >/dev/null || exit 1; fi
 for tool in clang-format clang-tidy cmake; do
@@ -35,6 +36,32 @@ step_format() {
   clang-format --dry-run --Werror "${sources[@]}" 2>&1 | grep -E '^[^ ].*: (error|warning):' | sort -u |
     sed -E 's/:[0-9]+:[0-9]+: (error|warning): / /' | uniq -c | sed 's/^/  /'
   clang-format --dry-run --Werror "${sources[@]}" >/dev/null 2>&1
+}
+# The server's rooms (docs/architecture.md): what a folder's files may not
+# include. A line: FOLDER, then the include prefixes refused there; an
+# exception is a whole path after '!'.
+walls='
+server/store    http/ handlers/ ingest/ views/
+server/views    http/ handlers/ ingest/
+server/ingest   http/ handlers/ views/ !http/error.hpp
+server/http     handlers/ ingest/
+'
+step_walls() {
+  echo "== walls between the server's rooms"
+  local dir bad rc=0 line
+  while read -r dir rest; do
+    [ -n "$dir" ] || continue
+    local -a deny=() allow=()
+    for w in $rest; do [[ $w == !* ]] && allow+=("${w#!}") || deny+=("$w"); done
+    while IFS= read -r line; do
+      local inc=${line#*#include \"}; inc=${inc%%\"*}
+      for a in "${allow[@]+"${allow[@]}"}"; do [ "$inc" = "$a" ] && continue 2; done
+      for d in "${deny[@]}"; do
+        [[ $inc == "$d"* ]] && { echo "  ${line%%:#*}: includes $inc (not in $dir)"; rc=1; }
+      done
+    done < <(git grep -n '#include "' -- "$dir" || true)
+  done <<<"$walls"
+  return $rc
 }
 # The build is the one scripts/test.sh makes (scripts/build-env.sh: Release,
 # every target, through ccache), with -Werror and compile_commands.json:
@@ -88,7 +115,7 @@ step_tidy() {
   # -std: GCC 12 compiles C++17 by default, so CMake writes no -std flag, and
   # clang 14's default (C++14) would not know std::string_view. gnu++20, as
   # clang 14 rejects in C++17 what GCC 12 takes there (lambdas capturing
-  # structured bindings: server/render.cpp:109, tests/server/test_http.cpp:290).
+  # structured bindings: server/views/render.cpp:109, tests/server/test_http.cpp:290).
   [ ${#todo[@]} -gt 0 ] || printf '' >"$out/none"
   [ ${#todo[@]} -eq 0 ] || printf '%s\n' "${todo[@]}" | timeout "${TIDY_TIMEOUT:-2400}" xargs -P "$jobs" -I{} sh -c \
     'f="$1"; log="$2/$(echo "$f" | tr / _).log"; clang-tidy -p "$3" --quiet --extra-arg=-std=gnu++20 "$f" >"$log" 2>&1 || echo "$f" >>"$2/failed"' \
@@ -131,6 +158,7 @@ if [[ " ${steps[*]} " == *" build "* && " ${steps[*]} " == *" tidy "* ]]; then
   together=$(mktemp -d)
   for s in "${steps[@]}"; do
     [ "$s" = format ] && { run_step format || failed+=(format); }
+    [ "$s" = walls ] && { run_step walls || failed+=(walls); }
   done
   if configure && cmake --build "$build" --target luaflame_pprof_proto >/dev/null 2>&1; then
     (run_step build >"$together/build.out" 2>&1; echo $? >"$together/build.rc") &

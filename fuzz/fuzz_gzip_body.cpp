@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "guard.hpp"
 #include "gzip.hpp"
+#include "http/guard.hpp"
 
 using lft::gzip;
 

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "app.hpp"
-#include "guard.hpp"
+#include "http/app.hpp"
+#include "http/guard.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);

@@ -19,8 +19,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "app.hpp"
-#include "store.hpp"
+#include "http/app.hpp"
+#include "store/store.hpp"
 
 namespace {
 

@@ -15,11 +15,11 @@
 #include <string>
 #include <string_view>
 
-#include "app.hpp"
+#include "http/app.hpp"
+#include "ingest/pprof_ingest.hpp"
 #include "luaflame/folded.hpp"
 #include "luaflame/pprof.hpp"
 #include "luaflame/tree.hpp"
-#include "pprof_ingest.hpp"
 
 namespace {
 

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "app.hpp"
-#include "guard.hpp"
-#include "ingest.hpp"
+#include "http/app.hpp"
+#include "http/guard.hpp"
+#include "ingest/ingest.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string target = "/api/runs?" + std::string(reinterpret_cast<const char*>(data), size);

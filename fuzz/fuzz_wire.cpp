@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "app.hpp"
-#include "ingest.hpp"
+#include "http/app.hpp"
+#include "ingest/ingest.hpp"
 #include "luaflame/wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

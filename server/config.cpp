@@ -1,7 +1,7 @@
 // Parsing of flags and LUAFLAME_* variables into Config. One table drives
 // both, so a flag and its variable can never disagree.
 #include "config.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -101,8 +101,9 @@ Setter int_setter(T Config::*field, const char* name, long long lo, long long hi
   };
 }
 
-const std::vector<Option>& options() {
-  static const std::vector<Option> opts = {
+// Where the server listens and stores, and who may read and write.
+std::vector<Option> where_and_who() {
+  return {
       {"--listen", "LUAFLAME_LISTEN",
        "HOST:PORT to listen on (default 127.0.0.1:8080; port 0: one the system chooses)",
        set_listen},
@@ -166,6 +167,12 @@ const std::vector<Option>& options() {
        file_setter(&Config::read_token, "--read-token-file")},
       {"--public-url", "LUAFLAME_PUBLIC_URL",
        "http(s)://HOST[:PORT] clients use: links and allowed Origin", set_public_url},
+  };
+}
+
+// What a client may send, how fast, and how long runs are kept.
+std::vector<Option> limits_and_retention() {
+  return {
       {"--max-json", "LUAFLAME_MAX_JSON", "largest JSON request body (default 1M)",
        size_setter(&Config::max_json_bytes, "--max-json")},
       {"--max-json-depth", "LUAFLAME_MAX_JSON_DEPTH", "deepest nesting of a JSON body (default 32)",
@@ -218,6 +225,12 @@ const std::vector<Option>& options() {
       {"--disk-budget", "LUAFLAME_DISK_BUDGET",
        "delete oldest runs above this store size (default 0 = none)",
        size_setter(&Config::disk_budget, "--disk-budget")},
+  };
+}
+
+// Logging, pages, threads, caches, the shape of stored runs.
+std::vector<Option> running() {
+  return {
       {"--log-level", "LUAFLAME_LOG_LEVEL", "trace|debug|info|warn|error|off (default info)",
        [](Config& c, const std::string& v) -> std::string {
          static const char* levels[] = {"trace", "debug",    "info", "warn",
@@ -279,6 +292,17 @@ const std::vector<Option>& options() {
        "mark live runs without new data for this long finished (default 60)",
        int_setter(&Config::stale_minutes, "--stale-minutes", 0, 1000000)},
   };
+}
+
+// Every option, in the order --help lists them.
+const std::vector<Option>& options() {
+  static const std::vector<Option> opts = [] {
+    std::vector<Option> all = where_and_who();
+    const std::vector<Option> limits = limits_and_retention(), rest = running();
+    all.insert(all.end(), limits.begin(), limits.end());
+    all.insert(all.end(), rest.begin(), rest.end());
+    return all;
+  }();
   return opts;
 }
 

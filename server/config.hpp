@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "client_addr.hpp"
+#include "http/client_addr.hpp"
 
 namespace lfs {
 

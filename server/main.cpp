@@ -22,8 +22,8 @@
 #include <mutex>
 #include <thread>
 
-#include "app.hpp"
-#include "front.hpp"
+#include "http/app.hpp"
+#include "http/front.hpp"
 
 extern char** environ;
 

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "batch.hpp"
-#include "render.hpp"
-#include "store.hpp"
+#include "store/batch.hpp"
+#include "store/store.hpp"
+#include "views/render.hpp"
 
 namespace {
 

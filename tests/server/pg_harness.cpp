@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "pg_client.hpp"
+#include "store/postgres/pg_client.hpp"
 
 namespace lft {
 namespace {

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "store.hpp"
+#include "store/store.hpp"
 #ifdef LUAFLAME_TEST_PG
 #include "pg_harness.hpp"
 constexpr bool kPg = true;

@@ -1,7 +1,7 @@
 // client_addr.hpp: the client behind a trusted proxy (issue 31), as data.
 #include <doctest/doctest.h>
 
-#include "client_addr.hpp"
+#include "http/client_addr.hpp"
 
 namespace {
 

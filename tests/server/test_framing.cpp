@@ -1,10 +1,10 @@
-// RFC 9112 framing of request heads (server/framing.hpp), as data: each row a
+// RFC 9112 framing of request heads (server/http/framing.hpp), as data: each row a
 // head, the status it gets (0: framed as told), and a word of the message.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "framing.hpp"
+#include "http/framing.hpp"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <map>
 
-#include "app.hpp"
-#include "ingest.hpp"
+#include "http/app.hpp"
+#include "ingest/ingest.hpp"
 
 namespace {
 

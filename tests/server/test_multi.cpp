@@ -25,7 +25,7 @@
 #include "harness.hpp"
 #include "luaflame/wire.hpp"
 #include "pg_harness.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 
 using nlohmann::json;
 

@@ -1,12 +1,12 @@
-// pprof bodies -> store batches (server/pprof_ingest.hpp). Bodies are written
+// pprof bodies -> store batches (server/ingest/pprof_ingest.hpp). Bodies are written
 // with the engine's write_pprof; go tool pprof and real agents are in pprof/.
-#include "pprof_ingest.hpp"
+#include "ingest/pprof_ingest.hpp"
 
 #include <doctest/doctest.h>
 
 #include <map>
 
-#include "app.hpp"
+#include "http/app.hpp"
 #include "protowire.hpp"
 
 namespace {

@@ -1,8 +1,8 @@
-// RefusalLog (server/refusal_log.hpp): the first refusal of a quiet spell in
+// RefusalLog (server/http/refusal_log.hpp): the first refusal of a quiet spell in
 // full, the rest summed per client and reason, one line per interval.
 #include <doctest/doctest.h>
 
-#include "refusal_log.hpp"
+#include "http/refusal_log.hpp"
 
 namespace {
 constexpr int64_t kSec = 1'000'000'000;

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "batch.hpp"
-#include "cache.hpp"
-#include "render.hpp"
+#include "store/batch.hpp"
+#include "views/cache.hpp"
+#include "views/render.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "sandwich.hpp"
+#include "views/sandwich.hpp"
 
 namespace {
 

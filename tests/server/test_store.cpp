@@ -11,9 +11,9 @@
 #include <map>
 #include <thread>
 
-#include "batch.hpp"
-#include "pg_client.hpp"
-#include "store.hpp"
+#include "store/batch.hpp"
+#include "store/postgres/pg_client.hpp"
+#include "store/store.hpp"
 #include "store_backend.hpp"
 
 namespace {

@@ -181,8 +181,6 @@ void preset_coroutine_frames(FrameTable& frames) {
   frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");
 }
 
-namespace {}  // namespace
-
 // A coroutine the host's C code resumes with lua_resume (seen by luaflame
 // attach's shim: HAProxy runs every request so), told to the session of
 // its state as coroutine.resume would. Only for a thread of that state, and

@@ -109,7 +109,7 @@ bool decode(std::string_view text, Chunk& chunk, std::string& error);
 
 /// Calls `fn(stack, values)` for every node with a non-zero value, where
 /// `stack` is the ;-joined folded stack from the root. For tests and tools: it builds a
-/// string per stack (the server keeps the tree: server/batch.hpp).
+/// string per stack (the server keeps the tree: server/store/batch.hpp).
 template <class Fn>
 void for_each_stack(const Chunk& chunk, Fn&& fn) {
   std::vector<std::string> paths(chunk.nodes.size());
