@@ -289,8 +289,14 @@ std::vector<Option> running() {
          return {};
        }},
       {"--stale-minutes", "LUAFLAME_STALE_MINUTES",
-       "mark live runs without new data for this long finished (default 60)",
-       int_setter(&Config::stale_minutes, "--stale-minutes", 0, 1000000)},
+       "mark live runs that got no data for this many minutes finished (default 60; 0.5 = 30 s)",
+       [](Config& c, const std::string& v) -> std::string {
+         double m = 0;
+         if (!parse_double(v, m) || !(m >= 0 && m <= 1e6))
+           return "--stale-minutes wants minutes from 0 to 1000000, got '" + v + "'";
+         c.stale_minutes = m;
+         return {};
+       }},
   };
 }
 

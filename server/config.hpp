@@ -109,8 +109,9 @@ struct Config {
   /// Default 60.
   int retention_interval = 60;
   /// --stale-minutes / LUAFLAME_STALE_MINUTES: a live run with no new data for this long is marked
-  /// finished (its collector died, or a Pyroscope series stopped); 0 = never. Default 60.
-  int stale_minutes = 60;
+  /// finished (its collector died, or a Pyroscope series stopped); 0 = never. "No new data" is by
+  /// when data arrived, not by its timestamps. Minutes, fractions allowed. Default 60.
+  double stale_minutes = 60;
   /// --resolutions / LUAFLAME_RESOLUTIONS: time buckets of streamed runs and how long each is
   /// kept, WIDTH:KEEP,... finest first (units s m h d; KEEP 0 = forever).
   /// Default "1s:1d,10s:1d,1m:7d,10m:7d,1h:30d,1d:30d" (lfs::default_resolutions()).

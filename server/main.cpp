@@ -31,18 +31,12 @@ namespace {
 
 // Marks live runs that got no data for cfg.stale_minutes as finished (a
 // collector that died, a Pyroscope series that stopped), so they are cached
-// and fall under retention.
+// and fall under retention. "No data" is by when data arrived, not by its
+// timestamps: a stream uploading yesterday's samples is not idle.
 void finish_stale(lfs::App& app) {
-  const int64_t cutoff =
-      lfs::now_ns() - static_cast<int64_t>(app.cfg.stale_minutes) * 60000000000LL;
-  lfs::RunFilter f;
-  f.status = "live";
-  f.limit = 1000;
-  for (const lfs::RunInfo& r : app.store->list_runs(f).runs) {
-    if (std::max(r.ended_ns, r.started_ns) >= cutoff) continue;
-    app.store->finish(r.id, "", r.ended_ns);
-    spdlog::info("run {} had no data for {} minutes: marked finished", r.id, app.cfg.stale_minutes);
-  }
+  const int64_t cutoff = lfs::now_ns() - static_cast<int64_t>(app.cfg.stale_minutes * 60e9);
+  for (int64_t id : app.store->finish_idle(cutoff))
+    spdlog::info("run {} had no data for {} minutes: marked finished", id, app.cfg.stale_minutes);
 }
 
 // The disk reserve: a preallocated file (real blocks, fallocate) next to the

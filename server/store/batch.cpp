@@ -318,6 +318,24 @@ std::vector<Piece> cover(int64_t from, int64_t until, const std::vector<Resoluti
   return out;
 }
 
+std::vector<Piece> timeline_pieces(int64_t from, int64_t until, int64_t step,
+                                   const std::vector<Resolution>& res,
+                                   const std::vector<int64_t>& horizon) {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  std::vector<Piece> out;
+  std::size_t level = 0;
+  for (std::size_t l = 0; l < res.size(); ++l)
+    if (res[l].width_ns <= step) level = l;
+  while (level > 0 && horizon[level] == kNone) --level;  // an upload keeps its finest only
+  for (std::size_t l = level; l < res.size() && from < until; ++l) {
+    const int64_t lo = std::max(from, horizon[l] == kNone ? until : horizon[l]);
+    if (lo < until) out.push_back({static_cast<int>(l), lo, until});
+    if (horizon[l] != kNone) until = std::min(until, horizon[l]);
+    until = bucket_of(until, res[std::min(l + 1, res.size() - 1)].width_ns);
+  }
+  return out;
+}
+
 void check_batch(const Batch& b) {
   if (b.values.size() != b.nodes.size() * b.metrics.size())
     throw std::runtime_error("store: batch values do not match its nodes");

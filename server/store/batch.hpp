@@ -181,6 +181,14 @@ struct Piece {
 std::vector<Piece> cover(int64_t from, int64_t until, const std::vector<Resolution>& res,
                          const std::vector<int64_t>& horizon);
 
+/// The buckets a timeline of [from, until) at `step` reads, newest first (the policy both
+/// stores follow; each reads a piece's bucket sums newest first, then reverses the whole):
+/// the finest level no wider than the step that holds data, then, before each level's
+/// horizon, the next coarser level's buckets up to that horizon rounded to its width.
+std::vector<Piece> timeline_pieces(int64_t from, int64_t until, int64_t step,
+                                   const std::vector<Resolution>& res,
+                                   const std::vector<int64_t>& horizon);
+
 /// Floor of a bucket start for `t` at width `w` (also for negative t).
 inline int64_t bucket_of(int64_t t, int64_t w) {
   int64_t q = t / w;

@@ -206,6 +206,11 @@ class Store {
   virtual AppendStatus append(int64_t run, int64_t seq, const Batch& data) = 0;
   /// Marks a live run finished. False when unknown.
   virtual bool finish(int64_t run, const std::string& stats_json, int64_t ended_ns) = 0;
+  /// Finishes, in one statement, every live run that got no data since `before_ns` by the
+  /// server's clock when the data arrived (runs.touched_ns: set when the run is made and at
+  /// each append), never by the data's own times: a stream backfilling hours-old samples is
+  /// busy, not idle. Returns the runs finished.
+  virtual std::vector<int64_t> finish_idle(int64_t before_ns) = 0;
 
   virtual std::optional<RunInfo> get_run(int64_t id) = 0;
   virtual RunList list_runs(const RunFilter& filter) = 0;

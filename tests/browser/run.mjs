@@ -637,10 +637,9 @@ async function main() {
   // axis was the store's whole-second buckets, not the run), and a step that is not a
   // multiple of the buckets made a saw-tooth (two buckets in one step, three in the next).
   await T.check('timeline: a 154 ms run is not one bar across half the axis; bars on the run\'s time; steps of whole buckets', async () => {
-    // 30 min ago, and the coarse server's run below at most 14 min after: within the
-    // server's --stale-minutes (60), which finishes a live run whose data is older at its
-    // retention pass (every 60 s). Two hours ago raced that pass: a chunk got 409 in a cold
-    // CI run ("run 2012 is finished; it takes no more chunks").
+    // 30 min ago. Two hours ago once raced the server's stale pass, which judged a live run
+    // by its data's times (a chunk got 409 in a cold CI run: "run 2012 is finished"); it now
+    // judges by when data arrived (test_http.cpp, "old data times do not").
     const sec = Math.floor(Date.now() / 1000) - 1800;
     // Left live: a finished stream ends when /finish came (now), and these runs are in the past.
     const stream = async (key, startedNs, chunks) => {

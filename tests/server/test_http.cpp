@@ -597,19 +597,43 @@ TEST_CASE("retention over HTTP: --keep-runs keeps the newest") {
   CHECK(list["runs"][1]["id"] == ids[2]);
 }
 
-TEST_CASE("a live run without new data for --stale-minutes is marked finished") {
+// Idle is by when data arrived, not by the data's own times. The pass judged by the latter: a
+// stream backfilling samples older than --stale-minutes was finished between two of its chunks,
+// and the rest were refused (409) and lost.
+TEST_CASE("a live run that gets no data for --stale-minutes is finished; old data times do not") {
   lft::TempDir dir;
-  lft::ServerProc srv(dir.path, {"--retention-interval", "1", "--stale-minutes", "1"});
+  // 0.05 minutes: 3 s; a retention pass each second; every resolution kept (the chunks are of
+  // 1970, past the default keeps).
+  lft::ServerProc srv(dir.path, {"--retention-interval", "1", "--stale-minutes", "0.05",
+                                 "--resolutions", "1s:0,10s:0,1m:0,10m:0,1h:0,1d:0"});
   auto c = srv.client();
-  auto old = c.Post("/api/streams", R"({"stream":"old","name":"stale","started_ns":1000000000})",
-                    "application/json");
-  auto fresh = c.Post("/api/streams", R"({"stream":"new","name":"fresh"})", "application/json");
-  std::string stale = "/api/runs/" + std::to_string(body_json(old)["id"].get<int64_t>());
-  std::string live = "/api/runs/" + std::to_string(body_json(fresh)["id"].get<int64_t>());
-  for (int i = 0; i < 40 && body_json(c.Get(stale.c_str()))["status"] != "finished"; ++i)
+  auto open = [&](const char* body) {
+    return "/api/runs/" +
+           std::to_string(
+               body_json(c.Post("/api/streams", body, "application/json"))["id"].get<int64_t>());
+  };
+  const std::string idle = open(R"({"stream":"idle","name":"stale","metrics":["samples"]})");
+  const std::string backfill =
+      open(R"({"stream":"backfill","name":"stale","metrics":["samples"],"started_ns":1000000000})");
+  // 6 s of chunks of 1970, one every 0.3 s: twice the idle time, never refused.
+  const uint64_t s = 1000000000ull;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  uint64_t seq = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    auto r = c.Post((backfill + "/chunks").c_str(),
+                    chunk(seq, (1 + seq) * s, (2 + seq) * s, {{{"main", "old"}, 1}}), "text/plain");
+    REQUIRE(r);
+    CHECK_MESSAGE(r->status == 200, "chunk ", seq, ": ", r->status, " ", r->body);
+    ++seq;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  CHECK(body_json(c.Get(backfill.c_str()))["status"] == "live");
+  CHECK(body_json(c.Get(backfill.c_str()))["metrics"]["samples"]["total"] == seq);
+  CHECK(body_json(c.Get(idle.c_str()))["status"] == "finished");
+  // Once its chunks stop, the backfill is idle too.
+  for (int i = 0; i < 80 && body_json(c.Get(backfill.c_str()))["status"] != "finished"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  CHECK(body_json(c.Get(stale.c_str()))["status"] == "finished");
-  CHECK(body_json(c.Get(live.c_str()))["status"] == "live");
+  CHECK(body_json(c.Get(backfill.c_str()))["status"] == "finished");
 }
 
 // Regression: httplib's default socket options set SO_REUSEPORT, so a second

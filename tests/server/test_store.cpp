@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -587,11 +588,16 @@ TEST_CASE("source texts: put, replace, list, get, drop, seen by a second opener"
 // before gets the names at upgrade, or name + tag listings would miss its runs.
 TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still finds its runs") {
   TempDir dir;
-  int64_t id = 0;
+  int64_t id = 0, live = 0;
   {
     auto st = open_test_store(dir, {});
     id = st->create_run(upload_run("svc", {{"branch", "main"}}), batch({{"s", 1}}));
     st->create_run(upload_run("other", {{"branch", "main"}}), batch({{"s", 1}}));
+    lfs::NewRun r = upload_run("streaming");
+    r.stream = "older-live";
+    r.finished = false;
+    bool created = false;
+    live = st->open_stream(r, created);
     st->close();
   }
   if (kPg) {
@@ -600,6 +606,7 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
         "DROP TRIGGER runs_status ON runs; DROP TRIGGER tags_status ON tags;"
         " DROP FUNCTION runs_give_status(); DROP FUNCTION tags_take_status();"
         " DROP INDEX tags_kvs; ALTER TABLE tags DROP COLUMN status;"
+        " ALTER TABLE runs DROP COLUMN touched_ns;"
         " DROP INDEX tags_kvn; DROP INDEX runs_name_status; ALTER TABLE tags DROP COLUMN name;"
         " ALTER TABLE buckets DROP CONSTRAINT buckets_pkey; ALTER TABLE buckets DROP COLUMN part;"
         " DROP SEQUENCE bucket_parts; ALTER TABLE buckets ADD PRIMARY KEY(run, metric, width,"
@@ -609,6 +616,7 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
     REQUIRE(sqlite3_open((dir.path + "/luaflame.db").c_str(), &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db,
                        "DROP INDEX tags_kvn; ALTER TABLE tags DROP COLUMN name;"
+                       " ALTER TABLE runs DROP COLUMN touched_ns;"
                        " DROP INDEX buckets_key; CREATE UNIQUE INDEX buckets_key ON"
                        " buckets(run, metric, width, bucket); PRAGMA user_version=3",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
@@ -631,6 +639,48 @@ TEST_CASE("an older store gets its tag rows' names at upgrade: name + tag still 
   done.status = "finished";
   done.tags = {{"branch", "main"}};
   CHECK(st->list_runs(done).total == 3);
+  // A live run at the upgrade counts as touched then (its arrival times were not kept): not
+  // idle a minute before, idle a minute after.
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  CHECK(st->finish_idle(now - 60 * kS).empty());
+  CHECK(st->finish_idle(now + 60 * kS) == std::vector<int64_t>{live});
+}
+
+// Idle is by when data arrived (touched_ns), never by the data's own times: a stream sending
+// 1970's samples just now is busy, one that sent nothing since the cutoff is idle.
+TEST_CASE("finish_idle finishes the live runs that got no data since a time, in one statement") {
+  TempDir dir;
+  auto st = open_test_store(dir, {});
+  auto stream = [&](const char* key) {
+    lfs::NewRun r = upload_run("svc");
+    r.stream = key;
+    r.finished = false;
+    r.started_ns = r.ended_ns = kS;  // 1970
+    bool created = false;
+    return st->open_stream(r, created);
+  };
+  auto clock = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const int64_t quiet = stream("quiet"), busy = stream("busy");
+  const int64_t upload = st->create_run(upload_run("done"), batch({{"s", 1}}));
+  CHECK(st->append(quiet, 0, batch({{"m;f", 1}}, 2 * kS)) == lfs::AppendStatus::ok);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int64_t cutoff = clock();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(st->append(busy, 0, batch({{"m;f", 1}}, 2 * kS)) == lfs::AppendStatus::ok);
+  CHECK(st->finish_idle(cutoff) == std::vector<int64_t>{quiet});
+  CHECK(st->get_run(quiet)->status == "finished");
+  CHECK(st->get_run(busy)->status == "live");
+  CHECK(st->get_run(upload)->status == "finished");
+  CHECK(st->append(quiet, 1, batch({{"m;f", 1}}, 3 * kS)) == lfs::AppendStatus::finished);
+  CHECK(st->append(busy, 1, batch({{"m;f", 1}}, 3 * kS)) == lfs::AppendStatus::ok);
+  CHECK(st->finish_idle(cutoff).empty());  // once
+  CHECK(st->finish_idle(clock() + kS) == std::vector<int64_t>{busy});
 }
 
 // Issue 11: every chunk decoded and re-encoded its run's whole merged tree and coarse buckets

@@ -64,6 +64,13 @@ const char* const kSchemaV4 = R"(
   CREATE TRIGGER runs_status AFTER UPDATE OF status ON runs FOR EACH ROW
     WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION runs_give_status();)";
 
+// 5: when a run last got data by the server's clock (touched_ns), for finishing idle live runs
+// (Store::finish_idle); a live run at the upgrade counts as touched then.
+const char* const kSchemaV5 = R"(
+  ALTER TABLE runs ADD COLUMN touched_ns bigint NOT NULL DEFAULT 0;
+  UPDATE runs SET touched_ns=(extract(epoch FROM clock_timestamp()) * 1e9)::bigint
+    WHERE status='live';)";
+
 }  // namespace
 
 void pg_migrate(pg::Conn& c) {
@@ -72,7 +79,7 @@ void pg_migrate(pg::Conn& c) {
   c.query("schema_lock", "SELECT pg_advisory_xact_lock($1)", pg::Params().add(kSchemaLock));
   c.exec("CREATE TABLE IF NOT EXISTS luaflame_meta(key text PRIMARY KEY, value bigint NOT NULL)");
   auto r = c.query("schema_version", "SELECT value FROM luaflame_meta WHERE key='schema'");
-  const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 4;
+  const int64_t version = r.rows() ? r.i64(0, 0) : 0, latest = 5;
   if (version > latest)
     throw std::runtime_error("store: the database has schema version " + std::to_string(version) +
                              ", newer than this server's " + std::to_string(latest));
@@ -80,6 +87,7 @@ void pg_migrate(pg::Conn& c) {
   if (version < 2) c.exec(kSchemaV2);
   if (version < 3) c.exec(kSchemaV3);
   if (version < 4) c.exec(kSchemaV4);
+  if (version < 5) c.exec(kSchemaV5);
   c.query("schema_set",
           "INSERT INTO luaflame_meta VALUES('schema', $1) ON CONFLICT(key) DO UPDATE SET value=$1",
           pg::Params().add(latest));

@@ -160,6 +160,18 @@ class PgStore : public Store {
     return r.affected() > 0;
   }
 
+  std::vector<int64_t> finish_idle(int64_t before_ns) override {
+    pg::Pool::Lease c(pool_);
+    auto r = c->query("finish_idle",
+                      "UPDATE runs SET status='finished', revision=revision+1"
+                      " WHERE status='live' AND touched_ns<$1 RETURNING id",
+                      pg::Params().add(before_ns));
+    std::vector<int64_t> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.i64(i, 0));
+    for (int64_t id : out) forget_tree(id);
+    return out;
+  }
+
   std::optional<RunInfo> get_run(int64_t id) override {
     pg::Pool::Lease c(pool_);
     auto r = c->query("get_run", (std::string(kPgRunColumns) + " WHERE id=$1").c_str(),
@@ -236,26 +248,16 @@ class PgStore : public Store {
                                   int64_t step_ns) override {
     pg::Pool::Lease c(pool_);
     pg::Txn snapshot(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    const std::vector<int64_t> horizon = horizons(*c, run, metric);
-    std::size_t level = 0;
-    for (std::size_t l = 0; l < opts_.resolutions.size(); ++l)
-      if (opts_.resolutions[l].width_ns <= step_ns) level = l;
-    while (level > 0 && horizon[level] == kMax) --level;  // an upload keeps its finest bucket only
     std::vector<TimePoint> out;
-    // From the chosen level where it still holds data; before its horizon, coarser levels.
-    int64_t until = until_ns;
-    for (std::size_t l = level; l < opts_.resolutions.size() && from_ns < until; ++l) {
-      const int64_t w = opts_.resolutions[l].width_ns;
-      const int64_t lo = std::max(from_ns, horizon[l] == kMax ? until : horizon[l]);
+    for (const Piece& p : timeline_pieces(from_ns, until_ns, step_ns, opts_.resolutions,
+                                          horizons(*c, run, metric))) {
+      const int64_t w = opts_.resolutions[static_cast<std::size_t>(p.level)].width_ns;
       auto q = c->query(
           "timeline",
           "SELECT bucket, SUM(total)::int8 FROM buckets WHERE run=$1 AND metric=$2 AND width=$3"
           " AND bucket>=$4 AND bucket<$5 GROUP BY bucket ORDER BY bucket DESC",  // its parts
-          pg::Params().add(run).add(metric).add(w).add(lo).add(until), /*binary=*/true);
+          pg::Params().add(run).add(metric).add(w).add(p.lo).add(p.hi), /*binary=*/true);
       for (int i = 0; i < q.rows(); ++i) out.push_back({q.bin_i64(i, 0), w, q.bin_i64(i, 1)});
-      if (horizon[l] != kMax) until = std::min(until, horizon[l]);
-      until = bucket_of(until,
-                        opts_.resolutions[std::min(l + 1, opts_.resolutions.size() - 1)].width_ns);
     }
     std::reverse(out.begin(), out.end());
     snapshot.commit();
@@ -326,8 +328,9 @@ class PgStore : public Store {
     p.add(run.started_ns).add(std::max(run.ended_ns, run.started_ns)).add(now_ns()).add(run.hz);
     auto r = c.query(
         "insert_run",
-        "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz)"
-        " VALUES($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT(stream) DO NOTHING RETURNING id",
+        "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz,"
+        " touched_ns) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $7)"
+        " ON CONFLICT(stream) DO NOTHING RETURNING id",
         p);
     if (!r.rows()) return 0;
     const int64_t id = r.i64(0, 0);
@@ -456,8 +459,14 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
   c.query("add_run",
           "UPDATE runs SET stack_count=$2, revision=revision+1, ended_ns=GREATEST(ended_ns, $3),"
           " started_ns=CASE WHEN $4>0 AND $4<started_ns THEN $4 ELSE started_ns END, "
-          "bytes=bytes+$5 WHERE id=$1",
-          pg::Params().add(run).add(tree.stack_count).add(b.until_ns).add(b.from_ns).add(bytes));
+          "bytes=bytes+$5, touched_ns=$6 WHERE id=$1",
+          pg::Params()
+              .add(run)
+              .add(tree.stack_count)
+              .add(b.until_ns)
+              .add(b.from_ns)
+              .add(bytes)
+              .add(now_ns()));
 }
 
 // Per-resolution retention of streamed and ingested runs (uploads follow the whole-run rules),

@@ -78,25 +78,16 @@ std::vector<TimePoint> SqliteStore::timeline(int64_t run, int metric, int64_t fr
                                              int64_t until_ns, int64_t step_ns) {
   Reader r(*this);
   Txn snapshot(r.db, "BEGIN");
-  const std::vector<int64_t> horizon = horizons(r.db, run, metric);
-  std::size_t level = 0;
-  for (std::size_t l = 0; l < opts_.resolutions.size(); ++l)
-    if (opts_.resolutions[l].width_ns <= step_ns) level = l;
-  while (level > 0 && horizon[level] == kMax) --level;  // an upload keeps its finest bucket only
   std::vector<TimePoint> out;
-  // From the chosen level where it still holds data; before its horizon, coarser levels.
-  int64_t until = until_ns;
-  for (std::size_t l = level; l < opts_.resolutions.size() && from_ns < until; ++l) {
-    const int64_t w = opts_.resolutions[l].width_ns;
-    const int64_t lo = std::max(from_ns, horizon[l] == kMax ? until : horizon[l]);
-    Stmt q(r.db,
-           "SELECT bucket, SUM(total) FROM buckets WHERE run=? AND metric=? AND width=? AND "
-           "bucket>=? AND bucket<? GROUP BY bucket ORDER BY bucket DESC");  // a bucket's parts
-    q.bind(1, run).bind(2, metric).bind(3, w).bind(4, lo).bind(5, until);
+  Stmt q(r.db,
+         "SELECT bucket, SUM(total) FROM buckets WHERE run=? AND metric=? AND width=? AND "
+         "bucket>=? AND bucket<? GROUP BY bucket ORDER BY bucket DESC");  // a bucket's parts
+  for (const Piece& p : timeline_pieces(from_ns, until_ns, step_ns, opts_.resolutions,
+                                        horizons(r.db, run, metric))) {
+    const int64_t w = opts_.resolutions[static_cast<std::size_t>(p.level)].width_ns;
+    q.bind(1, run).bind(2, metric).bind(3, w).bind(4, p.lo).bind(5, p.hi);
     while (q.step()) out.push_back({q.i64(0), w, q.i64(1)});
-    if (horizon[l] != kMax) until = std::min(until, horizon[l]);
-    until =
-        bucket_of(until, opts_.resolutions[std::min(l + 1, opts_.resolutions.size() - 1)].width_ns);
+    q.reset();
   }
   std::reverse(out.begin(), out.end());
   snapshot.commit();

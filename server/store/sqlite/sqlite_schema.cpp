@@ -7,9 +7,12 @@
 //    the whole run's merged tree under resolution 0, run counters for listing.
 // 4: the run's name copied into its tag rows (a name never changes) and indexed with the tag,
 //    so a name + tag listing walks exactly its matches (tags_kvn), not one condition's rows.
+// 5: a bucket is a few parts (rows): its key is no longer unique.
+// 6: runs.touched_ns, when the run last got data by the server's clock.
 #include "store/sqlite/sqlite_schema.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -81,6 +84,11 @@ const char* const kSchemaV4 = R"(
 const char* const kSchemaV5 = R"(
        DROP INDEX buckets_key;
        CREATE INDEX buckets_key ON buckets(run, metric, width, bucket);)";
+
+// 6: when a run last got data by the server's clock (touched_ns), for finishing idle live
+// runs (Store::finish_idle); a live run at the upgrade counts as touched then.
+const char* const kSchemaV6 = R"(
+       ALTER TABLE runs ADD COLUMN touched_ns INTEGER NOT NULL DEFAULT 0;)";
 
 void put_varint(std::string& out, uint32_t v) {
   while (v >= 0x80) {
@@ -211,7 +219,7 @@ void migrate_v3(sqlite3* db, const std::function<void(int64_t, const Batch&)>& a
 bool migrate_schema(sqlite3* db, const std::string& path,
                     const std::function<void(int64_t, const Batch&)>& add) {
   int version = static_cast<int>(sql::pragma(db, "PRAGMA user_version"));
-  const int latest = 5;
+  const int latest = 6;
   if (version > latest)
     throw std::runtime_error("store: " + path + " has schema version " + std::to_string(version) +
                              ", newer than this server's " + std::to_string(latest));
@@ -224,6 +232,15 @@ bool migrate_schema(sqlite3* db, const std::string& path,
     if (i == 2) migrate_v3(db, add);
     if (i == 3) exec(db, kSchemaV4);
     if (i == 4) exec(db, kSchemaV5);
+    if (i == 5) {
+      exec(db, kSchemaV6);
+      Stmt touch(db, "UPDATE runs SET touched_ns=? WHERE status='live'");
+      touch
+          .bind(1, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count())
+          .run();
+    }
     exec(db, ("PRAGMA user_version=" + std::to_string(i + 1)).c_str());
     txn.commit();
   }

@@ -165,6 +165,8 @@ AppendStatus SqliteStore::append(int64_t run, int64_t seq, const Batch& data) {
   }
   try {
     add_batch(run, data, tree_of(run), true);
+    Stmt touch(wc_, "UPDATE runs SET touched_ns=? WHERE id=?");
+    touch.bind(1, now_ns()).bind(2, run).run();
     txn.commit();
   } catch (...) {
     trees_.erase(run);  // half-mapped: reloaded from the database next time
@@ -214,8 +216,8 @@ bool SqliteStore::delete_locked(int64_t id) {
 
 int64_t SqliteStore::insert_run(const NewRun& run) {
   Stmt q(wc_,
-         "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz)"
-         " VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+         "INSERT INTO runs(name, source, status, stream, started_ns, ended_ns, created_ns, hz,"
+         " touched_ns) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?7)");
   q.bind(1, run.name)
       .bind(2, run.source)
       .bind(3, std::string_view(run.finished ? "finished" : "live"));
@@ -481,6 +483,23 @@ RetainResult SqliteStore::retain(const RetainOptions& o) {
     out.deleted.push_back(id);
   }
   out.bytes_freed = give_back_locked();
+  return out;
+}
+
+std::vector<int64_t> SqliteStore::finish_idle(int64_t before_ns) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  check_open();
+  Txn txn(writer_);
+  std::vector<int64_t> out;
+  {
+    Stmt q(writer_,
+           "UPDATE runs SET status='finished', revision=revision+1"
+           " WHERE status='live' AND touched_ns<? RETURNING id");
+    q.bind(1, before_ns);
+    while (q.step()) out.push_back(q.i64(0));
+  }
+  txn.commit();
+  for (int64_t id : out) trees_.erase(id);
   return out;
 }
 

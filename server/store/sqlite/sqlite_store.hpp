@@ -36,6 +36,7 @@ class SqliteStore final : public Store {
   int64_t open_stream(const NewRun& run, bool& created) override;
   AppendStatus append(int64_t run, int64_t seq, const Batch& data) override;
   bool finish(int64_t run, const std::string& stats_json, int64_t ended_ns) override;
+  std::vector<int64_t> finish_idle(int64_t before_ns) override;
   bool delete_run(int64_t id) override;
   RetainResult retain(const RetainOptions& o) override;
   int64_t give_back_space() override;

@@ -1,0 +1,80 @@
+// The store policy both stores follow, as pure functions over resolutions and
+// horizons (store/batch.hpp): which buckets a timeline reads. Cases as data;
+// the stores' own timeline tests (test_store.cpp, on SQLite and PostgreSQL)
+// check what they read back.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "store/batch.hpp"
+
+namespace {
+
+constexpr int64_t kS = 1000000000;
+constexpr int64_t kH = 3600 * kS;
+constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+
+// 10 s, 1 min, 10 min, 1 h buckets (the server's default widths).
+const std::vector<lfs::Resolution> kRes = {{10 * kS, 0}, {60 * kS, 0}, {600 * kS, 0}, {kH, 0}};
+
+struct Case {
+  const char* what;
+  int64_t from, until, step;
+  std::vector<int64_t> horizon;
+  std::vector<lfs::Piece> want;
+};
+
+const Case kCases[] = {
+    {"a streamed run, every level whole: the finest level no wider than the step",
+     0,
+     kH,
+     60 * kS,
+     {0, 0, 0, 0},
+     {{1, 0, kH}}},
+    {"a step below the finest width reads the finest", 0, kH, kS, {0, 0, 0, 0}, {{0, 0, kH}}},
+    {"10 s buckets trimmed before 5 h: 1 min ones before that",
+     4 * kH,
+     6 * kH,
+     10 * kS,
+     {5 * kH, 0, 0, 0},
+     {{0, 5 * kH, 6 * kH}, {1, 4 * kH, 5 * kH}}},
+    {"a trimmed horizon inside a coarser bucket: the coarser level ends at its bucket start",
+     0,
+     2 * kH,
+     10 * kS,
+     {kH + 90 * kS, 0, 0, 0},
+     {{0, kH + 90 * kS, 2 * kH}, {1, 0, kH + 60 * kS}}},
+    {"an upload keeps its finest bucket only: read there at any step",
+     0,
+     2 * kH,
+     600 * kS,
+     {kH, kNone, kNone, kNone},
+     {{0, kH, 2 * kH}}},
+    {"a range after everything the levels hold reads the finest level's part only",
+     5 * kH,
+     6 * kH,
+     60 * kS,
+     {0, 0, 0, 0},
+     {{1, 5 * kH, 6 * kH}}},
+    {"no buckets at all: nothing to read", 0, kH, 60 * kS, {kNone, kNone, kNone, kNone}, {}},
+    {"an empty range: nothing to read", kH, kH, 60 * kS, {0, 0, 0, 0}, {}},
+};
+
+}  // namespace
+
+TEST_CASE("timeline_pieces: which buckets a timeline reads, newest first") {
+  for (const Case& c : kCases) {
+    CAPTURE(c.what);
+    const std::vector<lfs::Piece> got =
+        lfs::timeline_pieces(c.from, c.until, c.step, kRes, c.horizon);
+    REQUIRE(got.size() == c.want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(got[i].level == c.want[i].level);
+      CHECK(got[i].lo == c.want[i].lo);
+      CHECK(got[i].hi == c.want[i].hi);
+    }
+  }
+}
