@@ -82,15 +82,21 @@ if grep -E '^ *[0-9]+ - .* \(Skipped\)$' "$log"; then
   echo "sanitizers.sh: the tests above were skipped, not run"; status=1
 fi
 rm -f "$log"
-reports=$(mktemp -d)
-chmod 777 "$reports"  # nginx's workers write there too
-ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$reports/asan" UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$reports/ubsan" \
-  LUAFLAME_TEST_PRELOAD="$runtime" ctest --test-dir "$BUILD" --output-on-failure --no-tests=error --timeout 1200 \
-  -R "$PRELOADED" || status=1
-for f in "$reports"/*; do
-  [ -e "$f" ] || continue
-  echo "sanitizers.sh: a sanitizer report in the tests of our module in Debian's VMs ($f):"; head -60 "$f"; status=1
+# One test at a time, each with its own report folder, so that a report names
+# its test (a report file is named by its process only).
+mapfile -t preloaded < <(ctest --test-dir "$BUILD" -N -R "$PRELOADED" | sed -n 's/^ *Test *#[0-9]*: //p')
+[ ${#preloaded[@]} -gt 0 ] || { echo "sanitizers.sh: no test matches $PRELOADED"; status=1; }
+for t in "${preloaded[@]}"; do
+  reports=$(mktemp -d)
+  chmod 777 "$reports"  # nginx's workers write there too
+  ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$reports/asan" UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$reports/ubsan" \
+    LUAFLAME_TEST_PRELOAD="$runtime" ctest --test-dir "$BUILD" --output-on-failure --no-tests=error \
+    --timeout 1200 -R "^$t\$" || status=1
+  for f in "$reports"/*; do
+    [ -e "$f" ] || continue
+    echo "sanitizers.sh: a sanitizer report in $t, our module in Debian's VMs ($f):"; head -60 "$f"; status=1
+  done
+  rm -rf "$reports"
 done
-rm -rf "$reports"
 echo "sanitizers.sh: tests in $(( $(date +%s) - built )) s, total $(( $(date +%s) - start )) s"
 exit $status
