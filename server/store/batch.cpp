@@ -336,6 +336,15 @@ std::vector<Piece> timeline_pieces(int64_t from, int64_t until, int64_t step,
   return out;
 }
 
+std::vector<TrimStep> trim_steps(const std::vector<Resolution>& res, int64_t now_ns) {
+  std::vector<TrimStep> out;
+  for (std::size_t l = 0; l < res.size(); ++l)
+    if (res[l].keep_ns > 0)  // the buckets that ended before now - keep
+      out.push_back(
+          {res[l].width_ns, now_ns - res[l].keep_ns - res[l].width_ns, l + 1 == res.size()});
+  return out;
+}
+
 void check_batch(const Batch& b) {
   if (b.values.size() != b.nodes.size() * b.metrics.size())
     throw std::runtime_error("store: batch values do not match its nodes");

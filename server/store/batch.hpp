@@ -189,6 +189,16 @@ std::vector<Piece> timeline_pieces(int64_t from, int64_t until, int64_t step,
                                    const std::vector<Resolution>& res,
                                    const std::vector<int64_t>& horizon);
 
+/// One resolution's part of a retention pass at `now` (the policy both stores follow): its
+/// buckets that start before `cutoff` ended more than its keep ago and go; the coarsest
+/// level's also leave the run's merged tree and totals, so the whole-run view is what is kept.
+/// Levels kept forever (keep 0) have none.
+struct TrimStep {
+  int64_t width_ns = 0, cutoff = 0;
+  bool coarsest = false;
+};
+std::vector<TrimStep> trim_steps(const std::vector<Resolution>& res, int64_t now_ns);
+
 /// Floor of a bucket start for `t` at width `w` (also for negative t).
 inline int64_t bucket_of(int64_t t, int64_t w) {
   int64_t q = t / w;

@@ -1,7 +1,7 @@
 // The store policy both stores follow, as pure functions over resolutions and
-// horizons (store/batch.hpp): which buckets a timeline reads. Cases as data;
-// the stores' own timeline tests (test_store.cpp, on SQLite and PostgreSQL)
-// check what they read back.
+// horizons (store/batch.hpp): which buckets a timeline reads and a retention
+// pass drops. The stores' own tests (test_store.cpp, on SQLite and
+// PostgreSQL) check what they read back and keep.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -77,4 +77,24 @@ TEST_CASE("timeline_pieces: which buckets a timeline reads, newest first") {
       CHECK(got[i].hi == c.want[i].hi);
     }
   }
+}
+
+TEST_CASE("trim_steps: what a retention pass drops per resolution") {
+  const int64_t now = 100 * kH;
+  // 10 s kept 6 h, 1 min kept forever, 10 min kept 2 days, 1 h kept 30 days (the coarsest).
+  const std::vector<lfs::Resolution> res = {
+      {10 * kS, 6 * kH}, {60 * kS, 0}, {600 * kS, 48 * kH}, {kH, 720 * kH}};
+  const std::vector<lfs::TrimStep> got = lfs::trim_steps(res, now);
+  REQUIRE(got.size() == 3);  // none for the level kept forever
+  // A bucket goes once it ended more than its keep ago: it started before now - keep - width.
+  CHECK(got[0].width_ns == 10 * kS);
+  CHECK(got[0].cutoff == now - 6 * kH - 10 * kS);
+  CHECK_FALSE(got[0].coarsest);
+  CHECK(got[1].width_ns == 600 * kS);
+  CHECK(got[1].cutoff == now - 48 * kH - 600 * kS);
+  CHECK_FALSE(got[1].coarsest);
+  CHECK(got[2].width_ns == kH);
+  CHECK(got[2].cutoff == now - 720 * kH - kH);
+  CHECK(got[2].coarsest);                     // its buckets also leave the merged tree
+  CHECK(lfs::trim_steps(kRes, now).empty());  // every level kept forever
 }

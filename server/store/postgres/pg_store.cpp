@@ -475,27 +475,23 @@ void PgStore::add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree,
 // are locked first (in id order), so a concurrent append on another server waits.
 int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>& touched) {
   int64_t trimmed = 0;
-  for (std::size_t l = 0; l < opts_.resolutions.size(); ++l) {
-    const Resolution& res = opts_.resolutions[l];
-    if (res.keep_ns <= 0) continue;
-    const bool coarsest = l + 1 == opts_.resolutions.size();
-    const int64_t cutoff =
-        o.now_ns - res.keep_ns - res.width_ns;  // buckets that ended before now - keep
+  for (const TrimStep& step : trim_steps(opts_.resolutions, o.now_ns)) {
+    const int64_t cutoff = step.cutoff;
     pg::Txn txn(c);
     auto runs = c.query(
         "trim_runs",
         "SELECT id FROM runs WHERE source<>'upload' AND id IN"
         " (SELECT DISTINCT run FROM buckets WHERE width=$1 AND bucket<$2) ORDER BY id FOR UPDATE",
-        pg::Params().add(res.width_ns).add(cutoff));
+        pg::Params().add(step.width_ns).add(cutoff));
     if (!runs.rows()) continue;
     std::vector<int64_t> ids;
     for (int i = 0; i < runs.rows(); ++i) ids.push_back(runs.i64(i, 0));
-    if (coarsest) {
+    if (step.coarsest) {
       auto q =
           c.query("trim_old",
                   "SELECT run, metric::int8, total, data FROM buckets WHERE width=$1 AND bucket<$2"
                   " AND run=ANY($3::int8[]) ORDER BY run, metric",
-                  pg::Params().add(res.width_ns).add(cutoff).array(ids), /*binary=*/true);
+                  pg::Params().add(step.width_ns).add(cutoff).array(ids), /*binary=*/true);
       std::vector<Removed> subs;
       for (int i = 0; i < q.rows(); ++i)
         add_removed(subs, q.bin_i64(i, 0), static_cast<int>(q.bin_i64(i, 1)), q.bin_i64(i, 2),
@@ -533,7 +529,7 @@ int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>&
         " UPDATE runs r SET revision=revision+1, bytes=bytes-g.b FROM"
         " (SELECT run, SUM(n + $4)::int8 AS b, COUNT(*) AS k FROM gone GROUP BY run) g"
         " WHERE r.id=g.run RETURNING r.id, g.k",
-        pg::Params().add(res.width_ns).add(cutoff).array(ids).add(kRowBytes));
+        pg::Params().add(step.width_ns).add(cutoff).array(ids).add(kRowBytes));
     txn.commit();
     for (int i = 0; i < d.rows(); ++i) {
       touched.push_back(d.i64(i, 0));

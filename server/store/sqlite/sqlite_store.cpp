@@ -380,18 +380,14 @@ void SqliteStore::merge_bucket(int64_t run, int metric, int64_t width, int64_t b
 // of the merged tree and the run's totals, so the whole-run view is what is retained.
 int64_t SqliteStore::trim(const RetainOptions& o, std::vector<int64_t>& changed) {
   int64_t trimmed = 0;
-  for (std::size_t l = 0; l < opts_.resolutions.size(); ++l) {
-    const Resolution& res = opts_.resolutions[l];
-    if (res.keep_ns <= 0) continue;
-    const bool coarsest = l + 1 == opts_.resolutions.size();
-    const int64_t cutoff =
-        o.now_ns - res.keep_ns - res.width_ns;  // buckets that ended before now - keep
+  for (const TrimStep& step : trim_steps(opts_.resolutions, o.now_ns)) {
+    const int64_t cutoff = step.cutoff;
     Txn txn(writer_);
-    if (coarsest) {
+    if (step.coarsest) {
       Stmt q(writer_,
              "SELECT b.run, b.metric, b.total, b.data FROM buckets b JOIN runs r ON r.id=b.run"
              " WHERE b.width=? AND b.bucket<? AND r.source<>'upload' ORDER BY b.run, b.metric");
-      q.bind(1, res.width_ns).bind(2, cutoff);
+      q.bind(1, step.width_ns).bind(2, cutoff);
       std::vector<Removed> subs;
       while (q.step()) add_removed(subs, q.i64(0), static_cast<int>(q.i64(1)), q.i64(2), q.blob(3));
       for (const Removed& s : subs) {
@@ -405,13 +401,13 @@ int64_t SqliteStore::trim(const RetainOptions& o, std::vector<int64_t>& changed)
       Stmt q(writer_,
              "SELECT DISTINCT b.run FROM buckets b JOIN runs r ON r.id=b.run"
              " WHERE b.width=? AND b.bucket<? AND r.source<>'upload'");
-      q.bind(1, res.width_ns).bind(2, cutoff);
+      q.bind(1, step.width_ns).bind(2, cutoff);
       while (q.step()) runs.push_back(q.i64(0));
     }
     Stmt d(writer_, "DELETE FROM buckets WHERE width=? AND bucket<? AND run=?");
     Stmt rev(writer_, "UPDATE runs SET revision=revision+1 WHERE id=?");
     for (int64_t run : runs) {
-      d.bind(1, res.width_ns).bind(2, cutoff).bind(3, run).run();
+      d.bind(1, step.width_ns).bind(2, cutoff).bind(3, run).run();
       trimmed += sqlite3_changes(writer_);
       rev.bind(1, run).run();  // cached views of it are stale
       changed.push_back(run);
