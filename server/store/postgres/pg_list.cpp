@@ -212,4 +212,18 @@ RunList pg_list_runs(pg::Conn& c, const RunFilter& f) {
   return out;
 }
 
+std::vector<int64_t> pg_horizons(pg::Conn& c, int64_t run, int metric,
+                                 const std::vector<Resolution>& res) {
+  std::vector<int64_t> widths;
+  for (const Resolution& r : res) widths.push_back(r.width_ns);
+  auto q = c.query("horizons",
+                   "SELECT (SELECT MIN(bucket) FROM buckets WHERE run=$1 AND metric=$2 AND width=w)"
+                   " FROM unnest($3::int8[]) WITH ORDINALITY AS x(w, o) ORDER BY o",
+                   pg::Params().add(run).add(metric).array(widths));
+  std::vector<int64_t> out;
+  for (int i = 0; i < q.rows(); ++i)
+    out.push_back(q.null(i, 0) ? std::numeric_limits<int64_t>::max() : q.i64(i, 0));
+  return out;
+}
+
 }  // namespace lfs

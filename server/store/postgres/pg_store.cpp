@@ -217,8 +217,8 @@ class PgStore : public Store {
       lo = {kMin};
       hi = {kMax};
     } else {
-      for (const Piece& piece :
-           cover(from_ns, until_ns, opts_.resolutions, horizons(*c, run, metric))) {
+      for (const Piece& piece : cover(from_ns, until_ns, opts_.resolutions,
+                                      pg_horizons(*c, run, metric, opts_.resolutions))) {
         width.push_back(opts_.resolutions[static_cast<std::size_t>(piece.level)].width_ns);
         lo.push_back(piece.lo);
         hi.push_back(piece.hi);
@@ -250,7 +250,7 @@ class PgStore : public Store {
     pg::Txn snapshot(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     std::vector<TimePoint> out;
     for (const Piece& p : timeline_pieces(from_ns, until_ns, step_ns, opts_.resolutions,
-                                          horizons(*c, run, metric))) {
+                                          pg_horizons(*c, run, metric, opts_.resolutions))) {
       const int64_t w = opts_.resolutions[static_cast<std::size_t>(p.level)].width_ns;
       auto q = c->query(
           "timeline",
@@ -350,20 +350,6 @@ class PgStore : public Store {
             "CONFLICT DO NOTHING",
             pg::Params().add(id).array(metrics));
     return id;
-  }
-
-  // First bucket start each resolution still holds for (run, metric); kMax when none.
-  std::vector<int64_t> horizons(pg::Conn& c, int64_t run, int metric) const {
-    std::vector<int64_t> widths;
-    for (const Resolution& res : opts_.resolutions) widths.push_back(res.width_ns);
-    auto q =
-        c.query("horizons",
-                "SELECT (SELECT MIN(bucket) FROM buckets WHERE run=$1 AND metric=$2 AND width=w)"
-                " FROM unnest($3::int8[]) WITH ORDINALITY AS x(w, o) ORDER BY o",
-                pg::Params().add(run).add(metric).array(widths));
-    std::vector<int64_t> out;
-    for (int i = 0; i < q.rows(); ++i) out.push_back(q.null(i, 0) ? kMax : q.i64(i, 0));
-    return out;
   }
 
   // The dictionary of a live run for a write, under its row lock: this server's copy when
