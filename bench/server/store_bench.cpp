@@ -168,7 +168,7 @@ ReadTimes time_reads(lfs::Store& st, int64_t run, int64_t from, int64_t until, i
     Spent c;
     lf::Tree tree = lfs::load_tree(st, run, v);
     lf::SvgOptions o;
-    std::string svg = lfs::render_run_svg(tree, v, o);
+    std::string svg = lfs::render_run_graph(tree, v, o, lfs::Drawing::svg);
     c.stop(g, dg);
     out.svg_bytes = svg.size();
     out.nodes = tree.size();
@@ -192,7 +192,8 @@ ReadTimes time_reads(lfs::Store& st, int64_t run, int64_t from, int64_t until, i
     lfs::View part;
     part.from_ns = from + (until - from) * 45 / 100;
     part.until_ns = part.from_ns + (until - from) / 10;
-    std::string svg2 = lfs::render_run_svg(lfs::load_tree(st, run, part), part, o);
+    std::string svg2 =
+        lfs::render_run_graph(lfs::load_tree(st, run, part), part, o, lfs::Drawing::svg);
     c.stop(r, dr);
   }
   out.graph = median(g);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "place.hpp"
 #include "svg_colors.hpp"
 #include "svg_script.hpp"
 #include "svg_text.hpp"
@@ -26,8 +27,6 @@ using namespace detail;
 
 namespace {
 
-constexpr double kXPad = 10;     // left and right padding
-constexpr double kFramePad = 1;  // vertical gap between frames
 constexpr std::size_t kFlushBytes = 1 << 20;
 
 // Where frames are written: one growing buffer, handed to the sink every
@@ -196,87 +195,22 @@ void put_header(std::string& out, const SvgOptions& o, const Layout& l, const ch
               " class=\"hide\"");
 }
 
-// A frame to draw: its node, depth, and where it starts (in count units).
-struct Item {
-  uint32_t node;
-  uint32_t depth;
-  double start;
-};
-
 struct Renderer {
   const Tree& tree;
   const SvgOptions& o;
   Writer& w;
-  int col = 0;
-  double timemax = 0, wpt = 0, min_time = 0, max_delta = 0, char_w = 0;
+  Placer place;
+  double char_w = 0;
   Layout l{};
   std::vector<std::string> names;  // sanitized+escaped title name per frame ("" = not yet)
   std::vector<std::string> plain;  // sanitized name per frame (for labels)
   std::vector<bool> named;         // names[f] and plain[f] are filled in
-  std::vector<uint32_t> colors;    // 0xRRGGBB + 1 per frame (0 = not yet)
   std::string count_name;          // " COUNTNAME", escaped
-  Palette pal;
   bool exact_attr = false;  // titles show other than the count: give the script the exact value
   std::size_t frames_written = 0;
 
   Renderer(const Tree& t, const SvgOptions& opts, Writer& writer)
-      : tree(t), o(opts), w(writer), pal(palette_from_name(opts.colors)) {}
-
-  bool drawn(uint32_t n) const {
-    double v = tree.total_at(n, col);
-    return v > 0 && v >= min_time;
-  }
-
-  // The deepest frame that will be drawn. Totals only shrink going up the
-  // stack, so every ancestor of a drawn frame is drawn too: a linear pass
-  // over the nodes (parents come first) finds it without a traversal.
-  uint32_t depth_max() const {
-    std::vector<uint16_t> depth(tree.size(), 0);
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < tree.size(); ++i) {
-      uint32_t d = depth[tree.parent_of(i)] + 1u;
-      depth[i] = uint16_t(std::min<uint32_t>(d, 65535));
-      if (drawn(i)) best = std::max(best, d);
-    }
-    return best;
-  }
-
-  // Depth-first pre-order with flamegraph.pl's pruning: a frame narrower
-  // than --minwidth is dropped with everything above it, but still takes its
-  // place on the x axis. Children go in flamegraph.pl's order (see
-  // Tree::frame_ranks) unless this is a flame chart.
-  void emit_all() {
-    const std::vector<uint32_t>& rank = tree.frame_ranks();
-    std::vector<Item> stack{{Tree::kRoot, 0, 0}};
-    std::vector<uint32_t> kids;
-    bool sort = !(tree.flamechart() || o.flamechart);
-    while (!stack.empty()) {
-      Item it = stack.back();
-      stack.pop_back();
-      put_frame(it);
-      w.maybe_flush();
-      kids.clear();
-      bool sorted = true;
-      for (uint32_t c = tree.first_child(it.node); c != Tree::kNone; c = tree.next_sibling(c)) {
-        if (sort && !kids.empty() && rank[tree.frame_of(kids.back())] > rank[tree.frame_of(c)])
-          sorted = false;
-        kids.push_back(c);
-      }
-      if (!sorted)
-        std::stable_sort(kids.begin(), kids.end(), [&](uint32_t a, uint32_t b) {
-          return rank[tree.frame_of(a)] < rank[tree.frame_of(b)];
-        });
-      // flamegraph.pl sorts the lines, and "A;B N" (B's self) sorts before
-      // "A;B;C N": a frame's self time comes first, its children after.
-      std::size_t mark = stack.size();
-      double x = it.start + std::max(0.0, tree.self_at(it.node, col));
-      for (uint32_t c : kids) {
-        if (drawn(c)) stack.push_back({c, it.depth + 1, x});
-        x += tree.total_at(c, col);
-      }
-      std::reverse(stack.begin() + std::ptrdiff_t(mark), stack.end());
-    }
-  }
+      : tree(t), o(opts), w(writer), place(t, opts) {}
 
   const std::string& name(uint32_t f) {
     if (names.size() <= f) {
@@ -293,14 +227,6 @@ struct Renderer {
     }
     return names[f];
   }
-
-  uint32_t color(uint32_t f) {
-    if (colors.size() <= f) colors.resize(tree.frame_count(), 0);
-    if (!colors[f]) colors[f] = frame_color(pal, tree.frame_name(f), o.hash) + 1;
-    return colors[f] - 1;
-  }
-
-  double delta(uint32_t n) const { return tree.self_at(n, 1) - tree.self_at(n, 0); }
 
   char* put_value(char* p, double v) {
     if (o.unit.empty()) return w_str(w_count(p, v), count_name);
@@ -322,10 +248,11 @@ struct Renderer {
       // rounded count, the same for whole counts but past 100% for some
       // fractional ones.)
       p = w_lit(p, ", ");
+      double timemax = place.timemax();
       p = w_fixed2(p, timemax > 0 ? 100 * total / timemax : 0);
       *p++ = '%';
       if (tree.differential()) {
-        double d = o.negate ? -delta(n) : delta(n);
+        double d = o.negate ? -place.delta(n) : place.delta(n);
         p = w_lit(p, "; ");
         if (d > 0) *p++ = '+';
         // A shrink too small to show prints "-0.00", as Perl's sprintf does.
@@ -336,7 +263,7 @@ struct Renderer {
       }
     }
     *p++ = ')';
-    double self = tree.self_at(n, col);
+    double self = tree.self_at(n, place.col());
     if (o.show_self && self > 0 && self < total && n != Tree::kRoot) {
       p = w_lit(p, ", self ");
       if (o.unit.empty())
@@ -370,16 +297,16 @@ struct Renderer {
     return w_lit(w_str(p, esc), "..");
   }
 
-  void put_frame(const Item& it) {
+  void put_frame(const Placed& it) {
     ++frames_written;
     uint32_t n = it.node;
     uint32_t f = n == Tree::kRoot ? 0 : tree.frame_of(n);
     static const std::string kAll = "all";
     const std::string& nm = n == Tree::kRoot ? kAll : name(f);
     // The root spans --total when that is larger, and says so (flamegraph.pl).
-    double total = n == Tree::kRoot ? timemax : tree.total_at(n, col);
-    double x1 = kXPad + it.start * wpt;
-    double x2 = n == Tree::kRoot ? l.width - kXPad : kXPad + (it.start + total) * wpt;
+    double total = it.total;
+    double x1 = it.x1;
+    double x2 = it.x2;
     double y1 = o.inverted ? l.ypad1 + l.ypad3 + it.depth * l.frame_h
                            : l.height - l.ypad2 - (it.depth + 1) * l.frame_h + kFramePad;
     // Room: the name twice (title, label) plus the fixed parts and numbers.
@@ -400,8 +327,7 @@ struct Renderer {
     // flamegraph.pl: width = rounded x2 - rounded x1, so frames tile without gaps
     p = w_fixed1(p, double(round_printf(x2, 10) - round_printf(x1, 10)) / 10);
     p = w_lit(p, "\" fill=\"");
-    uint32_t rgb = tree.differential() ? diff_color(delta(n), max_delta, o.negate) : color(f);
-    p = w_rgb(p, rgb);
+    p = w_rgb(p, place.rgb(n));
     p = w_lit(p, "\"/>");
     double chars = std::floor((x2 - x1) / char_w);
     if (chars >= 3) {
@@ -419,29 +345,16 @@ struct Renderer {
   }
 
   std::size_t run() {
-    col = tree.differential() && o.differential_as_after ? 1 : 0;
-    double time = tree.total(col);
-    timemax = o.total > time ? o.total : time;
-    double width = o.width > 0 ? o.width : 1200;
-    wpt = timemax > 0 ? (width - 2 * kXPad) / timemax : 0;
-    min_time =
-        o.min_width_percent ? timemax * o.min_width / 100 : (wpt > 0 ? o.min_width / wpt : 0);
     char_w = o.font_size * (o.font_width > 0 ? o.font_width : 0.59);
     exact_attr = !o.unit.empty() || o.factor != 1;
     count_name = " ";
     safe_text(o.count_name.empty() ? "samples" : o.count_name, count_name, 256);
-    // flamegraph.pl's $maxdelta starts at 1: changes below one count stay pale.
-    if (tree.differential()) {
-      max_delta = 1;
-      for (uint32_t i = 1; i < tree.size(); ++i)
-        max_delta = std::max(max_delta, std::fabs(delta(i)));
-    }
-    l = layout(o, depth_max());
+    l = layout(o, place.depth_max());
     const char* bg1 = "#eeeeee";
     const char* bg2 = "#eeeeb0";
     if (tree.differential())
       bg2 = "#eeeeee";
-    else if (pal == Palette::mem || pal == Palette::io)
+    else if (place.palette() == Palette::mem || place.palette() == Palette::io)
       bg2 = "#e0e0ff";
     std::string head;
     put_header(head, o, l, bg1, bg2);
@@ -449,7 +362,10 @@ struct Renderer {
     safe_text(o.name_type, head, 1024);
     head += "\">\n";
     w.put(head);
-    emit_all();
+    place.walk([&](const Placed& it) {
+      put_frame(it);
+      w.maybe_flush();
+    });
     w.put("</g>\n</svg>\n");
     w.flush();
     return frames_written;

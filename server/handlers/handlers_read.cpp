@@ -61,17 +61,17 @@ std::string etag_of(const std::string& key, const RunInfo& run) {
   return buf;
 }
 
-void send_svg(const httplib::Request& req, httplib::Response& res,
-              std::shared_ptr<const Payload> svg, const std::string& etag) {
+void send_graph(const httplib::Request& req, httplib::Response& res,
+                std::shared_ptr<const Payload> graph, const std::string& etag) {
   res.status = 200;
   if (!etag.empty()) {
     res.set_header("ETag", etag);
     res.set_header("Cache-Control", "no-cache");  // revalidate: cheap with the ETag
   }
-  send_payload(req, res, std::move(svg), "image/svg+xml");
+  send_payload(req, res, std::move(graph), drawing_type(drawing_of(req.path)));
 }
 
-// GET /api/runs/{id}/flamegraph.svg
+// GET /api/runs/{id}/flamegraph.svg, and .json: the same graph's frames as data (the pages')
 void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_from(req, run);
@@ -95,15 +95,16 @@ void flamegraph(App& app, const httplib::Request& req, httplib::Response& res) {
       res.set_header("ETag", etag);
       return;
     }
-    if (auto hit = app.cache.get(key)) return send_svg(req, res, hit, etag);
+    if (auto hit = app.cache.get(key)) return send_graph(req, res, hit, etag);
   }
-  auto svg = std::make_shared<Payload>();
-  svg->raw = render_run_svg(*app.trees.get(*app.store, run, view), view, opts);
+  auto graph = std::make_shared<Payload>();
+  graph->raw =
+      render_run_graph(*app.trees.get(*app.store, run, view), view, opts, drawing_of(req.path));
   if (cacheable) {
-    svg->gzip_level = 6;  // made once, at the first browser's request, then reused
-    app.cache.put(run.id, key, svg);
+    graph->gzip_level = 6;  // made once, at the first browser's request, then reused
+    app.cache.put(run.id, key, graph);
   }
-  send_svg(req, res, svg, etag);
+  send_graph(req, res, graph, etag);
 }
 
 // GET /api/runs
@@ -315,8 +316,8 @@ bool normalize_param(const httplib::Request& req) {
   throw HttpError(422, "normalize is 1 or 0, got '" + v + "'");
 }
 
-// GET /api/diff.svg
-void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
+// GET /api/diff.svg, and /api/diff/flamegraph.json: its frames as data (the compare page's)
+void diff_graph(App& app, const httplib::Request& req, httplib::Response& res) {
   auto [base, head] = diff_runs(app, req);
   View view = diff_view(req, head);
   bool normalize = normalize_param(req);
@@ -353,16 +354,16 @@ void diff_svg(App& app, const httplib::Request& req, httplib::Response& res) {
       res.set_header("ETag", etag);
       return;
     }
-    if (auto hit = app.cache.get(key)) return send_svg(req, res, hit, etag);
+    if (auto hit = app.cache.get(key)) return send_graph(req, res, hit, etag);
   }
   auto b = app.trees.get(*app.store, base, view), h = app.trees.get(*app.store, head, view);
-  auto svg = std::make_shared<Payload>();
-  svg->raw = render_diff_svg(*b, *h, normalize, opts);
+  auto graph = std::make_shared<Payload>();
+  graph->raw = render_diff_graph(*b, *h, normalize, opts, drawing_of(req.path));
   if (cacheable) {
-    svg->gzip_level = 6;
-    app.cache.put(head.id, key, svg, base.id);
+    graph->gzip_level = 6;
+    app.cache.put(head.id, key, graph, base.id);
   }
-  send_svg(req, res, svg, etag);
+  send_graph(req, res, graph, etag);
 }
 
 // GET /api/diff
@@ -392,12 +393,14 @@ void setup_read_routes(httplib::Server& svr, App& app) {
   route(R"(/api/runs)", "/api/runs", list_runs);
   route(R"(/api/runs/([^/]+))", "/api/runs/{id}", get_run);
   route(R"(/api/runs/([^/]+)/flamegraph\.svg)", "/api/runs/{id}/flamegraph.svg", flamegraph);
+  route(R"(/api/runs/([^/]+)/flamegraph\.json)", "/api/runs/{id}/flamegraph.json", flamegraph);
   route(R"(/api/runs/([^/]+)/functions)", "/api/runs/{id}/functions", functions);
   route(R"(/api/runs/([^/]+)/profile\.folded)", "/api/runs/{id}/profile.folded", folded);
   route(R"(/api/runs/([^/]+)/speedscope\.json)", "/api/runs/{id}/speedscope.json", speedscope);
   route(R"(/api/runs/([^/]+)/profile\.pb\.gz)", "/api/runs/{id}/profile.pb.gz", pprof);
   route(R"(/api/runs/([^/]+)/timeline)", "/api/runs/{id}/timeline", timeline);
-  route(R"(/api/diff\.svg)", "/api/diff.svg", diff_svg);
+  route(R"(/api/diff\.svg)", "/api/diff.svg", diff_graph);
+  route(R"(/api/diff/flamegraph\.json)", "/api/diff/flamegraph.json", diff_graph);
   route(R"(/api/diff)", "/api/diff", diff_json);
   setup_view_routes(svr, app);
 }

@@ -7,6 +7,7 @@
 
 #include "http/app.hpp"
 #include "http/guard.hpp"
+#include "luaflame/frames.hpp"
 #include "luaflame/svg.hpp"
 #include "views/sandwich.hpp"
 
@@ -78,7 +79,8 @@ void sandwich_json(App& app, const httplib::Request& req, httplib::Response& res
 }
 
 // GET /api/runs/{id}/sandwich.svg?fn=&side=callers|callees&metric=&from=&until=&width=&minwidth=...
-void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res) {
+// and sandwich.json: the same half's frames as data (the run page's)
+void sandwich_graph(App& app, const httplib::Request& req, httplib::Response& res) {
   RunInfo run = run_from_path(app, req);
   View view = view_param(req, run);
   std::string fn = fn_param(req);
@@ -86,6 +88,8 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
   if (side_name != "callers" && side_name != "callees")
     throw HttpError(422, "side is callers or callees, got '" + side_name + "'");
   const Side side = side_name == "callers" ? Side::callers : Side::callees;
+  const Drawing drawing = drawing_of(req.path);
+  const char* type = drawing_type(drawing);
   lf::SvgOptions opts;
   bool reverse = false;
   std::string err = svg_options_from(req.params, view.metric, opts, reverse);
@@ -97,7 +101,7 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
   std::string key;
   if (run.status == "finished") {
     key = cache_key("sandwich|", req);
-    if (auto hit = app.cache.get(key)) return send_payload(req, res, hit, "image/svg+xml");
+    if (auto hit = app.cache.get(key)) return send_payload(req, res, hit, type);
   }
   // Frames too narrow to draw are not built: the share of the width one pixel of minwidth is.
   double min_fraction = opts.min_width_percent ? opts.min_width / 100.0
@@ -134,13 +138,15 @@ void sandwich_svg(App& app, const httplib::Request& req, httplib::Response& res)
     if (s->pruned || fraction > min_fraction)
       opts.show_self = false;  // a node's self holds hidden children: show totals only
   }
-  auto svg = std::make_shared<Payload>();
-  if (!s->found)
-    lf::render_empty_svg(opts, "No stack of this view holds " + fn, svg->raw);
+  auto graph = std::make_shared<Payload>();
+  if (drawing == Drawing::frames)
+    lf::render_frames(s->found ? s->tree : lf::Tree(), opts, graph->raw);
+  else if (!s->found)
+    lf::render_empty_svg(opts, "No stack of this view holds " + fn, graph->raw);
   else
-    lf::render_svg(s->tree, opts, svg->raw);
-  if (!key.empty()) app.cache.put(run.id, key, svg);
-  send_payload(req, res, svg, "image/svg+xml");
+    lf::render_svg(s->tree, opts, graph->raw);
+  if (!key.empty()) app.cache.put(run.id, key, graph);
+  send_payload(req, res, graph, type);
 }
 
 // GET /api/runs/{id}/sources -> {"files": [{"path", "bytes"}]}
@@ -248,7 +254,8 @@ void setup_view_routes(httplib::Server& svr, App& app) {
               [&app, fn](const httplib::Request& q, httplib::Response& r) { fn(app, q, r); });
   };
   route(R"(/api/runs/([^/]+)/sandwich)", "/api/runs/{id}/sandwich", sandwich_json);
-  route(R"(/api/runs/([^/]+)/sandwich\.svg)", "/api/runs/{id}/sandwich.svg", sandwich_svg);
+  route(R"(/api/runs/([^/]+)/sandwich\.svg)", "/api/runs/{id}/sandwich.svg", sandwich_graph);
+  route(R"(/api/runs/([^/]+)/sandwich\.json)", "/api/runs/{id}/sandwich.json", sandwich_graph);
   route(R"(/api/runs/([^/]+)/sources)", "/api/runs/{id}/sources", list_sources);
   route(R"(/api/runs/([^/]+)/source)", "/api/runs/{id}/source", source_view);
   add_body_route(

@@ -8,6 +8,7 @@
 
 #include "luaflame/diff.hpp"
 #include "luaflame/folded.hpp"
+#include "luaflame/frames.hpp"
 
 namespace lfs {
 namespace {
@@ -235,8 +236,17 @@ std::string svg_options_from(const Params& p, int metric, lf::SvgOptions& o, boo
   return {};
 }
 
-std::string render_run_svg(const lf::Tree& tree, const View& view, const lf::SvgOptions& opts) {
+const char* drawing_type(Drawing d) {
+  return d == Drawing::svg ? "image/svg+xml" : "application/json";
+}
+
+std::string render_run_graph(const lf::Tree& tree, const View& view, const lf::SvgOptions& opts,
+                             Drawing drawing) {
   std::string out;
+  if (drawing == Drawing::frames) {
+    lf::render_frames(tree, opts, out);  // an empty tree: no frames
+    return out;
+  }
   if (tree.total() <= 0) {
     lf::render_empty_svg(opts,
                          view.focus.empty() ? "No data in this run for this metric and time range"
@@ -368,12 +378,17 @@ nlohmann::json run_speedscope(const lf::Tree& tree, const RunInfo& run, int metr
           {"exporter", "luaflame-server"}};
 }
 
-std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize,
-                            lf::SvgOptions opts) {
+std::string render_diff_graph(const lf::Tree& base, const lf::Tree& head, bool normalize,
+                              const lf::SvgOptions& opts, Drawing drawing) {
   lf::DiffOptions d;
   d.normalize = normalize;
   lf::Tree diff = lf::diff_trees(base, head, d);
   std::string out;
+  if (drawing == Drawing::frames) {
+    diff.sort_children();
+    lf::render_frames(diff, opts, out);
+    return out;
+  }
   if (diff.total(0) <= 0 && diff.total(1) <= 0) {
     lf::render_empty_svg(opts, "Both runs are empty for this metric", out);
     return out;

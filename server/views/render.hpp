@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -145,8 +146,23 @@ FunctionTable function_table(const lf::Tree& tree);
 /// Returns "" or the message for a 422.
 std::string svg_options_from(const Params& params, int metric, lf::SvgOptions& opts, bool& reverse);
 
-/// Renders the flame graph of a loaded tree (an empty-input SVG when it is empty).
-std::string render_run_svg(const lf::Tree& tree, const View& view, const lf::SvgOptions& opts);
+/// What a flame graph endpoint sends: the standalone SVG (flamegraph.pl's, for downloads and
+/// the CLI) or the laid-out frames as data for the pages (lf::render_frames, luaflame/frames.hpp).
+enum class Drawing { svg, frames };
+
+/// The drawing's content type.
+const char* drawing_type(Drawing d);
+
+/// The drawing a resource's name asks for: ".json" the frames, else the SVG.
+inline Drawing drawing_of(std::string_view path) {
+  return path.size() >= 5 && path.substr(path.size() - 5) == ".json" ? Drawing::frames
+                                                                     : Drawing::svg;
+}
+
+/// Renders the flame graph of a loaded tree (an empty-input SVG, or no frames, when it is
+/// empty).
+std::string render_run_graph(const lf::Tree& tree, const View& view, const lf::SvgOptions& opts,
+                             Drawing drawing);
 
 /// Folded text of a loaded tree (sorted).
 std::string run_folded(const lf::Tree& tree);
@@ -162,9 +178,9 @@ nlohmann::json top_functions(const lf::Tree& tree, std::size_t limit);
 /// The run's view as a speedscope file (https://www.speedscope.app/file-format-schema.json).
 nlohmann::json run_speedscope(const lf::Tree& tree, const RunInfo& run, int metric);
 
-/// Differential SVG of base -> head.
-std::string render_diff_svg(const lf::Tree& base, const lf::Tree& head, bool normalize,
-                            lf::SvgOptions opts);
+/// Differential flame graph of base -> head.
+std::string render_diff_graph(const lf::Tree& base, const lf::Tree& head, bool normalize,
+                              const lf::SvgOptions& opts, Drawing drawing);
 
 /// Comparison of function shares (self value as a percentage of the total).
 // bugprone-exception-escape: the implicit move constructor is

@@ -540,14 +540,14 @@ async function main() {
       if (k === 0) {
         T.figure('big run: page open to graph drawn (first view, server renders)', drawn);
         T.figure('big run: page open to function table and timeline loaded', loaded);
-        T.figure('big run: SVG fetch (first, uncached)', rec.fetchMs);
-        T.figure('big run: SVG read + drawn (worker, canvas)', rec.buildMs);
+        T.figure('big run: frames fetch (first, uncached)', rec.fetchMs);
+        T.figure('big run: frames read + drawn (canvas)', rec.buildMs);
         T.figure('big run: frames drawn', rec.frames, 'frames');
-        T.figure('big run: SVG size', rec.bytes / 1e6, 'MB');
+        T.figure('big run: frames size (JSON)', rec.bytes / 1e6, 'MB');
         first = rec;
       } else if (k === 1) {
-        T.figure('big run: page open to graph drawn (cached SVG)', drawn);
-        T.figure('big run: SVG fetch (cached)', rec.fetchMs);
+        T.figure('big run: page open to graph drawn (cached frames)', drawn);
+        T.figure('big run: frames fetch (cached)', rec.fetchMs);
       }
       await page.waitForTimeout(500);
       long.opening.push(await longest(page));
@@ -603,7 +603,7 @@ async function main() {
       if (k === 0) {
         T.figure('big compare: page open to graph drawn (first, server renders)', ms);
         T.figure('big compare: frames drawn', rec.frames, 'frames');
-        T.figure('big compare: SVG read + drawn (worker, canvas)', rec.buildMs);
+        T.figure('big compare: frames read + drawn (canvas)', rec.buildMs);
         assertEq(await page.locator('#flame canvas').count(), 1, 'a diff this big is drawn on a canvas (CANVAS_FRAMES)');
       }
       await page.waitForTimeout(500);

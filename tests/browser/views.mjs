@@ -366,7 +366,7 @@ export async function viewChecks(h) {
     await page.keyboard.press('2');
     await page.waitForSelector('#sandwich:not([hidden])');
     // Three rounds at three window widths: the halves are drawn for the panel's
-    // width, so each round asks the server anew (its SVG cache is keyed by width).
+    // width, so each round asks the server anew (its graph cache is keyed by width).
     // Timed from the click event to the frame after the last half is drawn.
     const kinds = ['root', 'second by total', 'top self', 'middle', 'rare'];
     const rounds = [];
@@ -400,7 +400,7 @@ export async function viewChecks(h) {
       const half = (h) => median(rounds.map((r) => r.parts[i][h].fetchMs));
       const draw = (h) => median(rounds.map((r) => r.parts[i][h].buildMs));
       T.figure(`big run: sandwich (${k}): fetch callers / callees (server + transfer)`, `${Math.round(half('callers'))} / ${Math.round(half('callees'))}`, 'ms');
-      T.figure(`big run: sandwich (${k}): draw callers / callees (worker read + canvas)`, `${Math.round(draw('callers'))} / ${Math.round(draw('callees'))}`, 'ms');
+      T.figure(`big run: sandwich (${k}): draw callers / callees (frames read + canvas)`, `${Math.round(draw('callers'))} / ${Math.round(draw('callees'))}`, 'ms');
       T.figure(`big run: sandwich (${k}): frames callers / callees`, `${rounds[0].parts[i].callers.frames} / ${rounds[0].parts[i].callees.frames}`, '');
     });
     const all = rounds.flatMap((r) => r.times);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../support/paths.hpp"
+#include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
 
 namespace golden {
@@ -230,6 +231,55 @@ inline std::string folded_of(lf::Tree& t) {
   std::string out;
   lf::write_folded(t, out);
   return out;
+}
+
+// Options from a <case>.opts file: one "name=value" a line.
+inline lf::SvgOptions options_from(const std::string& text) {
+  lf::SvgOptions o;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+    if (k == "title")
+      o.title = v;
+    else if (k == "subtitle")
+      o.subtitle = v;
+    else if (k == "width")
+      o.width = std::stoi(v);
+    else if (k == "height")
+      o.frame_height = std::stoi(v);
+    else if (k == "minwidth")
+      o.min_width = std::stod(v);
+    else if (k == "minwidth_percent")
+      o.min_width_percent = v == "1";
+    else if (k == "colors")
+      o.colors = v;
+    else if (k == "hash")
+      o.hash = v == "1";
+    else if (k == "inverted")
+      o.inverted = v == "1";
+    else if (k == "flamechart")
+      o.flamechart = v == "1";
+    else if (k == "countname")
+      o.count_name = v;
+    else if (k == "nametype")
+      o.name_type = v;
+    else if (k == "unit")
+      o.unit = v;
+    else if (k == "factor")
+      o.factor = std::stod(v);
+    else if (k == "total")
+      o.total = std::stod(v);
+    else if (k == "negate")
+      o.negate = v == "1";
+    else if (k == "notes")
+      o.notes = v;
+    else
+      FAIL("unknown option in .opts: " << k);
+  }
+  return o;
 }
 
 }  // namespace golden

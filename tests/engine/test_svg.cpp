@@ -14,6 +14,7 @@
 
 namespace {
 
+using golden::options_from;
 using golden::tree_of;
 
 std::string svg_of(const std::string& folded, const lf::SvgOptions& o = {}) {
@@ -42,55 +43,6 @@ std::string attr(const std::string& el, const std::string& name) {
   if (p == std::string::npos) return {};
   p += name.size() + 3;
   return el.substr(p, el.find('"', p) - p);
-}
-
-// Options from a <case>.opts file: one "name=value" a line.
-lf::SvgOptions options_from(const std::string& text) {
-  lf::SvgOptions o;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    if (k == "title")
-      o.title = v;
-    else if (k == "subtitle")
-      o.subtitle = v;
-    else if (k == "width")
-      o.width = std::stoi(v);
-    else if (k == "height")
-      o.frame_height = std::stoi(v);
-    else if (k == "minwidth")
-      o.min_width = std::stod(v);
-    else if (k == "minwidth_percent")
-      o.min_width_percent = v == "1";
-    else if (k == "colors")
-      o.colors = v;
-    else if (k == "hash")
-      o.hash = v == "1";
-    else if (k == "inverted")
-      o.inverted = v == "1";
-    else if (k == "flamechart")
-      o.flamechart = v == "1";
-    else if (k == "countname")
-      o.count_name = v;
-    else if (k == "nametype")
-      o.name_type = v;
-    else if (k == "unit")
-      o.unit = v;
-    else if (k == "factor")
-      o.factor = std::stod(v);
-    else if (k == "total")
-      o.total = std::stod(v);
-    else if (k == "negate")
-      o.negate = v == "1";
-    else if (k == "notes")
-      o.notes = v;
-    else
-      FAIL("unknown option in .opts: " << k);
-  }
-  return o;
 }
 
 }  // namespace

@@ -65,11 +65,14 @@ export const api = {
   functions: (id, p, opts) => getJSON(url(`/api/runs/${id}/functions`, p), opts),
   timeline: (id, p, opts) => getJSON(url(`/api/runs/${id}/timeline`, p), opts),
   svgURL: (id, p) => url(`/api/runs/${id}/flamegraph.svg`, p),
+  /** The same graph's frames as data (engine/include/luaflame/frames.hpp), which the pages draw. */
+  framesURL: (id, p) => url(`/api/runs/${id}/flamegraph.json`, p),
   foldedURL: (id, p) => url(`/api/runs/${id}/profile.folded`, p),
   speedscopeURL: (id, p) => url(`/api/runs/${id}/speedscope.json`, p),
   diffSvgURL: (p) => url('/api/diff.svg', p),
+  diffFramesURL: (p) => url('/api/diff/flamegraph.json', p),
   sandwich: (id, p, opts) => getJSON(url(`/api/runs/${id}/sandwich`, p), opts),
-  sandwichSvgURL: (id, p) => url(`/api/runs/${id}/sandwich.svg`, p),
+  sandwichFramesURL: (id, p) => url(`/api/runs/${id}/sandwich.json`, p),
   source: (id, p, opts) => getJSON(url(`/api/runs/${id}/source`, p), opts),
   sources: (id) => getJSON(`/api/runs/${id}/sources`),
   // 412 means "a regression over the threshold": still a full answer.

@@ -192,7 +192,7 @@ async function showTables(st) {
       const path = chain.length && chain[0] === 'all' ? chain.slice(1) : chain.slice();
       if (path.join(';') !== state.focus.join(';')) setState({ focus: path });
     },
-    describe: (info) => [info.value, isFinite(info.pct) ? fmtPct(info.pct) : '', info.extra, info.more].filter(Boolean).join(' · '),
+    describe: (info) => [info.value, isFinite(info.pct) ? fmtPct(info.pct) : '', info.extra].filter(Boolean).join(' · '),
     // A big diff goes on a canvas like the run page's graph (13,909 frames for a
     // 200,000-stack head: 100-300 ms tasks as SVG).
     canvas: CANVAS_FRAMES,
@@ -223,7 +223,7 @@ async function drawDiffGraph(st) {
   const key = JSON.stringify(p);
   if (key !== graphKey) {
     try {
-      const r = await graph.load(api.diffSvgURL(p));
+      const r = await graph.load(api.diffFramesURL(p));
       graphKey = key;
       perf.loads.push({ ...r, focus: st.focus.length, invert: st.invert });
       host.dataset.state = r.frames ? 'ready' : 'empty';

@@ -1,22 +1,13 @@
-// The interactive flame graph: the server's SVG (flamegraph.pl structure,
-// one <g> per frame with <title>, <rect>, <text>) parsed and inlined, minus
-// its own script, style and chrome. The page does hover, search and the
-// frame path for zooming itself, reading geometry from the rects, so it needs
-// nothing from the SVG beyond that structure. DOM work is kept to one pass at
-// load; names are read from the titles only when first needed.
+// The interactive flame graph, drawn from the server's frames as data
+// (format "luaflame-frames", engine/include/luaflame/frames.hpp: the layout
+// the standalone SVG is drawn from, as rows of numbers). The page draws them
+// as SVG elements or, past a size, on a canvas, and does hover, search and
+// the frame path for zooming itself from the same records: nothing is parsed
+// back out of markup or titles.
+
+import { fmtBytes, fmtCount, fmtTime } from './format.js';
 
 const SVGNS = 'http://www.w3.org/2000/svg';
-
-/** "NAME (COUNT UNIT, PCT%...)..." -> {name, rest}; the name may hold parentheses. */
-export function splitTitle(text) {
-  const nl = text.indexOf('\n');
-  const first = nl < 0 ? text : text.slice(0, nl);
-  const m = /^(.*?) \(([^()]*?), ([-+]?[\d.]+)%([^()]*)\)(.*)$/s.exec(first);
-  const more = nl < 0 ? '' : text.slice(nl + 1).trim();
-  if (!m) return { name: first, value: '', pct: NaN, more };
-  const extra = `${m[4]}${m[5]}`.replace(/^[\s;,]+/, '').trim();
-  return { name: m[1], value: m[2], pct: parseFloat(m[3]), extra, more };
-}
 
 function makeRegex(query) {
   try {
@@ -26,27 +17,9 @@ function makeRegex(query) {
   }
 }
 
-// The SVG is read by a worker (svg-worker.js) and the frames are built here in
-// chunks of CHUNK, each its own task: no main-thread task grows with the graph.
+// Graphs drawn as SVG are built in chunks of CHUNK frames, each its own task:
+// no main-thread task grows with the graph.
 const CHUNK = 400;
-let worker = null;
-let workerId = 0;
-const waiting = new Map();
-
-/** {width, frames} from the worker, or null when there is no worker (then DOMParser is used). */
-function readOffThread(text) {
-  if (!window.Worker) return Promise.resolve(null);
-  if (!worker) {
-    try {
-      worker = new Worker(new URL('./svg-worker.js', import.meta.url), { type: 'module' });
-    } catch (_) {
-      return Promise.resolve(null);
-    }
-    worker.onmessage = (e) => { const cb = waiting.get(e.data.id); waiting.delete(e.data.id); if (cb) cb(e.data.error ? null : e.data); };
-    worker.onerror = () => { for (const cb of waiting.values()) cb(null); waiting.clear(); worker = null; };
-  }
-  return new Promise((resolve) => { const id = ++workerId; waiting.set(id, resolve); worker.postMessage({ id, text }); });
-}
 
 const nextTask = () => new Promise((r) => setTimeout(r, 0));
 const escXml = (t) => String(t).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
@@ -55,32 +28,54 @@ export function exactRegexSource(name) {
   return `^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`;
 }
 
+/** A frame's label: the name, or its first chars-2 characters and ".." (flamegraph.pl's). */
+function fitLabel(name, chars) {
+  if (name.length <= chars) return name;  // UTF-16 units >= characters: the common case
+  const cps = [...name];
+  return cps.length <= chars ? name : `${cps.slice(0, chars - 2).join('')}..`;
+}
+
 /**
- * What both drawings of the worker's frames (SVG and canvas) need: the frames
- * (without the root when `hideRoot`), a view box cropped to them and the row
- * height (the rects' height, else the smallest step between rows less a pixel).
+ * The frames of a "luaflame-frames" document as the page draws them, with what
+ * both drawings (SVG and canvas) need: the frames (without the root when
+ * `hideRoot`), each {x, y, w, depth, name, fill, label, tx, ty, total, self,
+ * delta}; the graph's width, its root's width, the row height and a view box
+ * cropped to the frames.
  */
-function layout(read, hideRoot) {
-  const frames = read.frames;
-  if (hideRoot && frames.length && frames[0].name === 'all') frames.shift();
-  const width = read.width;
+export function readFrames(doc, hideRoot = false) {
+  if (!doc || doc.format !== 'luaflame-frames' || doc.version !== 1) {
+    throw new Error(`The server sent a flame graph this page cannot read (${doc && doc.format} version ${doc && doc.version}).`);
+  }
+  const S = doc.stride;
+  const rows = doc.frames;
+  const fh = doc.frame_height;
+  const rowH = fh - 1;
+  const charW = doc.font_size * doc.font_width;
+  const frames = [];
   let minY = Infinity;
   let maxY = -Infinity;
   let rootW = 0;
-  const ys = new Set();
-  for (const f of frames) {
-    if (f.y < minY) minY = f.y;
-    if (f.y > maxY) maxY = f.y;
-    if (f.w > rootW) rootW = f.w;
-    ys.add(f.y);
+  for (let o = hideRoot ? S : 0; o < rows.length; o += S) {
+    const depth = rows[o];
+    const x = rows[o + 1];
+    const w = rows[o + 2];
+    const y = (doc.inverted ? depth : doc.depth - depth) * fh;
+    const name = doc.names[rows[o + 3]];
+    const chars = Math.floor(w / charW);
+    frames.push({
+      x, y, w, depth, name, fill: doc.colors[rows[o + 4]], total: rows[o + 5], self: rows[o + 6], delta: S > 7 ? rows[o + 7] : 0,
+      label: chars >= 3 ? fitLabel(name, chars) : '', tx: x + 3, ty: y + 3 + rowH / 2,
+    });
+    if (y < minY) minY = y;
+    if (y > maxY) maxY = y;
+    if (w > rootW) rootW = w;
   }
-  let step = 0;
-  const sorted = [...ys].sort((a, b) => a - b);
-  for (let k = 1; k < sorted.length; k++) if (!step || sorted[k] - sorted[k - 1] < step) step = sorted[k] - sorted[k - 1];
-  const rowH = frames.length && frames[0].h > 0 ? frames[0].h : step > 1 ? step - 1 : 15;
+  const width = doc.width;
   const vy = frames.length ? minY - 2 : 0;
   const vh = frames.length ? maxY + rowH - minY + 4 : 1;
-  return { frames, width, rootW: rootW || width, rowH, vy, vh, viewBox: `0 ${vy} ${width} ${vh}` };
+  const meta = { unit: doc.unit, count: doc.count_name, factor: doc.factor, total: doc.total,
+    differential: doc.differential, negate: doc.negate, showSelf: doc.show_self !== false };
+  return { frames, width, rootW: rootW || width, rowH, vy, vh, viewBox: `0 ${vy} ${width} ${vh}`, meta };
 }
 
 /** Frames above which the run and compare pages draw their graph on a canvas (opts.canvas):
@@ -98,7 +93,7 @@ export class FlameGraph {
   constructor(host, opts = {}) {
     this.host = host;
     this.opts = opts;
-    this.frames = [];   // {g, x, y, w, name?, title?}
+    this.frames = [];   // readFrames()'s, plus g (the frame's element) when drawn as SVG
     this.svg = null;
     this.inverted = false;
     this.matched = [];
@@ -118,7 +113,7 @@ export class FlameGraph {
     host.addEventListener('click', (e) => this.click(e));
   }
 
-  /** Fetches and shows the SVG at `src`. Resolves to {frames, fetchMs, buildMs}. */
+  /** Fetches and shows the frames at `src`. Resolves to {frames, bytes, fetchMs, buildMs}. */
   async load(src, { inverted = false, hideRoot = false } = {}) {
     if (this.abort) this.abort.abort();
     const ctl = new AbortController();
@@ -135,30 +130,25 @@ export class FlameGraph {
     const text = await res.text();
     if (ctl.signal.aborted) throw new DOMException('aborted', 'AbortError');
     const t1 = performance.now();
-    await this.build(text, inverted, hideRoot);
+    await this.build(JSON.parse(text), inverted, hideRoot);
     return { frames: this.frames.length, bytes: text.length, fetchMs: t1 - t0, buildMs: performance.now() - t1 };
   }
 
-  /** Parses and inlines the SVG; `hideRoot` leaves out the "all" frame (the sandwich's halves). */
-  async build(text, inverted, hideRoot = false) {
+  /** Draws a "luaflame-frames" document; `hideRoot` leaves out the "all" frame (the sandwich's halves). */
+  async build(doc, inverted, hideRoot = false) {
     const token = {};
     this.building = token;
-    const read = await readOffThread(text);
-    // A task of its own for the drawing: the worker's message (thousands of records
-    // to deserialize) and the drawing in one task made 70 ms on a loaded machine.
-    if (read && read.frames.length > 1000) await nextTask();
-    if (this.building !== token) throw new DOMException('replaced by a newer graph', 'AbortError');
+    const g = readFrames(doc, hideRoot);
+    this.meta = g.meta;
     this.canvas = null;
     // opts.canvas: true, or a frame count above which the canvas is used.
     const canvasFrom = this.opts.canvas === true ? 0 : this.opts.canvas || Infinity;
-    if (read && read.frames.length > canvasFrom) return this.drawCanvas(read, inverted, hideRoot);
-    if (read && read.frames.length) return this.buildFrom(read, inverted, hideRoot, token);
-    return this.buildDom(text, inverted, hideRoot);
+    if (g.frames.length > canvasFrom) return this.drawCanvas(g, inverted);
+    return this.buildSvg(g, inverted, token);
   }
 
-  /** Builds the graph from the worker's records, CHUNK frames per task. */
-  async buildFrom(read, inverted, hideRoot, token) {
-    const g = layout(read, hideRoot);
+  /** Builds the graph as SVG elements, CHUNK frames per task. */
+  async buildSvg(g, inverted, token) {
     const frames = g.frames;
     const root = document.createElementNS(SVGNS, 'svg');
     root.setAttribute('viewBox', g.viewBox);
@@ -178,8 +168,8 @@ export class FlameGraph {
       let html = '';
       for (let i = at; i < end; i++) {
         const f = frames[i];
-        html += `<g><rect x="${f.x}" y="${f.y}" width="${f.w}"${f.h ? ` height="${f.h}"` : ''} fill="${escXml(f.fill)}"></rect>`;
-        html += f.tx ? `<text x="${escXml(f.tx)}" y="${escXml(f.ty)}">${escXml(f.label)}</text></g>` : '</g>';
+        html += `<g><rect x="${f.x}" y="${f.y}" width="${f.w}" height="${g.rowH}" fill="${escXml(f.fill)}"></rect>`;
+        html += f.label ? `<text x="${f.tx}" y="${f.ty}">${escXml(f.label)}</text></g>` : '</g>';
       }
       box.insertAdjacentHTML('beforeend', html);
       const gs = box.children;
@@ -191,14 +181,13 @@ export class FlameGraph {
   }
 
   /**
-   * Draws the worker's frames on one canvas (opts.canvas): one element whatever
+   * Draws the frames on one canvas (opts.canvas): one element whatever
    * the frame count. As SVG, every frame is two or three elements to style, lay
    * out and paint: 3,000 frames took 100-200 ms of rendering in one task on this
    * loaded machine, the canvas a few ms. Hover and click find the frame from the
    * pointer's position; search marks and the hover outline go on the overlay SVG.
    */
-  drawCanvas(read, inverted, hideRoot) {
-    const g = layout(read, hideRoot);
+  drawCanvas(g, inverted) {
     const { frames, width, rowH } = g;
     const cssW = Math.max(1, this.host.clientWidth || width);
     const scale = cssW / width;
@@ -220,12 +209,12 @@ export class FlameGraph {
     }
     ctx.fillStyle = '#000';
     ctx.font = '12px Verdana, "DejaVu Sans", sans-serif';
-    for (const f of frames) if (f.label && f.tx) ctx.fillText(f.label, +f.tx, +f.ty);
+    for (const f of frames) if (f.label) ctx.fillText(f.label, f.tx, f.ty);
     this.canvas = canvas;
     this.adopt(canvas, g, inverted);
   }
 
-  /** Makes `el` (the SVG or the canvas) the graph of `g` (layout()), with an empty overlay above it. */
+  /** Makes `el` (the SVG or the canvas) the graph of `g` (readFrames()), with an empty overlay above it. */
   adopt(el, g, inverted) {
     this.frames = g.frames;
     this.rowH = g.rowH;
@@ -260,134 +249,40 @@ export class FlameGraph {
     if (this.hov.parentNode !== this.overlay) this.overlay.append(this.hov);
   }
 
-  /** The DOMParser path: any well-formed flamegraph.pl-shaped SVG. */
-  buildDom(text, inverted, hideRoot) {
-    const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
-    const root = doc.documentElement;
-    if (root.nodeName !== 'svg' || doc.getElementsByTagName('parsererror').length) {
-      throw new Error('The server sent a flame graph this page cannot read (not well-formed SVG).');
-    }
-    for (const s of [...root.querySelectorAll('script, style, foreignObject')]) s.remove();
-    for (const a of [...root.getAttributeNames()]) if (/^on/i.test(a)) root.removeAttribute(a);
-
-    const vb = (root.getAttribute('viewBox') || '').split(/[\s,]+/).map(Number);
-    const width = vb.length === 4 && vb[2] > 0 ? vb[2] : parseFloat(root.getAttribute('width')) || 1200;
-    const frames = [];
-    const keep = new Set();
-    let minY = Infinity;
-    let maxY = -Infinity;
-    let rootW = 0;
-    let rootG = null;
-    for (const g of root.getElementsByTagName('g')) {
-      let rect = null;
-      let title = null;
-      for (let c = g.firstElementChild; c; c = c.nextElementSibling) {
-        if (c.localName === 'rect') rect = c;
-        else if (c.localName === 'title') title = c;
-      }
-      if (!rect || !title) continue;
-      if (hideRoot && !frames.length && !rootG && /^all \(/.test(title.textContent)) {
-        rootG = g;  // removed after the walk (the collection is live)
-        continue;
-      }
-      if (g.hasAttribute('onmouseover') || g.hasAttribute('onclick')) {
-        for (const a of g.getAttributeNames()) if (/^on/i.test(a)) g.removeAttribute(a);
-      }
-      const x = parseFloat(rect.getAttribute('x')) || 0;
-      const y = parseFloat(rect.getAttribute('y')) || 0;
-      const w = parseFloat(rect.getAttribute('width')) || 0;
-      g._lfi = frames.length;
-      frames.push({ g, x, y, w, title });
-      if (y < minY) minY = y;
-      if (y > maxY) maxY = y;
-      if (w > rootW) rootW = w;
-      // Remember which child of the root holds frames; the rest is chrome.
-      let n = g;
-      while (n.parentNode && n.parentNode !== root) n = n.parentNode;
-      keep.add(n);
-    }
-    if (rootG) rootG.remove();
-    // Rect height comes from the SVG's stylesheet (dropped here) or an
-    // attribute; the level step (smallest gap between frame rows) gives it.
-    let step = 0;
-    const rect0 = frames.length ? frames[0].g.querySelector('rect') : null;
-    const attrH = rect0 ? parseFloat(rect0.getAttribute('height')) : NaN;
-    if (frames.length > 1) {
-      const ys = [...new Set(frames.map((f) => f.y))].sort((a, b) => a - b);
-      for (let k = 1; k < ys.length; k++) if (!step || ys[k] - ys[k - 1] < step) step = ys[k] - ys[k - 1];
-    }
-    const rowH = attrH > 0 ? attrH : step > 1 ? step - 1 : 15;
-    if (frames.length) {
-      for (const c of [...root.children]) {
-        if (c.localName !== 'defs' && !keep.has(c)) c.remove();
-      }
-      root.setAttribute('viewBox', `0 ${minY - 2} ${width} ${maxY + rowH - minY + 4}`);
-      root.style.setProperty('--fh', `${rowH}px`);
-    }
-    root.setAttribute('width', '100%');
-    root.removeAttribute('height');
-    root.removeAttribute('id');
-    root.setAttribute('role', 'img');
-    root.setAttribute('aria-label', 'Flame graph');
-    const viewBox = root.getAttribute('viewBox') || `0 0 ${width} 1`;
-    this.adopt(document.adoptNode(root), { frames, rowH, viewBox, rootW: rootW || width, width }, inverted);
-    this.warmNames();
-  }
-
-  /** The name of frame i (parsed from its title once). */
+  /** The name of frame i. */
   name(i) {
-    const f = this.frames[i];
-    if (f.name === undefined) this.readTitle(f);
-    return f.name;
+    return this.frames[i].name;
   }
 
-  readTitle(f) {
-    const p = splitTitle(f.text !== undefined ? f.text : f.title ? f.title.textContent : '');
-    f.name = p.name;
-    f.info = p;
-    return p;
-  }
-
+  /** What the tooltip says of frame i: {name, value, pct, extra}, values in the graph's unit. */
   info(i) {
     const f = this.frames[i];
-    if (!f.info) this.readTitle(f);
-    return f.info;
+    const m = this.meta;
+    const fmt = (v) => (m.unit === 'ns' ? fmtTime(v) : m.unit === 'bytes' ? fmtBytes(v) : `${fmtCount(v)} ${m.count}`);
+    const extra = [];
+    if (m.differential && f.depth) {
+      // The change of the frame's own value, as a share of the whole (the SVG title's).
+      const d = m.negate ? -f.delta : f.delta;
+      const pct = m.total > 0 ? (100 * d) / (m.total * m.factor) : 0;
+      extra.push(`${d > 0 ? '+' : ''}${pct.toFixed(2)}%`);
+    }
+    if (m.showSelf && f.depth && f.self > 0 && f.self < f.total) extra.push(`self ${fmt(f.self * m.factor)}`);
+    const pct = f.depth ? (m.total > 0 ? (100 * f.total) / m.total : 0) : 100;
+    return { name: f.name, value: fmt(f.total * m.factor), pct, extra: extra.join(', ') };
   }
 
-  /** Reads every name in idle time after a load, so the first search is quick. */
-  warmNames() {
-    const frames = this.frames;
-    let i = 0;
-    const step = (deadline) => {
-      if (this.frames !== frames) return;  // a newer graph replaced this one
-      while (i < frames.length && (deadline.timeRemaining() > 2 || deadline.didTimeout)) {
-        for (const end = Math.min(frames.length, i + 500); i < end; i++) {
-          if (frames[i].name === undefined) this.readTitle(frames[i]);
-        }
-      }
-      if (i < frames.length) requestIdleCallback(step, { timeout: 1000 });
-    };
-    if (window.requestIdleCallback) requestIdleCallback(step, { timeout: 1000 });
-  }
-
-  /** Names from the graph's root down to frame i, found by geometry. */
+  /** Names from the graph's root down to frame i: its ancestors are, in the
+   *  depth-first order the frames come in, the nearest earlier frame one row down, and so on. */
   chain(i) {
-    const f = this.frames[i];
-    const cx = f.x + f.w / 2;
-    const below = [];
-    for (const o of this.frames) {
-      if ((this.inverted ? o.y < f.y : o.y > f.y) && o.x <= cx + 1e-6 && o.x + o.w >= cx - 1e-6) below.push(o);
+    const out = [this.frames[i].name];
+    let want = this.frames[i].depth - 1;
+    for (let j = i - 1; j >= 0 && want >= 0; j--) {
+      if (this.frames[j].depth === want) {
+        out.push(this.frames[j].name);
+        want--;
+      }
     }
-    below.sort((a, b) => (this.inverted ? a.y - b.y : b.y - a.y));
-    const out = [];
-    let lastY = NaN;
-    for (const o of below) {
-      if (o.y === lastY) continue;  // two rects meeting at cx: keep the first
-      lastY = o.y;
-      out.push(o.name !== undefined ? o.name : this.name(o.g._lfi));
-    }
-    out.push(this.name(i));
-    return out;
+    return out.reverse();
   }
 
   /** Index of the frame under a mouse event, or -1. */
@@ -417,9 +312,6 @@ export class FlameGraph {
     if (this.canvas) this.outline(i);
     if (i < 0) { this.hideTip(); return; }
     const p = this.info(i);
-    // The page shows its own tooltip: drop the title so the browser's does not double it.
-    const f = this.frames[i];
-    if (f.title && f.title.remove) { f.title.remove(); f.title = null; }
     const share = (100 * this.frames[i].w) / this.rootW;
     const detail = this.opts.describe ? this.opts.describe(p, share) : `${p.value} (${p.pct}%)`;
     this.tip.replaceChildren();
@@ -428,7 +320,7 @@ export class FlameGraph {
     nm.textContent = p.name;
     const more = document.createElement('div');
     more.className = 't-more';
-    more.textContent = [detail, p.more].filter(Boolean).join('\n');
+    more.textContent = detail;
     const hint = document.createElement('div');
     hint.className = 't-hint';
     hint.textContent = this.opts.hint || (this.opts.onZoom ? 'click to zoom' : '');

@@ -201,7 +201,7 @@ function fillDownloads(box) {
   const common = { metric: m, from: view.from, until: view.until, profiler: view.profiler };
   const base = `${(run.name || 'run').replace(/[^\w.-]+/g, '_')}-${run.id}`;
   box.replaceChildren(
-    el('a', { href: api.svgURL(id, { ...svgParams(1200), minwidth: '' }), download: `${base}.svg` }, 'Flame graph', el('small', 'SVG')),
+    el('a', { href: api.svgURL(id, { ...graphParams(1200), minwidth: '' }), download: `${base}.svg` }, 'Flame graph', el('small', 'SVG')),
     el('a', { href: api.foldedURL(id, { ...common, focus: view.focus.join(';') }), download: `${base}.folded` }, 'Folded stacks', el('small', '.folded')),
     el('a', { href: api.speedscopeURL(id, { metric: m, profiler: view.profiler }), download: `${base}.speedscope.json` }, 'Speedscope', el('small', 'JSON')));
 }
@@ -264,7 +264,7 @@ function crumbs() {
 
 // The metric goes in only when the view names one: the server picks the same
 // default, and the graph can be fetched before the run's details arrive.
-function svgParams(width) {
+function graphParams(width) {
   return {
     metric: view.metric, focus: view.focus.join(';'), from: view.from, until: view.until,
     width, inverted: view.inverted, minwidth: MIN_WIDTH, profiler: view.profiler,
@@ -291,13 +291,13 @@ function describe(info, share) {
 async function drawGraph() {
   const host = $('#flame');
   const width = Math.max(300, Math.round(host.clientWidth));
-  const key = JSON.stringify(svgParams(width));
+  const key = JSON.stringify(graphParams(width));
   if (key === loadedKey) { doSearch(); return; }
   const busy = el('div.busy', el('span', el('span.spinner'), 'Rendering…'));
   $('#graph-panel').append(busy);
   const t0 = performance.now();
   try {
-    const r = await graph.load(api.svgURL(id, svgParams(width)), { inverted: view.inverted });
+    const r = await graph.load(api.framesURL(id, graphParams(width)), { inverted: view.inverted });
     loadedKey = key;
     lastWidth = width;
     $('#graph-error').replaceChildren();

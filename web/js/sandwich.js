@@ -47,7 +47,7 @@ export class SandwichView {
       this.host.dataset.state = 'empty';
       return null;
     }
-    const svg = (side) => api.sandwichSvgURL(id, { ...common, fn, side, width, minwidth: 1 });
+    const svg = (side) => api.sandwichFramesURL(id, { ...common, fn, side, width, minwidth: 1 });
     try {
       const [info, a, b] = await Promise.all([
         api.sandwich(id, { ...common, fn }),
