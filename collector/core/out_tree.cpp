@@ -66,66 +66,55 @@ std::vector<uint64_t> OutTree::totals(int m) const {
   return tot;
 }
 
-OutTree snapshot(const Tree& t, const FrameNames& f,
-                 const std::function<uint64_t(uint32_t, int)>& value, const NodeCost& cost,
-                 uint64_t budget) {
-  // Nodes first: a published node's frame is published before it.
+namespace {
+
+// Which nodes fit the budget: none marked (an empty vector) when all of
+// them do, the common case; else the cheapest paths first, a parent always
+// before its children, each with room for a truncated child it may get.
+template <class FrameOf>
+std::vector<char> fit_budget(const Tree& t, const OutTree& o, const FrameOf& frame_of,
+                             const NodeCost& cost, uint64_t budget) {
   const uint32_t n = t.size();
-  const uint32_t nf = f.size();
-  OutTree o;
-  o.nm = t.nmetrics();
-  o.names.reserve(nf + 2);
-  for (uint32_t i = 0; i < nf; ++i) o.names.push_back(f[i]);
-  o.names.push_back(kUnnamedFrame);
-  const uint32_t trunc_frame = static_cast<uint32_t>(o.names.size());
-  o.names.push_back(kTruncatedFrame);
-  auto frame_of = [&](uint32_t i) {
-    uint32_t fr = t.frame(i);
-    return fr < nf ? fr : nf;
+  if (!budget || n <= 1) return {};
+  // Each node's path length and cost, computed once: up to the budget
+  // first, then (over it) the rest, for the cut.
+  std::vector<uint64_t> plen(n, 0), c(n, 0);
+  auto measure = [&](uint32_t i) {
+    const uint32_t p = t.parent(i);
+    const std::string_view name = o.names[frame_of(i)];
+    plen[i] = plen[p] + (p ? 1 : 0) + name.size();
+    return c[i] = cost(plen[i], name);
   };
-
-  // Which nodes fit: all of them (the common case: no per-node arrays
-  // kept, the copy below is straight), or the cheapest first within the budget.
-  std::vector<char> keep;
-  if (budget && n > 1) {
-    // Each node's path length and cost, computed once: up to the budget
-    // first, then (over it) the rest, for the cut.
-    std::vector<uint64_t> plen(n, 0), c(n, 0);
-    auto measure = [&](uint32_t i) {
-      const uint32_t p = t.parent(i);
-      const std::string_view name = o.names[frame_of(i)];
-      plen[i] = plen[p] + (p ? 1 : 0) + name.size();
-      return c[i] = cost(plen[i], name);
-    };
-    uint64_t total = 0;
-    uint32_t measured = 1;  // nodes [1, measured) have plen and c
-    for (; measured < n && total <= budget; ++measured) total += measure(measured);
-    if (total > budget) {
-      for (; measured < n; ++measured) measure(measured);
-      keep.assign(n, 1);
-      std::vector<uint32_t> order(n - 1);
-      for (uint32_t i = 1; i < n; ++i) order[i - 1] = i;
-      // Stable: equal lengths keep creation order, so a parent (strictly
-      // shorter) always comes before its children.
-      std::stable_sort(order.begin(), order.end(),
-                       [&](uint32_t a, uint32_t b) { return plen[a] < plen[b]; });
-      std::fill(keep.begin() + 1, keep.end(), 0);
-      uint64_t used = 0;
-      for (uint32_t i : order) {
-        // Room for the node and for a truncated child it may get.
-        uint64_t need = c[i] + cost(plen[i] + 1 + kTruncatedFrame.size(), kTruncatedFrame);
-        if (used + need > budget) break;
-        used += need;
-        keep[i] = 1;
-      }
-    }
+  uint64_t total = 0;
+  uint32_t measured = 1;  // nodes [1, measured) have plen and c
+  for (; measured < n && total <= budget; ++measured) total += measure(measured);
+  if (total <= budget) return {};
+  for (; measured < n; ++measured) measure(measured);
+  std::vector<uint32_t> order(n - 1);
+  for (uint32_t i = 1; i < n; ++i) order[i - 1] = i;
+  // Stable: equal lengths keep creation order, so a parent (strictly
+  // shorter) always comes before its children.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return plen[a] < plen[b]; });
+  std::vector<char> keep(n, 0);
+  keep[0] = 1;
+  uint64_t used = 0;
+  for (uint32_t i : order) {
+    uint64_t need = c[i] + cost(plen[i] + 1 + kTruncatedFrame.size(), kTruncatedFrame);
+    if (used + need > budget) break;
+    used += need;
+    keep[i] = 1;
   }
+  return keep;
+}
 
-  if (keep.empty()) {
-    copy_all(t, n, value, frame_of, nf, o);
-    link_children(o);
-    return o;
-  }
+// The kept nodes, renumbered; a dropped node's values go to a truncated
+// child of its nearest kept ancestor (one per ancestor).
+template <class FrameOf>
+void copy_kept(const Tree& t, const std::vector<char>& keep,
+               const std::function<uint64_t(uint32_t, int)>& value, const FrameOf& frame_of,
+               uint32_t root_frame, uint32_t trunc_frame, OutTree& o) {
+  const uint32_t n = t.size();
   std::vector<uint32_t> idx(n, OutTree::kNone), trunc_of;
   uint32_t kept = 0;
   for (uint32_t i = 0; i < n; ++i)
@@ -133,7 +122,7 @@ OutTree snapshot(const Tree& t, const FrameNames& f,
   o.parent.resize(kept);
   o.frame.resize(kept);
   o.val.assign(static_cast<std::size_t>(kept) * o.nm, 0);
-  o.frame[0] = nf;
+  o.frame[0] = root_frame;
   o.parent[0] = 0;
   // Dropped nodes: the nearest kept ancestor (computed in creation order).
   std::vector<uint32_t> anc;
@@ -162,6 +151,32 @@ OutTree snapshot(const Tree& t, const FrameNames& f,
       o.val[static_cast<std::size_t>(trunc_of[a]) * o.nm + m] += value(i, m);
     ++o.dropped;
   }
+}
+
+}  // namespace
+
+OutTree snapshot(const Tree& t, const FrameNames& f,
+                 const std::function<uint64_t(uint32_t, int)>& value, const NodeCost& cost,
+                 uint64_t budget) {
+  // Nodes first: a published node's frame is published before it.
+  const uint32_t n = t.size();
+  const uint32_t nf = f.size();
+  OutTree o;
+  o.nm = t.nmetrics();
+  o.names.reserve(nf + 2);
+  for (uint32_t i = 0; i < nf; ++i) o.names.push_back(f[i]);
+  o.names.push_back(kUnnamedFrame);
+  const uint32_t trunc_frame = static_cast<uint32_t>(o.names.size());
+  o.names.push_back(kTruncatedFrame);
+  auto frame_of = [&](uint32_t i) {
+    uint32_t fr = t.frame(i);
+    return fr < nf ? fr : nf;
+  };
+  std::vector<char> keep = fit_budget(t, o, frame_of, cost, budget);
+  if (keep.empty())
+    copy_all(t, n, value, frame_of, nf, o);
+  else
+    copy_kept(t, keep, value, frame_of, nf, trunc_frame, o);
   link_children(o);
   return o;
 }
