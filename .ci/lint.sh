@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The gates that keep the tree clean (issue 15), for CI:
 #   1. clang-format --dry-run --Werror over every C/C++ source (.clang-format),
-#      and the walls between the server's rooms (step_walls)
+#      the walls between the server's rooms and no source file over 600
+#      lines in server/, collector/, engine/ (step_walls; functions over 80
+#      lines are clang-tidy's: their folders' .clang-tidy)
 #   2. a full build with -DLUAFLAME_WERROR=ON (-Wall -Wextra as errors)
 #   3. clang-tidy (.clang-tidy) over every .cpp, with the build's compile
 #      commands (-p build-lint), in parallel; headers through HeaderFilterRegex;
@@ -47,7 +49,7 @@ server/ingest   http/ handlers/ views/ !http/error.hpp
 server/http     handlers/ ingest/
 '
 step_walls() {
-  echo "== walls between the server's rooms"
+  echo "== walls between the server's rooms; files of at most 600 lines"
   local dir bad rc=0 line
   while read -r dir rest; do
     [ -n "$dir" ] || continue
@@ -61,6 +63,12 @@ step_walls() {
       done
     done < <(git grep -n '#include "' -- "$dir" || true)
   done <<<"$walls"
+  # No file over 600 lines where the components live (issue 28).
+  local n f
+  while read -r n f; do
+    [ "$f" = total ] || [ "$n" -le 600 ] || { echo "  $f: $n lines (over 600)"; rc=1; }
+  done < <(git ls-files -z -- 'server/*' 'collector/*' 'engine/*' |
+    grep -zE '\.(c|cc|cpp|h|hpp)$' | xargs -0 wc -l)
   return $rc
 }
 # The build is the one scripts/test.sh makes (scripts/build-env.sh: Release,
