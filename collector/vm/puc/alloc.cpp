@@ -10,46 +10,21 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/streamer.hpp"
-#include "vm/puc/session.hpp"
+#include "core/clock.hpp"
+#include "vm/puc/hookchain.hpp"
+#include "vm/puc/luaint.hpp"
 
 namespace lfc {
 
 namespace {
-
-constexpr int kBuffer = -1;  // a new vector or buffer (table parts, stack, code...)
-constexpr int kGrowth = -2;  // a block grown in place or moved (table resize, buffers)
-
-const char* type_frame(int type) {
-  switch (type) {
-    case LUA_TSTRING:
-      return "[alloc] string";
-    case LUA_TTABLE:
-      return "[alloc] table";
-    case LUA_TFUNCTION:
-      return "[alloc] function";
-    case LUA_TUSERDATA:
-      return "[alloc] userdata";
-    case LUA_TTHREAD:
-      return "[alloc] thread";
-    case LUA_NUMTYPES:
-      return "[alloc] upvalue";  // LUA_TUPVAL
-    case LUA_NUMTYPES + 1:
-      return "[alloc] proto";  // LUA_TPROTO
-    case kGrowth:
-      return "[alloc] resize";
-    default:
-      return "[alloc] buffer";
-  }
-}
 
 // The bookkeeping of a block the original allocator made or moved (`r`).
 // May throw (std::bad_alloc from the maps): its callers catch.
 void track(AllocState* a, void* ptr, void* r, size_t osize, size_t nsize) {
   if (!ptr) {
     // A new block: for a new object Lua passes its type as osize.
-    int type =
-        osize >= LUA_TSTRING && osize <= LUA_NUMTYPES + 1 ? static_cast<int>(osize) : kBuffer;
+    int type = osize >= LUA_TSTRING && osize <= LUA_NUMTYPES + 1 ? static_cast<int>(osize)
+                                                                 : AllocState::kBuffer;
     a->on_new(r, nsize, type);
     return;
   }
@@ -62,7 +37,7 @@ void track(AllocState* a, void* ptr, void* r, size_t osize, size_t nsize) {
       a->mark_live(r);
     }
   }
-  if (nsize > osize) a->on_new(r, nsize - osize, kGrowth);
+  if (nsize > osize) a->on_new(r, nsize - osize, AllocState::kGrowth);
 }
 
 // What the profiler's bookkeeping threw: the allocation stands (the program
@@ -165,6 +140,29 @@ const unsigned char* find_gstate(lua_State* L, const AllocState* a) {
 
 }  // namespace
 
+const char* AllocState::type_frame(int type) {
+  switch (type) {
+    case LUA_TSTRING:
+      return "[alloc] string";
+    case LUA_TTABLE:
+      return "[alloc] table";
+    case LUA_TFUNCTION:
+      return "[alloc] function";
+    case LUA_TUSERDATA:
+      return "[alloc] userdata";
+    case LUA_TTHREAD:
+      return "[alloc] thread";
+    case LUA_NUMTYPES:
+      return "[alloc] upvalue";  // LUA_TUPVAL
+    case LUA_NUMTYPES + 1:
+      return "[alloc] proto";  // LUA_TPROTO
+    case kGrowth:
+      return "[alloc] resize";
+    default:
+      return "[alloc] buffer";
+  }
+}
+
 bool AllocState::in_gc() const {
   if (!gstate) return false;
   return gstate[offsetof(MirrorGlobal, gcstopem)] ||
@@ -186,14 +184,13 @@ void AllocState::sampled(void* block, std::size_t size, int type) {
     count = static_cast<uint64_t>(std::llround(1.0 / p));
     next_countdown();
   }
-  lua_State* th = session->coroutines.current().load(std::memory_order_relaxed);
-  const void* ci =
-      th && session->layout.state_ci_ok && session->ci_walk_ok ? luaint::state_ci(th) : nullptr;
+  lua_State* th = wiring.running->load(std::memory_order_relaxed);
+  const void* ci = th && wiring.ci_ok ? luaint::state_ci(th) : nullptr;
   if (npending < kPending)
     pending[npending++] = Pending{block, bytes, count, type, false, in_gc(), th, ci};
   else
     lost_bytes += bytes, lost_count += count;
-  session->request_alloc_sample();
+  request_sample();
 }
 
 void AllocState::unpend(void* block) {
@@ -201,8 +198,9 @@ void AllocState::unpend(void* block) {
     if (pending[i].block == block) pending[i].freed = true;
 }
 
-void Session::request_alloc_sample() {
-  alloc_pending.store(true, std::memory_order_relaxed);
+void AllocState::request_sample() {
+  wiring.due->store(true, std::memory_order_relaxed);
+  HookChain& hooks = *wiring.hooks;
   if (hooks.in_critical()) {
     hooks.defer();
     return;
@@ -212,93 +210,28 @@ void Session::request_alloc_sample() {
   hooks.end_critical();
 }
 
-bool Session::start_alloc(std::string&) {
+std::unique_ptr<AllocState> AllocState::start(lua_State* L, double rate, const Wiring& w) {
   auto a = std::make_unique<AllocState>();
-  a->session = this;
-  a->L = start_L;
-  a->orig = lua_getallocf(start_L, &a->orig_ud);
-  a->rate = opt.alloc_rate;
-  a->exact = opt.alloc_rate <= 0;
+  a->wiring = w;
+  a->L = L;
+  a->orig = lua_getallocf(L, &a->orig_ud);
+  a->rate = rate;
+  a->exact = rate <= 0;
   a->filter.assign(1u << 14, 0);
   a->rng ^= now_ns();
   if (!a->exact) a->next_countdown();
   a->active = true;
   a->fast_new = !a->exact;
-  alloc = std::move(a);
-  lua_setallocf(start_L, lf_alloc, alloc.get());
-  alloc->gstate = find_gstate(start_L, alloc.get());
-  return true;
+  lua_setallocf(L, lf_alloc, a.get());
+  a->gstate = find_gstate(L, a.get());
+  return a;
 }
 
-void Session::take_alloc(lua_State* L) {
-  alloc_pending.store(false, std::memory_order_relaxed);
-  AllocState* a = alloc.get();
-  if (!a || (!a->npending && !a->lost_count)) return;
-  const uint64_t t0 = now_ns();
-  // Stacks by where each block was made: consecutive samples mostly share it.
-  lua_State* at_th = nullptr;
-  const void* at_ci = nullptr;
-  uint32_t base = 0, gc_base = UINT32_MAX, here = UINT32_MAX;  // here: the hook's own stack
-  for (std::size_t i = 0; i < a->npending; ++i) {
-    const AllocState::Pending& p = a->pending[i];
-    if (i == 0 || p.th != at_th || p.ci != at_ci) {
-      at_th = p.th, at_ci = p.ci, gc_base = UINT32_MAX;
-      if (!p.ci || !walker.node(L, base, p.th, p.ci)) {
-        if (here == UINT32_MAX) walker.node(L, here);
-        base = here;
-      }
-    }
-    if (p.gc && gc_base == UINT32_MAX) gc_base = tree.child(base, frames.named("[GC]"));
-    uint32_t leaf = tree.child(p.gc ? gc_base : base, frames.named(type_frame(p.type)));
-    tree.add(leaf, col_abytes, p.bytes);
-    tree.add(leaf, col_acount, p.count);
-    if (!p.freed && p.block) {
-      AllocState::Live& lv = a->live[p.block];
-      lv.bytes = p.type == kGrowth ? lv.bytes + p.bytes : p.bytes;
-      lv.node = leaf;
-      a->mark_live(p.block);
-    }
-  }
-  a->npending = 0;
-  if (a->lost_count) {
-    uint32_t lost = tree.child(0, frames.named("[alloc] unattributed"));
-    tree.add(lost, col_abytes, a->lost_bytes);
-    tree.add(lost, col_acount, a->lost_count);
-    a->lost_bytes = a->lost_count = 0;
-  }
-  acct.hook_ns += now_ns() - t0;
-}
-
-void Session::stop_alloc(lua_State* L, bool collect) {
-  AllocState* a = alloc.get();
-  if (!a) return;
-  if (L && a->npending) {
-    a->busy = true;
-    take_alloc(L);
-  }
-  if (L && collect) {
-    // Live bytes are what survives a full collection: a leak graph.
-    a->busy = true;
-    lua_gc(L, LUA_GCCOLLECT);
-    lua_gc(L, LUA_GCCOLLECT);
-  }
-  for (const auto& kv : a->live) tree.add(kv.second.node, col_live, kv.second.bytes);
-  alloc_total_bytes = a->total_bytes;
-  alloc_total_count = a->total_count;
-  a->active = false;
-  a->fast_new = false;
-  a->live = {};
-  a->filter = {};
+bool AllocState::restore(lua_State* L) {
   void* ud = nullptr;
-  if (L && collect && lua_getallocf(L, &ud) == lf_alloc && ud == a) {
-    lua_setallocf(L, a->orig, a->orig_ud);
-    alloc.reset();
-  } else {
-    // Blocks may still come back through the wrapper (someone wrapped it
-    // again, or the state is closing): it stays, passing everything through,
-    // and `a` stays with it as its ud, never freed.
-    static_cast<void>(alloc.release());
-  }
+  if (lua_getallocf(L, &ud) != lf_alloc || ud != this) return false;
+  lua_setallocf(L, orig, orig_ud);
+  return true;
 }
 
 }  // namespace lfc

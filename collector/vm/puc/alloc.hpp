@@ -16,13 +16,17 @@
 // handler, which neither allocates nor reads this state. It writes
 // `pending`/`npending`, `countdown`, `live` and the filter, all read only
 // by Lua-thread code after it returns (the hook, stop). Arming goes
-// through Session::request_alloc_sample: in a critical section it only
-// defers (HookChain::defer; end_critical arms), else it opens one around arm(), so
+// through request_sample: in a critical section it only defers
+// (HookChain::defer; end_critical arms), else it opens one around arm(), so
 // the handler never arms at the same time (hookchain.hpp: the contract).
 // lua_sethook does not allocate, so arming never re-enters lf_alloc.
+// The session takes the samples at its hook and keeps the tree
+// (session_alloc.cpp); this part knows only the wiring below.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -32,9 +36,31 @@ extern "C" {
 
 namespace lfc {
 
-class Session;
+class HookChain;
 
 struct AllocState {
+  /// What the allocator needs of the session, fixed at start.
+  struct Wiring {
+    HookChain* hooks;                        ///< arms the one-shot for a sample
+    const std::atomic<lua_State*>* running;  ///< the running thread (Coroutines::current)
+    bool ci_ok;                              ///< its CallInfo may be read (layout checked at start)
+    std::atomic<bool>* due;                  ///< set with each arm: the hook takes the samples
+  };
+  /// `type` of a pending block that is no new object.
+  static constexpr int kBuffer = -1;  ///< a new vector or buffer (table parts, stack, code...)
+  static constexpr int kGrowth = -2;  ///< a block grown in place or moved (table resize, buffers)
+  /// The leaf frame of an allocation of `type` ("[alloc] table").
+  static const char* type_frame(int type);
+
+  /// Wraps L's allocator (lua_setallocf): sampled every `rate` bytes on
+  /// average, or every allocation when rate <= 0. Lua thread, at start.
+  static std::unique_ptr<AllocState> start(lua_State* L, double rate, const Wiring& w);
+  /// Gives L its original allocator back when the wrapper is still L's
+  /// (true). Else (someone wrapped it again, or the state is closing) the
+  /// wrapper stays, passing everything through, and this state must stay
+  /// with it as its ud, never freed (false).
+  bool restore(lua_State* L);
+
   /// One sampled allocation waiting for the hook.
   struct Pending {
     void* block;
@@ -53,7 +79,7 @@ struct AllocState {
   };
   static constexpr std::size_t kPending = 4096;
 
-  Session* session = nullptr;
+  Wiring wiring{};
   lua_State* L = nullptr;
   lua_Alloc orig = nullptr;
   void* orig_ud = nullptr;
@@ -112,6 +138,7 @@ struct AllocState {
       live.erase(block);  // blocks from before the session are not there
   }
   void sampled(void* block, std::size_t size, int type);
+  void request_sample();
   bool in_gc() const;
   void unpend(void* block);
 };

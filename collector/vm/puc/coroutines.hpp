@@ -31,7 +31,6 @@ extern "C" {
 namespace lfc {
 
 class HookChain;
-class FrameTable;
 
 class Coroutines {
  public:
@@ -62,10 +61,5 @@ class Coroutines {
   std::vector<lua_State*> chain_;
   std::atomic<pthread_t> owner_{};
 };
-
-/// coroutine.resume/wrap swapped for the tracking ones (coroutines.cpp).
-void install_coroutine_wrappers(lua_State* L);
-void restore_coroutine_wrappers(lua_State* L);
-void preset_coroutine_frames(FrameTable& frames);
 
 }  // namespace lfc

@@ -2,7 +2,7 @@
 // luaflame's, and the one-shot hook armed by the sampler's signal and the
 // allocator. Every lua_sethook of arming and adopting is here; the hooks a
 // coroutine gets when it first runs and those given back at stop are in
-// hooks.cpp.
+// session_hooks.cpp.
 #include "vm/puc/hookchain.hpp"
 
 #include "vm/puc/foreign.hpp"

@@ -2,11 +2,11 @@
 // per thread. It keeps the program's hooks (the start thread's of before
 // start, and those the program sets with debug.sethook while tracing), which
 // luaflame's hook forwards to, and the one-shot hook the sampler's signal
-// handler and the allocator arm. Internal; the hook itself (lf_hook) is in
-// tracer.cpp, debug.sethook's wrappers in hooks.cpp.
+// handler and the allocator arm. Internal; the hook itself (lf_hook) and
+// debug.sethook's wrappers are the session's (session_hooks.cpp).
 //
 // Signal-safety contract of the one-shot (hookchain.cpp, "arming"). The
-// signal handler (sampler.cpp) and the allocator (alloc.cpp) call arm() on
+// signal handler (on_sampler_signal) and the allocator (alloc.cpp) call arm() on
 // the Lua thread at any instruction; Lua-thread code that changes hooks
 // calls it too:
 //   - arm() and disarm() write the armed state (`armed_`, `armed_L_`,
@@ -49,7 +49,7 @@ extern "C" {
 
 namespace lfc {
 
-/// The hook function installed on every profiled thread (tracer.cpp).
+/// The hook function installed on every profiled thread (session_hooks.cpp).
 void lf_hook(lua_State* L, lua_Debug* ar) noexcept;
 /// lf_hook on a thread that still had it after stop: the old hook back.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept;

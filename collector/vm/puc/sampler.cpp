@@ -19,9 +19,6 @@
 #include <cstring>
 #include <mutex>
 
-#include "vm/puc/session.hpp"
-#include "vm/puc/sessions.hpp"
-
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
 #endif
@@ -29,26 +26,6 @@
 namespace lfc {
 
 namespace {
-
-// The handler: see the contract in sampler.hpp. The session is the one in
-// the slot the timer (or the polling thread's sigqueue) carries, and only
-// on the thread that runs its state: a signal the program sends, one left
-// pending by a stopped session or one from before the state moved to
-// another thread is dropped.
-void on_signal(int, siginfo_t* si, void*) noexcept {
-  const int saved = errno;
-  if (si && (si->si_code == SI_TIMER || si->si_code == SI_QUEUE)) {
-    sessions::Slot* slot = sessions::enter(si->si_value.sival_int);
-    if (Session* s = slot ? slot->session.load(std::memory_order_acquire) : nullptr) {
-      if (s->sampler.on_its_thread())
-        s->on_sample_signal();
-      else
-        s->sampler.quiet_here();
-    }
-    if (slot) sessions::leave(*slot);
-  }
-  errno = saved;
-}
 
 void sleep_ns(uint64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
@@ -81,7 +58,7 @@ int pick_signal() {
 bool still_ours(int sig) {
   struct sigaction cur;
   return sigaction(sig, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-         cur.sa_sigaction == on_signal;
+         cur.sa_sigaction == on_sampler_signal;
 }
 
 // The signals the sessions of this process hold: each installed once and
@@ -104,7 +81,7 @@ int take_signal(std::string& err) {
     return err = "no free signal for the sampler (SIGPROF and the real-time signals are taken)", 0;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_signal;
+  sa.sa_sigaction = on_sampler_signal;
   sa.sa_flags = SA_RESTART | SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   if (sigaction(sig, &sa, &g_held[sig].old) != 0)

@@ -3,7 +3,8 @@
 // and the positions the thread was at, and asks the session to arm its
 // one-shot hook. Internal.
 //
-// Signal-safety contract (the handler is on_signal in sampler.cpp).
+// Signal-safety contract (the handler is the adapter's on_sampler_signal,
+// session_common.cpp: it routes by slot to a session's Sampling).
 // The signal is delivered to the thread that runs the state only (its
 // kernel timers with SIGEV_THREAD_ID, or pthread_sigqueue from the
 // fallback thread), carrying the session's slot; the handler samples only
@@ -57,7 +58,11 @@ extern "C" {
 
 namespace lfc {
 
-class Session;
+/// The handler every session's signal runs, one per process: the adapter's
+/// (session_common.cpp), which finds the session by the slot the signal
+/// carries (si_value) and hands the signal to its parts. The contract above
+/// holds for it; no C++ exception leaves it.
+void on_sampler_signal(int sig, siginfo_t* si, void* uctx) noexcept;
 
 class Sampler {
  public:
@@ -137,7 +142,7 @@ class Sampler {
   /// back (follow). Async-signal-safe.
   void quiet_here() noexcept;
 
-  // ---- the handler's side (on_signal, Lua thread) ----
+  // ---- the handler's side (on_sampler_signal, Lua thread) ----
   /// Periods of the clock due now, 0 when none (timer mode: reads the
   /// clock, paces the timers); the fallback thread counted them already.
   uint64_t due();

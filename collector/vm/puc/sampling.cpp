@@ -1,7 +1,11 @@
 // Sample taking (sampling.hpp: the contract of the handler's side).
 #include "vm/puc/sampling.hpp"
 
-#include "vm/puc/session.hpp"
+#include "core/profile.hpp"
+#include "core/tree.hpp"
+#include "vm/lua/frames.hpp"
+#include "vm/puc/stackwalk.hpp"
+#include "vm/puc/tracer.hpp"
 
 namespace lfc {
 

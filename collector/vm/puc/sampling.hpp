@@ -6,8 +6,9 @@
 // StackWalker's; the one-shot hook is the HookChain's.
 //
 // Signal-safety contract of the handler's side (on_signal). The handler
-// (on_signal in sampler.cpp) calls it through Session::on_sample_signal, on
-// the Lua thread, at any instruction of the program or of luaflame:
+// (on_sampler_signal, session_common.cpp) calls it through
+// Session::on_sample_signal, on the Lua thread, at any instruction of the
+// program or of luaflame:
 //   - it reads the running thread (Coroutines::current: atomic, written by
 //     the coroutine tracking only inside critical sections), the layout
 //     flags (written at start, before the handler is installed), the

@@ -336,7 +336,7 @@ Summary stop_session(Session* s, lua_State* L) {
     s->hooks.end_critical_stopped();
     if (s->opt.trace) {
       s->tracer.charge_now();
-      s->restore_program_hooks(L);  // hooks.cpp
+      s->restore_program_hooks(L);  // session_hooks.cpp
     }
     restore_coroutine_wrappers(L);
     closer::drop(L);

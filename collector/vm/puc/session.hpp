@@ -16,7 +16,7 @@
 // configuration they share, and wires the events that cross them: start
 // and stop (session.cpp), a coroutine switch (on_resume/on_return), the
 // signal (on_sample_signal) and the hook (lf_hook and its slow path
-// Session::hook in tracer.cpp, hook_rest in hooks.cpp).
+// Session::hook and hook_rest in session_hooks.cpp).
 //
 // Threads: the Lua thread runs hooks, wrappers and the signal handler (the
 // kernel timers deliver the signal to it); the sampler's fallback thread,
@@ -86,13 +86,13 @@ class Session : public Profile {
   // ---- hooks: the program's, chained behind ours, and the one-shot (hookchain.hpp) ----
   HookChain hooks{coroutines.current(), layout, opt.trace};
   /// After the program's debug.sethook on T while tracing: its hook is
-  /// chained, luaflame's goes back (hooks.cpp).
+  /// chained, luaflame's goes back (session_hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
-  void restore_program_hooks(lua_State* L);  ///< at stop (hooks.cpp)
+  void restore_program_hooks(lua_State* L);  ///< at stop (session_hooks.cpp)
   /// Every event lf_hook's fast path (Tracer::trace_fast) leaves: the
-  /// tracer's event, then hook_rest (tracer.cpp, with lf_hook).
+  /// tracer's event, then hook_rest (session_hooks.cpp, with lf_hook).
   void hook(lua_State* L, lua_Debug* ar);
-  bool move_line_sample_on(lua_State* L, int ev);  ///< --lines on 5.4 (hooks.cpp)
+  bool move_line_sample_on(lua_State* L, int ev);  ///< --lines on 5.4 (session_hooks.cpp)
   void hook_rest(lua_State* L, lua_Debug* ar,
                  int ev);  ///< armed thread or chained hook (lf_hook's slow part)
   void install_thread_hook(lua_State* L, lua_State* co);
@@ -108,11 +108,10 @@ class Session : public Profile {
   // ---- tracer: its state and events (tracer.hpp) ----
   Tracer tracer{tree, frames, acct, alloc, opt, layout, ci_walk_ok, col_time, col_calls};
 
-  // ---- allocation profiler (alloc.cpp) ----
+  // ---- allocation profiler (alloc.hpp; the session's side: session_alloc.cpp) ----
   std::unique_ptr<AllocState> alloc;
   uint64_t alloc_total_bytes = 0, alloc_total_count = 0;  ///< exact, for the report
   bool start_alloc(std::string& err);
-  void request_alloc_sample();  ///< from the allocator: arm the hook
   void take_alloc(lua_State* L);
   void stop_alloc(lua_State* L, bool collect);
 
@@ -141,7 +140,13 @@ class Session : public Profile {
 void abandon_session(Session* s, const char* why,
                      const char* where = "the profiler's hook") noexcept;
 
-/// Wraps debug.sethook/gethook while tracing (hooks.cpp).
+/// coroutine.resume/wrap swapped for the session's, which tell it of each
+/// switch, and back; their frames' names (session_coroutines.cpp).
+void install_coroutine_wrappers(lua_State* L);
+void restore_coroutine_wrappers(lua_State* L);
+void preset_coroutine_frames(FrameTable& frames);
+
+/// Wraps debug.sethook/gethook while tracing (session_hooks.cpp).
 void install_hook_wrappers(lua_State* L);
 
 /// A library function swapped for luaflame's while profiling; the
@@ -151,13 +156,13 @@ struct LibSwap {
   const char* key;
   lua_CFunction ours;
 };
-/// Swaps lib.NAME for ours, keeping the originals (hooks.cpp).
+/// Swaps lib.NAME for ours, keeping the originals (session_hooks.cpp).
 void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
 /// Puts the originals back where ours still are (the program may have
 /// replaced them since: theirs stays).
 void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
 /// The hook lf_hook_after_stop gives back on the threads of the state
-/// keyed `key` (sessions::key_of) once its session is gone (hooks.cpp).
+/// keyed `key` (sessions::key_of) once its session is gone (session_hooks.cpp).
 /// `in_child`: from a forked child's handler (no lock: the only thread).
 void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count,
                          bool in_child = false);

@@ -1,6 +1,9 @@
-// The session's construction and the table of live sessions that the
-// hooks, the wrappers and the signal handler read (sessions.hpp).
+// The session's construction, the table of live sessions that the hooks,
+// the wrappers and the signal handler read (sessions.hpp), and the signal
+// handler itself (the sampler's, routed here by slot).
 #include <sched.h>
+
+#include <cerrno>
 
 #include "vm/puc/alloc.hpp"
 #include "vm/puc/session.hpp"
@@ -41,6 +44,26 @@ void remove(int slot, bool wait) {
 }
 
 }  // namespace sessions
+
+// The sampler's signal handler (the contract: sampler.hpp). The session is the one in
+// the slot the timer (or the polling thread's sigqueue) carries, and only
+// on the thread that runs its state: a signal the program sends, one left
+// pending by a stopped session or one from before the state moved to
+// another thread is dropped.
+void on_sampler_signal(int, siginfo_t* si, void*) noexcept {
+  const int saved = errno;
+  if (si && (si->si_code == SI_TIMER || si->si_code == SI_QUEUE)) {
+    sessions::Slot* slot = sessions::enter(si->si_value.sival_int);
+    if (Session* s = slot ? slot->session.load(std::memory_order_acquire) : nullptr) {
+      if (s->sampler.on_its_thread())
+        s->on_sample_signal();
+      else
+        s->sampler.quiet_here();
+    }
+    if (slot) sessions::leave(*slot);
+  }
+  errno = saved;
+}
 
 Session::Session(lua_State* L, const Options& o) : Profile(o, vm_release()), start_L(L), main_L(L) {
   if (opt.sources && !opt.server.empty()) frames.sources = &source_files;

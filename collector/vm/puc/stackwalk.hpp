@@ -1,7 +1,7 @@
 // The stack walk: the frames of a thread's stack and of its resumers'
 // (the resume chain, Coroutines), as one call path of the tree. Used by
 // the sample the armed hook takes (Sampling) and by the allocation
-// profiler's samples (alloc.cpp). Internal.
+// profiler's samples (session_alloc.cpp). Internal.
 //
 // Threads: Lua thread only, inside a hook (the one-shot or luaflame's), so
 // no event of the walked threads races with it; it calls lua_getstack and

@@ -10,14 +10,17 @@
 //  - coroutines: every thread has its own shadow stack, hung under the frame
 //    that resumed it; time while suspended goes to whatever runs instead.
 // The collector's own time in the hook is measured and not charged.
-// Tracer's state and events (tracer.hpp), and lf_hook, the hook itself.
+// Tracer's state (tracer.hpp); its per-event code, inlined into the hook,
+// is in tracer_events.hpp, and lf_hook, the hook itself, in session_hooks.cpp.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
+#include "core/profile.hpp"
+#include "core/tree.hpp"
+#include "vm/lua/frames.hpp"
 #include "vm/puc/alloc.hpp"
-#include "vm/puc/session.hpp"
-#include "vm/puc/sessions.hpp"
+#include "vm/puc/tracer.hpp"
 
 namespace lfc {
 
@@ -46,9 +49,6 @@ using luaint::kTStringContents;
   std::fclose(f);
   return found;
 }
-
-// One trace event in this many (+1) also measures the hook's own cost.
-constexpr uint64_t kMeasureMask = 255;
 
 // Samples deeper than this take the walk (and its depth limit, sampler.cpp).
 constexpr long kTracedDepth = 1000;
@@ -238,202 +238,6 @@ void Tracer::measure_hook(uint64_t t0) {
     hook_est +=
         (static_cast<int64_t>(std::min(d, 4 * hook_est + 64)) - static_cast<int64_t>(hook_est)) /
         16;
-}
-
-// A call: the child of the caller's node for the function being called,
-// straight from the call cache when the CallInfo's function is known
-// (a few loads, a multiply and a compare), else through callee_node.
-inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
-  auto& st = sh.stack;
-  const uint32_t parent = st.empty() ? sh.root : st.back().node;
-  const void* ci = luaint::ci_of(*ar);
-  unsigned char tag;
-  const void* value;
-  func_of(ci, tag, value);
-  const void* ident = nullptr;
-  const void* check = nullptr;
-  if (tag == kTagLuaClosure) {
-    if (ident_lua > 0) {
-      ident = at<const void*>(value, kClosureFn);
-      check = at<const void*>(ident, kProtoCode);
-    }
-  } else if (tag == kTagLightC) {
-    if (ident_c > 0) ident = value;
-  } else if (tag == kTagCClosure) {
-    if (ident_c > 0) ident = at<const void*>(value, kClosureFn);
-  }
-  uint32_t node;
-  std::atomic<uint64_t>* v;
-  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent, call_bits)] : nullptr;
-  if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
-    node = c->child;
-    v = c->slots;
-  } else {
-    node = callee_node(L, ar, parent, v);
-  }
-  Tree::bump(v[col_calls_], 1);
-  ++acct_.calls;
-  st.push_back({node, ci, v});
-}
-
-inline void Tracer::event(lua_State* L, lua_Debug* ar) {
-  const uint64_t t0 = tclock.now();
-  Shadow* sh = last_sh;
-  if (__builtin_expect(sh != nullptr, 1)) {
-    if (t0 > last_tick) {
-      // The hook's own mean cost is taken off: it is the collector's time.
-      const uint64_t dt = t0 - last_tick;
-      std::atomic<uint64_t>* v = sh->top_slots();
-      if (!v) v = sh->root_slots = tree_.slots(sh->root);
-      Tree::bump(v[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
-    }
-    if (L != last_L) sh = &shadows[L];
-  } else {
-    sh = &shadows[L];
-  }
-  auto& st = sh->stack;
-  const void* ci = luaint::ci_of(*ar);
-  const int ev = ar->event;
-  if (ev == LUA_HOOKRET) {
-    if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
-      st.pop_back();
-    else
-      unwind(st, ci, ev);
-  } else if (ev == LUA_HOOKCALL) {
-    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
-    trace_call(L, ar, *sh);
-  } else if (ev == LUA_HOOKTAILCALL) {
-    unwind(st, ci, ev);
-    trace_call(L, ar, *sh);
-  }
-  last_L = L;
-  last_sh = sh;
-  last_tick = t0;
-  if (__builtin_expect((++trace_events & kMeasureMask) == 1, 0)) measure_hook(t0);
-}
-
-// The common event, with no call and no allocation: a return whose
-// CallInfo is the top frame's, or a call from the top frame (or a tail
-// call replacing it) of a function in the call cache. Anything else returns
-// false having changed nothing. The signal handler may arm the one-shot at
-// any instruction (hooks.armed(), written by the handler): an armed thread
-// takes the slow path, and an arm after the check leaves lua_sethook's
-// one-shot to take the sample at the next event (nothing here changes hooks).
-inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks,
-                               Accounting& acct) {
-  if (!trace_fast_ok || hooks.armed() || L != last_L || !last_sh) return false;
-  if (((trace_events + 1) & kMeasureMask) == 1)
-    return false;  // hook_est is measured on the slow path
-  Shadow& sh = *last_sh;
-  Shadow::Stack& st = sh.stack;
-  std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
-  if (!top) return false;
-  const void* ci = luaint::ci_of(*ar);
-  const int ev = ar->event;
-  const CallCache* c = nullptr;
-  if (ev == LUA_HOOKRET) {
-    if (st.empty() || st.back().ci != ci) return false;
-  } else {
-    uint32_t parent;
-    if (ev == LUA_HOOKCALL) {
-      if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
-      parent = st.empty() ? sh.root : st.back().node;
-    } else if (ev == LUA_HOOKTAILCALL) {
-      // The top frame is replaced (same CallInfo): a child of its caller.
-      if (st.empty() || st.back().ci != ci) return false;
-      parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
-    } else {
-      return false;
-    }
-    unsigned char tag;
-    const void* value;
-    func_of(ci, tag, value);
-    const void* ident;
-    const void* check = nullptr;
-    if (tag == kTagLuaClosure && ident_lua > 0) {
-      ident = at<const void*>(value, kClosureFn);
-      check = at<const void*>(ident, kProtoCode);
-    } else if (tag == kTagLightC && ident_c > 0) {
-      ident = value;
-    } else if (tag == kTagCClosure && ident_c > 0) {
-      ident = at<const void*>(value, kClosureFn);
-    } else {
-      return false;
-    }
-    c = &call_cache[CallCache::slot(ident, parent, call_bits)];
-    if (c->ident != ident || c->parent != parent || c->check != check) return false;
-  }
-  const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
-  if (t0 > last_tick) {
-    const uint64_t dt = t0 - last_tick;
-    Tree::bump(top[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
-  }
-  last_tick = t0;
-  if (c) {
-    if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
-    Tree::bump(c->slots[col_calls_], 1);
-    ++acct.calls;
-    st.push_fast({c->child, ci, c->slots});
-  } else {
-    st.pop_back();
-  }
-  ++trace_events;
-  ++acct.hook_calls;
-  return true;
-}
-
-// The hook on every profiled thread: the common trace event inline, the
-// rest (a first sighting, an unwind, a coroutine switch, an armed thread,
-// a chained hook, after stop) in Session::hook.
-// Boundary: Lua (C) calls it for every hook event. No C++ exception leaves
-// it: what the collector throws (std::bad_alloc growing its tables) ends
-// profiling, and the program runs on with its own hooks (abandon_session).
-// It never raises a Lua error, and calls no Lua function that could, while
-// a C++ object with a destructor is alive in its frames (FrameTable::of and
-// the walk use raw accesses and lua_getinfo only).
-namespace {
-
-inline void hook_session(Session* s, lua_State* L, lua_Debug* ar) noexcept {
-  if (__builtin_expect(s != nullptr, 1)) {
-    try {
-      if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
-      s->hook(L, ar);
-    } catch (const std::exception& e) {
-      abandon_session(s, e.what());
-    } catch (...) {
-      abandon_session(s, "unknown error");
-    }
-    return;
-  }
-  lf_hook_after_stop(L, ar);
-}
-
-// A state whose session is not in slot 0 (another state profiled at the
-// same time), or none (after stop): out of line, so that lf_hook's test of
-// slot 0 comes before anything is saved.
-[[gnu::noinline]] void hook_other_slot(lua_State* L, lua_Debug* ar, std::uintptr_t key) noexcept {
-  hook_session(sessions::of_rest(key), L, ar);
-}
-
-}  // namespace
-
-void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
-  const std::uintptr_t key = sessions::key_of(L);
-  if (__builtin_expect(sessions::g_slots[0].key.load(std::memory_order_acquire) != key, 0))
-    return hook_other_slot(L, ar, key);
-  hook_session(sessions::g_slots[0].session.load(std::memory_order_acquire), L, ar);
-}
-
-// lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
-// return events; the count event is the one-shot's), then what an armed thread or a chained hook
-// needs. The signal handler may arm while the tracer works: the fence keeps the read of the armed
-// state after that work, so such a sample is taken at this event.
-void Session::hook(lua_State* L, lua_Debug* ar) {
-  ++acct.hook_calls;
-  const int ev = ar->event;
-  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) tracer.event(L, ar);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
 }
 
 // Both mode: where a sample falls, the tracer already has the stack. The

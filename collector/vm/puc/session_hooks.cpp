@@ -13,11 +13,13 @@
 // The hook chain (hookchain.hpp) owns the state: the program's hooks kept
 // behind luaflame's, and the one-shot hook the sampler and the allocator
 // arm, with the critical sections that fence it from the signal handler.
-// This file is the session's side of it: the hooks a coroutine gets when it
-// first runs, what an event forwards (hook_rest), the debug.sethook/gethook
-// wrappers, and the hooks given back at stop. It also swaps library
+// This file is the session's side of it: the hook itself (lf_hook, with the
+// tracer's common event inline: tracer_events.hpp, and its slow path
+// Session::hook), the hooks a coroutine gets when it first runs, what an
+// event forwards (hook_rest), the debug.sethook/gethook wrappers, and the
+// hooks given back at stop. It also swaps library
 // functions for luaflame's (swap_library: debug.sethook/gethook here,
-// coroutine.resume/wrap in coroutines.cpp) and puts them back.
+// coroutine.resume/wrap in session_coroutines.cpp) and puts them back.
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -26,6 +28,7 @@
 #include "vm/puc/alloc.hpp"
 #include "vm/puc/session.hpp"
 #include "vm/puc/sessions.hpp"
+#include "vm/puc/tracer_events.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -190,8 +193,8 @@ void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count, bo
   e->key.store(key, std::memory_order_release);
 }
 
-// lf_hook itself (the hot path: Tracer::trace_fast) and its slow path
-// (Session::hook) are in tracer.cpp.
+// A hook event of a state whose session has gone: the hook kept for it
+// (set_hook_after_stop) goes back and gets the event.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept {
   const std::uintptr_t key = sessions::key_of(L);
   lua_Hook h = nullptr;
@@ -330,6 +333,60 @@ void Session::restore_program_hooks(lua_State* L) {
   lua_pushnil(L);
   lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
   restore_library(L, "debug", kHookSwaps, 2);
+}
+
+// The hook on every profiled thread: the common trace event inline, the
+// rest (a first sighting, an unwind, a coroutine switch, an armed thread,
+// a chained hook, after stop) in Session::hook.
+// Boundary: Lua (C) calls it for every hook event. No C++ exception leaves
+// it: what the collector throws (std::bad_alloc growing its tables) ends
+// profiling, and the program runs on with its own hooks (abandon_session).
+// It never raises a Lua error, and calls no Lua function that could, while
+// a C++ object with a destructor is alive in its frames (FrameTable::of and
+// the walk use raw accesses and lua_getinfo only).
+namespace {
+
+inline void hook_session(Session* s, lua_State* L, lua_Debug* ar) noexcept {
+  if (__builtin_expect(s != nullptr, 1)) {
+    try {
+      if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
+      s->hook(L, ar);
+    } catch (const std::exception& e) {
+      abandon_session(s, e.what());
+    } catch (...) {
+      abandon_session(s, "unknown error");
+    }
+    return;
+  }
+  lf_hook_after_stop(L, ar);
+}
+
+// A state whose session is not in slot 0 (another state profiled at the
+// same time), or none (after stop): out of line, so that lf_hook's test of
+// slot 0 comes before anything is saved.
+[[gnu::noinline]] void hook_other_slot(lua_State* L, lua_Debug* ar, std::uintptr_t key) noexcept {
+  hook_session(sessions::of_rest(key), L, ar);
+}
+
+}  // namespace
+
+void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
+  const std::uintptr_t key = sessions::key_of(L);
+  if (__builtin_expect(sessions::g_slots[0].key.load(std::memory_order_acquire) != key, 0))
+    return hook_other_slot(L, ar, key);
+  hook_session(sessions::g_slots[0].session.load(std::memory_order_acquire), L, ar);
+}
+
+// lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
+// return events; the count event is the one-shot's), then what an armed thread or a chained hook
+// needs. The signal handler may arm while the tracer works: the fence keeps the read of the armed
+// state after that work, so such a sample is taken at this event.
+void Session::hook(lua_State* L, lua_Debug* ar) {
+  ++acct.hook_calls;
+  const int ev = ar->event;
+  if (opt.trace && ev != LUA_HOOKCOUNT && ev != LUA_HOOKLINE) tracer.event(L, ar);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (hooks.armed() || hooks.forwards()) hook_rest(L, ar, ev);
 }
 
 }  // namespace lfc

@@ -1,0 +1,193 @@
+// coroutine.resume / coroutine.wrap as lcorolib.c's, and a host's own
+// lua_resume (luaflame attach), with the session told of each switch
+// (Session::on_resume before the resume, Session::on_return after it),
+// which moves the coroutine tracking (coroutines.hpp), the hooks and the
+// tracer together.
+#include "vm/lua/attach.hpp"
+#include "vm/lua/same_state.hpp"
+#include "vm/puc/session.hpp"
+#include "vm/puc/sessions.hpp"
+
+extern "C" {
+#include <lauxlib.h>
+}
+
+namespace lfc {
+
+namespace {
+
+#if LUA_VERSION_NUM == 501
+// Lua 5.1's lcorolib costatus: why a coroutine cannot be resumed, or null.
+const char* not_resumable(lua_State* L, lua_State* co) {
+  if (L == co) return "running";
+  if (lua_status(co) == LUA_YIELD) return nullptr;
+  if (lua_status(co) != 0) return "dead";
+  lua_Debug ar;
+  if (lua_getstack(co, 0, &ar) > 0) return "normal";
+  return lua_gettop(co) == 0 ? "dead" : nullptr;
+}
+#endif
+
+// lcorolib.c's auxresume (of the Lua it is built for), with the session
+// told of the switch.
+int aux_resume(lua_State* L, lua_State* co, int narg) {
+#if LUA_VERSION_NUM == 501
+  if (!lua_checkstack(co, narg)) luaL_error(L, "too many arguments to resume");
+  if (const char* st = not_resumable(L, co)) {
+    lua_pushfstring(L, "cannot resume %s coroutine", st);
+    return -1;
+  }
+#else
+  if (!lua_checkstack(co, narg)) {
+    lua_pushliteral(L, "too many arguments to resume");
+    return -1;
+  }
+#if LUA_VERSION_NUM < 504
+  if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) {
+    lua_pushliteral(L, "cannot resume dead coroutine");
+    return -1;
+  }
+#endif
+#endif
+  lua_xmove(L, co, narg);
+#if LUA_VERSION_NUM == 501
+  lua_setlevel(L, co);
+#endif
+  Session* s = sessions::of(L);
+  if (s) s->on_resume(L, co);
+  int nres = 0;
+  int status = lua_resume(co, L, narg, &nres);
+  Session* s2 = sessions::of(L);
+  if (s2 && s2 == s) s2->on_return(L, co);
+  if (status == LUA_OK || status == LUA_YIELD) {
+    if (!lua_checkstack(L, nres + 1)) {
+      lua_pop(co, nres);
+      lua_pushliteral(L, "too many results to resume");
+      return -1;
+    }
+    lua_xmove(co, L, nres);
+    return nres;
+  }
+  lua_xmove(co, L, 1);
+  return -1;
+}
+
+// coroutine.resume, as lcorolib.c's luaB_coresume.
+int lf_resume(lua_State* L) noexcept {
+  lua_State* co = lua_tothread(L, 1);
+#if LUA_VERSION_NUM < 503
+  luaL_argcheck(L, co, 1, "coroutine expected");
+#elif LUA_VERSION_NUM == 503
+  luaL_argcheck(L, co, 1, "thread expected");
+#elif LUA_VERSION_RELEASE_NUM >= 50406
+  luaL_argexpected(L, co, 1, "coroutine");  // lcorolib.c's getco says "coroutine" from 5.4.6
+#else
+  luaL_argexpected(L, co, 1, "thread");
+#endif
+  int r = aux_resume(L, co, lua_gettop(L) - 1);
+  if (r < 0) {
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  lua_insert(L, -(r + 1));
+  return r + 1;
+}
+
+// The function coroutine.wrap returns, as lcorolib.c's auxwrap.
+int lf_wrap_call(lua_State* L) noexcept {
+  lua_State* co = lua_tothread(L, lua_upvalueindex(1));
+  int r = aux_resume(L, co, lua_gettop(L));
+  if (r < 0) {
+#if LUA_VERSION_NUM >= 504
+    int stat = lua_status(co);
+    if (stat != LUA_OK && stat != LUA_YIELD) {
+      stat = lua_resetthread(co);  // close its to-be-closed variables
+      lua_xmove(co, L, 1);
+    }
+    if (stat != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+#elif LUA_VERSION_NUM == 503
+    if (lua_type(L, -1) == LUA_TSTRING) {
+#else
+    if (lua_isstring(L, -1)) {
+#endif
+      luaL_where(L, 1);
+      lua_insert(L, -2);
+      lua_concat(L, 2);
+    }
+    return lua_error(L);
+  }
+  return r;
+}
+
+// coroutine.wrap, as lcorolib.c's luaB_cowrap.
+int lf_wrap(lua_State* L) noexcept {
+#if LUA_VERSION_NUM == 501
+  luaL_argcheck(L, lua_isfunction(L, 1) && !lua_iscfunction(L, 1), 1, "Lua function expected");
+#else
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+#endif
+  lua_State* NL = lua_newthread(L);
+  lua_pushvalue(L, 1);
+  lua_xmove(L, NL, 1);
+  lua_pushcclosure(L, lf_wrap_call, 1);
+  return 1;
+}
+
+const LibSwap kCoroutineSwaps[] = {{"resume", "luaflame.orig.resume", lf_resume},
+                                   {"wrap", "luaflame.orig.wrap", lf_wrap}};
+
+}  // namespace
+
+void install_coroutine_wrappers(lua_State* L) {
+  swap_library(L, "coroutine", kCoroutineSwaps, 2);
+}
+
+void restore_coroutine_wrappers(lua_State* L) {
+  restore_library(L, "coroutine", kCoroutineSwaps, 2);
+}
+
+void preset_coroutine_frames(FrameTable& frames) {
+  frames.preset(lf_resume, "[C] coroutine.resume");
+  frames.preset(lf_wrap, "[C] coroutine.wrap");
+  frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");
+}
+
+// A coroutine the host's C code resumes with lua_resume (seen by luaflame
+// attach's shim: HAProxy runs every request so), told to the session of
+// its state as coroutine.resume would. Only for a thread of that state, and
+// not for what lf_resume resumes (its lua_resume passes through the shim
+// too: the chain shows co entered). A resume from another thread than the
+// state ran on, while it runs no Lua (the chain holds its main thread
+// alone), moves the session there (HAProxy runs per-thread states made on
+// its main thread on its workers, and a shared state on each in turn).
+bool attach::host_resume(lua_State* co, bool entering) noexcept {
+  Session* s = sessions::of(co);
+  if (!s) return false;
+  if (!s->coroutines.on_lua_thread()) {
+    if (!entering || s->coroutines.chain().size() != 1) return false;
+    s->follow_thread();
+  }
+  const std::vector<lua_State*>& chain = s->coroutines.chain();
+  if (chain.empty()) return false;
+  if (entering) {
+    lua_State* L = chain.back();
+    if (L == co || !same_state(L, co)) return false;
+    // A request begins: what is due so far is the host's, and the request
+    // is sampled from its first period (Sampler::wake).
+    s->sampler.wake([s] { s->on_sample_signal(); });
+    s->on_resume(L, co);
+    return true;
+  }
+  if (chain.size() < 2 || chain.back() != co) return false;
+  s->on_return(chain[chain.size() - 2], co);
+  return true;
+}
+
+// Attached hosts take SIGPROF first (Sampler::prefer_sigprof says why).
+void attach::adapter_setup() noexcept {
+  Sampler::prefer_sigprof();
+}
+
+}  // namespace lfc

@@ -1,0 +1,162 @@
+// The tracer's per-event code (Tracer::event, Tracer::trace_fast and the
+// call they share), inline: the hook (lf_hook, session_hooks.cpp) takes
+// the common event without a call. Included by the hook's file only; the
+// contract of the events is tracer.hpp's. Internal.
+#pragma once
+
+#include <cstdint>
+
+#include "core/profile.hpp"
+#include "core/tree.hpp"
+#include "vm/puc/hookchain.hpp"
+#include "vm/puc/luaint.hpp"
+#include "vm/puc/tracer.hpp"
+
+namespace lfc {
+
+/// One trace event in this many (+1) also measures the hook's own cost.
+inline constexpr uint64_t kTraceMeasureMask = 255;
+
+// A call: the child of the caller's node for the function being called,
+// straight from the call cache when the CallInfo's function is known
+// (a few loads, a multiply and a compare), else through callee_node.
+inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
+  auto& st = sh.stack;
+  const uint32_t parent = st.empty() ? sh.root : st.back().node;
+  const void* ci = luaint::ci_of(*ar);
+  unsigned char tag;
+  const void* value;
+  luaint::func_of(ci, tag, value);
+  const void* ident = nullptr;
+  const void* check = nullptr;
+  if (tag == luaint::kTagLuaClosure) {
+    if (ident_lua > 0) {
+      ident = luaint::at<const void*>(value, luaint::kClosureFn);
+      check = luaint::at<const void*>(ident, luaint::kProtoCode);
+    }
+  } else if (tag == luaint::kTagLightC) {
+    if (ident_c > 0) ident = value;
+  } else if (tag == luaint::kTagCClosure) {
+    if (ident_c > 0) ident = luaint::at<const void*>(value, luaint::kClosureFn);
+  }
+  uint32_t node;
+  std::atomic<uint64_t>* v;
+  const CallCache* c = ident ? &call_cache[CallCache::slot(ident, parent, call_bits)] : nullptr;
+  if (__builtin_expect(c && c->ident == ident && c->parent == parent && c->check == check, 1)) {
+    node = c->child;
+    v = c->slots;
+  } else {
+    node = callee_node(L, ar, parent, v);
+  }
+  Tree::bump(v[col_calls_], 1);
+  ++acct_.calls;
+  st.push_back({node, ci, v});
+}
+
+inline void Tracer::event(lua_State* L, lua_Debug* ar) {
+  const uint64_t t0 = tclock.now();
+  Shadow* sh = last_sh;
+  if (__builtin_expect(sh != nullptr, 1)) {
+    if (t0 > last_tick) {
+      // The hook's own mean cost is taken off: it is the collector's time.
+      const uint64_t dt = t0 - last_tick;
+      std::atomic<uint64_t>* v = sh->top_slots();
+      if (!v) v = sh->root_slots = tree_.slots(sh->root);
+      Tree::bump(v[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+    }
+    if (L != last_L) sh = &shadows[L];
+  } else {
+    sh = &shadows[L];
+  }
+  auto& st = sh->stack;
+  const void* ci = luaint::ci_of(*ar);
+  const int ev = ar->event;
+  if (ev == LUA_HOOKRET) {
+    if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
+      st.pop_back();
+    else
+      unwind(st, ci, ev);
+  } else if (ev == LUA_HOOKCALL) {
+    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
+    trace_call(L, ar, *sh);
+  } else if (ev == LUA_HOOKTAILCALL) {
+    unwind(st, ci, ev);
+    trace_call(L, ar, *sh);
+  }
+  last_L = L;
+  last_sh = sh;
+  last_tick = t0;
+  if (__builtin_expect((++trace_events & kTraceMeasureMask) == 1, 0)) measure_hook(t0);
+}
+
+// The common event, with no call and no allocation: a return whose
+// CallInfo is the top frame's, or a call from the top frame (or a tail
+// call replacing it) of a function in the call cache. Anything else returns
+// false having changed nothing. The signal handler may arm the one-shot at
+// any instruction (hooks.armed(), written by the handler): an armed thread
+// takes the slow path, and an arm after the check leaves lua_sethook's
+// one-shot to take the sample at the next event (nothing here changes hooks).
+inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks,
+                               Accounting& acct) {
+  if (!trace_fast_ok || hooks.armed() || L != last_L || !last_sh) return false;
+  if (((trace_events + 1) & kTraceMeasureMask) == 1)
+    return false;  // hook_est is measured on the slow path
+  Shadow& sh = *last_sh;
+  Shadow::Stack& st = sh.stack;
+  std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
+  if (!top) return false;
+  const void* ci = luaint::ci_of(*ar);
+  const int ev = ar->event;
+  const CallCache* c = nullptr;
+  if (ev == LUA_HOOKRET) {
+    if (st.empty() || st.back().ci != ci) return false;
+  } else {
+    uint32_t parent;
+    if (ev == LUA_HOOKCALL) {
+      if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
+      parent = st.empty() ? sh.root : st.back().node;
+    } else if (ev == LUA_HOOKTAILCALL) {
+      // The top frame is replaced (same CallInfo): a child of its caller.
+      if (st.empty() || st.back().ci != ci) return false;
+      parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
+    } else {
+      return false;
+    }
+    unsigned char tag;
+    const void* value;
+    luaint::func_of(ci, tag, value);
+    const void* ident;
+    const void* check = nullptr;
+    if (tag == luaint::kTagLuaClosure && ident_lua > 0) {
+      ident = luaint::at<const void*>(value, luaint::kClosureFn);
+      check = luaint::at<const void*>(ident, luaint::kProtoCode);
+    } else if (tag == luaint::kTagLightC && ident_c > 0) {
+      ident = value;
+    } else if (tag == luaint::kTagCClosure && ident_c > 0) {
+      ident = luaint::at<const void*>(value, luaint::kClosureFn);
+    } else {
+      return false;
+    }
+    c = &call_cache[CallCache::slot(ident, parent, call_bits)];
+    if (c->ident != ident || c->parent != parent || c->check != check) return false;
+  }
+  const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
+  if (t0 > last_tick) {
+    const uint64_t dt = t0 - last_tick;
+    Tree::bump(top[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+  }
+  last_tick = t0;
+  if (c) {
+    if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
+    Tree::bump(c->slots[col_calls_], 1);
+    ++acct.calls;
+    st.push_fast({c->child, ci, c->slots});
+  } else {
+    st.pop_back();
+  }
+  ++trace_events;
+  ++acct.hook_calls;
+  return true;
+}
+
+}  // namespace lfc
