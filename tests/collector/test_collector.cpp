@@ -208,6 +208,19 @@ TEST_CASE("module: profile(fn, opts, ...) returns the summary then fn's results"
   CHECK(err == "");
 }
 
+TEST_CASE("trace: hook_calls counts every hook event, those the fast path took too") {
+  Lua lua;
+  std::string err = lua.run(R"(
+    local lf = require 'luaflame'
+    local function f() end
+    local s = lf.profile(function() for _ = 1, 5000 do f() end end, {mode = 'trace'})
+    -- a call and a return per f, and a few of profile's own
+    assert(s.hook_calls >= 10000 and s.hook_calls < 10100, s.hook_calls)
+    assert(s.calls >= 5000 and s.calls < 5050, s.calls)
+  )");
+  CHECK(err == "");
+}
+
 TEST_CASE("trace: recursion 200 deep gives 200 nested paths, each called once") {
   Lua lua;
   std::string err = lua.run(

@@ -226,11 +226,12 @@ bool publish(Session* s, lua_State* L, std::string& err) {
   bool live = false;
   sessions::each([&](Session*) { live = true; });
   if (!live)
-    sessions::g_key_mask.store(s->layout.global_ok ? ~std::uintptr_t{0} : 0,
-                               std::memory_order_relaxed);
+    sessions::g_table.key_or.store(s->layout.global_ok ? 0 : ~std::uintptr_t{0},
+                                   std::memory_order_relaxed);
   if (sessions::of(L))
     return err = "luaflame is already running (call luaflame.stop() first)", false;
-  if (live && !(sessions::g_key_mask.load(std::memory_order_relaxed) && s->layout.global_ok))
+  if (live &&
+      !(sessions::g_table.key_or.load(std::memory_order_relaxed) == 0 && s->layout.global_ok))
     return err =
                "luaflame is already running on another Lua state of this process (lua_State.l_G "
                "not verified on this Lua: its states cannot be told apart)",
@@ -393,7 +394,7 @@ void fill_summary(const Session* s, SamplerKind sampler_kind, Summary& sum) {
   else
     sum.hook_ns = s->acct.hook_ns;
   if (s->opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
-  sum.hook_calls = s->acct.hook_calls;
+  sum.hook_calls = s->acct.hook_calls + s->tracer.fast_events();
   sum.fast_paths = s->layout.on();
   sum.fast_paths_off = s->layout.why;
   sum.samples_moved = s->acct.samples_moved;

@@ -13,9 +13,8 @@ namespace lfc {
 
 namespace sessions {
 
-Slot g_slots[kMax];
+Table g_table;
 std::atomic<int> g_used{0};
-std::atomic<std::uintptr_t> g_key_mask{0};
 
 Session* of_rest(std::uintptr_t key) noexcept {
   const int n = g_used.load(std::memory_order_acquire);

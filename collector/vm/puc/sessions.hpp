@@ -48,17 +48,23 @@ struct Slot {
   /// and remove() waits for them before the session may be deleted.
   std::atomic<int> busy{0};
 };
-extern Slot g_slots[kMax];
+/// The live sessions and how their keys are made, side by side: lf_hook
+/// reads the key bits and slot 0 from one base address.
+struct Table {
+  /// 0 when l_G tells states apart, ~0 when not (set while no session is live).
+  std::atomic<std::uintptr_t> key_or{~std::uintptr_t{0}};
+  Slot slots[kMax];
+};
+extern Table g_table;
+inline constexpr Slot (&g_slots)[kMax] = g_table.slots;
 extern std::atomic<int> g_used;  ///< slots [0, g_used) may be live
-/// ~0 when l_G tells states apart, 0 when not (set while no session is live).
-extern std::atomic<std::uintptr_t> g_key_mask;
 
-/// The key of L's state: l_G | 1, or 1 (key_mask 0). A load of lua_State's
-/// l_G offset, safe whatever it holds (lua_State is larger).
+/// The key of L's state: its l_G, or ~0 for every state when l_G is not
+/// verified (never 0, a free slot's key). A load of lua_State's l_G
+/// offset, safe whatever it holds (lua_State is larger).
 inline std::uintptr_t key_of(const lua_State* L) noexcept {
-  return (reinterpret_cast<std::uintptr_t>(luaint::global_of(L)) &
-          g_key_mask.load(std::memory_order_relaxed)) |
-         1;
+  return reinterpret_cast<std::uintptr_t>(luaint::global_of(L)) |
+         g_table.key_or.load(std::memory_order_relaxed);
 }
 
 /// The session of the state keyed `key` in slots 1 and up (of()'s slow

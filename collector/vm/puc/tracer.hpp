@@ -94,9 +94,10 @@ struct TraceClock {
   uint64_t mult = 0;  ///< nanoseconds per tick, times 2^32
   void init();
   uint64_t now() const { return tsc ? read_cycles() : now_ns(); }
-  uint64_t to_ns(uint64_t ticks) const {
-    return tsc ? static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32)
-               : ticks;
+  uint64_t to_ns(uint64_t ticks) const { return tsc ? tsc_to_ns(ticks) : ticks; }
+  /// to_ns when `tsc` is known (the trace's fast path: trace_fast_ok).
+  uint64_t tsc_to_ns(uint64_t ticks) const {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32);
   }
 };
 
@@ -147,7 +148,8 @@ class Tracer {
   /// The session's hook chain and accounting are its arguments, as lf_hook
   /// reaches them at a fixed offset from the session: no reference to
   /// follow on the hottest path (its cost is counted with callgrind).
-  inline bool trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks, Accounting& acct);
+  inline bool trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks,
+                         Accounting& acct) noexcept;
   /// Any call or return event (the hook's slow path: inlined in
   /// Session::hook, tracer.cpp).
   inline void event(lua_State* L, lua_Debug* ar);
@@ -167,8 +169,12 @@ class Tracer {
 
   // ---- for the summary ----
   uint64_t hook_kept = 0,
-           hook_kept_n = 0;  ///< measurements without preemption (< 100 us), for the report
-  uint64_t trace_events = 0;
+           hook_kept_n = 0;   ///< measurements without preemption (< 100 us), for the report
+  uint64_t trace_events = 0;  ///< call and return events traced
+  uint64_t slow_events = 0;   ///< those of them taken by event() (the session counted its hook)
+  /// Hook calls taken by trace_fast alone (it counts no hook call: the
+  /// session's hook_calls are the slow path's).
+  uint64_t fast_events() const { return trace_events - slow_events; }
   TraceClock tclock;
   uint64_t last_tick = 0;  ///< when the last event ended (tclock ticks); Sampling moves it
   /// Layout checks of the call cache's reads: 0 not yet, 1 good, -1 bad
@@ -188,6 +194,8 @@ class Tracer {
   };
 
   inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
+  inline void charge_fast(std::atomic<uint64_t>* top) noexcept;
+  inline const CallCache* cached_call(const void* ci, uint32_t parent) const noexcept;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
   uint32_t frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
                           const void* check);

@@ -86,7 +86,43 @@ inline void Tracer::event(lua_State* L, lua_Debug* ar) {
   last_L = L;
   last_sh = sh;
   last_tick = t0;
+  ++slow_events;
   if (__builtin_expect((++trace_events & kTraceMeasureMask) == 1, 0)) measure_hook(t0);
+}
+
+// The time since the last event, less the hook's own, charged to the
+// frame `top` (trace_fast_ok: the cycle counter is the clock); the event
+// counted.
+inline void Tracer::charge_fast(std::atomic<uint64_t>* top) noexcept {
+  const uint64_t t0 = read_cycles();
+  if (t0 > last_tick) {
+    const uint64_t dt = t0 - last_tick;
+    Tree::bump(top[col_time_], tclock.tsc_to_ns(dt > hook_est ? dt - hook_est : 0));
+  }
+  last_tick = t0;
+  ++trace_events;  // a hook call too: counted by fast_events()
+}
+
+// The call cache's entry for the function of `ci` called under `parent`,
+// or null when it is not there (or its identity cannot be read).
+inline const CallCache* Tracer::cached_call(const void* ci, uint32_t parent) const noexcept {
+  unsigned char tag;
+  const void* value;
+  luaint::func_of(ci, tag, value);
+  const void* ident;
+  const void* check = nullptr;
+  if (tag == luaint::kTagLuaClosure && ident_lua > 0) {
+    ident = luaint::at<const void*>(value, luaint::kClosureFn);
+    check = luaint::at<const void*>(ident, luaint::kProtoCode);
+  } else if (tag == luaint::kTagLightC && ident_c > 0) {
+    ident = value;
+  } else if (tag == luaint::kTagCClosure && ident_c > 0) {
+    ident = luaint::at<const void*>(value, luaint::kClosureFn);
+  } else {
+    return nullptr;
+  }
+  const CallCache* c = &call_cache[CallCache::slot(ident, parent, call_bits)];
+  return c->ident == ident && c->parent == parent && c->check == check ? c : nullptr;
 }
 
 // The common event, with no call and no allocation: a return whose
@@ -96,8 +132,9 @@ inline void Tracer::event(lua_State* L, lua_Debug* ar) {
 // any instruction (hooks.armed(), written by the handler): an armed thread
 // takes the slow path, and an arm after the check leaves lua_sethook's
 // one-shot to take the sample at the next event (nothing here changes hooks).
+// The return, half the events, is done first and on its own.
 inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks,
-                               Accounting& acct) {
+                               Accounting& acct) noexcept {
   if (!trace_fast_ok || hooks.armed() || L != last_L || !last_sh) return false;
   if (((trace_events + 1) & kTraceMeasureMask) == 1)
     return false;  // hook_est is measured on the slow path
@@ -107,55 +144,30 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
   if (!top) return false;
   const void* ci = luaint::ci_of(*ar);
   const int ev = ar->event;
-  const CallCache* c = nullptr;
   if (ev == LUA_HOOKRET) {
     if (st.empty() || st.back().ci != ci) return false;
-  } else {
-    uint32_t parent;
-    if (ev == LUA_HOOKCALL) {
-      if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
-      parent = st.empty() ? sh.root : st.back().node;
-    } else if (ev == LUA_HOOKTAILCALL) {
-      // The top frame is replaced (same CallInfo): a child of its caller.
-      if (st.empty() || st.back().ci != ci) return false;
-      parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
-    } else {
-      return false;
-    }
-    unsigned char tag;
-    const void* value;
-    luaint::func_of(ci, tag, value);
-    const void* ident;
-    const void* check = nullptr;
-    if (tag == luaint::kTagLuaClosure && ident_lua > 0) {
-      ident = luaint::at<const void*>(value, luaint::kClosureFn);
-      check = luaint::at<const void*>(ident, luaint::kProtoCode);
-    } else if (tag == luaint::kTagLightC && ident_c > 0) {
-      ident = value;
-    } else if (tag == luaint::kTagCClosure && ident_c > 0) {
-      ident = luaint::at<const void*>(value, luaint::kClosureFn);
-    } else {
-      return false;
-    }
-    c = &call_cache[CallCache::slot(ident, parent, call_bits)];
-    if (c->ident != ident || c->parent != parent || c->check != check) return false;
-  }
-  const uint64_t t0 = read_cycles();  // trace_fast_ok: the cycle counter is the clock
-  if (t0 > last_tick) {
-    const uint64_t dt = t0 - last_tick;
-    Tree::bump(top[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
-  }
-  last_tick = t0;
-  if (c) {
-    if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
-    Tree::bump(c->slots[col_calls_], 1);
-    ++acct.calls;
-    st.push_fast({c->child, ci, c->slots});
-  } else {
+    charge_fast(top);
     st.pop_back();
+    return true;
   }
-  ++trace_events;
-  ++acct.hook_calls;
+  uint32_t parent;
+  if (ev == LUA_HOOKCALL) {
+    if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
+    parent = st.empty() ? sh.root : st.back().node;
+  } else if (ev == LUA_HOOKTAILCALL) {
+    // The top frame is replaced (same CallInfo): a child of its caller.
+    if (st.empty() || st.back().ci != ci) return false;
+    parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
+  } else {
+    return false;
+  }
+  const CallCache* c = cached_call(ci, parent);
+  if (!c) return false;
+  charge_fast(top);
+  if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
+  Tree::bump(c->slots[col_calls_], 1);
+  ++acct.calls;
+  st.push_fast({c->child, ci, c->slots});
   return true;
 }
 
