@@ -194,7 +194,7 @@ class Tracer {
   };
 
   inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
-  inline void charge_fast(std::atomic<uint64_t>* top) noexcept;
+  inline uint64_t charge_fast(std::atomic<uint64_t>* top) noexcept;
   inline const CallCache* cached_call(const void* ci, uint32_t parent) const noexcept;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
   uint32_t frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
@@ -202,8 +202,10 @@ class Tracer {
   void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread
   void reroot(Shadow& sh, uint32_t root);
   void grow_call_cache();
-  /// A hook event's cost, measured 1 in 256 (kMeasureMask, tracer.cpp).
+  /// A slow event's cost, measured 1 in 256 of them (kTraceMeasureMask).
   void measure_hook(uint64_t t0);
+  /// The fast path's work after its clock reading t0, measured 1 in 256 events.
+  [[gnu::noinline]] void measure_fast(uint64_t t0) noexcept;
   /// Rare: a tail call or frames an error skipped (the stack cut back).
   static void unwind(Shadow::Stack& st, const void* ci, int ev);
 
@@ -212,12 +214,14 @@ class Tracer {
   bool trace_fast_ok = false;
   lua_State* last_L = nullptr;  ///< the thread of the last event
   Shadow* last_sh = nullptr;    ///< its shadow stack
-  uint64_t hook_est = 0;        ///< mean ticks inside the trace hook (sampled), not charged
+  uint64_t hook_est = 0;        ///< mean ticks of a slow event after its clock reading, not charged
+  uint64_t fast_est = 0;        ///< the same for the fast path
   std::vector<CallCache> call_cache;
   int call_bits = CallCache::kBits;  ///< log2 of call_cache's size (grow_call_cache)
   const int col_time_, col_calls_;
   uint64_t call_misses = 0;  ///< since the call cache last grew
   uint64_t hook_sampled = 0, hook_sampled_n = 0;
+  uint64_t fast_sampled = 0, fast_sampled_n = 0;
   std::unordered_map<lua_State*, Shadow> shadows;
   std::unordered_map<const void*, IdentFrame> ident_frames;
 

@@ -57,12 +57,10 @@ inline void Tracer::event(lua_State* L, lua_Debug* ar) {
   const uint64_t t0 = tclock.now();
   Shadow* sh = last_sh;
   if (__builtin_expect(sh != nullptr, 1)) {
-    if (t0 > last_tick) {
-      // The hook's own mean cost is taken off: it is the collector's time.
-      const uint64_t dt = t0 - last_tick;
+    if (t0 > last_tick) {  // last_tick: when the last event's work ended, about
       std::atomic<uint64_t>* v = sh->top_slots();
       if (!v) v = sh->root_slots = tree_.slots(sh->root);
-      Tree::bump(v[col_time_], tclock.to_ns(dt > hook_est ? dt - hook_est : 0));
+      Tree::bump(v[col_time_], tclock.to_ns(t0 - last_tick));
     }
     if (L != last_L) sh = &shadows[L];
   } else {
@@ -85,22 +83,22 @@ inline void Tracer::event(lua_State* L, lua_Debug* ar) {
   }
   last_L = L;
   last_sh = sh;
-  last_tick = t0;
-  ++slow_events;
-  if (__builtin_expect((++trace_events & kTraceMeasureMask) == 1, 0)) measure_hook(t0);
+  last_tick = t0 + hook_est;  // the rest of this event is the collector's time
+  ++trace_events;
+  if (__builtin_expect((++slow_events & kTraceMeasureMask) == 1, 0)) measure_hook(t0);
 }
 
-// The time since the last event, less the hook's own, charged to the
-// frame `top` (trace_fast_ok: the cycle counter is the clock); the event
-// counted.
-inline void Tracer::charge_fast(std::atomic<uint64_t>* top) noexcept {
+// The time since the last event's work ended charged to the frame `top`
+// (trace_fast_ok: the cycle counter is the clock), the event counted; its
+// clock reading returned. The fast path's work after it is fast_est, as
+// the slow path's is hook_est: each path's own measured cost is taken off
+// the interval that follows it.
+inline uint64_t Tracer::charge_fast(std::atomic<uint64_t>* top) noexcept {
   const uint64_t t0 = read_cycles();
-  if (t0 > last_tick) {
-    const uint64_t dt = t0 - last_tick;
-    Tree::bump(top[col_time_], tclock.tsc_to_ns(dt > hook_est ? dt - hook_est : 0));
-  }
-  last_tick = t0;
+  if (t0 > last_tick) Tree::bump(top[col_time_], tclock.tsc_to_ns(t0 - last_tick));
+  last_tick = t0 + fast_est;
   ++trace_events;  // a hook call too: counted by fast_events()
+  return t0;
 }
 
 // The call cache's entry for the function of `ci` called under `parent`,
@@ -136,8 +134,6 @@ inline const CallCache* Tracer::cached_call(const void* ci, uint32_t parent) con
 inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hooks,
                                Accounting& acct) noexcept {
   if (!trace_fast_ok || hooks.armed() || L != last_L || !last_sh) return false;
-  if (((trace_events + 1) & kTraceMeasureMask) == 1)
-    return false;  // hook_est is measured on the slow path
   Shadow& sh = *last_sh;
   Shadow::Stack& st = sh.stack;
   std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
@@ -146,8 +142,9 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
   const int ev = ar->event;
   if (ev == LUA_HOOKRET) {
     if (st.empty() || st.back().ci != ci) return false;
-    charge_fast(top);
+    const uint64_t t0 = charge_fast(top);
     st.pop_back();
+    if (__builtin_expect((trace_events & kTraceMeasureMask) == 1, 0)) measure_fast(t0);
     return true;
   }
   uint32_t parent;
@@ -163,11 +160,12 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
   }
   const CallCache* c = cached_call(ci, parent);
   if (!c) return false;
-  charge_fast(top);
+  const uint64_t t0 = charge_fast(top);
   if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
   Tree::bump(c->slots[col_calls_], 1);
   ++acct.calls;
   st.push_fast({c->child, ci, c->slots});
+  if (__builtin_expect((trace_events & kTraceMeasureMask) == 1, 0)) measure_fast(t0);
   return true;
 }
 
