@@ -30,8 +30,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "vm/lua/boundary.hpp"
-#include "vm/luajit/jsession.hpp"
+#include "vm/luajit/jsampler.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -40,36 +39,27 @@ extern "C" {
 
 namespace lfc::jit {
 
-namespace {
-
-constexpr std::size_t kMaxDepth =
-    4096;  ///< frames per sample; deeper stacks end in a truncated frame
-
-int vm_index(int vmstate) {
-  switch (vmstate) {
-    case 'N':
-      return 0;  // a compiled trace
-    case 'I':
-      return 1;
-    case 'C':
-      return 2;
-    case 'G':
-      return 3;
-    default:
-      return 4;  // 'J': the trace compiler
-  }
+uint64_t thread_cpu_ns(clockid_t c) {
+  timespec ts{};
+  if (clock_gettime(c, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// The profiler callback. Contract: LuaJIT calls it on the Lua thread, from
-// its profile hook at an instruction boundary of the interpreter (a trace
-// exits to it first), never from the signal handler, so the Lua API's
-// read-only calls may be used on L; values pushed are popped before return.
-// `samples` is the number of SIGPROFs taken since the last call (LuaJIT
-// counts them in the handler): the weight of this sample.
-void profile_cb(void* data, lua_State* L, int samples, int vmstate) noexcept {
-  auto* j = static_cast<JitState*>(data);
-  if (g_jit.load() != j) return;
-  if (const char* failed = cxx_guard([&] { j->on_samples(L, samples, vmstate); })) abandon(failed);
+namespace {
+
+JFrames::Vm vm_of(int vmstate) {
+  switch (vmstate) {
+    case 'N':
+      return JFrames::kJit;  // a compiled trace
+    case 'I':
+      return JFrames::kInterp;
+    case 'C':
+      return JFrames::kC;
+    case 'G':
+      return JFrames::kGc;
+    default:
+      return JFrames::kCompiler;  // 'J': the trace compiler
+  }
 }
 
 // LuaJIT's SIGPROF handler, and the periods our timer owes it.
@@ -164,15 +154,17 @@ uint64_t wall_wait(uint64_t left, double share) {
       std::min(static_cast<double>(left) / std::max(std::min(share, 1.0), 0.02), kMaxSleep));
 }
 
-void timer_main(JitState* j) noexcept {
+}  // namespace
+
+void JSampler::run_timer() noexcept {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
   const uint64_t period = g_period;
-  uint64_t cpu0 = thread_cpu_ns(j->cpu_clock), wall0 = now_ns();
+  uint64_t cpu0 = thread_cpu_ns(cpu_clock_), wall0 = now_ns();
   bool parked = false;      // the last wait was a park that timed out (the callback did not come)
   bool resent = false;      // the pending signal was sent again once
   uint64_t wall_waits = 0;  // wake-ups with a signal pending, wall clock
-  while (!j->timer_stop.load(std::memory_order_relaxed)) {
-    const uint64_t cpu = thread_cpu_ns(j->cpu_clock), wall = now_ns();
+  while (!timer_stop_.load(std::memory_order_relaxed)) {
+    const uint64_t cpu = thread_cpu_ns(cpu_clock_), wall = now_ns();
     bool waiting = false;  // a signal is pending: park after this wake-up
     // Every period that ended is owed, so a late wake-up loses none: the
     // handler counts them all, and the sample weighs that many.
@@ -187,8 +179,7 @@ void timer_main(JitState* j) noexcept {
       if (fresh || !resent || parked) {
         resent = !fresh;
         g_owed.fetch_add(k, std::memory_order_relaxed);
-        pthread_kill(j->lua_thread, SIGPROF);
-        j->signals.fetch_add(1, std::memory_order_relaxed);
+        pthread_kill(lua_thread_, SIGPROF);
       } else {
         g_extra.fetch_add(k, std::memory_order_relaxed);
       }
@@ -207,7 +198,7 @@ void timer_main(JitState* j) noexcept {
     // test's 75/25 program read 0.64-0.72 instead of 0.73-0.77 under load).
     // There the timer wakes each period while the signal is pending,
     // sending none, and again every 16th wake-up as after a park.
-    if (waiting && !j->s->opt.cpu_clock) {
+    if (waiting && !run_.opt.cpu_clock) {
       parked = ++wall_waits % 16 == 0;
       waiting = false;
     }
@@ -227,96 +218,41 @@ void timer_main(JitState* j) noexcept {
   }
 }
 
-}  // namespace
-
-uint32_t JitState::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
-  // LuaJIT's built-ins written in Lua ("[builtin:len]", no line) are named as C functions.
-  if (ar->what[0] != 'C' && ar->linedefined >= 0) return s->frames.of(T, ar, leaf && s->opt.lines);
-  if (!lua_checkstack(T, 8) || !lua_getinfo(T, "f", ar)) return s->frames.named("[C] ?");
-  // Keyed by the function object: LuaJIT's built-ins share C handlers.
-  const void* fn = lua_topointer(T, -1);
-  auto it = c_frames.find(fn);
-  if (it != c_frames.end()) {
-    lua_pop(T, 1);
-    return it->second;
-  }
-  std::string name;
-  if (fn == resume_fn)
-    name = "coroutine.resume";
-  else if (fn == wrap_fn)
-    name = "coroutine.wrap";
-  else if (lua_tocfunction(T, -1) == wrap_call)
-    name = "<wrapped coroutine>";
-  else
-    name = global_name(T, lua_gettop(T));
-  lua_pop(T, 1);
-  if (name.empty() && lua_getinfo(T, "n", ar) && ar->name && *ar->name) name = ar->name;
-  if (name.empty()) name = "<anon>";
-  const uint32_t id = s->frames.named("[C] " + name);
-  if (c_frame.size() <= id) c_frame.resize(id + 1, 0);
-  c_frame[id] = 1;
-  c_frames.emplace(fn, id);
-  return id;
+void JSampler::bind_thread() {
+  lua_thread_ = pthread_self();
+  if (pthread_getcpuclockid(lua_thread_, &cpu_clock_) != 0) run_.opt.cpu_clock = false;
+  if (!run_.opt.cpu_clock) cpu_clock_ = CLOCK_MONOTONIC;
 }
 
-void JitState::walk(lua_State* L, std::vector<uint32_t>& out) {
-  out.clear();
-  // L and the threads that resumed it, innermost first.
-  std::size_t k = chain.size();
-  while (k > 0 && chain[k - 1] != L) --k;
-  lua_State* only[1] = {L};
-  lua_State* const* threads = k ? chain.data() : only;
-  std::size_t n = k ? k : 1;
-  lua_Debug ar;
-  for (std::size_t t = n; t-- > 0 && out.size() < kMaxDepth;) {
-    lua_State* T = threads[t];
-    for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
-      const bool leaf = out.empty() && s->opt.lines;
-      lua_getinfo(T, leaf ? "Sl" : "S", &ar);
-      const uint32_t f = frame_at(T, &ar, leaf);
-      if (f != kSkip) out.push_back(f);
-    }
-  }
-  // The host's own C entry (the runner's pmain, a C caller) is not the program's.
-  while (!out.empty() && is_c(out.back())) out.pop_back();
-  if (out.size() >= kMaxDepth) out.push_back(s->frames.named("[luaflame] truncated"));
-}
-
-uint32_t JitState::path_node(const std::vector<uint32_t>& leaf_first) {
-  uint32_t node = 0;
-  for (std::size_t i = leaf_first.size(); i-- > 0;) node = s->tree.child(node, leaf_first[i]);
-  return node;
-}
-
-void JitState::on_samples(lua_State* L, int samples, int vmstate) {
+void JSampler::on_samples(lua_State* L, int samples, int vmstate) {
   const uint64_t t0 = now_ns();
   const int top = lua_gettop(L);
-  walk(L, scratch);
+  frames_.walk(L, scratch_);
   lua_settop(L, top);
-  scratch.insert(scratch.begin(), vm_frame[vm_index(vmstate)]);
+  scratch_.insert(scratch_.begin(), frames_.vm(vm_of(vmstate)));
   // The sample weighs the periods LuaJIT counted (the signals), those the
   // timer counted without a signal while the hook was pending, and those
   // that ended since, up to now (taken here, so that a timer woken below
   // finds the current period unfinished).
   uint64_t k = (samples > 0 ? static_cast<uint64_t>(samples) : 0) +
                g_extra.exchange(0, std::memory_order_relaxed) +
-               take_periods(thread_cpu_ns(cpu_clock));
+               take_periods(thread_cpu_ns(cpu_clock_));
   if (k == 0) k = 1;
-  s->tree.add(path_node(scratch), s->col_samples, k);
-  s->acct.samples += k;
-  ++s->acct.sample_events;
-  ++s->acct.hook_calls;
+  run_.tree.add(frames_.path_node(scratch_), run_.col_samples, k);
+  run_.acct.samples += k;
+  ++run_.acct.sample_events;
+  ++run_.acct.hook_calls;
   const uint64_t dt = now_ns() - t0;
-  s->acct.hook_ns += dt;
-  last_ns += dt;  // not charged to the traced frames (mode both)
+  run_.acct.hook_ns += dt;
+  tracer_.exclude(dt);  // not charged to the traced frames (mode both)
   // Last: the timer may signal again (woken if parked). A signal that came
   // before LuaJIT's hook returns would be dropped (see timer_main).
   g_pending.store(0);
   if (g_parked.load()) futex_wake(g_pending);
 }
 
-bool JitState::start_sampler(std::string& err) {
-  if (!(s->opt.hz > 0 && s->opt.hz <= 100000))
+bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& err) {
+  if (!(run_.opt.hz > 0 && run_.opt.hz <= 100000))
     return err = "option 'hz' must be between 0 and 100000", false;
   // Where the JIT puts profile checks into traces: 'f' at function entries
   // (jit.p's default; +1.4% instructions on bench/jit/cpu.lua), or with
@@ -331,14 +267,15 @@ bool JitState::start_sampler(std::string& err) {
   guard.sa_flags = SA_RESTART;
   sigemptyset(&guard.sa_mask);
   sigaction(SIGPROF, &guard, &g_before);
-  luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", profile_cb, this);
-  profiling = true;
+  L_ = L;
+  luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", cb, data);
+  profiling_ = true;
   // LuaJIT's handler is called from ours, which counts the periods owed.
   struct sigaction ours {};
   if (sigaction(SIGPROF, nullptr, &g_lj_action) != 0 || (g_lj_action.sa_flags & SA_SIGINFO) ||
       g_lj_action.sa_handler == SIG_DFL || g_lj_action.sa_handler == SIG_IGN) {
     luaJIT_profile_stop(L);
-    profiling = false;
+    profiling_ = false;
     sigaction(SIGPROF, &g_before, nullptr);
     return err = "LuaJIT's profiler did not install its SIGPROF handler", false;
   }
@@ -347,20 +284,20 @@ bool JitState::start_sampler(std::string& err) {
   g_owed.store(0);
   g_pending.store(0);
   g_extra.store(0);
-  g_period = static_cast<uint64_t>(1e9 / s->opt.hz);
-  g_next.store(thread_cpu_ns(cpu_clock) + g_period);
+  g_period = static_cast<uint64_t>(1e9 / run_.opt.hz);
+  g_next.store(thread_cpu_ns(cpu_clock_) + g_period);
   sigaction(SIGPROF, &ours, nullptr);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGPROF);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-  timer_stop.store(false);
+  timer_stop_.store(false);
   try {
-    timer = std::thread(timer_main, this);
+    timer_ = std::thread([this] { run_timer(); });
   } catch (const std::exception& e) {
     sigaction(SIGPROF, &g_lj_action, nullptr);
     luaJIT_profile_stop(L);
-    profiling = false;
+    profiling_ = false;
     sigaction(SIGPROF, &g_before, nullptr);
     return err = std::string("cannot start the sampler thread: ") + e.what(), false;
   }
@@ -374,19 +311,19 @@ bool JitState::start_sampler(std::string& err) {
 // When lua_close stopped LuaJIT's profiler already, SIGPROF's action is
 // the guard, not ours: LuaJIT's handler must not come back then (it
 // reads the profiler's state, gone). Last, the action of before start.
-void JitState::stop_sampler() {
-  timer_stop.store(true);
-  if (timer.joinable()) timer.join();
-  if (profiling) {
+void JSampler::stop() {
+  timer_stop_.store(true);
+  if (timer_.joinable()) timer_.join();
+  if (profiling_) {
     struct sigaction now {};
     sigaction(SIGPROF, nullptr, &now);
     if (now.sa_handler == on_sigprof) {
       sigaction(SIGPROF, &g_lj_action, nullptr);  // LuaJIT's back: its stop restores the guard
-      luaJIT_profile_stop(L);
+      luaJIT_profile_stop(L_);
     }
     sigaction(SIGPROF, &g_before, nullptr);
   }
-  profiling = false;
+  profiling_ = false;
 }
 
 }  // namespace lfc::jit

@@ -1,5 +1,6 @@
 // LuaJIT sessions: start/stop/flush/folded (luaflame/collector.hpp) for
-// LuaJIT and the coroutine wrappers.
+// LuaJIT, and the C entry points LuaJIT calls: the trace hook, the
+// profiler callback, the coroutine wrappers, the state's closer.
 #include "vm/luajit/jsession.hpp"
 
 #include <pthread.h>
@@ -27,12 +28,6 @@ namespace jit {
 
 std::atomic<JitState*> g_jit{nullptr};
 
-uint64_t thread_cpu_ns(clockid_t c) {
-  timespec ts{};
-  if (clock_gettime(c, &ts) != 0) return 0;
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 namespace {
 
 // Why alloc mode is refused (docs/luajit.md): checked, not assumed.
@@ -48,10 +43,18 @@ const char* const kNoAlloc =
 // lua_pcall, so its results and messages are the original's.
 
 void enter(lua_State* L, lua_State* co) {
-  if (JitState* j = g_jit.load()) j->enter(L, co);
+  JitState* j = g_jit.load();
+  if (!j) return;
+  const bool trace = j->run->opt.trace;
+  if (trace) j->tracer.charge_now();
+  j->chain.enter(L, co);
+  if (trace) j->tracer.resumed(L, co);
 }
 void leave(lua_State* co) {
-  if (JitState* j = g_jit.load()) j->leave(co);
+  JitState* j = g_jit.load();
+  if (!j) return;
+  if (j->run->opt.trace) j->tracer.charge_now();
+  j->chain.leave(co);
 }
 
 // coroutine.resume(co, ...): upvalue 1 the original.
@@ -109,7 +112,7 @@ void install_coroutine_wrappers(lua_State* L, JitState& j) {
   lua_getglobal(L, "coroutine");
   if (!lua_istable(L, -1)) return lua_pop(L, 1);
   lua_getfield(L, -1, "resume");
-  j.c_frames[lua_topointer(L, -1)] = JitState::kSkip;  // shown as our wrapper alone
+  j.frames.skip(lua_topointer(L, -1));  // shown as our wrapper alone
   lua_pushvalue(L, -1);
   j.orig_resume_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcclosure(L, lf_resume, 1);
@@ -120,7 +123,7 @@ void install_coroutine_wrappers(lua_State* L, JitState& j) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, j.orig_resume_ref);
   lua_pushcclosure(L, lf_wrap, 1);
   j.wrap_fn = lua_topointer(L, -1);
-  j.wrap_call = lf_wrap_call;
+  j.frames.name_wrappers(j.resume_fn, j.wrap_fn, lf_wrap_call);
   lua_setfield(L, -2, "wrap");
   lua_pop(L, 1);
 }
@@ -150,19 +153,27 @@ void restore_coroutine_wrappers(lua_State* L, JitState& j) {
   j.orig_resume_ref = j.orig_wrap_ref = -2;
 }
 
-bool jit_status(lua_State* L) {
-  const int top = lua_gettop(L);
-  bool on = false;
-  lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
-  if (lua_istable(L, -1)) {
-    lua_getfield(L, -1, "jit");
-    if (lua_istable(L, -1)) {
-      lua_getfield(L, -1, "status");
-      if (lua_isfunction(L, -1) && lua_pcall(L, 0, 1, 0) == 0) on = lua_toboolean(L, -1);
-    }
-  }
-  lua_settop(L, top);
-  return on;
+// The trace hook. Contract: LuaJIT's hooks are global and run on the Lua
+// thread (jtracer.hpp). No C++ exception leaves it: what the tracer throws
+// (std::bad_alloc growing its tables) ends profiling.
+void trace_hook(lua_State* L, lua_Debug* ar) noexcept {
+  JitState* j = g_jit.load();
+  if (!j || (ar->event != LUA_HOOKCALL && ar->event != LUA_HOOKRET)) return;
+  if (const char* failed = cxx_guard([&] { j->tracer.event(L, ar); })) abandon(failed);
+}
+
+// The profiler callback. Contract: LuaJIT calls it on the Lua thread, from
+// its profile hook at an instruction boundary of the interpreter (a trace
+// exits to it first), never from the signal handler, so the Lua API's
+// read-only calls may be used on L; values pushed are popped before return.
+// `samples` is the number of SIGPROFs taken since the last call (LuaJIT
+// counts them in the handler): the weight of this sample. No C++
+// exception leaves it.
+void profile_cb(void* data, lua_State* L, int samples, int vmstate) noexcept {
+  auto* j = static_cast<JitState*>(data);
+  if (g_jit.load() != j) return;  // abandoned, or a child after fork
+  if (const char* failed = cxx_guard([&] { j->sampler.on_samples(L, samples, vmstate); }))
+    abandon(failed);
 }
 
 bool g_closing = false;  // stop() from the lua_close finalizer
@@ -201,7 +212,7 @@ void detach_in_child() {
 void abandon(const char* why) noexcept {
   JitState* j = g_jit.load();
   if (!j) return;
-  j->timer_stop.store(true);
+  j->sampler.abandon();
   detach_in_child();
   std::fprintf(stderr, "luaflame: %s in the profiler: profiling stopped, the program runs on\n",
                why);
@@ -216,21 +227,6 @@ void at_process_exit() {
 }
 
 }  // namespace
-
-void JitState::enter(lua_State* L, lua_State* co) {
-  if (s->opt.trace) charge_now();
-  if (chain.empty() || chain.back() != L) chain.assign(1, L);
-  chain.push_back(co);
-  if (s->opt.trace) {
-    auto it = shadows.find(co);
-    if (it == shadows.end()) shadows[co].root = shadows[L].top();
-  }
-}
-
-void JitState::leave(lua_State* co) {
-  if (s->opt.trace) charge_now();
-  if (!chain.empty() && chain.back() == co) chain.pop_back();
-}
 
 }  // namespace jit
 
@@ -265,38 +261,20 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   });
   Streamer::set_exit_handler(
       jit::at_process_exit);  // registered again after httplib's first answer
-  auto j = std::make_unique<JitState>();
-  j->s = std::make_unique<jit::JRun>(o);
-  jit::JRun& s = *j->s;
+  auto j = std::make_unique<JitState>(o, L);
+  jit::JRun& s = *j->run;
   if (!s.opt.tags.count("vm")) s.opt.tags["vm"] = "luajit";
-  j->L = L;
-  const char* const kVm[] = {"[JIT]", "[interp]", "[C]", "[GC]", "[compiler]"};
-  for (int i = 0; i < 5; ++i) j->vm_frame[i] = s.frames.named(kVm[i]);
   s.acct.start_wall = now_ns();
   s.acct.start_unix = unix_now_ns();
-  j->lua_thread = pthread_self();
-  if (pthread_getcpuclockid(j->lua_thread, &j->cpu_clock) != 0) s.opt.cpu_clock = false;
-  if (!s.opt.cpu_clock) j->cpu_clock = CLOCK_MONOTONIC;
-  s.acct.start_clock = jit::thread_cpu_ns(j->cpu_clock);
-  j->chain.push_back(L);
+  j->sampler.bind_thread();
+  s.acct.start_clock = j->sampler.clock_ns();
+  j->chain.start(L);
   jit::install_coroutine_wrappers(L, *j);
   j->closer_id = closer::add(L, jit::on_state_close);
   JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
   g_jit.store(raw);
-  if (s.opt.trace) {
-    // Hooks do not fire in compiled code: the tracer runs the program on
-    // the interpreter (flushing the traces made so far), and says so.
-    raw->jit_was_on = jit::jit_status(L);
-    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
-    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-    raw->prev_hook = lua_gethook(L);
-    raw->prev_mask = lua_gethookmask(L);
-    raw->prev_count = lua_gethookcount(L);
-    raw->seed(L);
-    raw->last_ns = now_ns();
-    lua_sethook(L, jit::trace_hook, LUA_MASKCALL | LUA_MASKRET, 0);
-  }
-  if (s.opt.sample && !raw->start_sampler(err)) {
+  if (s.opt.trace) raw->tracer.start(L, jit::trace_hook);
+  if (s.opt.sample && !raw->sampler.start(L, jit::profile_cb, raw, err)) {
     stop(L);
     return false;
   }
@@ -306,7 +284,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
 
 bool finish_for_exit() {
   return finish_outside_all([](const std::function<void(Profile&)>& each) {
-    if (JitState* j = g_jit.load()) each(*j->s);
+    if (JitState* j = g_jit.load()) each(*j->run);
   });
 }
 
@@ -314,20 +292,10 @@ Summary stop(lua_State* L) {
   Summary sum;
   JitState* j = g_jit.load();
   if (!j || (L && !profiles(j, L))) return sum;
-  ending_begin_stop(*j->s);
-  jit::JRun& s = *j->s;
-  if (s.opt.sample) j->stop_sampler();
-  if (s.opt.trace) {
-    j->charge_now();
-    if (L) {
-      lua_sethook(L, j->prev_hook, j->prev_mask, j->prev_count);
-      // Not while the state closes: luaJIT_setmode raises there (from
-      // lua_close's finalizer), and that error unwound out of stop() before
-      // it wrote the profile (the exit handler wrote it instead).
-      if (j->jit_was_on && !jit::g_closing)
-        luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_ON);
-    }
-  }
+  ending_begin_stop(*j->run);
+  jit::JRun& s = *j->run;
+  if (s.opt.sample) j->sampler.stop();
+  if (s.opt.trace) j->tracer.stop(L, jit::g_closing);
   if (L) {
     jit::restore_coroutine_wrappers(L, *j);
     closer::drop(L);
@@ -341,7 +309,7 @@ Summary stop(lua_State* L) {
   sum.lua = vm_release();
   sum.metrics = s.metrics;
   sum.wall_ns = now_ns() - s.acct.start_wall;
-  const uint64_t clk = jit::thread_cpu_ns(j->cpu_clock);
+  const uint64_t clk = j->sampler.clock_ns();
   sum.clock_ns = clk > s.acct.start_clock ? clk - s.acct.start_clock : 0;
   sum.hz_asked = s.opt.hz;
   if (s.opt.sample) {
@@ -363,7 +331,7 @@ Summary stop(lua_State* L) {
   sum.nodes = s.tree.size();
   sum.frames = s.names.size();
   sum.memory_bytes = sizeof(JitState) + sizeof(jit::JRun) + s.tree.memory_bytes() +
-                     s.frames.memory_bytes() + j->scratch.capacity() * 4;
+                     s.frames.memory_bytes() + j->frames.memory_bytes() + j->sampler.memory_bytes();
   s.output.write(sum);
   for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (sum.files_failed) g_output_failed = true;
@@ -377,18 +345,18 @@ void flush(lua_State* L) {
   JitState* j = g_jit.load();
   if (!profiles(j, L)) return;
   Summary written;
-  j->s->output.write(written);
+  j->run->output.write(written);
   for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
-  if (j->s->streamer) j->s->streamer->flush_now();
+  if (j->run->streamer) j->run->streamer->flush_now();
 }
 
 bool folded(lua_State* L, const std::string& metric, std::string& out, std::string& err) {
   JitState* j = g_jit.load();
   if (!profiles(j, L)) return err = "luaflame is not running", false;
-  const int col = j->s->column_of(metric, err);
+  const int col = j->run->column_of(metric, err);
   if (col < 0) return false;
-  if (j->s->opt.trace) j->charge_now();
-  out = j->s->output.folded_text(col);
+  if (j->run->opt.trace) j->tracer.charge_now();
+  out = j->run->output.folded_text(col);
   return true;
 }
 

@@ -1,5 +1,5 @@
 // LuaJIT's trace mode: call and return hooks, with the JIT compiler off
-// (jsession.cpp) since hooks do not fire in compiled code.
+// (JTracer::start) since hooks do not fire in compiled code.
 //
 // LuaJIT gives no return event for C functions (fast functions and C
 // functions return without one) and none for a frame a tail call or an
@@ -8,27 +8,19 @@
 // the caller's slot is gone; at a return every entry above the returning
 // frame is gone, and the frame itself. A C function's time therefore ends
 // at the next traced event (docs/luajit.md).
-#include "vm/lua/boundary.hpp"
-#include "vm/luajit/jsession.hpp"
+#include "vm/luajit/jtracer.hpp"
+
+extern "C" {
+#include <luajit.h>
+}
 
 namespace lfc::jit {
-
-// Contract: LuaJIT's hooks are global (one per state, every coroutine) and
-// run on the Lua thread only; the sampler's callback runs on the same
-// thread between instructions, never inside this hook, so the two share
-// the session without locks. The streamer thread only reads the tree.
-void trace_hook(lua_State* L, lua_Debug* ar) noexcept {
-  JitState* j = g_jit.load();
-  if (!j || (ar->event != LUA_HOOKCALL && ar->event != LUA_HOOKRET)) return;
-  // What the tracer throws (std::bad_alloc growing its tables) ends profiling.
-  if (const char* failed = cxx_guard([&] { j->trace_event(L, ar); })) abandon(failed);
-}
 
 // The frames already on T's stack when tracing starts, outermost first, so
 // the calls that follow hang under them; the host's C entry and the C
 // function that called start are left out.
-void JitState::seed(lua_State* T) {
-  JShadow& sh = shadows[T];
+void JTracer::seed(lua_State* T) {
+  JShadow& sh = shadows_[T];
   struct Seen {
     int64_t slot;
     uint32_t frame;
@@ -41,27 +33,77 @@ void JitState::seed(lua_State* T) {
     slot = level == 0 ? ar.i_ci : slot - (static_cast<int64_t>(ar.i_ci) - slot) / 65535;
     lua_getinfo(T, "S", &ar);
     const int top = lua_gettop(T);
-    const uint32_t f = frame_at(T, &ar, false);
+    const uint32_t f = frames_.frame_at(T, &ar, false);
     lua_settop(T, top);
-    if (f != kSkip) seen.push_back({slot, f, ar.what[0] == 'C'});
+    if (f != JFrames::kSkip) seen.push_back({slot, f, ar.what[0] == 'C'});
   }
   if (!seen.empty() && seen.front().c) seen.erase(seen.begin());
   while (!seen.empty() && seen.back().c) seen.pop_back();
   for (std::size_t i = seen.size(); i-- > 0;)
-    sh.stack.push_back({s->tree.child(sh.top(), seen[i].frame), seen[i].frame, seen[i].slot});
+    sh.stack.push_back({run_.tree.child(sh.top(), seen[i].frame), seen[i].frame, seen[i].slot});
 }
 
-void JitState::charge_now() {
+void JTracer::charge_now() {
   const uint64_t t = now_ns();
-  auto it = shadows.find(chain.empty() ? L : chain.back());
-  if (it != shadows.end() && t > last_ns) s->tree.add(it->second.top(), s->col_time, t - last_ns);
-  last_ns = t;
+  auto it = shadows_.find(chain_.running(start_L_));
+  if (it != shadows_.end() && t > last_ns_)
+    run_.tree.add(it->second.top(), run_.col_time, t - last_ns_);
+  last_ns_ = t;
 }
 
-void JitState::trace_event(lua_State* T, lua_Debug* ar) {
+void JTracer::resumed(lua_State* L, lua_State* co) {
+  auto it = shadows_.find(co);
+  if (it == shadows_.end()) shadows_[co].root = shadows_[L].top();
+}
+
+namespace {
+
+bool jit_status(lua_State* L) {
+  const int top = lua_gettop(L);
+  bool on = false;
+  lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, "jit");
+    if (lua_istable(L, -1)) {
+      lua_getfield(L, -1, "status");
+      if (lua_isfunction(L, -1) && lua_pcall(L, 0, 1, 0) == 0) on = lua_toboolean(L, -1);
+    }
+  }
+  lua_settop(L, top);
+  return on;
+}
+
+}  // namespace
+
+// Hooks do not fire in compiled code: the tracer runs the program on the
+// interpreter (flushing the traces made so far), and says so.
+void JTracer::start(lua_State* L, lua_Hook hook) {
+  start_L_ = L;
+  jit_was_on_ = jit_status(L);
+  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
+  luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  prev_hook_ = lua_gethook(L);
+  prev_mask_ = lua_gethookmask(L);
+  prev_count_ = lua_gethookcount(L);
+  seed(L);
+  last_ns_ = now_ns();
+  lua_sethook(L, hook, LUA_MASKCALL | LUA_MASKRET, 0);
+}
+
+void JTracer::stop(lua_State* L, bool closing) {
+  charge_now();
+  if (!L) return;
+  lua_sethook(L, prev_hook_, prev_mask_, prev_count_);
+  // Not while the state closes: luaJIT_setmode raises there (from
+  // lua_close's finalizer), and that error unwound out of stop() before
+  // it wrote the profile (the exit handler wrote it instead).
+  if (jit_was_on_ && !closing) luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_ON);
+}
+
+void JTracer::event(lua_State* T, lua_Debug* ar) {
   const uint64_t t0 = now_ns();
-  JShadow& sh = shadows[T];
-  if (t0 > last_ns) s->tree.add(sh.top(), s->col_time, t0 - last_ns);
+  JShadow& sh = shadows_[T];
+  if (t0 > last_ns_) run_.tree.add(sh.top(), run_.col_time, t0 - last_ns_);
   // In the hook, ar->i_ci is the running frame's slot on T's stack, whole.
   const int64_t slot = ar->i_ci;
   if (ar->event == LUA_HOOKCALL) {
@@ -73,13 +115,13 @@ void JitState::trace_event(lua_State* T, lua_Debug* ar) {
     while (!sh.stack.empty() && sh.stack.back().slot > caller) sh.stack.pop_back();
     lua_getinfo(T, "S", ar);
     const int top = lua_gettop(T);
-    const uint32_t frame = frame_at(T, ar, false);
+    const uint32_t frame = frames_.frame_at(T, ar, false);
     lua_settop(T, top);
-    if (frame == kSkip) return done(t0);
-    const uint32_t node = s->tree.child(sh.top(), frame);
+    if (frame == JFrames::kSkip) return done(t0);
+    const uint32_t node = run_.tree.child(sh.top(), frame);
     sh.stack.push_back({node, frame, slot});
-    s->tree.add(node, s->col_calls, 1);
-    ++s->acct.calls;
+    run_.tree.add(node, run_.col_calls, 1);
+    ++run_.acct.calls;
   } else {
     while (!sh.stack.empty() && sh.stack.back().slot > slot) sh.stack.pop_back();
     if (!sh.stack.empty() && sh.stack.back().slot == slot) sh.stack.pop_back();
@@ -87,10 +129,10 @@ void JitState::trace_event(lua_State* T, lua_Debug* ar) {
   done(t0);
 }
 
-void JitState::done(uint64_t t0) {
-  ++s->acct.hook_calls;
-  last_ns = now_ns();
-  s->acct.hook_ns += last_ns - t0;
+void JTracer::done(uint64_t t0) {
+  ++run_.acct.hook_calls;
+  last_ns_ = now_ns();
+  run_.acct.hook_ns += last_ns_ - t0;
 }
 
 }  // namespace lfc::jit

@@ -1,0 +1,86 @@
+// The LuaJIT adapter's frames: its run (the core's Profile with the frame
+// table every Lua shares), the resume chain its coroutine wrappers keep,
+// and how a LuaJIT stack becomes frames (C functions keyed by their
+// function object, the VM states' frames, the walk across resumers).
+// Lua thread only; the streamer thread only reads the run's tree.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "core/profile.hpp"
+#include "vm/lua/frames.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc::jit {
+
+/// The run and its frame table.
+struct JRun : Profile {
+  explicit JRun(const Options& o) : Profile(o, vm_release()) {
+    if (opt.sources && !opt.server.empty()) frames.sources = &source_files;
+    tree.overflow_frame = frames.named("[luaflame] too many stacks");
+  }
+  FrameTable frames{names};
+};
+
+/// Which thread resumed which (LuaJIT's stack walk sees one coroutine):
+/// kept by the coroutine.resume/wrap wrappers; the last one runs.
+class ResumeChain {
+ public:
+  void start(lua_State* L) { chain_.assign(1, L); }
+  /// L resumes co (a resume from a thread not on the chain starts it over).
+  void enter(lua_State* L, lua_State* co);
+  /// co gave control back.
+  void leave(lua_State* co);
+  /// The running thread, or `fallback` before any.
+  lua_State* running(lua_State* fallback) const {
+    return chain_.empty() ? fallback : chain_.back();
+  }
+  /// L and the threads that resumed it, outermost first; {} when L is not on it.
+  std::size_t resumers_of(lua_State* L, lua_State* const*& threads) const;
+
+ private:
+  std::vector<lua_State*> chain_;
+};
+
+/// Frames of LuaJIT stacks.
+class JFrames {
+ public:
+  /// frame_at's answer for a frame that is not shown: the original coroutine.resume our wrappers
+  /// call.
+  static constexpr uint32_t kSkip = 0xffffffffu;
+  /// The VM states LuaJIT's profiler reports, by vm_index.
+  enum Vm { kJit, kInterp, kC, kGc, kCompiler };
+
+  JFrames(JRun& run, const ResumeChain& chain);
+  /// The frame of the function at ar (lua_getinfo "S" done), or kSkip.
+  uint32_t frame_at(lua_State* L, lua_Debug* ar, bool leaf);
+  /// L's frames leaf first, then its resumers' (the resume chain).
+  void walk(lua_State* L, std::vector<uint32_t>& out);
+  /// The node of a stack given leaf first.
+  uint32_t path_node(const std::vector<uint32_t>& leaf_first);
+  uint32_t vm(Vm v) const { return vm_frame_[v]; }
+  /// The function object `fn` is never shown (the original resume).
+  void skip(const void* fn) { c_frames_[fn] = kSkip; }
+  /// Our coroutine wrappers, named as the 5.4 collector names them.
+  void name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFunction wrap_call);
+  std::size_t memory_bytes() const;
+
+ private:
+  bool is_c(uint32_t f) const { return f < c_frame_.size() && c_frame_[f]; }
+
+  JRun& run_;
+  const ResumeChain& chain_;
+  uint32_t vm_frame_[5] = {};                           ///< [JIT] [interp] [C] [GC] [compiler]
+  std::unordered_map<const void*, uint32_t> c_frames_;  ///< C functions by GCfunc address
+  std::vector<char> c_frame_;                           ///< frame id -> is a C function
+  const void* resume_fn_ = nullptr;
+  const void* wrap_fn_ = nullptr;
+  lua_CFunction wrap_call_ = nullptr;  ///< the C function of every coroutine.wrap result
+};
+
+}  // namespace lfc::jit

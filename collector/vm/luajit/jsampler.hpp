@@ -1,0 +1,71 @@
+// LuaJIT's sample mode (jsampler.cpp): LuaJIT's profiler takes the
+// samples, our timer thread decides when. The contract between the timer
+// thread, the signal handler and the Lua thread's callback is in
+// jsampler.cpp; the session owns the C entry point LuaJIT calls back
+// (profile_cb, jsession.cpp) and hands it to start().
+#pragma once
+
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vm/luajit/jframes.hpp"
+#include "vm/luajit/jtracer.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc::jit {
+
+/// A thread's CPU clock (pthread_getcpuclockid) or CLOCK_MONOTONIC, in ns; 0 on failure.
+uint64_t thread_cpu_ns(clockid_t c);
+
+/// LuaJIT's profiler callback: (data, L, samples, vmstate), luaJIT_profile_start's.
+using ProfileCallback = void (*)(void*, lua_State*, int, int);
+
+class JSampler {
+ public:
+  JSampler(JRun& run, JFrames& frames, JTracer& tracer)
+      : run_(run), frames_(frames), tracer_(tracer) {}
+  ~JSampler() { stop(); }
+  JSampler(const JSampler&) = delete;
+  JSampler& operator=(const JSampler&) = delete;
+  /// On the Lua thread, at start: its clock is the one sampled (the
+  /// run's cpu_clock option turned off when the thread has none).
+  void bind_thread();
+  /// The sampled clock now (ns).
+  uint64_t clock_ns() const { return thread_cpu_ns(cpu_clock_); }
+  /// LuaJIT's profiler started on L with `cb(data, ...)` and our timer
+  /// thread; false with `err` (nothing left running).
+  bool start(lua_State* L, ProfileCallback cb, void* data, std::string& err);
+  /// The timer joined and LuaJIT's profiler stopped; SIGPROF's action of
+  /// before start back. Idempotent.
+  void stop();
+  /// The callback's work: a sample of L's stack (Lua thread).
+  void on_samples(lua_State* L, int samples, int vmstate);
+  /// Abandoned (what the profiler threw): the timer thread ends, unjoined.
+  void abandon() { timer_stop_.store(true); }
+  std::size_t memory_bytes() const { return scratch_.capacity() * sizeof(uint32_t); }
+
+ private:
+  void run_timer() noexcept;
+
+  JRun& run_;
+  JFrames& frames_;
+  JTracer& tracer_;
+  lua_State* L_ = nullptr;  ///< the state LuaJIT's profiler runs on
+  pthread_t lua_thread_{};
+  clockid_t cpu_clock_ = CLOCK_MONOTONIC;
+  bool profiling_ = false;
+  std::thread timer_;
+  std::atomic<bool> timer_stop_{false};
+  std::vector<uint32_t> scratch_;  ///< a sample's frames, leaf first
+};
+
+}  // namespace lfc::jit

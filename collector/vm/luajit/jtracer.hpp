@@ -1,0 +1,70 @@
+// LuaJIT's trace mode (jtracer.cpp): call and return hooks, with the JIT
+// compiler off while it runs. Contract: LuaJIT's hooks are global (one per
+// state, every coroutine) and run on the Lua thread only; the sampler's
+// callback runs on the same thread between instructions, never inside the
+// hook, so the two share the run without locks (the callback moves the
+// clock past its own time: exclude). The streamer thread only reads the tree.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "vm/luajit/jframes.hpp"
+
+extern "C" {
+#include <lua.h>
+}
+
+namespace lfc::jit {
+
+/// A thread's stack as the tracer sees it: one entry per traced frame,
+/// keyed by the frame's slot on its Lua stack (LuaJIT's lua_getstack gives
+/// it modulo 2^16 in lua_Debug.i_ci; unwrapped against the last entry).
+struct JShadow {
+  struct Entry {
+    uint32_t node, frame;
+    int64_t slot;
+  };
+  std::vector<Entry> stack;
+  uint32_t root = 0;  ///< node the thread's frames hang under (its resumer's frame)
+  uint32_t top() const { return stack.empty() ? root : stack.back().node; }
+};
+
+class JTracer {
+ public:
+  JTracer(JRun& run, JFrames& frames, const ResumeChain& chain)
+      : run_(run), frames_(frames), chain_(chain) {}
+  /// On the start thread L: the JIT off (traces flushed), L's hook kept
+  /// and `hook` set (the session's entry point, which calls event), L's
+  /// stack seeded.
+  void start(lua_State* L, lua_Hook hook);
+  /// The time so far charged; unless L is null (at exit), L's hook and
+  /// (unless the state is closing: luaJIT_setmode raises there) the JIT
+  /// given back.
+  void stop(lua_State* L, bool closing);
+  /// A call or return event (trace_hook).
+  void event(lua_State* L, lua_Debug* ar);
+  /// The time since the last event charged now (a switch, stop, a folded text).
+  void charge_now();
+  /// L resumes co: co's frames hang under L's top frame the first time.
+  void resumed(lua_State* L, lua_State* co);
+  /// Time the sampler's callback took: not the program's.
+  void exclude(uint64_t dt) { last_ns_ += dt; }
+
+ private:
+  void seed(lua_State* T);
+  void done(uint64_t t0);  ///< a hook event's end: its cost counted, not charged
+
+  JRun& run_;
+  JFrames& frames_;
+  const ResumeChain& chain_;
+  lua_State* start_L_ = nullptr;  ///< the thread start() was called on
+  std::unordered_map<lua_State*, JShadow> shadows_;
+  uint64_t last_ns_ = 0;
+  bool jit_was_on_ = false;
+  lua_Hook prev_hook_ = nullptr;  ///< the start thread's hook before start, restored at stop
+  int prev_mask_ = 0, prev_count_ = 0;
+};
+
+}  // namespace lfc::jit
