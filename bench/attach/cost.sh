@@ -8,7 +8,7 @@
 # Beside each wall figure, the host's CPU seconds (user + system, from
 # /usr/bin/time): on this VM a loopback host's wall time moves 20-40% from
 # run to run with wake-up latency, its CPU time far less.
-#   bench/attach/cost.sh BUILD [ROUNDS]     (default 5)
+#   bench/attach/cost.sh BUILD [ROUNDS]     (default 5; HOSTS="nmap": only those)
 set -u
 BUILD=$(realpath "${1:?usage: cost.sh BUILD [ROUNDS]}")
 ROUNDS=${2:-5}
@@ -72,7 +72,7 @@ cost() {
   if [ "$3" = 1 ]; then echo "($2 - $1) * 100 / $1" | bc -l; else echo "($1 - $2) * 100 / $1" | bc -l; fi
 }
 
-for host in haproxy nmap sysbench; do
+for host in ${HOSTS:-haproxy nmap sysbench}; do
   command -v "$host" > /dev/null || { echo "$host: not installed, skipped"; continue; }
   for _ in $(seq "$ROUNDS"); do
     for m in "${modes[@]}"; do
