@@ -44,11 +44,27 @@ void JTracer::seed(lua_State* T) {
 }
 
 void JTracer::charge_now() {
-  const uint64_t t = now_ns();
+  const uint64_t t = clock_.now();
   auto it = shadows_.find(chain_.running(start_L_));
-  if (it != shadows_.end() && t > last_ns_)
-    run_.tree.add(it->second.top(), run_.col_time, t - last_ns_);
-  last_ns_ = t;
+  if (it != shadows_.end() && t > last_tick_)
+    run_.tree.add(it->second.top(), run_.col_time, clock_.to_ns(t - last_tick_));
+  last_tick_ = t;
+}
+
+void JTracer::exclude(uint64_t dt_ns) {
+  // ns back to ticks: the inverse of to_ns (mult is ns per tick times 2^32).
+  last_tick_ +=
+      clock_.tsc && clock_.mult
+          ? static_cast<uint64_t>((static_cast<unsigned __int128>(dt_ns) << 32) / clock_.mult)
+          : dt_ns;
+}
+
+JShadow& JTracer::shadow(lua_State* T) {
+  if (T != last_T_ || !last_sh_) {
+    last_sh_ = &shadows_[T];
+    last_T_ = T;
+  }
+  return *last_sh_;
 }
 
 void JTracer::resumed(lua_State* L, lua_State* co) {
@@ -79,6 +95,7 @@ bool jit_status(lua_State* L) {
 // interpreter (flushing the traces made so far), and says so.
 void JTracer::start(lua_State* L, lua_Hook hook) {
   start_L_ = L;
+  clock_.init();
   jit_was_on_ = jit_status(L);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
@@ -86,7 +103,7 @@ void JTracer::start(lua_State* L, lua_Hook hook) {
   prev_mask_ = lua_gethookmask(L);
   prev_count_ = lua_gethookcount(L);
   seed(L);
-  last_ns_ = now_ns();
+  last_tick_ = clock_.now();
   lua_sethook(L, hook, LUA_MASKCALL | LUA_MASKRET, 0);
 }
 
@@ -101,9 +118,9 @@ void JTracer::stop(lua_State* L, bool closing) {
 }
 
 void JTracer::event(lua_State* T, lua_Debug* ar) {
-  const uint64_t t0 = now_ns();
-  JShadow& sh = shadows_[T];
-  if (t0 > last_ns_) run_.tree.add(sh.top(), run_.col_time, t0 - last_ns_);
+  const uint64_t t0 = clock_.now();
+  JShadow& sh = shadow(T);
+  if (t0 > last_tick_) run_.tree.add(sh.top(), run_.col_time, clock_.to_ns(t0 - last_tick_));
   // In the hook, ar->i_ci is the running frame's slot on T's stack, whole.
   const int64_t slot = ar->i_ci;
   if (ar->event == LUA_HOOKCALL) {
@@ -131,8 +148,8 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
 
 void JTracer::done(uint64_t t0) {
   ++run_.acct.hook_calls;
-  last_ns_ = now_ns();
-  run_.acct.hook_ns += last_ns_ - t0;
+  last_tick_ = clock_.now();
+  run_.acct.hook_ns += clock_.to_ns(last_tick_ - t0);
 }
 
 }  // namespace lfc::jit

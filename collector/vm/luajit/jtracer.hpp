@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/cycles.hpp"
 #include "vm/luajit/jframes.hpp"
 
 extern "C" {
@@ -49,19 +50,23 @@ class JTracer {
   void charge_now();
   /// L resumes co: co's frames hang under L's top frame the first time.
   void resumed(lua_State* L, lua_State* co);
-  /// Time the sampler's callback took: not the program's.
-  void exclude(uint64_t dt) { last_ns_ += dt; }
+  /// Time the sampler's callback took (ns): not the program's.
+  void exclude(uint64_t dt_ns);
 
  private:
   void seed(lua_State* T);
-  void done(uint64_t t0);  ///< a hook event's end: its cost counted, not charged
+  void done(uint64_t t0);         ///< a hook event's end: its cost counted, not charged
+  JShadow& shadow(lua_State* T);  ///< T's shadow stack (the last thread's without a lookup)
 
   JRun& run_;
   JFrames& frames_;
   const ResumeChain& chain_;
-  lua_State* start_L_ = nullptr;  ///< the thread start() was called on
-  std::unordered_map<lua_State*, JShadow> shadows_;
-  uint64_t last_ns_ = 0;
+  lua_State* start_L_ = nullptr;                     ///< the thread start() was called on
+  std::unordered_map<lua_State*, JShadow> shadows_;  ///< nodes never move: last_sh_ stays valid
+  lua_State* last_T_ = nullptr;
+  JShadow* last_sh_ = nullptr;
+  TraceClock clock_;        ///< the cycle counter when it can be, read twice per event
+  uint64_t last_tick_ = 0;  ///< when the last event's work ended (clock_ ticks)
   bool jit_was_on_ = false;
   lua_Hook prev_hook_ = nullptr;  ///< the start thread's hook before start, restored at stop
   int prev_mask_ = 0, prev_count_ = 0;

@@ -13,8 +13,6 @@
 // Tracer's state (tracer.hpp); its per-event code, inlined into the hook,
 // is in tracer_events.hpp, and lf_hook, the hook itself, in session_hooks.cpp.
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 
 #include "core/profile.hpp"
 #include "core/tree.hpp"
@@ -39,17 +37,6 @@ using luaint::kTagLightC;
 using luaint::kTagLuaClosure;
 using luaint::kTStringContents;
 
-[[maybe_unused]] bool cpu_has(const char* flag) {
-  FILE* f = std::fopen("/proc/cpuinfo", "r");
-  if (!f) return false;
-  char line[4096];
-  bool found = false;
-  while (!found && std::fgets(line, sizeof line, f))
-    if (!std::strncmp(line, "flags", 5)) found = std::strstr(line, flag) != nullptr;
-  std::fclose(f);
-  return found;
-}
-
 // Samples deeper than this take the walk (and its depth limit, sampler.cpp).
 constexpr long kTracedDepth = 1000;
 
@@ -61,31 +48,6 @@ long find_ci(const Shadow::Stack& st, const void* ci) {
 }
 
 }  // namespace
-
-bool cycles_constant() {
-#if defined(__x86_64__) || defined(__i386__)
-  return cpu_has(" constant_tsc") && cpu_has(" nonstop_tsc");
-#else
-  return kHaveCycles;
-#endif
-}
-
-void TraceClock::init() {
-  tsc = cycles_constant();
-  if (!tsc) return;
-  // Ticks per nanosecond over ~2 ms of CLOCK_MONOTONIC.
-  uint64_t n0 = now_ns(), t0 = read_cycles(), n1, t1;
-  do {
-    n1 = now_ns();
-    t1 = read_cycles();
-  } while (n1 - n0 < 2000000);
-  if (t1 <= t0) {
-    tsc = false;
-    return;
-  }
-  mult = static_cast<uint64_t>((static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0)) *
-                               4294967296.0);
-}
 
 void Tracer::charge_now() {
   if (!last_sh || col_time_ < 0) return;

@@ -85,22 +85,6 @@ struct Shadow {
 
 using luaint::ci_prev;  // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
 
-/// The tracer's clock: the cycle counter (cycles.hpp: x86's TSC, arm64's
-/// virtual counter) scaled to nanoseconds when it is constant and non-stop
-/// (calibrated against CLOCK_MONOTONIC at start), else CLOCK_MONOTONIC
-/// itself. One read per hook event.
-struct TraceClock {
-  bool tsc = false;
-  uint64_t mult = 0;  ///< nanoseconds per tick, times 2^32
-  void init();
-  uint64_t now() const { return tsc ? read_cycles() : now_ns(); }
-  uint64_t to_ns(uint64_t ticks) const { return tsc ? tsc_to_ns(ticks) : ticks; }
-  /// to_ns when `tsc` is known (the trace's fast path: trace_fast_ok).
-  uint64_t tsc_to_ns(uint64_t ticks) const {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(ticks) * mult) >> 32);
-  }
-};
-
 /// A function's identity read from the CallInfo (Lua 5.4's layouts, checked
 /// against lua_getinfo on first use): the Proto for a Lua function (with its
 /// code array as a check against a reused address), the C function
