@@ -68,6 +68,8 @@ class JFrames {
   void skip(const void* fn) { c_frames_[fn] = kSkip; }
   /// Our coroutine wrappers, named as the 5.4 collector names them.
   void name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFunction wrap_call);
+  const void* resume_fn() const { return resume_fn_; }
+  const void* wrap_fn() const { return wrap_fn_; }
   std::size_t memory_bytes() const;
 
  private:

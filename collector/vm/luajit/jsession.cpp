@@ -116,14 +116,13 @@ void install_coroutine_wrappers(lua_State* L, JitState& j) {
   lua_pushvalue(L, -1);
   j.orig_resume_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcclosure(L, lf_resume, 1);
-  j.resume_fn = lua_topointer(L, -1);
+  const void* resume_fn = lua_topointer(L, -1);
   lua_setfield(L, -2, "resume");
   lua_getfield(L, -1, "wrap");
   j.orig_wrap_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_rawgeti(L, LUA_REGISTRYINDEX, j.orig_resume_ref);
   lua_pushcclosure(L, lf_wrap, 1);
-  j.wrap_fn = lua_topointer(L, -1);
-  j.frames.name_wrappers(j.resume_fn, j.wrap_fn, lf_wrap_call);
+  j.frames.name_wrappers(resume_fn, lua_topointer(L, -1), lf_wrap_call);
   lua_setfield(L, -2, "wrap");
   lua_pop(L, 1);
 }
@@ -136,7 +135,8 @@ void restore_coroutine_wrappers(lua_State* L, JitState& j) {
       const char* name;
       int ref;
       const void* ours;
-    } kFns[] = {{"resume", j.orig_resume_ref, j.resume_fn}, {"wrap", j.orig_wrap_ref, j.wrap_fn}};
+    } kFns[] = {{"resume", j.orig_resume_ref, j.frames.resume_fn()},
+                {"wrap", j.orig_wrap_ref, j.frames.wrap_fn()}};
     for (const auto& f : kFns) {
       if (f.ref < 0) continue;
       lua_getfield(L, -1, f.name);

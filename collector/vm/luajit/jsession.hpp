@@ -46,10 +46,9 @@ struct JitState {
   JFrames frames;
   JTracer tracer;
   JSampler sampler;
-  /// The original coroutine.resume and coroutine.wrap (registry references) and ours.
+  /// The original coroutine.resume and coroutine.wrap (registry references);
+  /// ours are named in `frames`.
   int orig_resume_ref = -2, orig_wrap_ref = -2;
-  const void* resume_fn = nullptr;
-  const void* wrap_fn = nullptr;
 };
 
 /// The running session, or null (one per process: LuaJIT's profiler is).
