@@ -55,12 +55,10 @@ for v in ${VERSIONS:-5.1 5.2 5.3 5.4 luajit}; do
   for _ in $(seq "$rounds"); do
     cpu env LUA_PATH="$lp" "$(interp "$v")" "${target[@]}" >> plain.t; echo >> plain.t
     cpu env LUA_PATH="$lp" "$LF" run --lua "$v" -q --hz 1000 -o "$work/p.folded" "${target[@]}" >> sample.t; echo >> sample.t
-    if [ "$v" != 5.1 ]; then
-      cpu env LUA_PATH="$lp" "$LF" run --lua "$v" -q --mode trace -o "$work/p.folded" "${target[@]}" >> trace.t; echo >> trace.t
-    fi
+    cpu env LUA_PATH="$lp" "$LF" run --lua "$v" -q --mode trace -o "$work/p.folded" "${target[@]}" >> trace.t; echo >> trace.t
   done
   p=$(median < plain.t) s=$(median < sample.t)
-  t=$([ -s trace.t ] && median < trace.t || echo "")
+  t=$(median < trace.t)
   run_lf "$v" sample 1000 native.sum
   native_events=$(events native.sum)
   plain_ir=$(ir env LUA_PATH="$lp" "$(interp "$v")" "${target[@]}")
@@ -70,13 +68,9 @@ for v in ${VERSIONS:-5.1 5.2 5.3 5.4 luajit}; do
   lo_ev=$(events "$work/vg.err")
   per=$(awk -v a="$hi_ir" -v b="$lo_ir" -v x="$hi_ev" -v y="$lo_ev" 'BEGIN { printf "%.0f", (x > y) ? (a - b) / (x - y) : 0 }')
   sample_x=$(awk -v per="$per" -v n="$native_events" -v p="$plain_ir" -v c="$lo_ir" 'BEGIN { printf "%.3f", (c + per * n) / p }')
-  if [ "$v" != 5.1 ]; then
-    tr_ir=$(ir env LUA_PATH="$lp" "$LF" run --lua "$v" --mode trace -o "$work/p.folded" "${target[@]}")
-    tr_x=$(awk -v a="$tr_ir" -v p="$plain_ir" 'BEGIN { printf "%.2fx", a / p }')
-    t_x=$(awk -v a="$t" -v p="$p" 'BEGIN { printf "%.3f s (%.2fx)", a, a / p }')
-  else
-    tr_ir="no trace mode"; tr_x=""; t_x="no trace mode"
-  fi
+  tr_ir=$(ir env LUA_PATH="$lp" "$LF" run --lua "$v" --mode trace -o "$work/p.folded" "${target[@]}")
+  tr_x=$(awk -v a="$tr_ir" -v p="$plain_ir" 'BEGIN { printf "%.2fx", a / p }')
+  t_x=$(awk -v a="$t" -v p="$p" 'BEGIN { printf "%.3f s (%.2fx)", a, a / p }')
   printf '| %s | %s | %s | %s | %s | %sx | %s s | %s s (%.2fx) | %s |\n' "$v" "$plain_ir" "$tr_ir" "$tr_x" "$per" \
     "$sample_x" "$p" "$s" "$(awk -v a="$s" -v b="$p" 'BEGIN { print a / b }')" "$t_x"
 done

@@ -3,19 +3,19 @@
 # against that version's stock interpreter: the 5.4 suite's known answers,
 # on the version's own runner and its luaflame.so (docs/collector.md,
 # "Every Lua"). 5.4 itself: runner_test.sh; LuaJIT: jit_test.sh.
-# Usage: puc_test.sh LUAFLAME_LUA5.X LUA5.X MODULE_DIR DATA_DIR
+# Usage: puc_test.sh LUAFLAME_LUA5.X LUA5.X MODULE_DIR DATA_DIR LUAFLAME
 set -u
 . "$(dirname "$0")/vm_test_lib.sh"
 vm_test_setup "$@"
 v=${LUA#lua}                    # 5.1, 5.2, 5.3
-trace=1; [ "$v" = 5.1 ] && trace=0  # 5.1: no trace mode (its CallInfo is an array: docs/collector.md)
+CLI=$(realpath "$5")            # the luaflame command: its Lua 5.4 is the reference of 3b
 sum() { awk '{s+=$NF} END {print s+0}'; }
 
 # 1. Same stdout, stderr and exit status as lua5.X, in every mode it has.
-if [ $trace = 1 ]; then vm_parity "luaflame-$LUA" "$LF"; else PARITY_MODES=sample vm_parity "luaflame-$LUA" "$LF"; fi
+vm_parity "luaflame-$LUA" "$LF"
 
-# 2. A 75/25 split of CPU time between two functions, sampled (and, where
-# there is trace mode, timed) in that ratio.
+# 2. A 75/25 split of CPU time between two functions, sampled and timed in
+# that ratio.
 cat > "$work/split.lua" <<'LUA'
 local function spin(n) local s = 0 for i = 1, n do s = s + (i * i) % 7 end return s end
 local function three() return (spin(3e5)) end
@@ -24,8 +24,7 @@ local t = 0
 for _ = 1, 60 do t = t + three() + one() end
 print(t > 0)
 LUA
-modes="sample"; [ $trace = 1 ] && modes="sample both"
-for mode in $modes; do
+for mode in sample both; do
   (cd "$work" && "$LF" --mode "$mode" -o split.folded split.lua > /dev/null 2> split.err) || fail "split ($mode): $(cat "$work/split.err")"
   for f in split.folded $([ "$mode" = both ] && echo split.time.folded); do
     a=$(grep ';three split.lua:2;spin split.lua:1' "$work/$f" | sum)
@@ -37,16 +36,15 @@ for mode in $modes; do
   done
 done
 
-# 2b. --lines charges the line the thread was on (5.1: no goto, no both).
-if [ $trace = 1 ]; then vm_lines_check "$LF"; else LINES_MODES=sample LINES_GOTO=0 vm_lines_check "$LF"; fi
+# 2b. --lines charges the line the thread was on (5.1: no goto).
+if [ "$v" != 5.1 ]; then vm_lines_check "$LF"; else LINES_GOTO=0 vm_lines_check "$LF"; fi
 
-# 2c. Two functions defined on one line are two frames (5.1: sample mode only).
-TRACE=$trace vm_oneline_check "$LF"
+# 2c. Two functions defined on one line are two frames.
+vm_oneline_check "$LF"
 
-# 3. Exact calls in trace mode: coroutines of both kinds, a tail call (kept
-# under its caller, as on 5.4), pcall.
-if [ $trace = 1 ]; then
-  cat > "$work/calls.lua" <<'LUA'
+# 3. Exact calls in trace mode: coroutines of both kinds, a tail call (its
+# callee replaces the caller's frame, as on 5.4), pcall.
+cat > "$work/calls.lua" <<'LUA'
 local function work(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
 local function tail(n) return work(n) end
 local gen = coroutine.wrap(function() while true do coroutine.yield(work(10)) end end)
@@ -54,16 +52,29 @@ local co = coroutine.create(function() while true do coroutine.yield(tail(10)) e
 for _ = 1, 30 do gen() coroutine.resume(co) end
 for _ = 1, 7 do pcall(error, "x") end
 LUA
-  (cd "$work" && "$LF" -q --mode trace -o t.folded calls.lua)
-  for want in 'calls.lua calls.lua:0;\[C\] <wrapped coroutine>;<anon> calls.lua:3;work calls.lua:1 30' \
-              'calls.lua calls.lua:0;\[C\] coroutine.resume;<anon> calls.lua:4;tail calls.lua:2;work calls.lua:1 30' \
-              'calls.lua calls.lua:0;\[C\] pcall 7' 'calls.lua calls.lua:0;\[C\] pcall;\[C\] error 7'; do
-    grep -q "^$want\$" "$work/t.calls.folded" || fail "trace calls: no <$want> in $(cat "$work/t.calls.folded")"
-  done
-else
-  out=$(cd "$work" && "$LF" --mode trace -o t.folded split.lua 2>&1)
-  [[ $? == 1 && $out == *"trace mode needs CallInfo.previous"* ]] || fail "5.1 trace refusal: <$out>"
-fi
+(cd "$work" && "$LF" -q --mode trace -o t.folded calls.lua)
+for want in 'calls.lua calls.lua:0;\[C\] <wrapped coroutine>;<anon> calls.lua:3;work calls.lua:1 30' \
+            'calls.lua calls.lua:0;\[C\] coroutine.resume;<anon> calls.lua:4;tail calls.lua:2 30' \
+            'calls.lua calls.lua:0;\[C\] coroutine.resume;<anon> calls.lua:4;work calls.lua:1 30' \
+            'calls.lua calls.lua:0;\[C\] pcall 7' 'calls.lua calls.lua:0;\[C\] pcall;\[C\] error 7'; do
+  grep -q "^$want\$" "$work/t.calls.folded" || fail "trace calls: no <$want> in $(cat "$work/t.calls.folded")"
+done
+! grep -q ';tail calls.lua:2;work' "$work/t.calls.folded" ||
+  fail "trace calls: the tail-called function under the caller it replaced: $(cat "$work/t.calls.folded")"
+
+# 3b. The trace's exact calls as data (trace/*.lua: tail calls, errors
+# through pcall, generators, C functions): the same paths and counts as on
+# Lua 5.4 (5.1's string.gfind is its string.gmatch, named by the shorter).
+for case in "$DATA"/trace/*.lua; do
+  name=$(basename "$case" .lua)
+  cp "$case" "$work/$name.lua"
+  (cd "$work" && "$LF" -q --mode trace -o d.folded "$name.lua" > /dev/null 2>&1 &&
+    sed 's/string\.gfind /string.gmatch /' d.calls.folded | sort > "d.$v" &&
+    "$CLI" run --lua 5.4 -q --mode trace -o e.folded "$name.lua" > /dev/null 2>&1 &&
+    sort e.calls.folded > d.5.4) || fail "trace data $name: a run failed"
+  cmp -s "$work/d.$v" "$work/d.5.4" ||
+    fail "trace data $name: not 5.4's calls: $(diff "$work/d.5.4" "$work/d.$v" | head -20)"
+done
 
 # 4. Coroutines sit under their resumer, in both kinds.
 cat > "$work/co.lua" <<'LUA'
@@ -100,8 +111,7 @@ out=$(cd "$work" && LUA_CPATH="$MODDIR/?.so" "$LUA" -e '
   local function f() local s = 0 for i = 1, 1e5 do s = s + i end return s end
   local sum, r = lf.profile(function() for _ = 1, 20 do f() end return 7 end, {mode = "sample", quiet = true})
   print(r, sum.mode, sum.metrics[1], sum.lua)
-  local modes = {"sample", "sample+alloc"}
-  if _VERSION ~= "Lua 5.1" then modes[3] = "both" end
+  local modes = {"sample", "sample+alloc", "both"}
   for i = 1, 30 do
     lf.start{mode = modes[i % #modes + 1], output = "loop.folded", quiet = true}
     local junk = {} for k = 1, 2000 do junk[k] = {k} end

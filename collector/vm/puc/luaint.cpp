@@ -183,6 +183,96 @@ int running_release(lua_State* L) {
 #endif
 }
 
+#if LUA_VERSION_NUM == 501
+// 5.1: the CallInfo `ci` runs a Lua function.
+bool ci51_runs_lua(const void* ci) {
+  unsigned char tag;
+  const void* value;
+  func_of(ci, tag, value);
+  return tag == kTagLuaClosure;
+}
+
+// probe51_tail's record of what tail_call51 said at each call event.
+constexpr int kTailEvents = 8;
+int g_tail_n = 0;
+bool g_tail_seen[kTailEvents];
+bool g_tail_layout = true;           // lua_State.ci/base_ci as lua_getstack says
+int g_ident_lua = 0, g_ident_c = 0;  // calls whose identity read matched (-1: one did not)
+
+// The called function as func_of reads it through hook_ci, against
+// lua_getinfo: the closure and its Proto's lines and source for a Lua
+// function, the C function for a C one.
+void probe51_ident(lua_State* L, lua_Debug* ar) {
+  unsigned char tag;
+  const void* value;
+  func_of(hook_ci(L, *ar), tag, value);
+  if (!lua_getinfo(L, "Sf", ar)) return;
+  if (lua_iscfunction(L, -1)) {
+    const bool ok =
+        tag == kTagCClosure &&
+        at<const void*>(value, kClosureFn) == reinterpret_cast<const void*>(lua_tocfunction(L, -1));
+    g_ident_c = ok && g_ident_c >= 0 ? g_ident_c + 1 : -1;
+  } else {
+    const void* p = tag == kTagLuaClosure && value == lua_topointer(L, -1)
+                        ? at<const void*>(value, kClosureFn)
+                        : nullptr;
+    const char* src = p ? at<const char*>(p, kProtoSource) : nullptr;
+    const bool ok = p && at<int>(p, kProtoLine) == ar->linedefined &&
+                    at<int>(p, kProtoLine + 4) == ar->lastlinedefined && src &&
+                    src + kTStringContents == ar->source && at<const void*>(p, kProtoCode);
+    g_ident_lua = ok && g_ident_lua >= 0 ? g_ident_lua + 1 : -1;
+  }
+  lua_pop(L, 1);
+}
+
+void probe51_hook(lua_State* L, lua_Debug* ar) noexcept {
+  if (ar->event != LUA_HOOKCALL) return;
+  lua_Debug top;
+  const char* base = at<const char*>(L, kState51BaseCi);
+  const char* ci = at<const char*>(L, kState51Ci);
+  // Loads from L only, before anything is followed through them.
+  if (!lua_getstack(L, 0, &top) || !base || ci != base + kCi51Size * (top.i_ci + 0u) ||
+      top.i_ci != ar->i_ci)
+    g_tail_layout = false;
+  const bool tail = g_tail_layout && tail_call51(L);
+  if (g_tail_layout) probe51_ident(L, ar);
+  if (g_tail_n < kTailEvents) g_tail_seen[g_tail_n] = tail;
+  ++g_tail_n;
+}
+
+// tail_call51 on known calls, on a thread of its own with the probe's hook
+// only: the chunk's calls, in order, are main, tail, leaf (a tail call),
+// plain, leaf, ctail and type (a C function in tail position: not one).
+// Under probe()'s protected call (lua_newthread may raise).
+void probe51_tail(lua_State* L, Layout& out) {
+  static const char kChunk[] =
+      "local function leaf() return 1 end\n"
+      "local function tail() return leaf() end\n"
+      "local function plain() local r = leaf() return r end\n"
+      "local function ctail() return type(1) end\n"
+      "tail() plain() ctail()";
+  static const bool kWant[] = {false, false, true, false, false, false, false};
+  lua_State* T = lua_newthread(L);
+  lua_sethook(T, nullptr, 0, 0);
+  if (luaL_loadbuffer(T, kChunk, sizeof kChunk - 1, "=luaflame.probe") != LUA_OK) return;
+  g_tail_n = 0;
+  g_tail_layout = true;
+  g_ident_lua = g_ident_c = 0;
+  lua_sethook(T, probe51_hook, LUA_MASKCALL, 0);
+  int nres = 0;
+  const int st = lua_resume(T, L, 0, &nres);
+  lua_sethook(T, nullptr, 0, 0);
+  lua_pop(L, 1);
+  bool ok = st == LUA_OK && g_tail_layout && g_tail_n == 7;
+  for (int i = 0; ok && i < 7; ++i) ok = g_tail_seen[i] == kWant[i];
+  out.tail51_ok = ok;
+  // Six Lua calls (main, tail, leaf, plain, leaf, ctail) and one C (type).
+  out.lua_ident_ok = ok && g_ident_lua == 6;
+  out.c_ident_ok = ok && g_ident_c == 1;
+}
+
+#endif
+
 // Lua 5.1: the closure -> Proto read of proto_of, checked on a function
 // defined on lines 1-2 of a chunk (linedefined, lastlinedefined and the
 // source's text must be the API's). Under probe()'s protected call.
@@ -195,15 +285,31 @@ int probe51_body(lua_State* L) noexcept {
   lua_pushvalue(L, -1);
   if (!lua_getinfo(L, ">S", &ar)) return 0;
   const void* cl = lua_topointer(L, -1);
-  const void* p = cl ? at<const void*>(cl, kClosure51Proto) : nullptr;
-  const void* src = p ? at<const void*>(p, kProto51Source) : nullptr;
-  out.proto_ok = p && at<int>(p, kProto51Line) == ar.linedefined &&
-                 at<int>(p, kProto51Line + 4) == ar.lastlinedefined && ar.linedefined == 1 && src &&
+  const void* p = cl ? at<const void*>(cl, kClosureFn) : nullptr;
+  const void* src = p ? at<const void*>(p, kProtoSource) : nullptr;
+  out.proto_ok = p && at<int>(p, kProtoLine) == ar.linedefined &&
+                 at<int>(p, kProtoLine + 4) == ar.lastlinedefined && ar.linedefined == 1 && src &&
                  static_cast<const char*>(src) + kTStringContents == ar.source;
+#if LUA_VERSION_NUM == 501
+  lua_settop(L, 0);
+  probe51_tail(L, out);
+#endif
   return 0;
 }
 
 }  // namespace
+
+#if LUA_VERSION_NUM == 501
+bool tail_call51(const lua_State* L) {
+  const char* base = at<const char*>(L, kState51BaseCi);
+  const char* ci = at<const char*>(L, kState51Ci);
+  if (!base || ci <= base) return false;
+  const char* caller = ci - kCi51Size;  // the array's entry below
+  if (!ci51_runs_lua(ci) || !ci51_runs_lua(caller)) return false;
+  const auto* pc = at<const std::uint32_t*>(caller, kCi51Savedpc);
+  return pc && (pc[-1] & 0x3f) == kOp51TailCall;
+}
+#endif
 
 const void* proto_of(lua_State* L, lua_Debug* ar) {
 #if LUA_VERSION_NUM >= 502
@@ -218,7 +324,7 @@ const void* proto_of(lua_State* L, lua_Debug* ar) {
   if (!lua_getinfo(L, "f", ar)) return nullptr;
   const void* cl = lua_iscfunction(L, -1) ? nullptr : lua_topointer(L, -1);
   lua_pop(L, 1);
-  return cl ? at<const void*>(cl, kClosure51Proto) : nullptr;
+  return cl ? at<const void*>(cl, kClosureFn) : nullptr;
 #endif
 }
 
@@ -243,7 +349,7 @@ Layout probe(lua_State* L) {
   if (sizeof(void*) == 8 && (kRelease == 0 || running_release(L) == kRelease))
     out.global_ok = global_matches(L);
   if (kRelease == 0) {
-    out.why = "no layout of Lua 5.1's CallInfo (an array): the API is used";
+    out.why = "Lua 5.1's CallInfo is an array: the sampler's walk uses the API";
     const int top = lua_gettop(L);
     lua_pushcfunction(L, probe51_body);
     lua_pushlightuserdata(L, &out);
@@ -285,13 +391,14 @@ std::string Layout::on() const {
   add(ci_prev_ok, "ci_walk");
   add(state_ci_ok && ci_prev_ok, "signal_position");
   add(hookcount_off != 0, "hook_count");
-  add(ci_prev_ok && lua_ident_ok, "lua_ident");
-  add(ci_prev_ok && c_ident_ok, "c_ident");
+  add((ci_prev_ok || tail51_ok) && lua_ident_ok, "lua_ident");
+  add((ci_prev_ok || tail51_ok) && c_ident_ok, "c_ident");
   add(allowhook_ok, "allowhook");
   add(proto_ok, "proto");
   add(foreign_ok, "foreign");
   add(copy_ok, "foreign_frames");
   add(global_ok, "states");
+  add(tail51_ok, "tail_calls");
   return r;
 }
 

@@ -1,42 +1,50 @@
-// The internals of PUC-Rio Lua 5.2, 5.3 and 5.4 that the collector reads
-// directly, in one place, per release.
+// The internals of PUC-Rio Lua 5.1, 5.2, 5.3 and 5.4 that the collector
+// reads directly, in one place, per release.
 //
 // The public API cannot tell the signal handler where the thread is (no
 // API function is async-signal-safe to call there but lua_sethook), nor
 // walk a long stack in O(depth): for these two the collector reads
-// lua_State.ci and CallInfo.previous itself. Every layout read here is
-// checked once at start by probe() against what the API says on a real
-// stack; a read whose check failed is never used (its caller falls back to
-// the API, slower or less exact, and the summary says why).
+// lua_State.ci and CallInfo.previous itself; and the tracer names a called
+// function by its Proto or C function, read through the CallInfo (the call
+// cache of tracer.cpp), not by lua_getinfo and a string hash. Every layout
+// read here is checked once at start by probe() against what the API says
+// on a real stack; a read whose check failed is never used (its caller
+// falls back to the API, slower or less exact, and the summary says why).
 //
-// The offsets below are those of each release's lstate.h and lobject.h on
-// an LP64 ABI (5.2.3/5.2.4, 5.3.6, 5.4.0-5.4.6), read with offsetof from
-// the headers in Lua's own repository (docs/collector.md, "Every Lua"):
-//                            5.2    5.3    5.4
-//   lua_State.ci              32     32     32
-//   lua_State.stack_last      48     48     40
-//   lua_State.stack           56     56     48
-//   lua_State.allowhook       73    204     11
-//   CallInfo.func              0      0      0
-//   CallInfo.previous         16     16     16
-//   CallInfo.u.l.savedpc      56     40     32
-//   TValue tag                 8      8      8
-//   LClosure.p / CClosure.f   24     24     24
-//   Proto.sizecode            88     24     24
-//   Proto.linedefined        104     40     44  (lastlinedefined at +4)
-//   Proto.code                24     56     64
-//   Proto.source              72    104    112
-//   TString contents          24     24     24  (getstr)
+// The offsets below are those of each release's lstate.h, lobject.h and
+// lopcodes.h on an LP64 ABI (5.1.5, 5.2.3/5.2.4, 5.3.6, 5.4.0-5.4.6), read
+// from the headers in Lua's own repository (docs/collector.md, "Every Lua"):
+//                            5.1    5.2    5.3    5.4
+//   lua_State.ci              40     32     32     32
+//   lua_State.base_ci         80      -      -      -  (5.1: an array of CallInfos)
+//   lua_State.stack_last       -     48     48     40
+//   lua_State.stack            -     56     56     48
+//   lua_State.allowhook        -     73    204     11
+//   CallInfo (size)           40      -      -      -
+//   CallInfo.func              8      0      0      0
+//   CallInfo.previous          -     16     16     16
+//   CallInfo.u.l.savedpc      24     56     40     32
+//   TValue tag                 8      8      8      8  (5.1: an int, 6 for any function)
+//   Closure.isC               10      -      -      -
+//   LClosure.p / CClosure.f   32     24     24     24
+//   Proto.sizecode            80     88     24     24
+//   Proto.linedefined         96    104     40     44  (lastlinedefined at +4)
+//   Proto.code                24     24     56     64
+//   Proto.source              64     72    104    112
+//   TString contents          24     24     24     24  (getstr)
+//   OP_TAILCALL               29      -      -      -  (an instruction's low 6 bits)
 // The tags of a Lua closure, a light C function and a C closure are the
-// same in all three (0x46, 0x16, 0x66). CallInfo.callstatus's bits are
-// read on 5.4 only (their meaning changed in 5.4). Lua 5.1 keeps its
-// CallInfos in an array and its lua_Debug names them by index: nothing is
-// read there, every path uses the API. The tracer identifies the called
-// function through these (the call cache of tracer.cpp); the allocator
-// reads 5.4.4's global_State GC flags (MirrorGlobal below).
+// same in 5.2 to 5.4 (0x46, 0x16, 0x66); 5.1 has one tag for functions and
+// Closure.isC (func_of gives the later tags). CallInfo.callstatus's bits
+// are read on 5.4 only (their meaning changed in 5.4). Lua 5.1 keeps its
+// CallInfos in an array and its lua_Debug names them by index: the walks
+// use the API there; the tracer reads the called function and what tells a
+// tail call (tail_call51). The allocator reads 5.4.4's global_State GC
+// flags (MirrorGlobal below).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -83,6 +91,35 @@ inline const void* ci_prev(const void* ci) {
   return p;
 }
 
+/// The tracer's key of the frame `ar` names (a hook's lua_Debug, or
+/// lua_getstack's): its CallInfo on 5.2+ (used when ci_prev_ok); on 5.1 its
+/// index in the CallInfo array, plus one, as a pointer: never null, never
+/// dereferenced, and stable when the array grows and moves. A key is only
+/// compared, and key_below gives its caller's.
+inline const void* frame_key(const lua_Debug& ar) {
+#if LUA_VERSION_NUM >= 502
+  return ar.i_ci;
+#else
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a key, compared and never dereferenced
+  return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(ar.i_ci) + 1);
+#endif
+}
+inline const void* key_below(const void* key) {
+#if LUA_VERSION_NUM >= 502
+  return ci_prev(key);
+#else
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a key, compared and never dereferenced
+  return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(key) - 1);
+#endif
+}
+/// Where a tail-called Lua function runs, from the key its call event
+/// names: 5.4 reuses the caller's CallInfo before the hook (the same key);
+/// 5.1 to 5.3 call the hook on a CallInfo of its own and then move the
+/// frame down onto the caller's (lvm.c, OP_TAILCALL): the key below.
+inline const void* tail_key(const void* key) {
+  return kRelease == 504 ? key : key_below(key);
+}
+
 /// The CallInfo `L` runs now. One aligned pointer load, no call: safe in a
 /// signal handler that interrupted L's own thread (the value is the old or
 /// the new CallInfo, both of which stay allocated until a GC shrinks the
@@ -122,17 +159,39 @@ inline const void* global_of(const lua_State* L) {
   return g;
 }
 
+/// Lua 5.1's CallInfo array (lstate.h, lobject.h and lopcodes.h of 5.1.5,
+/// LP64), read to tell a tail call, which 5.1 reports as a plain call:
+/// lua_State.ci and base_ci, CallInfo (40 bytes) .func and .savedpc, TValue's
+/// tag, Closure.isC, and OP_TAILCALL, the opcode in an instruction's low 6
+/// bits. Checked by probe() against lua_getstack on a real stack and on
+/// known calls (Layout::tail51_ok).
+constexpr std::size_t kState51Ci = 40, kState51BaseCi = 80;
+constexpr std::size_t kCi51Size = 40, kCi51Func = 8, kCi51Savedpc = 24;
+constexpr std::size_t kTValue51Tag = 8, kClosure51IsC = 10;
+constexpr unsigned kOp51TailCall = 29;
+
+/// In a call hook on 5.1: the function being called is a Lua function that
+/// the caller, a Lua function too, calls by OP_TAILCALL (its frame then
+/// replaces the caller's). Loads only, through the CallInfos of L's running
+/// call and its caller, which the hook's L keeps alive.
+bool tail_call51(const lua_State* L);
+
 // ---- the called function's identity (tracer.cpp's call cache) ----
-constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;     ///< LUA_VLCL | BIT_ISCOLLECTABLE
-constexpr unsigned char kTagLightC = 0x16;                ///< LUA_VLCF
-constexpr unsigned char kTagCClosure = 0x26 | 0x40;       ///< LUA_VCCL | BIT_ISCOLLECTABLE
-constexpr std::size_t kClosureFn = 24;                    ///< LClosure.p / CClosure.f
-constexpr std::size_t kCiSavedpc = pick(56, 40, 32);      ///< CallInfo.u.l.savedpc
-constexpr std::size_t kProtoSizecode = pick(88, 24, 24);  ///< Proto.sizecode
-constexpr std::size_t kProtoLine = pick(104, 40, 44);  ///< Proto.linedefined, lastlinedefined at +4
-constexpr std::size_t kProtoCode = pick(24, 56, 64);   ///< Proto.code
-constexpr std::size_t kProtoSource = pick(72, 104, 112);  ///< Proto.source
-constexpr std::size_t kTStringContents = 24;              ///< TString.contents
+constexpr unsigned char kTagLuaClosure = 0x06 | 0x40;  ///< LUA_VLCL | BIT_ISCOLLECTABLE
+constexpr unsigned char kTagLightC = 0x16;             ///< LUA_VLCF
+constexpr unsigned char kTagCClosure = 0x26 | 0x40;    ///< LUA_VCCL | BIT_ISCOLLECTABLE
+/// The identity fields, with 5.1's (the table above).
+constexpr std::size_t pick51(std::size_t v51, std::size_t v52, std::size_t v53, std::size_t v54) {
+  return kRelease == 0 ? v51 : pick(v52, v53, v54);
+}
+constexpr std::size_t kClosureFn = pick51(32, 24, 24, 24);      ///< LClosure.p / CClosure.f
+constexpr std::size_t kCiSavedpc = pick(56, 40, 32);            ///< CallInfo.u.l.savedpc (5.2+)
+constexpr std::size_t kProtoSizecode = pick51(80, 88, 24, 24);  ///< Proto.sizecode
+constexpr std::size_t kProtoLine =
+    pick51(96, 104, 40, 44);  ///< Proto.linedefined, lastlinedefined at +4
+constexpr std::size_t kProtoCode = pick51(24, 24, 56, 64);      ///< Proto.code
+constexpr std::size_t kProtoSource = pick51(64, 72, 104, 112);  ///< Proto.source
+constexpr std::size_t kTStringContents = 24;                    ///< TString.contents
 
 template <class T>
 T at(const void* base, std::size_t off) {
@@ -184,17 +243,36 @@ inline bool allowhook(const lua_State* L) {
 }
 
 /// The function a CallInfo runs: its tag and its GC object or C function.
+/// 5.1: a function's TValue has tag 6 and a Closure with isC; the tag given
+/// is 5.2's for a Lua or a C closure (0 when the slot holds no function:
+/// the base CallInfo's is a nil whose value was never written).
 inline void func_of(const void* ci, unsigned char& tag, const void*& value) {
+  if constexpr (kRelease == 0) {
+    const void* func = at<const void*>(ci, kCi51Func);
+    value = nullptr;
+    tag = 0;
+    if (!func || at<int>(func, kTValue51Tag) != LUA_TFUNCTION) return;
+    value = at<const void*>(func, 0);
+    if (value) tag = at<unsigned char>(value, kClosure51IsC) ? kTagCClosure : kTagLuaClosure;
+    return;
+  }
   const void* func = at<const void*>(ci, 0);  // CallInfo.func -> StackValue
   value = at<const void*>(func, 0);           // TValue.value_
   tag = at<unsigned char>(func, 8);           // TValue.tt_
 }
 
-/// Lua 5.1's LClosure.p and Proto fields (lobject.h of 5.1.x, LP64), for
-/// telling functions apart by prototype only; checked by probe() on a
-/// closure the API describes (Layout::proto_ok).
-constexpr std::size_t kClosure51Proto = 32;
-constexpr std::size_t kProto51Source = 64, kProto51Line = 96;
+/// The CallInfo a hook event is about (the hooked frame's): lua_Debug.i_ci
+/// on 5.2+; on 5.1, where i_ci is an index, lua_State.ci, which the hook
+/// names by that index.
+inline const void* hook_ci(const lua_State* L, const lua_Debug& ar) {
+#if LUA_VERSION_NUM >= 502
+  (void)L;
+  return ar.i_ci;
+#else
+  (void)ar;
+  return at<const void*>(L, kState51Ci);
+#endif
+}
 
 /// The Proto of the Lua function `ar` (from lua_getstack on L, or L's hook)
 /// describes; null for a C function. 5.2+: loads through its CallInfo; 5.1:
@@ -245,6 +323,7 @@ struct Layout {
   bool tstring_ok = false;    ///< a short TString's tag, length and contents
   bool proto_ok = false;      ///< proto_of: a Lua function's prototype (frames told apart by it)
   bool global_ok = false;     ///< global_of: lua_State.l_G (the state's key)
+  bool tail51_ok = false;     ///< tail_call51: 5.1's tail calls told from calls (trace mode)
   /// Finalizers and program hooks told from luaflame's hook (foreign.hpp).
   bool foreign_ok = false;
   /// Their frames copied by the handler (foreign::copy_foreign).

@@ -243,6 +243,21 @@ bool publish(Session* s, lua_State* L, std::string& err) {
   return true;
 }
 
+// Trace mode keys its shadow frames by CallInfo (tracer.cpp): on 5.2+ it
+// walks CallInfo.previous; on 5.1 (an array) it reads the caller's opcode
+// to tell a tail call. Either read unverified: refused, with the reason.
+bool trace_refused(const Session& s, std::string& err) {
+  if (LUA_VERSION_NUM == 501 && !s.layout.tail51_ok)
+    err =
+        "trace mode needs Lua 5.1's CallInfo array (to tell tail calls from calls), not "
+        "verified on this Lua";
+  else if (LUA_VERSION_NUM > 501 && !s.ci_walk_ok)
+    err = "trace mode needs CallInfo.previous, not verified on this Lua (" + s.layout.why + ")";
+  else
+    return false;
+  return true;
+}
+
 }  // namespace
 
 bool start(lua_State* L, const Options& o, std::string& err) {
@@ -278,10 +293,7 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   s->acct.start_clock = s->clock_ns_read();
   s->tid = static_cast<pid_t>(syscall(SYS_gettid));
   if (s->opt.trace) {
-    if (!s->ci_walk_ok)
-      return err = "trace mode needs CallInfo.previous, not verified on this Lua (" +
-                   s->layout.why + ")",
-             false;
+    if (trace_refused(*s, err)) return false;
     s->tracer.start(L, !s->hooks.start_hook().hook);  // a hook to forward: the slow path
   }
   if (!publish(s.get(), L, err)) return false;  // s deletes it

@@ -57,7 +57,12 @@ After g_after[kAfter];
 int g_after_next = 0;
 std::mutex g_after_mu;
 
+// The mask that asks for event `ev`: a tail call's is the call's, and on
+// 5.1 a tail return's (LUA_HOOKTAILRET, after a return event) the return's.
 int event_mask(int ev) {
+#if LUA_VERSION_NUM == 501
+  if (ev == LUA_HOOKTAILRET) return LUA_MASKRET;
+#endif
   return ev == LUA_HOOKTAILCALL ? LUA_MASKCALL : (1 << ev);
 }
 

@@ -1,9 +1,12 @@
 // The tracer: call and return hooks, one clock read per event (TraceClock). Between two
 // events, the time goes to the frame on top of the thread that ran (its
 // self time); a call counts once on its path. Each shadow frame remembers
-// the CallInfo it was entered with, which keeps the shadow stack right
-// where Lua sends no event:
-//  - tail call: the replaced frame is dropped (same CallInfo, new function);
+// the CallInfo it was entered with (its key: luaint::frame_key; on 5.1 the
+// CallInfo's index), which keeps the shadow stack right where Lua sends no
+// event:
+//  - tail call: the replaced frame is dropped (the callee runs on its
+//    CallInfo: luaint::tail_key; 5.1 reports it as a call, told by
+//    luaint::tail_call51);
 //  - an error unwinding through pcall/error: the next call names its parent
 //    CallInfo (ci->previous) and the next return its own, so the frames the
 //    error skipped are popped there;
@@ -77,8 +80,10 @@ uint32_t Tracer::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
   const void* value = nullptr;
   const void* ident = nullptr;
   const void* check = nullptr;
-  if (ci_walk_ok_) {
-    func_of(luaint::ci_of(*ar), tag, value);
+  // The CallInfo reads hold where trace mode runs: on 5.2+ ci_walk_ok, on
+  // 5.1 Layout::tail51_ok (session.cpp's trace_refused).
+  if (luaint::kRelease == 0 || ci_walk_ok_) {
+    func_of(luaint::hook_ci(L, *ar), tag, value);
     if (tag == kTagLuaClosure && ident_lua >= 0) {
       ident = at<const void*>(value, kClosureFn);
       check = at<const void*>(ident, kProtoCode);
@@ -175,7 +180,7 @@ void Tracer::unwind(Shadow::Stack& st, const void* ci, int ev) {
   } else {
     // Called from the frame entered with ci->previous; a caller the
     // tracer never saw (the host's C entry, a coroutine's base) means root.
-    long p = find_ci(st, ci_prev(ci));
+    long p = find_ci(st, luaint::key_below(ci));
     st.resize(static_cast<std::size_t>(p + 1));
   }
 }
@@ -281,9 +286,14 @@ void Tracer::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
   };
   std::vector<Level> levels;  // leaf first
   lua_Debug ar;
+  // 5.1's lua_Debug names a level by its index in the thread's own
+  // CallInfo array: asked of T itself there (as ldblib.c does), of the
+  // running thread on 5.2+.
+  lua_State* info = LUA_VERSION_NUM == 501 ? T : via;
   for (int level = 0; lua_getstack(T, level, &ar); ++level) {
-    lua_getinfo(via, "S", &ar);
-    levels.push_back({frames_.of(via, &ar), luaint::ci_of(ar)});
+    lua_getinfo(info, "S", &ar);
+    if (ar.what[0] == 't') continue;  // 5.1's "(tail call)": no frame of its own
+    levels.push_back({frames_.of(info, &ar), luaint::frame_key(ar)});
   }
   // The host's C entry at the bottom is not part of the program.
   while (!levels.empty() && frames_.is_c(levels.back().frame)) levels.pop_back();

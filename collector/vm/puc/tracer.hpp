@@ -38,8 +38,9 @@ struct Accounting;
 struct AllocState;
 
 /// A thread's stack as the tracer sees it: tree nodes with the CallInfo
-/// each was entered with, so a call or return whose CallInfo does not match
-/// tells that an error unwound frames without return events.
+/// each was entered with (its key, luaint::frame_key: the CallInfo's index
+/// on 5.1), so a call or return whose CallInfo does not match tells that an
+/// error unwound frames without return events.
 struct Shadow {
   struct Entry {
     uint32_t node;
@@ -82,8 +83,6 @@ struct Shadow {
     return stack.empty() ? root_slots : stack.back().slots;
   }
 };
-
-using luaint::ci_prev;  // CallInfo.previous (luaint.hpp; trusted only when layout.ci_prev_ok)
 
 /// A function's identity read from the CallInfo (Lua 5.4's layouts, checked
 /// against lua_getinfo on first use): the Proto for a Lua function (with its
@@ -177,7 +176,7 @@ class Tracer {
     uint32_t frame;
   };
 
-  inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh);
+  inline void trace_call(lua_State* L, lua_Debug* ar, Shadow& sh, const void* key);
   inline uint64_t charge_fast(std::atomic<uint64_t>* top) noexcept;
   inline const CallCache* cached_call(const void* ci, uint32_t parent) const noexcept;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);

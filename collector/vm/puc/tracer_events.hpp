@@ -19,14 +19,14 @@ inline constexpr uint64_t kTraceMeasureMask = 255;
 
 // A call: the child of the caller's node for the function being called,
 // straight from the call cache when the CallInfo's function is known
-// (a few loads, a multiply and a compare), else through callee_node.
-inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
+// (a few loads, a multiply and a compare), else through callee_node. The
+// new frame's shadow entry gets `key` (where the frame runs: tail_key).
+inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh, const void* key) {
   auto& st = sh.stack;
   const uint32_t parent = st.empty() ? sh.root : st.back().node;
-  const void* ci = luaint::ci_of(*ar);
   unsigned char tag;
   const void* value;
-  luaint::func_of(ci, tag, value);
+  luaint::func_of(luaint::hook_ci(L, *ar), tag, value);
   const void* ident = nullptr;
   const void* check = nullptr;
   if (tag == luaint::kTagLuaClosure) {
@@ -50,7 +50,7 @@ inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh) {
   }
   Tree::bump(v[col_calls_], 1);
   ++acct_.calls;
-  st.push_back({node, ci, v});
+  st.push_back({node, key, v});
 }
 
 inline void Tracer::event(lua_State* L, lua_Debug* ar) {
@@ -67,19 +67,26 @@ inline void Tracer::event(lua_State* L, lua_Debug* ar) {
     sh = &shadows[L];
   }
   auto& st = sh->stack;
-  const void* ci = luaint::ci_of(*ar);
-  const int ev = ar->event;
+  const void* key = luaint::frame_key(*ar);
+  int ev = ar->event;
+#if LUA_VERSION_NUM == 501
+  // 5.1 reports a tail call as a call (trace mode runs there only when
+  // probe() verified tail_call51: Layout::tail51_ok).
+  if (ev == LUA_HOOKCALL && luaint::tail_call51(L)) ev = LUA_HOOKTAILCALL;
+#endif
   if (ev == LUA_HOOKRET) {
-    if (__builtin_expect(!st.empty() && st.back().ci == ci, 1))
+    if (__builtin_expect(!st.empty() && st.back().ci == key, 1))
       st.pop_back();
     else
-      unwind(st, ci, ev);
+      unwind(st, key, ev);
   } else if (ev == LUA_HOOKCALL) {
-    if (__builtin_expect(!st.empty() && st.back().ci != ci_prev(ci), 0)) unwind(st, ci, ev);
-    trace_call(L, ar, *sh);
+    if (__builtin_expect(!st.empty() && st.back().ci != luaint::key_below(key), 0))
+      unwind(st, key, ev);
+    trace_call(L, ar, *sh, key);
   } else if (ev == LUA_HOOKTAILCALL) {
-    unwind(st, ci, ev);
-    trace_call(L, ar, *sh);
+    key = luaint::tail_key(key);
+    unwind(st, key, ev);
+    trace_call(L, ar, *sh, key);
   }
   last_L = L;
   last_sh = sh;
@@ -138,33 +145,37 @@ inline bool Tracer::trace_fast(lua_State* L, lua_Debug* ar, const HookChain& hoo
   Shadow::Stack& st = sh.stack;
   std::atomic<uint64_t>* top = st.empty() ? sh.root_slots : st.back().slots;
   if (!top) return false;
-  const void* ci = luaint::ci_of(*ar);
+  const void* key = luaint::frame_key(*ar);
   const int ev = ar->event;
   if (ev == LUA_HOOKRET) {
-    if (st.empty() || st.back().ci != ci) return false;
+    if (st.empty() || st.back().ci != key) return false;
     const uint64_t t0 = charge_fast(top);
     st.pop_back();
     if (__builtin_expect((trace_events & kTraceMeasureMask) == 1, 0)) measure_fast(t0);
     return true;
   }
+  // 5.1 reports a tail call as a call: told there, taken by event().
+  if constexpr (luaint::kRelease == 0)
+    if (ev != LUA_HOOKCALL || luaint::tail_call51(L)) return false;
   uint32_t parent;
   if (ev == LUA_HOOKCALL) {
-    if (!st.room() || (!st.empty() && st.back().ci != ci_prev(ci))) return false;
+    if (!st.room() || (!st.empty() && st.back().ci != luaint::key_below(key))) return false;
     parent = st.empty() ? sh.root : st.back().node;
   } else if (ev == LUA_HOOKTAILCALL) {
-    // The top frame is replaced (same CallInfo): a child of its caller.
-    if (st.empty() || st.back().ci != ci) return false;
+    // The top frame is replaced (the callee runs on its CallInfo): a child of its caller.
+    key = luaint::tail_key(key);
+    if (st.empty() || st.back().ci != key) return false;
     parent = st.size() > 1 ? st[st.size() - 2].node : sh.root;
   } else {
     return false;
   }
-  const CallCache* c = cached_call(ci, parent);
+  const CallCache* c = cached_call(luaint::hook_ci(L, *ar), parent);
   if (!c) return false;
   const uint64_t t0 = charge_fast(top);
   if (ev == LUA_HOOKTAILCALL) st.pop_back();  // the time above was the replaced frame's
   Tree::bump(c->slots[col_calls_], 1);
   ++acct.calls;
-  st.push_fast({c->child, ci, c->slots});
+  st.push_fast({c->child, key, c->slots});
   if (__builtin_expect((trace_events & kTraceMeasureMask) == 1, 0)) measure_fast(t0);
   return true;
 }
