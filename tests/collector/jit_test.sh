@@ -23,7 +23,11 @@ local co = coroutine.create(function() while true do coroutine.yield(tail(10)) e
 for _ = 1, 30 do gen() coroutine.resume(co) end
 for _ = 1, 7 do pcall(error, "x") end
 LUA
-(cd "$work" && "$LF" -q --mode trace -o t.folded calls.lua)
+(cd "$work" && "$LF" --mode trace -o t.folded calls.lua 2> t.err)
+# ... with each call named from LuaJIT's own objects (jlayout.hpp's reads
+# verified at start on this LuaJIT), not through lua_getinfo.
+! grep -q "calls named through lua_getinfo" "$work/t.err" ||
+  fail "trace: LuaJIT's layout not verified: $(cat "$work/t.err")"
 for want in 'calls.lua calls.lua:0;\[C\] <wrapped coroutine>;<anon> calls.lua:3;work calls.lua:1 30' \
             'calls.lua calls.lua:0;\[C\] coroutine.resume;<anon> calls.lua:4;work calls.lua:1 30' \
             'calls.lua calls.lua:0;\[C\] pcall 7' 'calls.lua calls.lua:0;\[C\] pcall;\[C\] error 7'; do

@@ -326,8 +326,13 @@ Summary stop(lua_State* L) {
   sum.hook_calls = s.acct.hook_calls;
   sum.calls = s.acct.calls;
   sum.fast_paths = s.opt.sample ? "luajit_profiler" : "";
-  if (s.opt.trace)
+  if (s.opt.trace) {
+    if (j->tracer.idents_off().empty())
+      sum.fast_paths += sum.fast_paths.empty() ? "idents" : " idents";
     sum.fast_paths_off = "JIT compiler off while tracing (hooks do not fire in compiled code)";
+    if (!j->tracer.idents_off().empty())
+      sum.fast_paths_off += "; calls named through lua_getinfo: " + j->tracer.idents_off();
+  }
   sum.nodes = s.tree.size();
   sum.frames = s.names.size();
   sum.memory_bytes = sizeof(JitState) + sizeof(jit::JRun) + s.tree.memory_bytes() +

@@ -10,6 +10,10 @@
 // at the next traced event (docs/luajit.md).
 #include "vm/luajit/jtracer.hpp"
 
+#include <algorithm>
+
+#include "vm/luajit/jlayout.hpp"
+
 extern "C" {
 #include <luajit.h>
 }
@@ -99,6 +103,11 @@ void JTracer::start(lua_State* L, lua_Hook hook) {
   jit_was_on_ = jit_status(L);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+  idents_ok_ = layout::probe(L, idents_why_);  // the interpreter's calls, hooked
+  if (idents_ok_) {
+    idents_why_.clear();
+    calls_.assign(std::size_t{1} << call_bits_, Call{});
+  }
   prev_hook_ = lua_gethook(L);
   prev_mask_ = lua_gethookmask(L);
   prev_count_ = lua_gethookcount(L);
@@ -126,16 +135,17 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
   if (ar->event == LUA_HOOKCALL) {
     // lua_getstack's i_ci is (size << 16) + slot, size being the distance
     // to the frame above: level 1's slot is slot - size.
-    lua_Debug up;
     int64_t caller = -1;
-    if (lua_getstack(T, 1, &up)) caller = slot - (static_cast<int64_t>(up.i_ci) - slot) / 65535;
+    if (idents_ok_) {
+      caller = layout::caller_slot(T, slot);
+    } else {
+      lua_Debug up;
+      if (lua_getstack(T, 1, &up)) caller = slot - (static_cast<int64_t>(up.i_ci) - slot) / 65535;
+    }
     while (!sh.stack.empty() && sh.stack.back().slot > caller) sh.stack.pop_back();
-    lua_getinfo(T, "S", ar);
-    const int top = lua_gettop(T);
-    const uint32_t frame = frames_.frame_at(T, ar, false);
-    lua_settop(T, top);
+    uint32_t frame;
+    const uint32_t node = cached_node(T, ar, sh.top(), frame);
     if (frame == JFrames::kSkip) return done(t0);
-    const uint32_t node = run_.tree.child(sh.top(), frame);
     sh.stack.push_back({node, frame, slot});
     run_.tree.add(node, run_.col_calls, 1);
     ++run_.acct.calls;
@@ -144,6 +154,65 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
     if (!sh.stack.empty() && sh.stack.back().slot == slot) sh.stack.pop_back();
   }
   done(t0);
+}
+
+// A Lua function's identity is its bytecode, a C function's its object
+// (jlayout.hpp): a hit costs a few loads and a hash lookup where
+// lua_getinfo "S" walks the debug info and copies the chunk name (luacheck
+// traced: the most instructions of any one function of the collector).
+uint32_t JTracer::frame_of(lua_State* T, lua_Debug* ar) {
+  layout::Ident id{};
+  if (idents_ok_) {
+    id = layout::ident_of(layout::hook_func(T, *ar));
+    auto it = idents_.find(id.key);
+    if (it != idents_.end() && it->second.chunk == id.chunk && it->second.line == id.line)
+      return it->second.frame;
+  }
+  lua_getinfo(T, "S", ar);
+  const int top = lua_gettop(T);
+  const uint32_t frame = frames_.frame_at(T, ar, false);
+  lua_settop(T, top);
+  if (idents_ok_) {
+    // Entries of functions since freed stay until their place is reused: a
+    // program that makes functions without end gets a fresh map now and then.
+    if (idents_.size() >= (std::size_t{1} << 16)) idents_.clear();
+    idents_[id.key] = IdentFrame{id.chunk, id.line, frame};
+  }
+  return frame;
+}
+
+uint32_t JTracer::cached_node(lua_State* T, lua_Debug* ar, uint32_t parent, uint32_t& frame) {
+  if (!idents_ok_) {
+    frame = frame_of(T, ar);
+    return frame == JFrames::kSkip ? 0 : run_.tree.child(parent, frame);
+  }
+  const layout::Ident id = layout::ident_of(layout::hook_func(T, *ar));
+  const auto h = static_cast<std::size_t>(
+      ((reinterpret_cast<std::uintptr_t>(id.key) ^ (parent * 0x9e3779b97f4a7c15ull)) *
+       0xbf58476d1ce4e5b9ull) >>
+      (64 - call_bits_));
+  Call& c = calls_[h];
+  if (c.key == id.key && c.parent == parent && c.chunk == id.chunk && c.line == id.line) {
+    frame = c.frame;
+    return c.child;
+  }
+  frame = frame_of(T, ar);
+  const uint32_t child = frame == JFrames::kSkip ? 0 : run_.tree.child(parent, frame);
+  if (++call_misses_ > (calls_.size() << 1)) {
+    grow_calls();
+  } else {
+    c = Call{id.key, id.chunk, id.line, parent, frame, child};
+  }
+  return child;
+}
+
+// A program whose (caller path, function) pairs overflow the cache gets
+// four times the entries, up to kMaxCallBits (tracer.cpp's grow_call_cache).
+void JTracer::grow_calls() {
+  call_misses_ = 0;
+  if (call_bits_ >= kMaxCallBits) return;
+  call_bits_ = std::min(call_bits_ + 2, kMaxCallBits);
+  calls_.assign(std::size_t{1} << call_bits_, Call{});
 }
 
 void JTracer::done(uint64_t t0) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -52,11 +53,38 @@ class JTracer {
   void resumed(lua_State* L, lua_State* co);
   /// Time the sampler's callback took (ns): not the program's.
   void exclude(uint64_t dt_ns);
+  /// The called function named from LuaJIT's own objects (jlayout.hpp), or
+  /// why not ("" when it is): for the summary.
+  const std::string& idents_off() const { return idents_why_; }
 
  private:
   void seed(lua_State* T);
   void done(uint64_t t0);         ///< a hook event's end: its cost counted, not charged
   JShadow& shadow(lua_State* T);  ///< T's shadow stack (the last thread's without a lookup)
+  /// The frame of the function a call event is about (JFrames::kSkip: not
+  /// shown): from its identity when known, else through lua_getinfo.
+  uint32_t frame_of(lua_State* T, lua_Debug* ar);
+
+  /// The node of a call whose callee and caller's node were seen before:
+  /// (callee identity, parent node) -> frame and child, direct-mapped, as
+  /// the 5.4 tracer's CallCache. Skips the identity map and the tree's map.
+  uint32_t cached_node(lua_State* T, lua_Debug* ar, uint32_t parent, uint32_t& frame);
+  void grow_calls();
+
+  /// A function's frame by its identity (jlayout.hpp's Ident, checked on
+  /// every use against the chunk name and first line it was named with).
+  struct IdentFrame {
+    const void* chunk;
+    int line;
+    uint32_t frame;
+  };
+  struct Call {
+    const void* key = nullptr;
+    const void* chunk = nullptr;
+    int line = 0;
+    uint32_t parent = 0, frame = 0, child = 0;
+  };
+  static constexpr int kCallBits = 12, kMaxCallBits = 16;  ///< 4096 entries, up to 65536
 
   JRun& run_;
   JFrames& frames_;
@@ -70,6 +98,12 @@ class JTracer {
   bool jit_was_on_ = false;
   lua_Hook prev_hook_ = nullptr;  ///< the start thread's hook before start, restored at stop
   int prev_mask_ = 0, prev_count_ = 0;
+  bool idents_ok_ = false;  ///< jlayout's reads hold on this LuaJIT (layout::probe)
+  std::string idents_why_;
+  std::unordered_map<const void*, IdentFrame> idents_;
+  std::vector<Call> calls_;  ///< the call cache (idents_ok_ only)
+  int call_bits_ = kCallBits;
+  uint64_t call_misses_ = 0;  ///< since the call cache last grew
 };
 
 }  // namespace lfc::jit
