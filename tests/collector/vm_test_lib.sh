@@ -30,9 +30,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # `COMMAND -q --mode M -o prof.folded SCRIPT ARGS` in each mode, has the same
 # stdout, stderr and exit status as `$LUA SCRIPT ARGS`. With
 # PARITY_MASK_ADDRESSES=1 a traceback's "at 0x..." (the host's C entry: an
-# address of each binary) is masked on both sides first. PARITY_KNOWN="a.lua
-# b.lua": scripts whose difference is a known gap (the caller says which):
-# run, and their difference reported as KNOWN, not counted.
+# address of each binary) is masked on both sides first.
 vm_parity() {
   local name=$1 script base mode f
   shift
@@ -44,9 +42,8 @@ vm_parity() {
          > lf.out 2> lf.err; echo $? > lf.rc)
       [ "${PARITY_MASK_ADDRESSES:-0}" = 1 ] && sed -i 's/at 0x[0-9a-f][0-9a-f]*/at 0xADDR/' "$work/lua.err" "$work/lf.err"
       for f in out err rc; do
-        cmp -s "$work/lua.$f" "$work/lf.$f" && continue
-        local what="$base ($mode): $f differs: $LUA <$(head -c 300 "$work/lua.$f")> $name <$(head -c 300 "$work/lf.$f")>"
-        if [[ " ${PARITY_KNOWN:-} " == *" $base "* ]]; then echo "KNOWN: $what"; else fail "$what"; fi
+        cmp -s "$work/lua.$f" "$work/lf.$f" ||
+          fail "$base ($mode): $f differs: $LUA <$(head -c 300 "$work/lua.$f")> $name <$(head -c 300 "$work/lf.$f")>"
       done
     done
   done

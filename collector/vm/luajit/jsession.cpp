@@ -39,8 +39,10 @@ const char* const kNoAlloc =
 // ------------------------------------------------------ coroutine wrappers
 // coroutine.resume and coroutine.wrap are replaced while a session runs so
 // the sampler and the tracer know which thread resumed which (LuaJIT's
-// stack walk sees one coroutine). Each calls the original resume with
-// lua_pcall, so its results and messages are the original's.
+// stack walk sees one coroutine). Each resumes through lua_resume
+// (resume_in), with the original's results and messages: calling the
+// original, a fast function, through lua_pcall was a call event of its
+// own, which a program's call hook saw.
 
 void enter(lua_State* L, lua_State* co) {
   JitState* j = g_jit.load();
@@ -57,32 +59,61 @@ void leave(lua_State* co) {
   j->chain.leave(co);
 }
 
-// coroutine.resume(co, ...): upvalue 1 the original.
+// LuaJIT's coroutine.resume (lib_base.c, ffh_resume) through lua_resume:
+// resumes co with the `nargs` values on top of L, leaves on L what
+// coroutine.resume returns (true and co's values, or false and a message)
+// and returns their count. A coroutine with frames (running, or resuming
+// another) "cannot resume running coroutine"; a finished or failed one
+// "cannot resume dead coroutine". Errors inside co are returned, not raised.
+int resume_in(lua_State* L, lua_State* co, int nargs) LF_LUA_ENTRY {
+  lua_Debug ar;
+  const int status = lua_status(co);
+  const char* refused = nullptr;
+  if (status == 0 && (co == L || lua_getstack(co, 0, &ar)))
+    refused = "cannot resume running coroutine";
+  else if (status > LUA_YIELD || (status == 0 && lua_gettop(co) == 0))
+    refused = "cannot resume dead coroutine";
+  if (refused) {
+    lua_pop(L, nargs);
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, refused);
+    return 2;
+  }
+  if (!lua_checkstack(co, nargs + LUA_MINSTACK)) luaL_error(L, "stack overflow");
+  lua_xmove(L, co, nargs);
+  enter(L, co);
+  int n = 0;
+  const int st = lua_resume(co, L, nargs, &n);  // vm/lua/compat.hpp: LuaJIT's lua_resume(co, nargs)
+  leave(co);
+  if (st != 0 && st != LUA_YIELD) {
+    lua_pushboolean(L, 0);
+    lua_xmove(co, L, 1);
+    return 2;
+  }
+  luaL_checkstack(L, n + 1, "too many results to resume");
+  lua_pushboolean(L, 1);
+  lua_xmove(co, L, n);
+  return n + 1;
+}
+
+// coroutine.resume(co, ...): upvalue 1 the original, which raises the
+// error of a first argument that is not a coroutine.
 int lf_resume(lua_State* L) LF_LUA_ENTRY {
   lua_State* co = lua_tothread(L, 1);
+  if (co) return resume_in(L, co, lua_gettop(L) - 1);
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
-  if (co) enter(L, co);
-  const int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-  if (co) leave(co);
-  if (st != 0) return lua_error(L);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
   return lua_gettop(L);
 }
 
-// A coroutine.wrap function: upvalue 1 the coroutine, 2 the original resume.
+// A coroutine.wrap function: upvalue 1 the coroutine.
 // An error in the coroutine is raised in the caller with the caller's
 // position before a string message, as LuaJIT's own wrap does.
 int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
   lua_State* co = lua_tothread(L, lua_upvalueindex(1));
   const int n = lua_gettop(L);
-  lua_pushvalue(L, lua_upvalueindex(2));
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_insert(L, 1);
-  enter(L, co);
-  const int st = lua_pcall(L, n + 1, LUA_MULTRET, 0);
-  leave(co);
-  if (st != 0) return lua_error(L);
+  resume_in(L, co, n);  // L holds its results alone now
   if (!lua_toboolean(L, 1)) {
     if (lua_type(L, 2) == LUA_TSTRING) {
       luaL_where(L, 1);
@@ -97,14 +128,13 @@ int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
   return lua_gettop(L);
 }
 
-// coroutine.wrap(f): upvalue 1 the original resume.
+// coroutine.wrap(f).
 int lf_wrap(lua_State* L) LF_LUA_ENTRY {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_State* co = lua_newthread(L);
   lua_pushvalue(L, 1);
   lua_xmove(L, co, 1);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_pushcclosure(L, lf_wrap_call, 2);
+  lua_pushcclosure(L, lf_wrap_call, 1);
   return 1;
 }
 
@@ -120,8 +150,7 @@ void install_coroutine_wrappers(lua_State* L, JitState& j) {
   lua_setfield(L, -2, "resume");
   lua_getfield(L, -1, "wrap");
   j.orig_wrap_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, j.orig_resume_ref);
-  lua_pushcclosure(L, lf_wrap, 1);
+  lua_pushcfunction(L, lf_wrap);
   j.frames.name_wrappers(resume_fn, lua_topointer(L, -1), lf_wrap_call);
   lua_setfield(L, -2, "wrap");
   lua_pop(L, 1);
