@@ -70,6 +70,8 @@ load() {  # SECONDS -> ab's report in $tmp/ab.txt
 
 # 1. Live: one run per worker, tagged, with the handler's frames, while nginx runs.
 start_nginx on "$url"
+co=$(curl -s "http://127.0.0.1:$nport/co")
+[ "$co" = "42 ok" ] || fail "ngx.sleep in coroutines while profiled: <$co>"
 load "$SECONDS_LOAD"
 sleep 2  # flush_interval 1: the last second's chunk
 runs=$(curl -sf "$url/api/runs?name=nginx-test")

@@ -93,6 +93,12 @@ inline std::int64_t caller_slot(const lua_State* L, std::int64_t slot) {
   return -1;
 }
 
+/// A function object is one of LuaJIT's built-ins (a fast function: its
+/// ffid above FF_C), not a Lua function or a C function a host registered.
+inline bool is_fast_function(const void* fn) {
+  return fn && at<std::uint8_t>(fn, kFuncFfid) > 1;
+}
+
 /// What names a function: a Lua function by its bytecode (one per
 /// prototype), with its chunk name and first line (a prototype freed and
 /// another made at the same place is told apart by them, or is the same

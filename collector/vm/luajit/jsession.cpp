@@ -16,6 +16,7 @@
 #include "vm/lua/boundary.hpp"
 #include "vm/lua/closer.hpp"
 #include "vm/lua/same_state.hpp"
+#include "vm/luajit/jlayout.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -42,7 +43,10 @@ const char* const kNoAlloc =
 // stack walk sees one coroutine). Each resumes through lua_resume
 // (resume_in), with the original's results and messages: calling the
 // original, a fast function, through lua_pcall was a call event of its
-// own, which a program's call hook saw.
+// own, which a program's call hook saw. Only LuaJIT's own resume is
+// replaced: a host's (OpenResty's ngx_lua puts a Lua function there that
+// ties the coroutine to the request, so that ngx.sleep in it yields to
+// nginx) stays, as a yield through a C wrapper would cross a C frame.
 
 void enter(lua_State* L, lua_State* co) {
   JitState* j = g_jit.load();
@@ -142,6 +146,9 @@ void install_coroutine_wrappers(lua_State* L, JitState& j) {
   lua_getglobal(L, "coroutine");
   if (!lua_istable(L, -1)) return lua_pop(L, 1);
   lua_getfield(L, -1, "resume");
+  j.own_resume =
+      j.layout_ok && lua_iscfunction(L, -1) && jit::layout::is_fast_function(lua_topointer(L, -1));
+  if (!j.own_resume) return lua_pop(L, 2);
   j.frames.skip(lua_topointer(L, -1));  // shown as our wrapper alone
   lua_pushvalue(L, -1);
   j.orig_resume_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -298,11 +305,12 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   j->sampler.bind_thread();
   s.acct.start_clock = j->sampler.clock_ns();
   j->chain.start(L);
+  j->layout_ok = jit::layout::probe(L, j->layout_why);
   jit::install_coroutine_wrappers(L, *j);
   j->closer_id = closer::add(L, jit::on_state_close);
   JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
   g_jit.store(raw);
-  if (s.opt.trace) raw->tracer.start(L, jit::trace_hook);
+  if (s.opt.trace) raw->tracer.start(L, jit::trace_hook, raw->layout_ok, raw->layout_why);
   if (s.opt.sample && !raw->sampler.start(L, jit::profile_cb, raw, err)) {
     stop(L);
     return false;
@@ -361,6 +369,12 @@ Summary stop(lua_State* L) {
     sum.fast_paths_off = "JIT compiler off while tracing (hooks do not fire in compiled code)";
     if (!j->tracer.idents_off().empty())
       sum.fast_paths_off += "; calls named through lua_getinfo: " + j->tracer.idents_off();
+  }
+  if (!j->own_resume) {
+    if (!sum.fast_paths_off.empty()) sum.fast_paths_off += "; ";
+    sum.fast_paths_off +=
+        "coroutine.resume is not LuaJIT's own (the host's, or not verified): a coroutine's "
+        "frames are not shown under its resumer";
   }
   sum.nodes = s.tree.size();
   sum.frames = s.names.size();

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "vm/luajit/jframes.hpp"
 #include "vm/luajit/jsampler.hpp"
@@ -49,6 +50,12 @@ struct JitState {
   /// The original coroutine.resume and coroutine.wrap (registry references);
   /// ours are named in `frames`.
   int orig_resume_ref = -2, orig_wrap_ref = -2;
+  /// jlayout.hpp's reads hold on this LuaJIT (layout::probe at start), or why not.
+  bool layout_ok = false;
+  std::string layout_why;
+  /// coroutine.resume is LuaJIT's own (a fast function), not a host's
+  /// (OpenResty's): ours replace it and coroutine.wrap (jsession.cpp).
+  bool own_resume = false;
 };
 
 /// The running session, or null (one per process: LuaJIT's profiler is).

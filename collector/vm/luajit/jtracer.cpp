@@ -97,17 +97,15 @@ bool jit_status(lua_State* L) {
 
 // Hooks do not fire in compiled code: the tracer runs the program on the
 // interpreter (flushing the traces made so far), and says so.
-void JTracer::start(lua_State* L, lua_Hook hook) {
+void JTracer::start(lua_State* L, lua_Hook hook, bool layout_ok, const std::string& why) {
   start_L_ = L;
   clock_.init();
   jit_was_on_ = jit_status(L);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-  idents_ok_ = layout::probe(L, idents_why_);  // the interpreter's calls, hooked
-  if (idents_ok_) {
-    idents_why_.clear();
-    calls_.assign(std::size_t{1} << call_bits_, Call{});
-  }
+  idents_ok_ = layout_ok;
+  idents_why_ = layout_ok ? "" : why;
+  if (idents_ok_) calls_.assign(std::size_t{1} << call_bits_, Call{});
   prev_hook_ = lua_gethook(L);
   prev_mask_ = lua_gethookmask(L);
   prev_count_ = lua_gethookcount(L);

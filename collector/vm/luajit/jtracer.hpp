@@ -39,8 +39,9 @@ class JTracer {
       : run_(run), frames_(frames), chain_(chain) {}
   /// On the start thread L: the JIT off (traces flushed), L's hook kept
   /// and `hook` set (the session's entry point, which calls event), L's
-  /// stack seeded.
-  void start(lua_State* L, lua_Hook hook);
+  /// stack seeded. `layout_ok`: jlayout.hpp's reads hold (layout::probe,
+  /// at the session's start), else `why` not.
+  void start(lua_State* L, lua_Hook hook, bool layout_ok, const std::string& why);
   /// The time so far charged; unless L is null (at exit), L's hook and
   /// (unless the state is closing: luaJIT_setmode raises there) the JIT
   /// given back.
