@@ -22,11 +22,21 @@ namespace {
 // A function stored under several names (penlight's `List.concat =
 // table.concat`) gets the same one in every run: Lua 5.4 seeds its string
 // hashes per state, so the order lua_next visits a table in changes from run
-// to run, and "the first match" did too. The best of all matches wins: the
-// shortest text, then the smallest in byte order.
+// to run, and "the first match" did too. The best of all matches wins: a
+// name that is not a deprecated alias, then the shortest text, then the
+// smallest in byte order.
+//
+// Lua 5.1's deprecated aliases (its manual, and lstrlib.c/lmathlib.c's
+// LUA_COMPAT_GFIND and LUA_COMPAT_MOD): the same C function as the name a
+// program calls, and shorter, so they would win.
+bool deprecated(const std::string& name) {
+  return name == "string.gfind" || name == "math.mod";
+}
 void offer(std::string& best, std::string candidate) {
-  if (best.empty() || candidate.size() < best.size() ||
-      (candidate.size() == best.size() && candidate < best))
+  const bool dep = deprecated(candidate), best_dep = !best.empty() && deprecated(best);
+  if (best.empty() || (best_dep && !dep) ||
+      (dep == best_dep &&
+       (candidate.size() < best.size() || (candidate.size() == best.size() && candidate < best))))
     best = std::move(candidate);
 }
 
