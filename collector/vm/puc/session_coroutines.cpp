@@ -28,6 +28,17 @@ const char* not_resumable(lua_State* L, lua_State* co) {
 }
 #endif
 
+// Whether lua_resume(co) from L runs co: suspended, or new. One it refuses
+// (running, or resuming another: "cannot resume non-suspended coroutine")
+// makes no switch: telling the session of one would hang a running
+// thread's frames under its own callee and drop its shadow stack while it
+// runs (a coroutine resuming itself, as runner/coroutine_states.lua does).
+bool will_run(lua_State* L, lua_State* co) {
+  lua_Debug ar;
+  return lua_status(co) == LUA_YIELD ||
+         (lua_status(co) == LUA_OK && co != L && !lua_getstack(co, 0, &ar) && lua_gettop(co) > 0);
+}
+
 // lcorolib.c's auxresume (of the Lua it is built for), with the session
 // told of the switch.
 int aux_resume(lua_State* L, lua_State* co, int narg) {
@@ -53,11 +64,11 @@ int aux_resume(lua_State* L, lua_State* co, int narg) {
 #if LUA_VERSION_NUM == 501
   lua_setlevel(L, co);
 #endif
-  Session* s = sessions::of(L);
+  Session* s = will_run(L, co) ? sessions::of(L) : nullptr;
   if (s) s->on_resume(L, co);
   int nres = 0;
   int status = lua_resume(co, L, narg, &nres);
-  Session* s2 = sessions::of(L);
+  Session* s2 = s ? sessions::of(L) : nullptr;
   if (s2 && s2 == s) s2->on_return(L, co);
   if (status == LUA_OK || status == LUA_YIELD) {
     if (!lua_checkstack(L, nres + 1)) {
@@ -173,7 +184,7 @@ bool attach::host_resume(lua_State* co, bool entering) noexcept {
   if (chain.empty()) return false;
   if (entering) {
     lua_State* L = chain.back();
-    if (L == co || !same_state(L, co)) return false;
+    if (L == co || !same_state(L, co) || !will_run(L, co)) return false;
     // A request begins: what is due so far is the host's, and the request
     // is sampled from its first period (Sampler::wake).
     s->sampler.wake([s] { s->on_sample_signal(); });
