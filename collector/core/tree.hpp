@@ -38,6 +38,16 @@ class FrameNames {
   std::size_t bytes_ = 0;
 };
 
+/// A tracer's call cache (vm/puc's CallCache, vm/luajit's JTracer): the
+/// slot of (callee identity, parent node) in a direct-mapped table of
+/// 2^bits entries, a multiply's top bits.
+inline std::size_t call_slot(const void* ident, uint32_t parent, int bits) {
+  return static_cast<std::size_t>(
+      ((reinterpret_cast<std::uintptr_t>(ident) ^ (parent * 0x9e3779b97f4a7c15ull)) *
+       0xbf58476d1ce4e5b9ull) >>
+      (64 - bits));
+}
+
 /// The call tree. Node 0 is the root (no frame).
 class Tree {
  public:

@@ -158,10 +158,8 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
 // (jlayout.hpp): a hit costs a few loads and a hash lookup where
 // lua_getinfo "S" walks the debug info and copies the chunk name (luacheck
 // traced: the most instructions of any one function of the collector).
-uint32_t JTracer::frame_of(lua_State* T, lua_Debug* ar) {
-  layout::Ident id{};
+uint32_t JTracer::frame_of(lua_State* T, lua_Debug* ar, const layout::Ident& id) {
   if (idents_ok_) {
-    id = layout::ident_of(layout::hook_func(T, *ar));
     auto it = idents_.find(id.key);
     if (it != idents_.end() && it->second.chunk == id.chunk && it->second.line == id.line)
       return it->second.frame;
@@ -181,20 +179,16 @@ uint32_t JTracer::frame_of(lua_State* T, lua_Debug* ar) {
 
 uint32_t JTracer::cached_node(lua_State* T, lua_Debug* ar, uint32_t parent, uint32_t& frame) {
   if (!idents_ok_) {
-    frame = frame_of(T, ar);
+    frame = frame_of(T, ar, layout::Ident{});
     return frame == JFrames::kSkip ? 0 : run_.tree.child(parent, frame);
   }
   const layout::Ident id = layout::ident_of(layout::hook_func(T, *ar));
-  const auto h = static_cast<std::size_t>(
-      ((reinterpret_cast<std::uintptr_t>(id.key) ^ (parent * 0x9e3779b97f4a7c15ull)) *
-       0xbf58476d1ce4e5b9ull) >>
-      (64 - call_bits_));
-  Call& c = calls_[h];
+  Call& c = calls_[call_slot(id.key, parent, call_bits_)];
   if (c.key == id.key && c.parent == parent && c.chunk == id.chunk && c.line == id.line) {
     frame = c.frame;
     return c.child;
   }
-  frame = frame_of(T, ar);
+  frame = frame_of(T, ar, id);
   const uint32_t child = frame == JFrames::kSkip ? 0 : run_.tree.child(parent, frame);
   if (++call_misses_ > (calls_.size() << 1)) {
     grow_calls();

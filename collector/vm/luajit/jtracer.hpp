@@ -13,6 +13,7 @@
 
 #include "core/cycles.hpp"
 #include "vm/luajit/jframes.hpp"
+#include "vm/luajit/jlayout.hpp"
 
 extern "C" {
 #include <lua.h>
@@ -63,8 +64,9 @@ class JTracer {
   void done(uint64_t t0);         ///< a hook event's end: its cost counted, not charged
   JShadow& shadow(lua_State* T);  ///< T's shadow stack (the last thread's without a lookup)
   /// The frame of the function a call event is about (JFrames::kSkip: not
-  /// shown): from its identity when known, else through lua_getinfo.
-  uint32_t frame_of(lua_State* T, lua_Debug* ar);
+  /// shown): from its identity `id` (read by cached_node) when known, else
+  /// through lua_getinfo.
+  uint32_t frame_of(lua_State* T, lua_Debug* ar, const layout::Ident& id);
 
   /// The node of a call whose callee and caller's node were seen before:
   /// (callee identity, parent node) -> frame and child, direct-mapped, as

@@ -22,6 +22,7 @@
 
 #include "core/clock.hpp"
 #include "core/cycles.hpp"
+#include "core/tree.hpp"
 #include "luaflame/collector.hpp"
 #include "vm/puc/luaint.hpp"
 
@@ -91,12 +92,9 @@ struct Shadow {
 struct CallCache {
   static constexpr int kBits = 12;     ///< 4096 entries, direct-mapped, at start
   static constexpr int kMaxBits = 16;  ///< grown up to 65536 (2 MiB) when it misses often
-  /// The entry for (ident, parent): a multiply's top bits.
+  /// The entry for (ident, parent) (core/tree.hpp's call_slot).
   static std::size_t slot(const void* ident, uint32_t parent, int bits = kBits) {
-    return static_cast<std::size_t>(
-        ((reinterpret_cast<uintptr_t>(ident) ^ (parent * 0x9e3779b97f4a7c15ull)) *
-         0xbf58476d1ce4e5b9ull) >>
-        (64 - bits));
+    return call_slot(ident, parent, bits);
   }
   const void* ident = nullptr;
   const void* check = nullptr;
