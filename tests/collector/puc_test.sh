@@ -142,4 +142,7 @@ else
   fail "luacheck or penlight is not installed (scripts/install-deps.sh --test installs them)"
 fi
 
+# The main chunk's locals are live at stop (vm_test_lib.sh: vm_chunk_live_check).
+vm_chunk_live_check "$LF"
+
 vm_test_end "Lua $v collector"

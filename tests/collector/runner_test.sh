@@ -99,4 +99,7 @@ vm_lines_check "$LF" run
 # 11. Two functions defined on one line are two frames (vm_test_lib.sh: vm_oneline_check).
 vm_oneline_check "$LF" run
 
+# 12. The main chunk's locals are live at stop (vm_test_lib.sh: vm_chunk_live_check).
+vm_chunk_live_check "$LF" run
+
 vm_test_end "runner and module"

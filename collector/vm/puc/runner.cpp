@@ -14,6 +14,7 @@
 #include "luaflame/collector.hpp"
 #include "vm/lua/boundary.hpp"
 #include "vm/lua/run_common.hpp"
+#include "vm/puc/chunk_locals.hpp"
 
 extern "C" {
 #include <lauxlib.h>
@@ -95,10 +96,12 @@ int msghandler(lua_State* L) noexcept {
 }
 #endif
 
-int docall(lua_State* L, int narg, int nres) {
+// `func_at`: where the function was when lua_pcall was made.
+int docall(lua_State* L, int narg, int nres, int* func_at = nullptr) {
   int base = lua_gettop(L) - narg;
   lua_pushcfunction(L, msghandler);
   lua_insert(L, base);
+  if (func_at) *func_at = base + 1;
   run::watch_sigint(L);
   int status = lua_pcall(L, narg, nres, base);
   run::unwatch_sigint();
@@ -166,13 +169,19 @@ int pushargs(lua_State* L) noexcept {
   return n;
 }
 
-int handle_script(lua_State* L, char** argv) {
+// The script's results are not kept (lua.c leaves them on the stack unread):
+// with none, the chunk's registers stay as it left them, and in alloc mode
+// the values of its locals stay live through the stop (chunk_locals.hpp).
+int handle_script(lua_State* L, char** argv, bool keep_locals) {
   const char* fname = argv[0];
   if (std::strcmp(fname, "-") == 0 && std::strcmp(argv[-1], "--") != 0) fname = nullptr;  // stdin
   int status = luaL_loadfile(L, fname);
   if (status == LUA_OK) {
+    const void* closure = lua_topointer(L, -1);
     int n = pushargs(L);
-    status = docall(L, n, LUA_MULTRET);
+    int func_at = 0;
+    status = docall(L, n, 0, &func_at);
+    if (status == LUA_OK && keep_locals) chunk_locals::push(L, {func_at, n, closure});
   }
   return report(L, status);
 }
@@ -189,6 +198,12 @@ int pmain(lua_State* L) noexcept {
 #if LUA_VERSION_NUM >= 504
   lua_gc(L, LUA_GCGEN, 0, 0);
 #endif
+  // Said before the program runs: a script that ends by os.exit() does not come back here.
+  const char* keep_why = a->opts->alloc ? chunk_locals::probe(L) : nullptr;
+  const bool keep_locals = a->opts->alloc && !keep_why;
+  if (keep_why && !a->opts->quiet)
+    std::fprintf(stderr, "luaflame: live bytes do not count the main chunk's locals: %s\n",
+                 keep_why);
   if (handle_luainit(L) != LUA_OK) return 0;
   lua_pushcfunction(L, run::start_session);
   lua_pushlightuserdata(L, const_cast<Options*>(a->opts));
@@ -199,7 +214,7 @@ int pmain(lua_State* L) noexcept {
   }
   run::watch_sigterm();
   g_report_at_exit = !a->opts->quiet;
-  int status = handle_script(L, a->argv + a->script);
+  int status = handle_script(L, a->argv + a->script, keep_locals);
   if (const char* failed = cxx_guard([&] { run::end_session(L, a->opts->quiet); }))
     std::fprintf(stderr, "luaflame: ending the profile: %s\n", failed);
   g_report_at_exit = false;
