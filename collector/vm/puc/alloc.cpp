@@ -84,6 +84,14 @@ __attribute__((noinline)) void* free_tracked(AllocState* a, void* ptr, size_t os
   return a->orig(a->orig_ud, ptr, osize, 0);
 }
 
+// The state's last free, passed on: the wrapper is no longer called.
+__attribute__((noinline)) void* free_state_block(AllocState* a, void* ptr, size_t osize) noexcept {
+  lua_Alloc orig = a->orig;
+  void* ud = a->orig_ud;
+  delete a;
+  return orig(ud, ptr, osize, 0);
+}
+
 // The wrapper around the state's allocator. It keeps no frame of its own:
 // a free goes straight to the original allocator (unless a sample pending
 // or remembered may be that block), a new block that takes no sample (the
@@ -94,7 +102,11 @@ __attribute__((noinline)) void* free_tracked(AllocState* a, void* ptr, size_t os
 void* lf_alloc(void* ud, void* ptr, size_t osize, size_t nsize) noexcept {
   AllocState* a = static_cast<AllocState*>(ud);
   if (nsize == 0) {
-    if (ptr && a->active && a->may_track(ptr)) return free_tracked(a, ptr, osize);
+    if (ptr && a->active) {
+      if (a->may_track(ptr)) return free_tracked(a, ptr, osize);
+    } else if (ptr == a->state_block && ptr) {
+      return free_state_block(a, ptr, osize);
+    }
     return a->orig(a->orig_ud, ptr, osize, nsize);
   }
   if (!ptr && a->fast_new && a->countdown > static_cast<int64_t>(nsize))
@@ -225,6 +237,20 @@ std::unique_ptr<AllocState> AllocState::start(lua_State* L, double rate, const W
   lua_setallocf(L, lf_alloc, a.get());
   a->gstate = find_gstate(L, a.get());
   return a;
+}
+
+void AllocState::pass_through(std::unique_ptr<AllocState> a, lua_State* main_L) {
+  // lstate.c's fromstate: 5.3 and 5.4 keep LUA_EXTRASPACE bytes before the
+  // state; 5.1 and 5.2 none (LUAI_EXTRASPACE undefined in Debian's builds).
+#if LUA_VERSION_NUM >= 503
+  constexpr std::size_t kExtra = LUA_EXTRASPACE;
+#else
+  constexpr std::size_t kExtra = 0;
+#endif
+  a->active = false;
+  a->fast_new = false;
+  a->state_block = main_L ? reinterpret_cast<const char*>(main_L) - kExtra : nullptr;
+  static_cast<void>(a.release());
 }
 
 bool AllocState::restore(lua_State* L) {

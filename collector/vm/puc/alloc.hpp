@@ -60,6 +60,13 @@ struct AllocState {
   /// wrapper stays, passing everything through, and this state must stay
   /// with it as its ud, never freed (false).
   bool restore(lua_State* L);
+  /// The wrapper stays (restore gave false): it deletes itself when it
+  /// forwards the free of `main_L`'s own block, lua_close's last call of the
+  /// allocator (lstate.c's close_state: the LX/LG block, at the state minus
+  /// LUA_EXTRASPACE). Before, the state was left holding it for ever: a
+  /// leak per state closed while profiled (os.exit(true, true), a host's
+  /// lua_close), reported by LeakSanitizer. Lua thread, at stop.
+  static void pass_through(std::unique_ptr<AllocState> a, lua_State* main_L);
 
   /// One sampled allocation waiting for the hook.
   struct Pending {
@@ -83,7 +90,8 @@ struct AllocState {
   lua_State* L = nullptr;
   lua_Alloc orig = nullptr;
   void* orig_ud = nullptr;
-  bool active = false;    ///< false: pass everything through (after stop)
+  bool active = false;                ///< false: pass everything through (after stop)
+  const void* state_block = nullptr;  ///< passing through: the free that ends it (pass_through)
   bool failed = false;    ///< the bookkeeping ran out of memory: allocations no longer watched
   bool exact = false;     ///< alloc_rate 0: every allocation
   bool busy = false;      ///< the collector itself is allocating (hook, stop)

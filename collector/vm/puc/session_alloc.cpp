@@ -78,7 +78,7 @@ void Session::stop_alloc(lua_State* L, bool collect) {
   if (L && collect && a->restore(L))
     alloc.reset();
   else
-    static_cast<void>(alloc.release());  // AllocState::restore says why it stays
+    AllocState::pass_through(std::move(alloc), main_L);  // AllocState::restore says why it stays
 }
 
 }  // namespace lfc
