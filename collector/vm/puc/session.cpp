@@ -90,9 +90,6 @@ namespace {
 // with this model.
 thread_local bool t_closing __attribute__((tls_model("initial-exec"))) = false;
 
-Summary stop_session(Session* s, lua_State* L);
-void fill_summary(const Session* s, SamplerKind sampler_kind, Summary& sum);
-
 void report(const Summary& sum) {
   if (g_report_at_exit || !sum.fallback_file.empty() || !sum.stream_error.empty())
     std::fprintf(stderr, "%s", format_summary(sum).c_str());
@@ -101,20 +98,13 @@ void report(const Summary& sum) {
 // lua_close runs this finalizer: the session ends with the state.
 int on_state_close(lua_State* L) noexcept {
   Session* s = sessions::of(L);
-  if (s && s->main_L == L && s->closer_id == closer::serial_of(L)) {
+  if (s && s->closes_with(L)) {
     t_closing = true;
-    const char* failed = cxx_guard([&] { report(stop_session(s, L)); });
+    const char* failed = cxx_guard([&] { report(s->stop(L)); });
     t_closing = false;
     if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
   }
   return 0;
-}
-
-// The thread that ran s's state is this one or has ended: nothing of the
-// state runs beside a stop() from here.
-bool stoppable_here(const Session* s) {
-  return s->coroutines.on_lua_thread() ||
-         (syscall(SYS_tgkill, getpid(), s->tid, 0) != 0 && errno == ESRCH);
 }
 
 // At exit: the sessions of this thread, and of threads that have ended,
@@ -125,28 +115,17 @@ void at_process_exit() {
   std::vector<Session*> here;
   finish_outside_all([&](const std::function<void(Profile&)>& outside) {
     sessions::each([&](Session* s) {
-      if (stoppable_here(s))
+      if (s->stoppable_here())
         here.push_back(s);
       else
-        outside(*s);
+        outside(s->run());
     });
   });
-  for (Session* s : here) report(stop_session(s, nullptr));
+  for (Session* s : here) report(s->stop(nullptr));
 }
 
-// A session left behind: out of the table (its hooks and handler find
-// nothing and give the program its own back), never stopped, written or
-// streamed, still reachable (no leak report).
+// Sessions left behind (Session::leave_behind): still reachable (no leak report).
 Session* g_left_behind[sessions::kMax] = {};
-
-void leave_behind(Session* s, bool in_child) {
-  if (s->slot >= 0) g_left_behind[s->slot] = s;
-  if (s->alloc) s->alloc->active = false;
-  const HookChain::Chained before = s->hooks.start_hook();
-  set_hook_after_stop(sessions::key_of(s->main_L), before.hook, before.mask, before.count,
-                      in_child);
-  sessions::remove(s->slot, !in_child);
-}
 
 // fork (pthread_atfork's child handler: one thread, before the child runs
 // anything else). The child inherits neither the sampler's timers nor its
@@ -155,25 +134,38 @@ void leave_behind(Session* s, bool in_child) {
 // it does not have). The allocator passes through, and a hook of ours the
 // child meets gives back the program's. No lock: the only thread.
 void detach_in_child() {
-  sessions::each([](Session* s) { leave_behind(s, true); });
+  sessions::each([](Session* s) { s->leave_behind(true); });
 }
 
 }  // namespace
+
+bool Session::stoppable_here() const {
+  return coroutines.on_lua_thread() ||
+         (syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH);
+}
+
+bool Session::closes_with(lua_State* L) const {
+  return main_L == L && closer_id == closer::serial_of(L);
+}
+
+void Session::leave_behind(bool in_child) {
+  if (slot >= 0) g_left_behind[slot] = this;
+  if (alloc) alloc->active = false;
+  const HookChain::Chained before = hooks.start_hook();
+  set_hook_after_stop(sessions::key_of(main_L), before.hook, before.mask, before.count, in_child);
+  sessions::remove(slot, !in_child);
+}
+
+void Session::abandon(const char* why, const char* where) noexcept {
+  std::fprintf(stderr, "luaflame: %s in %s: profiling stopped, the program runs on\n", why, where);
+  if (opt.sample) sampler.stop();
+  std::lock_guard<std::mutex> lock(ending_mutex());
+  leave_behind(false);
+}
 
 void abandon_session(Session* s, const char* why, const char* where) noexcept {
-  std::fprintf(stderr, "luaflame: %s in %s: profiling stopped, the program runs on\n", why, where);
-  if (s->opt.sample) s->sampler.stop();
-  std::lock_guard<std::mutex> lock(ending_mutex());
-  leave_behind(s, false);
+  s->abandon(why, where);
 }
-
-namespace {
-
-void register_close_finalizer(lua_State* L, Session* s) {
-  s->closer_id = closer::add(L, on_state_close);
-}
-
-}  // namespace
 
 bool running(lua_State* L) {
   return L && sessions::of(L) != nullptr;
@@ -181,18 +173,16 @@ bool running(lua_State* L) {
 
 bool finish_for_exit() {
   return finish_outside_all([](const std::function<void(Profile&)>& outside) {
-    sessions::each([&](Session* s) { outside(*s); });
+    sessions::each([&](Session* s) { outside(s->run()); });
   });
 }
-
-namespace {
 
 // start's Lua calls that may raise (a memory error, making tables and
 // strings), each run under lua_pcall: no Lua error jumps over start's C++
 // objects (the session, the message). Argument 1: the session.
 // What the frame table's C++ throws (it allocates) is raised as a Lua
 // error once out of the guard: start fails with that message.
-int start_frames_body(lua_State* L) noexcept {
+int Session::start_frames_body(lua_State* L) noexcept {
   Session* s = static_cast<Session*>(lua_touserdata(L, 1));
   const char* failed = cxx_guard([&] {
     s->frames.preset_makers(L);
@@ -201,17 +191,17 @@ int start_frames_body(lua_State* L) noexcept {
   return failed ? luaL_error(L, "%s", failed) : 0;
 }
 
-int start_install_body(lua_State* L) noexcept {
+int Session::start_install_body(lua_State* L) noexcept {
   Session* s = static_cast<Session*>(lua_touserdata(L, 1));
   install_coroutine_wrappers(L);
   if (s->opt.trace) install_hook_wrappers(L);
-  register_close_finalizer(L, s);
+  s->closer_id = closer::add(L, on_state_close);
   return 0;
 }
 
-bool start_step(lua_State* L, lua_CFunction body, Session* s) {
+bool Session::start_step(lua_State* L, lua_CFunction body) {
   lua_pushcfunction(L, body);
-  lua_pushlightuserdata(L, s);
+  lua_pushlightuserdata(L, this);
   const int st = lua_pcall(L, 1, 0, 0);
   if (st != LUA_OK) lua_pop(L, 1);
   return st == LUA_OK;
@@ -221,23 +211,22 @@ bool start_step(lua_State* L, lua_CFunction body, Session* s) {
 // hooks, the wrappers and the handler find it. The first session decides
 // whether states are told apart (l_G verified by the probe); when they are
 // not, one state is profiled at a time.
-bool publish(Session* s, lua_State* L, std::string& err) {
+bool Session::publish(lua_State* L, std::string& err) {
   std::lock_guard<std::mutex> lock(ending_mutex());
   bool live = false;
   sessions::each([&](Session*) { live = true; });
   if (!live)
-    sessions::g_table.key_or.store(s->layout.global_ok ? 0 : ~std::uintptr_t{0},
+    sessions::g_table.key_or.store(layout.global_ok ? 0 : ~std::uintptr_t{0},
                                    std::memory_order_relaxed);
   if (sessions::of(L))
     return err = "luaflame is already running (call luaflame.stop() first)", false;
-  if (live &&
-      !(sessions::g_table.key_or.load(std::memory_order_relaxed) == 0 && s->layout.global_ok))
+  if (live && !(sessions::g_table.key_or.load(std::memory_order_relaxed) == 0 && layout.global_ok))
     return err =
                "luaflame is already running on another Lua state of this process (lua_State.l_G "
                "not verified on this Lua: its states cannot be told apart)",
            false;
-  s->slot = sessions::add(s, sessions::key_of(L));
-  if (s->slot < 0)
+  slot = sessions::add(this, sessions::key_of(L));
+  if (slot < 0)
     return err = "too many Lua states profiled at once (" + std::to_string(sessions::kMax) + ")",
            false;
   return true;
@@ -246,21 +235,67 @@ bool publish(Session* s, lua_State* L, std::string& err) {
 // Trace mode keys its shadow frames by CallInfo (tracer.cpp): on 5.2+ it
 // walks CallInfo.previous; on 5.1 (an array) it reads the caller's opcode
 // to tell a tail call. Either read unverified: refused, with the reason.
-bool trace_refused(const Session& s, std::string& err) {
-  if (LUA_VERSION_NUM == 501 && !s.layout.tail51_ok)
+bool Session::trace_refused(std::string& err) const {
+  if (LUA_VERSION_NUM == 501 && !layout.tail51_ok)
     err =
         "trace mode needs Lua 5.1's CallInfo array (to tell tail calls from calls), not "
         "verified on this Lua";
-  else if (LUA_VERSION_NUM > 501 && !s.ci_walk_ok)
-    err = "trace mode needs CallInfo.previous, not verified on this Lua (" + s.layout.why + ")";
+  else if (LUA_VERSION_NUM > 501 && !ci_walk_ok)
+    err = "trace mode needs CallInfo.previous, not verified on this Lua (" + layout.why + ")";
   else
     return false;
   return true;
 }
 
-}  // namespace
+// Before the session is published: the probe's verdicts, the frames, the
+// hooks and clocks of the start thread.
+bool Session::configure(lua_State* L, std::string& err) {
+  layout = luaint::probe(L);
+  if (layout.mem_error) return err = "not enough memory", false;
+  ci_walk_ok = layout.ci_prev_ok;
+  if (!layout.lua_ident_ok) tracer.ident_lua = -1;  // the call cache names Lua calls by lua_getinfo
+  if (!layout.c_ident_ok) tracer.ident_c = -1;
+  // Two functions defined on one line are two frames (frames.hpp).
+  if (layout.proto_ok) frames.proto_of = luaint::proto_of;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  main_L = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  preset_coroutine_frames(frames);
+  if (!start_step(L, start_frames_body)) return err = "not enough memory", false;
+  if (opt.sample) sampling.hook_frame = frames.named("[luaflame] hook");
+  sampling.show_profiler = opt.show_profiler;
+  hooks.keep_start_hook(L);
+  coroutines.start(L);
+  acct.start_wall = now_ns();
+  acct.start_unix = unix_now_ns();
+  if (pthread_getcpuclockid(pthread_self(), &lua_cpu_clock) != 0) opt.cpu_clock = false;
+  acct.start_clock = clock_ns_read();
+  tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (opt.trace) {
+    if (trace_refused(err)) return false;
+    tracer.start(L, !hooks.start_hook().hook);  // a hook to forward: the slow path
+  }
+  return true;
+}
 
-bool start(lua_State* L, const Options& o, std::string& err) {
+// After it is published (the table owns it): the allocator, the wrappers,
+// the hooks, the sampler, the stream. A failure stops (deletes) it.
+bool Session::begin(lua_State* L, std::string& err) {
+  if (opt.alloc && !start_alloc(err)) return stop(L), false;
+  if (!start_step(L, start_install_body)) return stop(L), err = "not enough memory", false;
+  // The trace hook last: the protected call above is not the program's.
+  if (opt.trace) {
+    lua_sethook(L, lf_hook, hooks.base_mask(), hooks.start_hook().count);
+    if (main_L && main_L != L && lua_gethook(main_L) != lf_hook)
+      lua_sethook(main_L, lf_hook, hooks.base_mask(), hooks.start_hook().count);
+  }
+  if (opt.sample && !sampler.start(opt.hz, opt.cpu_clock, lua_cpu_clock, slot, err))
+    return stop(L), false;
+  start_streaming();
+  return true;
+}
+
+bool Session::start(lua_State* L, const Options& o, std::string& err) {
   if (sessions::of(L))
     return err = "luaflame is already running (call luaflame.stop() first)", false;
   static std::once_flag exit_once;
@@ -270,61 +305,18 @@ bool start(lua_State* L, const Options& o, std::string& err) {
   });
   Streamer::set_exit_handler(at_process_exit);  // registered again after httplib's first answer
   auto s = std::make_unique<Session>(L, o);
-  s->layout = luaint::probe(L);
-  if (s->layout.mem_error) return err = "not enough memory", false;
-  s->ci_walk_ok = s->layout.ci_prev_ok;
-  if (!s->layout.lua_ident_ok)
-    s->tracer.ident_lua = -1;  // the call cache names Lua calls through lua_getinfo
-  if (!s->layout.c_ident_ok) s->tracer.ident_c = -1;
-  // Two functions defined on one line are two frames (frames.hpp).
-  if (s->layout.proto_ok) s->frames.proto_of = luaint::proto_of;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-  s->main_L = lua_tothread(L, -1);
-  lua_pop(L, 1);
-  preset_coroutine_frames(s->frames);
-  if (!start_step(L, start_frames_body, s.get())) return err = "not enough memory", false;
-  if (s->opt.sample) s->sampling.hook_frame = s->frames.named("[luaflame] hook");
-  s->sampling.show_profiler = s->opt.show_profiler;
-  s->hooks.keep_start_hook(L);
-  s->coroutines.start(L);
-  s->acct.start_wall = now_ns();
-  s->acct.start_unix = unix_now_ns();
-  if (pthread_getcpuclockid(pthread_self(), &s->lua_cpu_clock) != 0) s->opt.cpu_clock = false;
-  s->acct.start_clock = s->clock_ns_read();
-  s->tid = static_cast<pid_t>(syscall(SYS_gettid));
-  if (s->opt.trace) {
-    if (trace_refused(*s, err)) return false;
-    s->tracer.start(L, !s->hooks.start_hook().hook);  // a hook to forward: the slow path
-  }
-  if (!publish(s.get(), L, err)) return false;  // s deletes it
-  Session* raw = s.release();                   // the table owns it from here: stop() deletes it
-  if (raw->opt.alloc && !raw->start_alloc(err)) {
-    stop_session(raw, L);
-    return false;
-  }
-  if (!start_step(L, start_install_body, raw)) {
-    stop_session(raw, L);
-    return err = "not enough memory", false;
-  }
-  // The trace hook last: the protected call above is not the program's.
-  if (raw->opt.trace) {
-    lua_sethook(L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
-    if (raw->main_L && raw->main_L != L && lua_gethook(raw->main_L) != lf_hook)
-      lua_sethook(raw->main_L, lf_hook, raw->hooks.base_mask(), raw->hooks.start_hook().count);
-  }
-  if (raw->opt.sample &&
-      !raw->sampler.start(raw->opt.hz, raw->opt.cpu_clock, raw->lua_cpu_clock, raw->slot, err)) {
-    stop_session(raw, L);
-    return false;
-  }
-  raw->start_streaming();
-  return true;
+  if (!s->configure(L, err) || !s->publish(L, err)) return false;  // s deletes it
+  return s.release()->begin(L, err);  // the table owns it from here: stop() deletes it
+}
+
+bool start(lua_State* L, const Options& o, std::string& err) {
+  return Session::start(L, o, err);
 }
 
 Summary stop(lua_State* L) {
   if (L) {
     Session* s = sessions::of(L);
-    return s ? stop_session(s, L) : Summary{};
+    return s ? s->stop(L) : Summary{};
   }
   Summary last;
   std::vector<Session*> all;
@@ -332,63 +324,61 @@ Summary stop(lua_State* L) {
     std::lock_guard<std::mutex> lock(ending_mutex());
     sessions::each([&](Session* s) { all.push_back(s); });
   }
-  for (Session* s : all) last = stop_session(s, nullptr);
+  for (Session* s : all) last = s->stop(nullptr);
   return last;
 }
 
-namespace {
-
-Summary stop_session(Session* s, lua_State* L) {
+Summary Session::stop(lua_State* L) {
   Summary sum;
-  ending_begin_stop(*s);
-  const SamplerKind sampler_kind = s->sampler.kind();
-  if (s->opt.sample) s->sampler.stop();
+  ending_begin_stop(*this);
+  const SamplerKind sampler_kind = sampler.kind();
+  if (opt.sample) sampler.stop();
   if (L) {
-    s->hooks.begin_critical();
-    s->hooks.disarm();
-    s->hooks.end_critical_stopped();
-    if (s->opt.trace) {
-      s->tracer.charge_now();
-      s->restore_program_hooks(L);  // session_hooks.cpp
+    hooks.begin_critical();
+    hooks.disarm();
+    hooks.end_critical_stopped();
+    if (opt.trace) {
+      tracer.charge_now();
+      restore_program_hooks(L);  // session_hooks.cpp
     }
     restore_coroutine_wrappers(L);
     closer::drop(L);
   }
-  const HookChain::Chained before = s->hooks.start_hook();
-  set_hook_after_stop(sessions::key_of(s->main_L), before.hook, before.mask, before.count);
+  const HookChain::Chained before = hooks.start_hook();
+  set_hook_after_stop(sessions::key_of(main_L), before.hook, before.mask, before.count);
   // Detached before the final collection: finalizers it runs (our closer
   // among them) must not see a session that is going away.
   {
     std::lock_guard<std::mutex> lock(ending_mutex());
-    sessions::remove(s->slot);
+    sessions::remove(slot);
   }
-  if (s->opt.alloc) s->stop_alloc(L, !t_closing);
-  fill_summary(s, sampler_kind, sum);
-  s->output.write(sum);
+  if (opt.alloc) stop_alloc(L, !t_closing);
+  fill_summary(sampler_kind, sum);
+  output.write(sum);
   // Always said, even with quiet: a profile that was not written (or was cut).
   for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
   if (sum.files_failed) g_output_failed = true;
-  if (s->streamer) s->streamer->finish(sum);
-  ending_stopped(*s);
-  delete s;
+  if (streamer) streamer->finish(sum);
+  ending_stopped(*this);
+  delete this;
   return sum;
 }
 
-// The summary of a run that ends (stop_session): its counts and clocks.
-void fill_summary(const Session* s, SamplerKind sampler_kind, Summary& sum) {
-  sum.mode = mode_name(s->opt);
+// The summary of a run that ends (stop): its counts and clocks.
+void Session::fill_summary(SamplerKind sampler_kind, Summary& sum) const {
+  sum.mode = mode_name(opt);
   sum.lua = vm_release();
-  sum.metrics = s->metrics;
-  sum.wall_ns = now_ns() - s->acct.start_wall;
-  const uint64_t clk = s->clock_ns_last();
-  sum.clock_ns = s->clock_before_ns + (clk > s->acct.start_clock ? clk - s->acct.start_clock : 0);
-  sum.hz_asked = s->opt.hz;
-  if (s->opt.sample) {
-    sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * s->opt.hz / 1e9);
-    sum.sample_events = s->acct.sample_events;
+  sum.metrics = metrics;
+  sum.wall_ns = now_ns() - acct.start_wall;
+  const uint64_t clk = clock_ns_last();
+  sum.clock_ns = clock_before_ns + (clk > acct.start_clock ? clk - acct.start_clock : 0);
+  sum.hz_asked = opt.hz;
+  if (opt.sample) {
+    sum.samples_asked = static_cast<uint64_t>(static_cast<double>(sum.clock_ns) * opt.hz / 1e9);
+    sum.sample_events = acct.sample_events;
     sum.sampler = sampler_kind;
-    sum.samples = s->acct.samples;
-    sum.hz_delivered = sum.clock_ns ? static_cast<double>(s->acct.sample_events) * 1e9 /
+    sum.samples = acct.samples;
+    sum.hz_delivered = sum.clock_ns ? static_cast<double>(acct.sample_events) * 1e9 /
                                           static_cast<double>(sum.clock_ns)
                                     : 0;
   }
@@ -397,51 +387,55 @@ void fill_summary(const Session* s, SamplerKind sampler_kind, Summary& sum) {
   // measurement would stand for 255 events: "5419 ms in hooks" for a 3.4 s
   // run), times the events. The time in hooks cannot exceed the thread's
   // CPU time: that bounds it when the clock is the CPU's.
-  if (s->opt.trace && s->tracer.hook_kept_n)
+  if (opt.trace && tracer.hook_kept_n)
     sum.hook_ns =
-        s->acct.hook_ns +
-        s->tracer.tclock.to_ns(static_cast<uint64_t>(static_cast<double>(s->tracer.hook_kept) /
-                                                     static_cast<double>(s->tracer.hook_kept_n) *
-                                                     static_cast<double>(s->tracer.trace_events)));
+        acct.hook_ns +
+        tracer.tclock.to_ns(static_cast<uint64_t>(static_cast<double>(tracer.hook_kept) /
+                                                  static_cast<double>(tracer.hook_kept_n) *
+                                                  static_cast<double>(tracer.trace_events)));
   else
-    sum.hook_ns = s->acct.hook_ns;
-  if (s->opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
-  sum.hook_calls = s->acct.hook_calls + s->tracer.fast_events();
-  sum.fast_paths = s->layout.on();
-  sum.fast_paths_off = s->layout.why;
-  sum.samples_moved = s->acct.samples_moved;
-  sum.samples_in_hooks = s->acct.samples_in_hooks;
-  sum.profiler_shown = s->opt.show_profiler;
-  sum.calls = s->acct.calls;
-  sum.nodes = s->tree.size();
-  sum.frames = s->names.size();
-  sum.memory_bytes = s->memory_bytes();
-  if (s->col_abytes >= 0) {
-    sum.alloc_bytes = s->alloc_total_bytes;
-    sum.alloc_count = s->alloc_total_count;
-    for (uint32_t i = 0; i < s->tree.size(); ++i) sum.live_bytes += s->tree.value(i, s->col_live);
+    sum.hook_ns = acct.hook_ns;
+  if (opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;
+  sum.hook_calls = acct.hook_calls + tracer.fast_events();
+  sum.fast_paths = layout.on();
+  sum.fast_paths_off = layout.why;
+  sum.samples_moved = acct.samples_moved;
+  sum.samples_in_hooks = acct.samples_in_hooks;
+  sum.profiler_shown = opt.show_profiler;
+  sum.calls = acct.calls;
+  sum.nodes = tree.size();
+  sum.frames = names.size();
+  sum.memory_bytes = memory_bytes();
+  if (col_abytes >= 0) {
+    sum.alloc_bytes = alloc_total_bytes;
+    sum.alloc_count = alloc_total_count;
+    for (uint32_t i = 0; i < tree.size(); ++i) sum.live_bytes += tree.value(i, col_live);
   }
 }
 
-}  // namespace
+void Session::flush() {
+  Summary written;
+  output.write(written);
+  for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (streamer) streamer->flush_now();
+}
+
+bool Session::folded(const std::string& metric, std::string& out, std::string& err) {
+  const int col = column_of(metric, err);
+  if (col < 0) return false;
+  if (opt.trace) tracer.charge_now();
+  out = output.folded_text(col);
+  return true;
+}
 
 void flush(lua_State* L) {
-  Session* s = sessions::of(L);
-  if (!s) return;
-  Summary written;
-  s->output.write(written);
-  for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
-  if (s->streamer) s->streamer->flush_now();
+  if (Session* s = sessions::of(L)) s->flush();
 }
 
 bool folded(lua_State* L, const std::string& metric, std::string& out, std::string& err) {
   Session* s = sessions::of(L);
   if (!s) return err = "luaflame is not running", false;
-  const int col = s->column_of(metric, err);
-  if (col < 0) return false;
-  if (s->opt.trace) s->tracer.charge_now();
-  out = s->output.folded_text(col);
-  return true;
+  return s->folded(metric, out, err);
 }
 
 }  // namespace lfc

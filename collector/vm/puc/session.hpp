@@ -61,13 +61,72 @@ namespace lfc {
 class Streamer;
 struct AllocState;
 
-class Session : public Profile {
+class Session : private Profile {
  public:
   Session(lua_State* L, const Options& o);
   ~Session();
 
+  // ---- its life (session.cpp) ----
+  /// The API's start(): a session for L's state, in the table of live
+  /// sessions (sessions.hpp) when true; false with `err`, nothing left.
+  static bool start(lua_State* L, const Options& o, std::string& err);
+  /// Ends the run and deletes the session: with L (on the Lua thread) the
+  /// hooks, wrappers and allocator are given back first; then the files,
+  /// the stream and the summary.
+  Summary stop(lua_State* L);
+  /// The API's flush() and folded(): the files and the stream now, one
+  /// metric's folded text now.
+  void flush();
+  bool folded(const std::string& metric, std::string& out, std::string& err);
+  /// The thread that ran the state is this one or has ended: nothing of the
+  /// state runs beside a stop() from here (at exit).
+  bool stoppable_here() const;
+  /// Out of the table, never stopped, written or streamed: its hooks and
+  /// handler find nothing and give the program its own back (a forked
+  /// child, an abandoned session). Under ending_mutex or in the child.
+  void leave_behind(bool in_child);
+  /// Profiling ends where it failed (abandon_session below).
+  void abandon(const char* why, const char* where) noexcept;
+  /// L's lua_close is the end of this session's state (its closer's).
+  bool closes_with(lua_State* L) const;
+  /// The run, for the core's ending (core/profile.hpp: finish_outside_all).
+  Profile& run() { return *this; }
+
+  // ---- the events its entry points forward ----
+  /// L resumes co / co yielded, returned or failed back to L (the
+  /// coroutine.resume wrappers): the switch, in one critical section, for
+  /// the coroutine tracking, the new thread's hook and the tracer (session.cpp).
+  void on_resume(lua_State* L, lua_State* co);
+  void on_return(lua_State* L, lua_State* co);
+  /// A host's own lua_resume of co, or its return (attach.hpp's host_resume;
+  /// session_coroutines.cpp): told as a switch when it is one.
+  bool host_resume(lua_State* co, bool entering) noexcept;
+  /// The state runs on the calling thread now, not the one it ran on (a
+  /// host made it on one thread and runs it on another: HAProxy's
+  /// per-thread states, or a state shared by threads in turn). The timers,
+  /// the CPU clock and the coroutine tracking's owner follow; the clock the
+  /// summary reports adds the time of each thread (session.cpp).
+  void follow_thread() noexcept;
+  /// The sampler's signal, in its handler (session_common.cpp): a sample on
+  /// the thread that runs the state, nothing elsewhere.
+  void on_signal() noexcept;
+  /// lf_hook's common trace event, inline in session_hooks.cpp, its only
+  /// user (Tracer::trace_fast: it allocates and throws nothing); false
+  /// sends the event to hook().
+  bool trace_fast(lua_State* L, lua_Debug* ar) noexcept;
+  /// Every event trace_fast leaves: the tracer's event, then hook_rest
+  /// (session_hooks.cpp, with lf_hook).
+  void hook(lua_State* L, lua_Debug* ar);
+  bool tracing() const { return opt.trace; }
+  /// The program's hook on T, behind luaflame's (debug.gethook's answer).
+  HookChain::Chained chained_for(lua_State* T) const { return hooks.chained_for(T); }
+  /// After the program's debug.sethook on T while tracing: its hook is
+  /// chained, luaflame's goes back (session_hooks.cpp).
+  void adopt_program_hook(lua_State* L, lua_State* T);
+
+ private:
   // ---- the run (core/profile.hpp: options, metrics, names, tree, counts,
-  // outputs) is the base; below, what Lua 5.4 adds ----
+  // outputs) is the base; below, what a PUC Lua adds ----
   FrameTable frames{names};
   lua_State* start_L;
   lua_State* main_L;
@@ -77,24 +136,13 @@ class Session : public Profile {
 
   // ---- coroutine tracking (coroutines.hpp): the running thread, the resume chain ----
   Coroutines coroutines;  ///< before `hooks`, which reads its `current`
-  /// L resumes co / co yielded, returned or failed back to L (the
-  /// coroutine.resume wrappers): the switch, in one critical section, for
-  /// the coroutine tracking, the new thread's hook and the tracer (session.cpp).
-  void on_resume(lua_State* L, lua_State* co);
-  void on_return(lua_State* L, lua_State* co);
 
   // ---- hooks: the program's, chained behind ours, and the one-shot (hookchain.hpp) ----
   HookChain hooks{coroutines.current(), layout, opt.trace};
-  /// After the program's debug.sethook on T while tracing: its hook is
-  /// chained, luaflame's goes back (session_hooks.cpp).
-  void adopt_program_hook(lua_State* L, lua_State* T);
-  void restore_program_hooks(lua_State* L);  ///< at stop (session_hooks.cpp)
-  /// Every event lf_hook's fast path (Tracer::trace_fast) leaves: the
-  /// tracer's event, then hook_rest (session_hooks.cpp, with lf_hook).
-  void hook(lua_State* L, lua_Debug* ar);
+  void restore_program_hooks(lua_State* L);        ///< at stop (session_hooks.cpp)
   bool move_line_sample_on(lua_State* L, int ev);  ///< --lines on 5.4 (session_hooks.cpp)
-  void hook_rest(lua_State* L, lua_Debug* ar,
-                 int ev);  ///< armed thread or chained hook (lf_hook's slow part)
+  /// An armed thread or a chained hook (lf_hook's slow part).
+  void hook_rest(lua_State* L, lua_Debug* ar, int ev);
   void install_thread_hook(lua_State* L, lua_State* co);
 
   // ---- sampling: the signal (sampler.hpp), the sample (sampling.hpp), the walk ----
@@ -102,7 +150,7 @@ class Session : public Profile {
   Sampler sampler;
   StackWalker walker{coroutines, frames, tree, opt.lines, ci_walk_ok};
   Sampling sampling{sampler, hooks, walker, frames, tree, col_samples, acct, tracer, opt};
-  /// From the handler (sampler.cpp): the parts handed straight to it.
+  /// On the Lua thread, in the handler: the parts handed straight to it.
   void on_sample_signal() { Sampling::on_signal(sampler, hooks, coroutines, layout, ci_walk_ok); }
 
   // ---- tracer: its state and events (tracer.hpp) ----
@@ -115,22 +163,26 @@ class Session : public Profile {
   void take_alloc(lua_State* L);
   void stop_alloc(lua_State* L, bool collect);
 
+  // ---- the thread and clock of the state ----
+  pid_t tid = 0;              ///< the thread that runs the state (at exit: still there?)
+  int slot = -1;              ///< its slot in the table of live sessions (sessions.hpp)
+  clockid_t lua_cpu_clock{};  ///< the CPU clock of the thread that runs the state (opt.cpu_clock)
+  uint64_t clock_before_ns = 0;  ///< the sampled clock's time on the threads it ran on before
   uint64_t clock_ns_read() const;
   /// clock_ns_read, or, when the state's thread has ended (its CPU clock
   /// is gone), the sampler's last reading of it.
   uint64_t clock_ns_last() const;
   std::size_t memory_bytes() const;
-  /// The state runs on the calling thread now, not the one it ran on (a
-  /// host made it on one thread and runs it on another: HAProxy's
-  /// per-thread states, or a state shared by threads in turn). The timers,
-  /// the CPU clock and the coroutine tracking's owner follow; the clock the
-  /// summary reports adds the time of each thread (session.cpp).
-  void follow_thread() noexcept;
 
-  pid_t tid = 0;              ///< the thread that runs the state (at exit: still there?)
-  int slot = -1;              ///< its slot in the table of live sessions (sessions.hpp)
-  clockid_t lua_cpu_clock{};  ///< the CPU clock of the thread that runs the state (opt.cpu_clock)
-  uint64_t clock_before_ns = 0;  ///< the sampled clock's time on the threads it ran on before
+  // ---- start and stop's steps (session.cpp) ----
+  bool configure(lua_State* L, std::string& err);
+  bool publish(lua_State* L, std::string& err);
+  bool trace_refused(std::string& err) const;
+  bool begin(lua_State* L, std::string& err);
+  bool start_step(lua_State* L, lua_CFunction body);
+  static int start_frames_body(lua_State* L) noexcept;
+  static int start_install_body(lua_State* L) noexcept;
+  void fill_summary(SamplerKind sampler_kind, Summary& sum) const;
 };
 
 /// Ends the profiling of s where it failed (a hook's std::bad_alloc): said

@@ -53,15 +53,17 @@ void on_sampler_signal(int, siginfo_t* si, void*) noexcept {
   const int saved = errno;
   if (si && (si->si_code == SI_TIMER || si->si_code == SI_QUEUE)) {
     sessions::Slot* slot = sessions::enter(si->si_value.sival_int);
-    if (Session* s = slot ? slot->session.load(std::memory_order_acquire) : nullptr) {
-      if (s->sampler.on_its_thread())
-        s->on_sample_signal();
-      else
-        s->sampler.quiet_here();
-    }
+    if (Session* s = slot ? slot->session.load(std::memory_order_acquire) : nullptr) s->on_signal();
     if (slot) sessions::leave(*slot);
   }
   errno = saved;
+}
+
+void Session::on_signal() noexcept {
+  if (sampler.on_its_thread())
+    on_sample_signal();
+  else
+    sampler.quiet_here();
 }
 
 Session::Session(lua_State* L, const Options& o) : Profile(o, vm_release()), start_L(L), main_L(L) {

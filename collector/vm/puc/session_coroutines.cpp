@@ -175,24 +175,27 @@ void preset_coroutine_frames(FrameTable& frames) {
 // its main thread on its workers, and a shared state on each in turn).
 bool attach::host_resume(lua_State* co, bool entering) noexcept {
   Session* s = sessions::of(co);
-  if (!s) return false;
-  if (!s->coroutines.on_lua_thread()) {
-    if (!entering || s->coroutines.chain().size() != 1) return false;
-    s->follow_thread();
+  return s && s->host_resume(co, entering);
+}
+
+bool Session::host_resume(lua_State* co, bool entering) noexcept {
+  if (!coroutines.on_lua_thread()) {
+    if (!entering || coroutines.chain().size() != 1) return false;
+    follow_thread();
   }
-  const std::vector<lua_State*>& chain = s->coroutines.chain();
+  const std::vector<lua_State*>& chain = coroutines.chain();
   if (chain.empty()) return false;
   if (entering) {
     lua_State* L = chain.back();
     if (L == co || !same_state(L, co) || !will_run(L, co)) return false;
     // A request begins: what is due so far is the host's, and the request
     // is sampled from its first period (Sampler::wake).
-    s->sampler.wake([s] { s->on_sample_signal(); });
-    s->on_resume(L, co);
+    sampler.wake([this] { on_sample_signal(); });
+    on_resume(L, co);
     return true;
   }
   if (chain.size() < 2 || chain.back() != co) return false;
-  s->on_return(chain[chain.size() - 2], co);
+  on_return(chain[chain.size() - 2], co);
   return true;
 }
 

@@ -85,7 +85,7 @@ int lf_sethook(lua_State* L) noexcept {
   lua_State* T = target(L);
   f(L);
   Session* s = sessions::of(L);
-  if (s && s->opt.trace) {
+  if (s && s->tracing()) {
     // Its bookkeeping allocates: what it throws ends profiling, not the program.
     if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T); }))
       abandon_session(s, failed, "debug.sethook's wrapper");
@@ -97,11 +97,11 @@ int lf_sethook(lua_State* L) noexcept {
 int lf_gethook(lua_State* L) noexcept {
   Session* s = sessions::of(L);
   lua_State* T = target(L);
-  if (!s || !s->opt.trace || lua_gethook(T) != lf_hook) {
+  if (!s || !s->tracing() || lua_gethook(T) != lf_hook) {
     lua_CFunction f = orig(L, "luaflame.orig.gethook");
     return f ? f(L) : 0;
   }
-  const HookChain::Chained c = s->hooks.chained_for(T);
+  const HookChain::Chained c = s->chained_for(T);
   if (!c.hook) {
     lua_pushnil(L);
     return 1;
@@ -365,10 +365,18 @@ namespace {
   }
 }
 
+}  // namespace
+
+inline bool Session::trace_fast(lua_State* L, lua_Debug* ar) noexcept {
+  return tracer.trace_fast(L, ar, hooks, acct);
+}
+
+namespace {
+
 // trace_fast allocates nothing and throws nothing (tracer_events.hpp).
 inline void hook_session(Session* s, lua_State* L, lua_Debug* ar) noexcept {
   if (__builtin_expect(s != nullptr, 1)) {
-    if (__builtin_expect(s->tracer.trace_fast(L, ar, s->hooks, s->acct), 1)) return;
+    if (__builtin_expect(s->trace_fast(L, ar), 1)) return;
     return hook_slow(s, L, ar);
   }
   lf_hook_after_stop(L, ar);
