@@ -1,4 +1,6 @@
-// Store helpers shared by every implementation: resolutions and opening by URL.
+// Store helpers shared by every implementation: resolutions, opening by URL
+// and the retention policy (retain_runs, over each store's RetainSteps).
+#include <algorithm>
 #include <charconv>
 
 #include "luaflame/wire.hpp"
@@ -128,6 +130,37 @@ std::unique_ptr<SourceStore> open_store_sources(const std::string& url) {
 
 std::string describe_store(const std::string& url) {
   return is_postgres(url) ? pg::redact(url) : url;
+}
+
+namespace {
+void sort_unique(std::vector<int64_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+}  // namespace
+
+RetainResult retain_runs(RetainSteps& steps, const RetainOptions& o) {
+  RetainResult out;
+  std::vector<int64_t> doomed;
+  if (o.older_than_ns > 0) doomed = steps.finished_before(o.older_than_ns);
+  if (o.keep_runs > 0) {
+    std::vector<int64_t> beyond = steps.finished_beyond(o.keep_runs);
+    doomed.insert(doomed.end(), beyond.begin(), beyond.end());
+  }
+  sort_unique(doomed);
+  for (int64_t id : doomed)
+    if (steps.delete_run(id)) out.deleted.push_back(id);
+  if (o.trim) {
+    out.buckets_trimmed = steps.trim(o, out.trimmed);
+    sort_unique(out.trimmed);
+  }
+  while (o.budget_bytes > 0 && steps.stored_bytes() > o.budget_bytes) {
+    const std::optional<int64_t> id = steps.oldest_finished();
+    if (!id || !steps.delete_run(*id)) break;  // nothing finished left, or another server's
+    out.deleted.push_back(*id);
+  }
+  sort_unique(out.deleted);
+  return out;
 }
 
 }  // namespace lfs

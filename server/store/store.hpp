@@ -187,6 +187,34 @@ struct RetainResult {
   int64_t bytes_freed = 0;       ///< bytes given back to the file system
 };
 
+/// The steps of a retention pass, each a store's SQL; the policy (which
+/// runs go, in what order, when it stops) is retain_runs's alone.
+class RetainSteps {
+ public:
+  virtual ~RetainSteps() = default;
+  /// Finished runs that ended before `ns`.
+  virtual std::vector<int64_t> finished_before(int64_t ns) = 0;
+  /// Finished runs older than the newest `keep` runs (live ones among those counted).
+  virtual std::vector<int64_t> finished_beyond(int64_t keep) = 0;
+  /// The oldest finished run, if any.
+  virtual std::optional<int64_t> oldest_finished() = 0;
+  /// Deletes the run and all it holds in one short transaction (readers are
+  /// never blocked, writers wait briefly); false when it was already gone.
+  virtual bool delete_run(int64_t id) = 0;
+  /// Per-resolution retention (RetainOptions::trim): the buckets dropped;
+  /// the runs whose data changed are appended to `touched`.
+  virtual int64_t trim(const RetainOptions& o, std::vector<int64_t>& touched) = 0;
+  /// The bytes the budget holds the store to.
+  virtual uint64_t stored_bytes() = 0;
+};
+
+/// One retention pass over a store's steps: finished runs that ended before
+/// older_than and those beyond the newest keep_runs are deleted (oldest
+/// first), buckets past each resolution's keep are trimmed, then the oldest
+/// finished runs go while the store is above its budget. `deleted` and
+/// `trimmed` come out sorted, without repeats; bytes_freed is the store's.
+RetainResult retain_runs(RetainSteps& steps, const RetainOptions& o);
+
 enum class AppendStatus { ok, duplicate, finished, not_found };
 
 class Store {

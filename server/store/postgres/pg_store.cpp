@@ -394,6 +394,7 @@ class PgStore : public Store {
   void add_batch(pg::Conn& c, int64_t run, const Batch& b, RunTree& tree, bool all_resolutions,
                  Batch* owner = nullptr);
   int64_t trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>& runs);
+  struct Retain;
 
   bool delete_in(pg::Conn& c, int64_t id) {
     static const char* const tables[][2] = {{"del_buckets", "DELETE FROM buckets WHERE run=$1"},
@@ -523,57 +524,65 @@ int64_t PgStore::trim(pg::Conn& c, const RetainOptions& o, std::vector<int64_t>&
     }
     for (int64_t id : ids) forget_tree(id);
   }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   return trimmed;
 }
 
+// The steps of retain_runs (store.hpp) on one connection of the server that leads retention.
+struct PgStore::Retain final : RetainSteps {
+  Retain(PgStore& st, pg::Conn& c) : st(st), c(c) {}
+  std::vector<int64_t> ids(pg::Result r) {
+    std::vector<int64_t> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.i64(i, 0));
+    return out;
+  }
+  std::vector<int64_t> finished_before(int64_t ns) override {
+    return ids(c.query("retain_old", "SELECT id FROM runs WHERE status='finished' AND ended_ns<$1",
+                       pg::Params().add(ns)));
+  }
+  std::vector<int64_t> finished_beyond(int64_t keep) override {
+    return ids(c.query("retain_keep",
+                       "SELECT id FROM runs WHERE status='finished' AND id <"
+                       " (SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT $1) k)",
+                       pg::Params().add(keep)));
+  }
+  std::optional<int64_t> oldest_finished() override {
+    auto r = c.query("retain_oldest",
+                     "SELECT id FROM runs WHERE status='finished' ORDER BY id"
+                     " LIMIT 1");
+    if (r.rows() == 0) return std::nullopt;
+    return r.i64(0, 0);
+  }
+  bool delete_run(int64_t id) override {
+    pg::Txn txn(c);
+    const bool found = st.delete_in(c, id);
+    txn.commit();
+    st.forget_tree(id);
+    return found;
+  }
+  int64_t trim(const RetainOptions& o, std::vector<int64_t>& touched) override {
+    return st.trim(c, o, touched);
+  }
+  uint64_t stored_bytes() override {
+    return static_cast<uint64_t>(
+        c.query("retain_stored", "SELECT COALESCE(SUM(bytes), 0) FROM runs").i64(0, 0));
+  }
+  PgStore& st;
+  pg::Conn& c;
+};
+
 RetainResult PgStore::retain(const RetainOptions& o) {
-  RetainResult out;
-  if (!leads_retention()) return out;
+  if (!leads_retention()) return {};
   pg::Pool::Lease c(pool_);
-  auto stored = [&] {
-    return c->query("retain_stored", "SELECT COALESCE(SUM(bytes), 0) FROM runs").i64(0, 0);
-  };
-  const int64_t before = stored();
-  std::vector<int64_t> doomed;
-  if (o.older_than_ns > 0) {
-    auto r = c->query("retain_old", "SELECT id FROM runs WHERE status='finished' AND ended_ns<$1",
-                      pg::Params().add(o.older_than_ns));
-    for (int i = 0; i < r.rows(); ++i) doomed.push_back(r.i64(i, 0));
-  }
-  if (o.keep_runs > 0) {
-    auto r = c->query("retain_keep",
-                      "SELECT id FROM runs WHERE status='finished' AND id <"
-                      " (SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT $1) k)",
-                      pg::Params().add(o.keep_runs));
-    for (int i = 0; i < r.rows(); ++i) doomed.push_back(r.i64(i, 0));
-  }
-  std::sort(doomed.begin(), doomed.end());
-  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
-  for (int64_t id : doomed) {  // one short transaction per run
-    pg::Txn txn(*c);
-    if (delete_in(*c, id)) out.deleted.push_back(id);
-    txn.commit();
-    forget_tree(id);
-  }
-  if (o.trim) out.buckets_trimmed = trim(*c, o, out.trimmed);
-  while (o.budget_bytes > 0) {
-    auto r = c->query("retain_budget",
-                      "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM runs),"
-                      " (SELECT id FROM runs WHERE status='finished' ORDER BY id LIMIT 1)");
-    if (static_cast<uint64_t>(r.i64(0, 0)) <= o.budget_bytes || r.null(0, 1)) break;
-    pg::Txn txn(*c);
-    const int64_t id = r.i64(0, 1);
-    if (delete_in(*c, id)) out.deleted.push_back(id);
-    txn.commit();
-  }
+  Retain steps(*this, *c);
+  const uint64_t before = steps.stored_bytes();
+  RetainResult out = retain_runs(steps, o);
   // VACUUM now rather than at autovacuum's next visit: the dead rows' space becomes reusable
   // by new rows (PostgreSQL gives pages back to the file system only from a table's end), so
   // bytes_freed is what the store no longer holds, not a smaller file.
-  if (out.buckets_trimmed > 0 || !doomed.empty() || !out.deleted.empty()) {
+  if (out.buckets_trimmed > 0 || !out.deleted.empty()) {
     c->exec("VACUUM buckets, dict");
-    out.bytes_freed = std::max<int64_t>(0, before - stored());
+    const uint64_t after = steps.stored_bytes();
+    out.bytes_freed = before > after ? static_cast<int64_t>(before - after) : 0;
   }
   return out;
 }

@@ -435,49 +435,48 @@ int64_t SqliteStore::give_back_space() {
   return give_back_locked();
 }
 
+// The steps of retain_runs (store.hpp) on the writer, under write_mu_.
+struct SqliteStore::Retain final : RetainSteps {
+  explicit Retain(SqliteStore& st) : st(st) {}
+  std::vector<int64_t> ids(const char* sql, int64_t arg) {
+    Stmt q(st.writer_, sql);
+    q.bind(1, arg);
+    std::vector<int64_t> out;
+    while (q.step()) out.push_back(q.i64(0));
+    return out;
+  }
+  std::vector<int64_t> finished_before(int64_t ns) override {
+    return ids("SELECT id FROM runs WHERE status='finished' AND ended_ns<?", ns);
+  }
+  std::vector<int64_t> finished_beyond(int64_t keep) override {
+    return ids(
+        "SELECT id FROM runs WHERE status='finished' AND id < "
+        "(SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT ?))",
+        keep);
+  }
+  std::optional<int64_t> oldest_finished() override {
+    Stmt q(st.writer_, "SELECT id FROM runs WHERE status='finished' ORDER BY id LIMIT 1");
+    if (!q.step()) return std::nullopt;
+    return q.i64(0);
+  }
+  bool delete_run(int64_t id) override {
+    Txn txn(st.writer_);
+    const bool found = st.delete_locked(id);
+    txn.commit();
+    return found;
+  }
+  int64_t trim(const RetainOptions& o, std::vector<int64_t>& touched) override {
+    return st.trim(o, touched);
+  }
+  uint64_t stored_bytes() override { return static_cast<uint64_t>(used_bytes(st.writer_)); }
+  SqliteStore& st;
+};
+
 RetainResult SqliteStore::retain(const RetainOptions& o) {
   std::lock_guard<std::mutex> lock(write_mu_);
   check_open();
-  RetainResult out;
-  std::vector<int64_t> doomed;
-  if (o.older_than_ns > 0) {
-    Stmt q(writer_, "SELECT id FROM runs WHERE status='finished' AND ended_ns<?");
-    q.bind(1, o.older_than_ns);
-    while (q.step()) doomed.push_back(q.i64(0));
-  }
-  if (o.keep_runs > 0) {
-    Stmt q(writer_,
-           "SELECT id FROM runs WHERE status='finished' AND id < "
-           "(SELECT MIN(id) FROM (SELECT id FROM runs ORDER BY id DESC LIMIT ?))");
-    q.bind(1, o.keep_runs);
-    while (q.step()) doomed.push_back(q.i64(0));
-  }
-  std::sort(doomed.begin(), doomed.end());
-  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
-  // One short transaction per run: readers are never blocked, writers wait briefly.
-  for (int64_t id : doomed) {
-    Txn txn(writer_);
-    if (delete_locked(id)) out.deleted.push_back(id);
-    txn.commit();
-  }
-  if (o.trim) {
-    out.buckets_trimmed = trim(o, out.trimmed);
-    std::sort(out.trimmed.begin(), out.trimmed.end());
-    out.trimmed.erase(std::unique(out.trimmed.begin(), out.trimmed.end()), out.trimmed.end());
-  }
-  while (o.budget_bytes > 0 && static_cast<uint64_t>(used_bytes(writer_)) > o.budget_bytes) {
-    int64_t id = 0;
-    {
-      Stmt q(writer_, "SELECT id FROM runs WHERE status='finished' ORDER BY id LIMIT 1");
-      if (!q.step()) break;
-      id = q.i64(0);
-      q.reset();
-    }
-    Txn txn(writer_);
-    delete_locked(id);
-    txn.commit();
-    out.deleted.push_back(id);
-  }
+  Retain steps(*this);
+  RetainResult out = retain_runs(steps, o);
   out.bytes_freed = give_back_locked();
   return out;
 }

@@ -94,6 +94,7 @@ class SqliteStore final : public Store {
   void merge_bucket(int64_t run, int metric, int64_t width, int64_t bucket, const Values& add,
                     int64_t sum, int sign);
   int64_t trim(const RetainOptions& o, std::vector<int64_t>& changed);
+  struct Retain;
   bool delete_locked(int64_t id);
   int64_t give_back_locked();
 
