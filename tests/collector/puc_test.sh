@@ -145,4 +145,7 @@ fi
 # The main chunk's locals are live at stop (vm_test_lib.sh: vm_chunk_live_check).
 vm_chunk_live_check "$LF"
 
+# Live bytes against the VM's own count (vm_test_lib.sh: vm_live_count_check).
+vm_live_count_check "$LF"
+
 vm_test_end "Lua $v collector"

@@ -102,4 +102,7 @@ vm_oneline_check "$LF" run
 # 12. The main chunk's locals are live at stop (vm_test_lib.sh: vm_chunk_live_check).
 vm_chunk_live_check "$LF" run
 
+# Live bytes against the VM's own count (vm_test_lib.sh: vm_live_count_check).
+vm_live_count_check "$LF" run
+
 vm_test_end "runner and module"

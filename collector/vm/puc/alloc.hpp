@@ -149,6 +149,8 @@ struct AllocState {
   void request_sample();
   bool in_gc() const;
   void unpend(void* block);
+  /// A block moved by a reallocation (from -> to): its pending samples follow.
+  void repend(void* from, void* to);
 };
 
 }  // namespace lfc
