@@ -22,12 +22,15 @@ constexpr bool kSupported = true;
 #else
 constexpr bool kSupported = false;
 #endif
-constexpr std::size_t kStateTop = 2 * sizeof(void*);  ///< lua_State.top
-constexpr std::size_t kTValueSize = 16;
-constexpr std::size_t kCiFunc = 0, kCiNext = 3 * sizeof(void*);
-constexpr std::size_t kProtoSizelocvars = luaint::pick(100, 36, 36);
-constexpr std::size_t kProtoLocvars = luaint::pick(48, 80, 104);
-constexpr std::size_t kLocVarSize = 16, kLocVarStart = 8, kLocVarEnd = 12;
+using luaint::kCiNext;
+using luaint::kLocVarEnd;
+using luaint::kLocVarSize;
+using luaint::kLocVarStart;
+using luaint::kProtoLocvars;
+using luaint::kProtoSizelocvars;
+using luaint::kStateTop;
+using luaint::kTValueSize;
+constexpr std::size_t kCiFunc = 0;  ///< CallInfo.func (5.2+: luaint's func_of reads it too)
 /// Where a vararg chunk's registers start, past its function's slot and its
 /// arguments: 5.4 also copies the function up (luaT_adjustvarargs).
 constexpr int kBasePastArgs = LUA_VERSION_NUM >= 504 ? 2 : 1;

@@ -19,15 +19,9 @@
 // object that was reachable at the last atomic phase or made since: never
 // a freed one.
 //
-// Offsets (lstate.h, lobject.h of each release, LP64), checked by probe()
-// on known chunks run on a thread of their own:
-//                            5.2    5.3    5.4
-//   lua_State.top             16     16     16
-//   CallInfo.func              0      0      0
-//   CallInfo.next             24     24     24
-//   Proto.sizelocvars        100     36     36
-//   Proto.locvars             48     80    104
-//   LocVar (size 16)          startpc 8, endpc 12
+// The offsets it reads are luaint.hpp's (its table: lua_State.top,
+// CallInfo.next, Proto.locvars and sizelocvars, LocVar), checked by probe()
+// on known chunks run on a thread of their own.
 // 5.1 is not covered: its return pc is gone once the CallInfo array's
 // cursor moves back (luaD_poscall restores L->savedpc from the caller).
 #pragma once

@@ -33,6 +33,11 @@
 //   Proto.source              64     72    104    112
 //   TString contents          24     24     24     24  (getstr)
 //   OP_TAILCALL               29      -      -      -  (an instruction's low 6 bits)
+//   lua_State.top             16     16     16     16  (chunk_locals.cpp)
+//   CallInfo.next              -     24     24     24  (chunk_locals.cpp)
+//   Proto.sizelocvars         92    100     36     36  (chunk_locals.cpp)
+//   Proto.locvars             48     48     80    104  (chunk_locals.cpp)
+//   LocVar (size 16)          startpc 8, endpc 12       (chunk_locals.cpp)
 // The tags of a Lua closure, a light C function and a C closure are the
 // same in 5.2 to 5.4 (0x46, 0x16, 0x66); 5.1 has one tag for functions and
 // Closure.isC (func_of gives the later tags). CallInfo.callstatus's bits
@@ -192,6 +197,14 @@ constexpr std::size_t kProtoLine =
 constexpr std::size_t kProtoCode = pick51(24, 24, 56, 64);      ///< Proto.code
 constexpr std::size_t kProtoSource = pick51(64, 72, 104, 112);  ///< Proto.source
 constexpr std::size_t kTStringContents = 24;                    ///< TString.contents
+
+// ---- a returned chunk's registers and locals (chunk_locals.cpp, checked by its probe) ----
+constexpr std::size_t kStateTop = 2 * sizeof(void*);  ///< lua_State.top
+constexpr std::size_t kCiNext = 3 * sizeof(void*);    ///< CallInfo.next (5.2+)
+constexpr std::size_t kTValueSize = 16;
+constexpr std::size_t kProtoSizelocvars = pick51(92, 100, 36, 36);          ///< Proto.sizelocvars
+constexpr std::size_t kProtoLocvars = pick51(48, 48, 80, 104);              ///< Proto.locvars
+constexpr std::size_t kLocVarSize = 16, kLocVarStart = 8, kLocVarEnd = 12;  ///< LocVar
 
 template <class T>
 T at(const void* base, std::size_t off) {
