@@ -27,7 +27,7 @@ namespace lfc {
 
 namespace jit {
 
-std::atomic<JitState*> g_jit{nullptr};
+std::atomic<JSession*> g_jit{nullptr};
 
 namespace {
 
@@ -49,18 +49,10 @@ const char* const kNoAlloc =
 // nginx) stays, as a yield through a C wrapper would cross a C frame.
 
 void enter(lua_State* L, lua_State* co) {
-  JitState* j = g_jit.load();
-  if (!j) return;
-  const bool trace = j->run->opt.trace;
-  if (trace) j->tracer.charge_now();
-  j->chain.enter(L, co);
-  if (trace) j->tracer.resumed(L, co);
+  if (JSession* j = g_jit.load()) j->on_resume(L, co);
 }
 void leave(lua_State* co) {
-  JitState* j = g_jit.load();
-  if (!j) return;
-  if (j->run->opt.trace) j->tracer.charge_now();
-  j->chain.leave(co);
+  if (JSession* j = g_jit.load()) j->on_return(co);
 }
 
 // LuaJIT's coroutine.resume (lib_base.c, ffh_resume) through lua_resume:
@@ -142,37 +134,155 @@ int lf_wrap(lua_State* L) LF_LUA_ENTRY {
   return 1;
 }
 
-void install_coroutine_wrappers(lua_State* L, JitState& j) {
+// The trace hook. Contract: LuaJIT's hooks are global and run on the Lua
+// thread (jtracer.hpp). No C++ exception leaves it: what the tracer throws
+// (std::bad_alloc growing its tables) ends profiling.
+void trace_hook(lua_State* L, lua_Debug* ar) noexcept {
+  JSession* j = g_jit.load();
+  if (!j || (ar->event != LUA_HOOKCALL && ar->event != LUA_HOOKRET)) return;
+  if (const char* failed = cxx_guard([&] { j->on_hook(L, ar); })) abandon(failed);
+}
+
+// The profiler callback. Contract: LuaJIT calls it on the Lua thread, from
+// its profile hook at an instruction boundary of the interpreter (a trace
+// exits to it first), never from the signal handler, so the Lua API's
+// read-only calls may be used on L; values pushed are popped before return.
+// `samples` is the number of SIGPROFs taken since the last call (LuaJIT
+// counts them in the handler): the weight of this sample. No C++
+// exception leaves it.
+void profile_cb(void* data, lua_State* L, int samples, int vmstate) noexcept {
+  auto* j = static_cast<JSession*>(data);
+  if (g_jit.load() != j) return;  // abandoned, or a child after fork
+  if (const char* failed = cxx_guard([&] { j->on_samples(L, samples, vmstate); })) abandon(failed);
+}
+
+// Stops the session when the state closes (lua_close runs the registry's
+// finalizers while the state is whole): a session left running must not
+// outlive its state, whose profiler it drives.
+int on_state_close(lua_State* L) LF_LUA_ENTRY {
+  JSession* j = g_jit.load();
+  if (!j || !j->closes_with(L)) return 0;  // a stopped run's closer
+  const char* failed = cxx_guard([&] {
+    Summary s = j->stop(L, true);
+    if (g_report_at_exit) std::fprintf(stderr, "%s", format_summary(s).c_str());
+  });
+  if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
+  return 0;
+}
+
+// fork (pthread_atfork's child handler): the child inherits neither the
+// sampler's timer thread nor the streamer's; the session is left behind
+// (reachable, never written or streamed) and the child runs on unprofiled:
+// the hooks of ours it meets find no session and return.
+JSession* g_left_behind = nullptr;
+void detach_in_child() {
+  g_left_behind = g_jit.load();
+  g_jit.store(nullptr);
+}
+
+void at_process_exit() {
+  JSession* j = g_jit.load();
+  if (!j) return;
+  Summary s = j->stop(nullptr, false);
+  if (g_report_at_exit) std::fprintf(stderr, "%s", format_summary(s).c_str());
+}
+
+}  // namespace
+
+// The session is left behind as after a fork (g_left_behind: reachable,
+// never freed while the program may still call into it); its hook and
+// profile callback find no session and return, its timer thread ends.
+void abandon(const char* why) noexcept {
+  JSession* j = g_jit.load();
+  if (!j) return;
+  j->abandon();
+  detach_in_child();
+  std::fprintf(stderr, "luaflame: %s in the profiler: profiling stopped, the program runs on\n",
+               why);
+}
+
+// ------------------------------------------------------------- the session
+
+JSession::JSession(const Options& o, lua_State* start_L)
+    : run_(std::make_unique<JRun>(o)),
+      L_(start_L),
+      frames_(*run_, chain_),
+      tracer_(*run_, frames_, chain_),
+      sampler_(*run_, frames_, tracer_) {}
+
+bool JSession::start(lua_State* L, const Options& o, std::string& err) {
+  if (o.alloc) return err = kNoAlloc, false;
+  static std::once_flag exit_once;
+  std::call_once(exit_once, [] {
+    std::atexit(at_process_exit);
+    pthread_atfork(nullptr, nullptr, detach_in_child);
+  });
+  Streamer::set_exit_handler(at_process_exit);  // registered again after httplib's first answer
+  std::unique_ptr<JSession> owned(new JSession(o, L));
+  owned->begin(L);
+  JSession* j = owned.release();  // g_jit owns it from here: stop() deletes it
+  g_jit.store(j);
+  return j->arm(L, err);
+}
+
+// The run's clocks, the probe, the wrappers and the closer.
+void JSession::begin(lua_State* L) {
+  JRun& s = *run_;
+  if (!s.opt.tags.count("vm")) s.opt.tags["vm"] = "luajit";
+  s.acct.start_wall = now_ns();
+  s.acct.start_unix = unix_now_ns();
+  sampler_.bind_thread();
+  s.acct.start_clock = sampler_.clock_ns();
+  chain_.start(L);
+  layout_ok_ = layout::probe(L, layout_why_);
+  install_coroutine_wrappers(L);
+  closer_id_ = closer::add(L, on_state_close);
+}
+
+// The hook and the profiler armed, the stream last; false (`err`) when the
+// profiler cannot start, the session stopped and deleted.
+bool JSession::arm(lua_State* L, std::string& err) {
+  JRun& s = *run_;
+  if (s.opt.trace) tracer_.start(L, trace_hook, layout_ok_, layout_why_);
+  if (s.opt.sample && !sampler_.start(L, profile_cb, this, err)) {
+    stop(L, false);  // deletes this
+    return false;
+  }
+  s.start_streaming();
+  return true;
+}
+
+void JSession::install_coroutine_wrappers(lua_State* L) {
   lua_getglobal(L, "coroutine");
   if (!lua_istable(L, -1)) return lua_pop(L, 1);
   lua_getfield(L, -1, "resume");
-  j.own_resume =
-      j.layout_ok && lua_iscfunction(L, -1) && jit::layout::is_fast_function(lua_topointer(L, -1));
-  if (!j.own_resume) return lua_pop(L, 2);
-  j.frames.skip(lua_topointer(L, -1));  // shown as our wrapper alone
+  own_resume_ =
+      layout_ok_ && lua_iscfunction(L, -1) && layout::is_fast_function(lua_topointer(L, -1));
+  if (!own_resume_) return lua_pop(L, 2);
+  frames_.skip(lua_topointer(L, -1));  // shown as our wrapper alone
   lua_pushvalue(L, -1);
-  j.orig_resume_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  orig_resume_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcclosure(L, lf_resume, 1);
   const void* resume_fn = lua_topointer(L, -1);
   lua_setfield(L, -2, "resume");
   lua_getfield(L, -1, "wrap");
-  j.orig_wrap_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  orig_wrap_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcfunction(L, lf_wrap);
-  j.frames.name_wrappers(resume_fn, lua_topointer(L, -1), lf_wrap_call);
+  frames_.name_wrappers(resume_fn, lua_topointer(L, -1), lf_wrap_call);
   lua_setfield(L, -2, "wrap");
   lua_pop(L, 1);
 }
 
 // Puts the originals back unless the program replaced ours meanwhile.
-void restore_coroutine_wrappers(lua_State* L, JitState& j) {
+void JSession::restore_coroutine_wrappers(lua_State* L) {
   lua_getglobal(L, "coroutine");
   if (lua_istable(L, -1)) {
     const struct {
       const char* name;
       int ref;
       const void* ours;
-    } kFns[] = {{"resume", j.orig_resume_ref, j.frames.resume_fn()},
-                {"wrap", j.orig_wrap_ref, j.frames.wrap_fn()}};
+    } kFns[] = {{"resume", orig_resume_ref_, frames_.resume_fn()},
+                {"wrap", orig_wrap_ref_, frames_.wrap_fn()}};
     for (const auto& f : kFns) {
       if (f.ref < 0) continue;
       lua_getfield(L, -1, f.name);
@@ -186,167 +296,61 @@ void restore_coroutine_wrappers(lua_State* L, JitState& j) {
     }
   }
   lua_pop(L, 1);
-  j.orig_resume_ref = j.orig_wrap_ref = -2;
+  orig_resume_ref_ = orig_wrap_ref_ = -2;
 }
 
-// The trace hook. Contract: LuaJIT's hooks are global and run on the Lua
-// thread (jtracer.hpp). No C++ exception leaves it: what the tracer throws
-// (std::bad_alloc growing its tables) ends profiling.
-void trace_hook(lua_State* L, lua_Debug* ar) noexcept {
-  JitState* j = g_jit.load();
-  if (!j || (ar->event != LUA_HOOKCALL && ar->event != LUA_HOOKRET)) return;
-  if (const char* failed = cxx_guard([&] { j->tracer.event(L, ar); })) abandon(failed);
+void JSession::on_resume(lua_State* L, lua_State* co) {
+  const bool trace = run_->opt.trace;
+  if (trace) tracer_.charge_now();
+  chain_.enter(L, co);
+  if (trace) tracer_.resumed(L, co);
 }
 
-// The profiler callback. Contract: LuaJIT calls it on the Lua thread, from
-// its profile hook at an instruction boundary of the interpreter (a trace
-// exits to it first), never from the signal handler, so the Lua API's
-// read-only calls may be used on L; values pushed are popped before return.
-// `samples` is the number of SIGPROFs taken since the last call (LuaJIT
-// counts them in the handler): the weight of this sample. No C++
-// exception leaves it.
-void profile_cb(void* data, lua_State* L, int samples, int vmstate) noexcept {
-  auto* j = static_cast<JitState*>(data);
-  if (g_jit.load() != j) return;  // abandoned, or a child after fork
-  if (const char* failed = cxx_guard([&] { j->sampler.on_samples(L, samples, vmstate); }))
-    abandon(failed);
+void JSession::on_return(lua_State* co) {
+  if (run_->opt.trace) tracer_.charge_now();
+  chain_.leave(co);
 }
 
-bool g_closing = false;  // stop() from the lua_close finalizer
-
-// Stops the session when the state closes (lua_close runs the registry's
-// finalizers while the state is whole): a session left running must not
-// outlive its state, whose profiler it drives.
-int on_state_close(lua_State* L) LF_LUA_ENTRY {
-  JitState* j = g_jit.load();
-  if (!j || j->closer_id != closer::serial_of(L)) return 0;  // a stopped run's closer
-  const char* failed = cxx_guard([&] {
-    g_closing = true;
-    Summary s = stop(L);
-    g_closing = false;
-    if (g_report_at_exit) std::fprintf(stderr, "%s", format_summary(s).c_str());
-  });
-  if (failed) std::fprintf(stderr, "luaflame: ending the profile at lua_close: %s\n", failed);
-  return 0;
-}
-
-// fork (pthread_atfork's child handler): the child inherits neither the
-// sampler's timer thread nor the streamer's; the session is left behind
-// (reachable, never written or streamed) and the child runs on unprofiled:
-// the hooks of ours it meets find no session and return.
-JitState* g_left_behind = nullptr;
-void detach_in_child() {
-  g_left_behind = g_jit.load();
-  g_jit.store(nullptr);
-}
-
-}  // namespace
-
-// The session is left behind as after a fork (g_left_behind: reachable,
-// never freed while the program may still call into it); its hook and
-// profile callback find no session and return, its timer thread ends.
-void abandon(const char* why) noexcept {
-  JitState* j = g_jit.load();
-  if (!j) return;
-  j->sampler.abandon();
-  detach_in_child();
-  std::fprintf(stderr, "luaflame: %s in the profiler: profiling stopped, the program runs on\n",
-               why);
-}
-
-namespace {
-
-void at_process_exit() {
-  if (!g_jit.load()) return;
-  Summary s = stop(nullptr);
-  if (g_report_at_exit) std::fprintf(stderr, "%s", format_summary(s).c_str());
-}
-
-}  // namespace
-
-}  // namespace jit
-
-using jit::g_jit;
-using jit::JitState;
-
-namespace {
-
-// L is a thread of the state the run profiles: they share the registry.
 // LuaJIT's profiler is one per process (luaJIT_profile_start), so is the run.
-bool profiles(const JitState* j, lua_State* L) {
-  return j && same_state(j->L, L);
+bool JSession::profiles(lua_State* L) const {
+  return same_state(L_, L);
 }
 
-}  // namespace
-
-bool running(lua_State* L) {
-  return profiles(g_jit.load(), L);
+bool JSession::closes_with(lua_State* L) const {
+  return closer_id_ == closer::serial_of(L);
 }
 
-bool start(lua_State* L, const Options& o, std::string& err) {
-  if (JitState* other = g_jit.load())
-    return err = profiles(other, L) ? "luaflame is already running (call luaflame.stop() first)"
-                                    : "luaflame is already running on another state of this "
-                                      "process (LuaJIT's profiler is one per process)",
-           false;
-  if (o.alloc) return err = jit::kNoAlloc, false;
-  static std::once_flag exit_once;
-  std::call_once(exit_once, [] {
-    std::atexit(jit::at_process_exit);
-    pthread_atfork(nullptr, nullptr, jit::detach_in_child);
-  });
-  Streamer::set_exit_handler(
-      jit::at_process_exit);  // registered again after httplib's first answer
-  auto j = std::make_unique<JitState>(o, L);
-  jit::JRun& s = *j->run;
-  if (!s.opt.tags.count("vm")) s.opt.tags["vm"] = "luajit";
-  s.acct.start_wall = now_ns();
-  s.acct.start_unix = unix_now_ns();
-  j->sampler.bind_thread();
-  s.acct.start_clock = j->sampler.clock_ns();
-  j->chain.start(L);
-  j->layout_ok = jit::layout::probe(L, j->layout_why);
-  jit::install_coroutine_wrappers(L, *j);
-  j->closer_id = closer::add(L, jit::on_state_close);
-  JitState* raw = j.release();  // g_jit owns it from here: stop() deletes it
-  g_jit.store(raw);
-  if (s.opt.trace) raw->tracer.start(L, jit::trace_hook, raw->layout_ok, raw->layout_why);
-  if (s.opt.sample && !raw->sampler.start(L, jit::profile_cb, raw, err)) {
-    stop(L);
-    return false;
-  }
-  s.start_streaming();
-  return true;
-}
-
-bool finish_for_exit() {
-  return finish_outside_all([](const std::function<void(Profile&)>& each) {
-    if (JitState* j = g_jit.load()) each(*j->run);
-  });
-}
-
-Summary stop(lua_State* L) {
-  Summary sum;
-  JitState* j = g_jit.load();
-  if (!j || (L && !profiles(j, L))) return sum;
-  ending_begin_stop(*j->run);
-  jit::JRun& s = *j->run;
-  if (s.opt.sample) j->sampler.stop();
-  if (s.opt.trace) j->tracer.stop(L, jit::g_closing);
+Summary JSession::stop(lua_State* L, bool closing) {
+  ending_begin_stop(*run_);
+  if (run_->opt.sample) sampler_.stop();
+  if (run_->opt.trace) tracer_.stop(L, closing);
   if (L) {
-    jit::restore_coroutine_wrappers(L, *j);
+    restore_coroutine_wrappers(L);
     closer::drop(L);
   }
   {
     std::lock_guard<std::mutex> lock(ending_mutex());  // finish_for_exit's visit
     g_jit.store(nullptr);
   }
+  Summary sum;
+  fill_summary(sum);
+  JRun& s = *run_;
+  s.output.write(sum);
+  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
+  if (sum.files_failed) g_output_failed = true;
+  if (s.streamer) s.streamer->finish(sum);
+  ending_stopped(s);
+  delete this;
+  return sum;
+}
 
+void JSession::fill_summary(Summary& sum) const {
+  const JRun& s = *run_;
   sum.mode = s.opt.trace ? (s.opt.sample ? "both" : "trace") : "sample";
   sum.lua = vm_release();
   sum.metrics = s.metrics;
   sum.wall_ns = now_ns() - s.acct.start_wall;
-  const uint64_t clk = j->sampler.clock_ns();
+  const uint64_t clk = sampler_.clock_ns();
   sum.clock_ns = clk > s.acct.start_clock ? clk - s.acct.start_clock : 0;
   sum.hz_asked = s.opt.hz;
   if (s.opt.sample) {
@@ -363,14 +367,14 @@ Summary stop(lua_State* L) {
   sum.hook_calls = s.acct.hook_calls;
   sum.calls = s.acct.calls;
   sum.fast_paths = s.opt.sample ? "luajit_profiler" : "";
+  const std::string& idents_off = tracer_.idents_off();
   if (s.opt.trace) {
-    if (j->tracer.idents_off().empty())
-      sum.fast_paths += sum.fast_paths.empty() ? "idents" : " idents";
+    if (idents_off.empty()) sum.fast_paths += sum.fast_paths.empty() ? "idents" : " idents";
     sum.fast_paths_off = "JIT compiler off while tracing (hooks do not fire in compiled code)";
-    if (!j->tracer.idents_off().empty())
-      sum.fast_paths_off += "; calls named through lua_getinfo: " + j->tracer.idents_off();
+    if (!idents_off.empty())
+      sum.fast_paths_off += "; calls named through lua_getinfo: " + idents_off;
   }
-  if (!j->own_resume) {
+  if (!own_resume_) {
     if (!sum.fast_paths_off.empty()) sum.fast_paths_off += "; ";
     sum.fast_paths_off +=
         "coroutine.resume is not LuaJIT's own (the host's, or not verified): a coroutine's "
@@ -378,39 +382,67 @@ Summary stop(lua_State* L) {
   }
   sum.nodes = s.tree.size();
   sum.frames = s.names.size();
-  sum.memory_bytes = sizeof(JitState) + sizeof(jit::JRun) + s.tree.memory_bytes() +
-                     s.frames.memory_bytes() + j->frames.memory_bytes() + j->sampler.memory_bytes();
-  s.output.write(sum);
-  for (const auto& e : sum.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
-  if (sum.files_failed) g_output_failed = true;
-  if (s.streamer) s.streamer->finish(sum);
-  ending_stopped(s);
-  delete j;
-  return sum;
+  sum.memory_bytes = sizeof(JSession) + sizeof(JRun) + s.tree.memory_bytes() +
+                     s.frames.memory_bytes() + frames_.memory_bytes() + sampler_.memory_bytes();
 }
 
-void flush(lua_State* L) {
-  JitState* j = g_jit.load();
-  if (!profiles(j, L)) return;
+void JSession::flush() {
   Summary written;
-  j->run->output.write(written);
+  run_->output.write(written);
   for (const auto& e : written.file_errors) std::fprintf(stderr, "luaflame: %s\n", e.c_str());
-  if (j->run->streamer) j->run->streamer->flush_now();
+  if (run_->streamer) run_->streamer->flush_now();
 }
 
-bool folded(lua_State* L, const std::string& metric, std::string& out, std::string& err) {
-  JitState* j = g_jit.load();
-  if (!profiles(j, L)) return err = "luaflame is not running", false;
-  const int col = j->run->column_of(metric, err);
+bool JSession::folded(const std::string& metric, std::string& out, std::string& err) {
+  const int col = run_->column_of(metric, err);
   if (col < 0) return false;
-  if (j->run->opt.trace) j->tracer.charge_now();
-  out = j->run->output.folded_text(col);
+  if (run_->opt.trace) tracer_.charge_now();
+  out = run_->output.folded_text(col);
   return true;
 }
 
-}  // namespace lfc
+}  // namespace jit
 
-namespace lfc {
+// ------------------------------------------------ the collector's API (LuaJIT)
+
+using jit::g_jit;
+using jit::JSession;
+
+bool running(lua_State* L) {
+  JSession* j = g_jit.load();
+  return j && j->profiles(L);
+}
+
+bool start(lua_State* L, const Options& o, std::string& err) {
+  if (JSession* other = g_jit.load())
+    return err = other->profiles(L) ? "luaflame is already running (call luaflame.stop() first)"
+                                    : "luaflame is already running on another state of this "
+                                      "process (LuaJIT's profiler is one per process)",
+           false;
+  return JSession::start(L, o, err);
+}
+
+bool finish_for_exit() {
+  return finish_outside_all([](const std::function<void(Profile&)>& each) {
+    if (JSession* j = g_jit.load()) each(j->run());
+  });
+}
+
+Summary stop(lua_State* L) {
+  JSession* j = g_jit.load();
+  if (!j || (L && !j->profiles(L))) return Summary{};
+  return j->stop(L, false);
+}
+
+void flush(lua_State* L) {
+  if (JSession* j = g_jit.load(); j && j->profiles(L)) j->flush();
+}
+
+bool folded(lua_State* L, const std::string& metric, std::string& out, std::string& err) {
+  JSession* j = g_jit.load();
+  if (!j || !j->profiles(L)) return err = "luaflame is not running", false;
+  return j->folded(metric, out, err);
+}
 
 // LuaJIT's profiler samples whichever coroutine runs: a resume by the
 // host's C code needs no telling (vm/lua/attach.hpp).

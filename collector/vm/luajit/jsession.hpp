@@ -3,10 +3,12 @@
 // owning its state: the resume chain and the frames (jframes.hpp), the
 // tracer (jtracer.hpp: LuaJIT's hooks are global, one hook sees every
 // coroutine), the sampler (jsampler.hpp: LuaJIT's profiler driven by our
-// timer thread). The session's files (jsession.cpp) hold the C entry
+// timer thread). The session's parts and state are private; the C entry
 // points LuaJIT calls (the trace hook, the profiler callback, the
-// coroutine wrappers, the state's closer) and start/stop; no part
-// includes this header. It uses nothing of the PUC adapter (vm/puc).
+// coroutine wrappers, the state's closer, in jsession.cpp) and the API's
+// start/stop/flush/folded call its member functions. No part includes
+// this header, and only jsession.cpp does. It uses nothing of the PUC
+// adapter (vm/puc).
 //
 // Threads: the Lua thread runs the profiler callback, the trace hook and
 // the coroutine wrappers; the timer thread reads the Lua thread's CPU clock,
@@ -30,36 +32,71 @@ extern "C" {
 
 namespace lfc::jit {
 
-/// The session: its run and its parts, which hold references into the run
-/// (declared first: built first, destroyed last).
-struct JitState {
-  JitState(const Options& o, lua_State* start_L)
-      : run(std::make_unique<JRun>(o)),
-        L(start_L),
-        frames(*run, chain),
-        tracer(*run, frames, chain),
-        sampler(*run, frames, tracer) {}
+class JSession {
+ public:
+  // ---- its life ----
+  /// The API's start(): the session of L's state, running (g_jit) when
+  /// true; false with `err`, nothing left. One per process: LuaJIT's
+  /// profiler is.
+  static bool start(lua_State* L, const Options& o, std::string& err);
+  /// Ends the run and deletes the session: with L (on the Lua thread) the
+  /// hook, the JIT and the coroutine wrappers are given back first
+  /// (`closing`: from the state's closer, where the JIT is not); then the
+  /// files, the stream and the summary. Null L: at exit.
+  Summary stop(lua_State* L, bool closing);
+  /// The API's flush() and folded(): the files and the stream now, one
+  /// metric's folded text now.
+  void flush();
+  bool folded(const std::string& metric, std::string& out, std::string& err);
+  /// L is a thread of the state this session profiles (they share the registry).
+  bool profiles(lua_State* L) const;
+  /// L's lua_close is the end of this session's state (its closer's).
+  bool closes_with(lua_State* L) const;
+  /// The sampler's timer thread ends (abandon, after a failure).
+  void abandon() { sampler_.abandon(); }
+  /// The run, for the core's ending (core/profile.hpp: finish_outside_all).
+  Profile& run() { return *run_; }
 
-  std::unique_ptr<JRun> run;    ///< options, metrics, names, frames, tree, streamer
-  lua_State* const L;           ///< the thread start() was called on
-  std::uint64_t closer_id = 0;  ///< the serial of this run's closer (vm/lua/closer.hpp)
-  ResumeChain chain;
-  JFrames frames;
-  JTracer tracer;
-  JSampler sampler;
+  // ---- the events its entry points forward (Lua thread) ----
+  /// L resumes co / co gave control back (the coroutine wrappers).
+  void on_resume(lua_State* L, lua_State* co);
+  void on_return(lua_State* co);
+  /// A call or return event (the trace hook).
+  void on_hook(lua_State* L, lua_Debug* ar) { tracer_.event(L, ar); }
+  /// LuaJIT's profiler callback: `samples` SIGPROFs since the last one.
+  void on_samples(lua_State* L, int samples, int vmstate) {
+    sampler_.on_samples(L, samples, vmstate);
+  }
+
+ private:
+  JSession(const Options& o, lua_State* start_L);
+  void begin(lua_State* L);
+  bool arm(lua_State* L, std::string& err);
+  void install_coroutine_wrappers(lua_State* L);
+  void restore_coroutine_wrappers(lua_State* L);
+  void fill_summary(Summary& sum) const;
+
+  // The run first (built first, destroyed last): the parts hold references into it.
+  std::unique_ptr<JRun> run_;    ///< options, metrics, names, frames, tree, streamer
+  lua_State* const L_;           ///< the thread start() was called on
+  std::uint64_t closer_id_ = 0;  ///< the serial of this run's closer (vm/lua/closer.hpp)
+  ResumeChain chain_;
+  JFrames frames_;
+  JTracer tracer_;
+  JSampler sampler_;
   /// The original coroutine.resume and coroutine.wrap (registry references);
-  /// ours are named in `frames`.
-  int orig_resume_ref = -2, orig_wrap_ref = -2;
+  /// ours are named in `frames_`.
+  int orig_resume_ref_ = -2, orig_wrap_ref_ = -2;
   /// jlayout.hpp's reads hold on this LuaJIT (layout::probe at start), or why not.
-  bool layout_ok = false;
-  std::string layout_why;
+  bool layout_ok_ = false;
+  std::string layout_why_;
   /// coroutine.resume is LuaJIT's own (a fast function), not a host's
   /// (OpenResty's): ours replace it and coroutine.wrap (jsession.cpp).
-  bool own_resume = false;
+  bool own_resume_ = false;
 };
 
 /// The running session, or null (one per process: LuaJIT's profiler is).
-extern std::atomic<JitState*> g_jit;
+extern std::atomic<JSession*> g_jit;
 
 /// Ends profiling after the profiler's own failure (what its hook or
 /// callback threw); the program runs on. Said once on stderr.
