@@ -4,6 +4,7 @@
 // made on one thread and run by another (a host's worker, told to the
 // collector as luaflame attach's shim tells it: attach::host_resume). They
 // measure CPU shares, so each case runs alone (RUN_SERIAL).
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -99,6 +100,42 @@ TEST_CASE("states: made, profiled and closed over and over on two threads, calls
   CHECK(eb.empty());
   if (!ea.empty()) MESSAGE(ea.front());
   if (!eb.empty()) MESSAGE(eb.front());
+}
+
+// The calls to f under `lf_state_N` in a run's folded calls.
+double calls_of_f(const std::string& folded_calls) {
+  double n = 0;
+  for (const auto& kv : parse_folded(folded_calls))
+    if (kv.first.find(";f ") != std::string::npos) n += kv.second;
+  return n;
+}
+
+TEST_CASE("states: hundreds live at once on one thread, each its own run, calls exact") {
+  // A host with a state per connection: 300 profiled at once (past the
+  // 64 slots of before), run in turns, each run holding its own calls.
+  constexpr int kStates = 300;
+  std::vector<std::unique_ptr<Lua>> states;
+  std::vector<std::string> errs;
+  for (int i = 0; i < kStates; ++i) {
+    states.push_back(std::make_unique<Lua>());
+    const std::string err = states.back()->run(
+        "lf = require 'luaflame'\n"
+        "function f() end\n"
+        "lf.start{mode = 'both'}");
+    if (!err.empty()) errs.push_back("start " + std::to_string(i) + ": " + err);
+  }
+  for (int round = 0; round < 3; ++round)
+    for (int i = 0; i < kStates; ++i)
+      states[i]->run("for i = 1, " + std::to_string(i % 7 + 1) + " do f() end");
+  for (int i = 0; i < kStates; ++i) {
+    const std::string err = states[i]->run("CALLS = lf.folded('calls') lf.stop()");
+    const double n = calls_of_f(states[i]->global("CALLS"));
+    if (!err.empty() || n != 3 * (i % 7 + 1))
+      errs.push_back("state " + std::to_string(i) + ": " + err + " f called " + std::to_string(n) +
+                     " times");
+  }
+  CHECK(errs.empty());
+  if (!errs.empty()) MESSAGE(errs.front());
 }
 
 // The host's C code: resumes a coroutine that runs work(), telling the

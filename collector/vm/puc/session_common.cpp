@@ -17,6 +17,9 @@ Table g_table;
 std::atomic<int> g_used{0};
 
 Session* of_rest(std::uintptr_t key) noexcept {
+  const int h = g_table.hints[hint_of(key)].load(std::memory_order_relaxed);
+  if (h > 0 && g_slots[h].key.load(std::memory_order_acquire) == key)
+    return g_slots[h].session.load(std::memory_order_acquire);
   const int n = g_used.load(std::memory_order_acquire);
   for (int i = 1; i < n; ++i)
     if (g_slots[i].key.load(std::memory_order_acquire) == key)
@@ -29,6 +32,7 @@ int add(Session* s, std::uintptr_t key) {
     if (g_slots[i].session.load(std::memory_order_relaxed)) continue;
     g_slots[i].session.store(s, std::memory_order_release);
     g_slots[i].key.store(key, std::memory_order_release);
+    g_table.hints[hint_of(key)].store(i, std::memory_order_relaxed);
     if (g_used.load(std::memory_order_relaxed) <= i) g_used.store(i + 1, std::memory_order_release);
     return i;
   }

@@ -38,7 +38,11 @@ class Session;
 
 namespace sessions {
 
-constexpr int kMax = 64;  ///< states profiled at once; more are refused at start
+/// States profiled at once; more are refused at start. A host may keep a
+/// state per request or per connection; slots cost 24 bytes each, and the
+/// lookup of a state past slot 0 starts at its hint (below), not a scan.
+constexpr int kMax = 4096;
+constexpr int kHintBits = 12;
 
 struct Slot {
   std::atomic<std::uintptr_t> key{0};
@@ -54,6 +58,10 @@ struct Table {
   /// 0 when l_G tells states apart, ~0 when not (set while no session is live).
   std::atomic<std::uintptr_t> key_or{~std::uintptr_t{0}};
   Slot slots[kMax];
+  /// The slot a key was last put in, by hint_of(key): of_rest's first guess,
+  /// checked against the slot's key (two keys may share a hint: the loser
+  /// is found by the scan).
+  std::atomic<int> hints[1 << kHintBits];
 };
 extern Table g_table;
 inline constexpr Slot (&g_slots)[kMax] = g_table.slots;
@@ -65,6 +73,13 @@ extern std::atomic<int> g_used;  ///< slots [0, g_used) may be live
 inline std::uintptr_t key_of(const lua_State* L) noexcept {
   return reinterpret_cast<std::uintptr_t>(luaint::global_of(L)) |
          g_table.key_or.load(std::memory_order_relaxed);
+}
+
+/// A key's place in Table::hints (keys are global_State addresses, a few
+/// hundred bytes apart: a multiplicative hash spreads them).
+inline unsigned hint_of(std::uintptr_t key) noexcept {
+  return static_cast<unsigned>((static_cast<std::uint64_t>(key >> 4) * 0x9E3779B97F4A7C15ull) >>
+                               (64 - kHintBits));
 }
 
 /// The session of the state keyed `key` in slots 1 and up (of()'s slow
