@@ -3,6 +3,7 @@
 #include "vm/puc/chunk_locals.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "vm/puc/luaint.hpp"
@@ -17,12 +18,6 @@ namespace {
 
 using luaint::at;
 
-#if LUA_VERSION_NUM >= 502
-constexpr bool kSupported = true;
-#else
-constexpr bool kSupported = false;
-#endif
-using luaint::kCiNext;
 using luaint::kLocVarEnd;
 using luaint::kLocVarSize;
 using luaint::kLocVarStart;
@@ -45,6 +40,7 @@ char* slot(lua_State* L, int idx) {
                    static_cast<std::ptrdiff_t>(kTValueSize);
 }
 
+#if LUA_VERSION_NUM >= 502
 /// The locals active at `pc` (luaF_getlocalname's rule): they hold the
 /// first registers, in order.
 int active_locals(const void* proto, int pc) {
@@ -63,7 +59,7 @@ int active_locals(const void* proto, int pc) {
 /// after the running one (the chunk's, free now); -1 when that CallInfo
 /// does not run the chunk from its slot (a Lua tail call replaced it).
 int return_pc(lua_State* L, const Call& call, const void* proto) {
-  const void* dead = at<const void*>(luaint::state_ci(L), kCiNext);
+  const void* dead = at<const void*>(luaint::state_ci(L), luaint::kCiNext);
   const char* func = slot(L, call.func_idx);
   if (!dead || at<const char*>(dead, kCiFunc) != func || at<const void*>(func, 0) != call.closure)
     return -1;
@@ -73,6 +69,60 @@ int return_pc(lua_State* L, const Call& call, const void* proto) {
   if (saved <= code || saved > code + 4 * static_cast<std::size_t>(sizecode)) return -1;
   return static_cast<int>((saved - code) / 4) - 1;  // savedpc is past the instruction
 }
+
+/// The locals in scope where the chunk returned; -1 when it did not return
+/// from its own frame.
+int locals_at_return(lua_State* L, const Call& call, const void* proto, bool& fewest) {
+  fewest = false;
+  const int pc = return_pc(L, call, proto);
+  return pc < 0 ? -1 : active_locals(proto, pc);
+}
+#else
+// Lua 5.1 keeps no pc for a returned frame (luaD_poscall restores
+// L->savedpc from the caller, and a frame's CallInfo.savedpc is written
+// only when it calls). Its CallInfo is still the array's next one, so the
+// frame is known; which RETURN it took is not. The locals in scope at every
+// RETURN of the chunk are the first registers in each case: the fewest of
+// them are locals wherever it returned (locals declared after an early
+// top-level `return` are then left out, never a dead register counted).
+constexpr unsigned kOp51Return = 30, kOp51SetList = 34;
+
+/// The locals in scope at 5.1's RETURN at `pc`. The chunk's last
+/// instruction is its final RETURN, which 5.1's close_func emits after
+/// ending the locals still open (their endpc is that pc): they count there.
+int active51(const void* proto, int pc, int last) {
+  const int size = at<int>(proto, kProtoSizelocvars);
+  const char* vars = at<const char*>(proto, kProtoLocvars);
+  int count = 0;
+  for (int i = 0; i < size; ++i) {
+    const char* v = vars + static_cast<std::size_t>(i) * kLocVarSize;
+    if (at<int>(v, kLocVarStart) > pc) break;
+    const int end = at<int>(v, kLocVarEnd);
+    if (pc < end || (pc == last && end == pc)) ++count;
+  }
+  return count;
+}
+
+int locals_at_return(lua_State* L, const Call& call, const void* proto, bool& fewest) {
+  const char* dead = at<const char*>(L, luaint::kState51Ci) + luaint::kCi51Size;
+  const char* func = slot(L, call.func_idx);
+  if (at<const char*>(dead, luaint::kCi51Func) != func || at<const void*>(func, 0) != call.closure)
+    return -1;
+  const char* code = at<const char*>(proto, luaint::kProtoCode);
+  const int last = at<int>(proto, luaint::kProtoSizecode) - 1;
+  int least = -1, most = -1;
+  for (int pc = 0; pc <= last; ++pc) {
+    const uint32_t ins = at<uint32_t>(code, 4 * static_cast<std::size_t>(pc));
+    if ((ins & 0x3f) == kOp51SetList && ((ins >> 14) & 0x1ff) == 0) ++pc;  // a count, not code
+    if ((ins & 0x3f) != kOp51Return) continue;
+    const int n = active51(proto, pc, last);
+    least = least < 0 || n < least ? n : least;
+    most = n > most ? n : most;
+  }
+  fewest = least != most;
+  return least;
+}
+#endif
 
 int new_table(lua_State* L) noexcept {
   lua_createtable(L, static_cast<int>(lua_tointeger(L, 1)), 0);
@@ -105,12 +155,13 @@ bool copy_registers(lua_State* L, int top, int base, int n) {
 
 }  // namespace
 
-bool push(lua_State* L, const Call& call) {
-  if (!kSupported || !g_checked) return false;
+bool push(lua_State* L, const Call& call, bool* fewest) {
+  if (!g_checked) return false;
   const void* proto = at<const void*>(call.closure, luaint::kClosureFn);
-  const int pc = return_pc(L, call, proto);
-  if (pc < 0) return false;
-  const int n = active_locals(proto, pc);
+  bool least = false;
+  const int n = locals_at_return(L, call, proto, least);
+  if (n < 0) return false;
+  if (fewest) *fewest = least;
   return copy_registers(L, lua_gettop(L), call.func_idx + call.nargs + kBasePastArgs, n);
 }
 
@@ -141,7 +192,6 @@ bool check_chunk(lua_State* T, const char* code, const char* want) {
 }  // namespace
 
 const char* probe(lua_State* L) {
-  if (!kSupported) return "Lua 5.1 does not keep the pc a chunk returned at";
   lua_State* T = lua_newthread(L);
   lua_sethook(T, nullptr, 0, 0);
   g_checked = true;  // for check_chunk's push() calls

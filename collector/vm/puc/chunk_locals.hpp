@@ -22,8 +22,12 @@
 // The offsets it reads are luaint.hpp's (its table: lua_State.top,
 // CallInfo.next, Proto.locvars and sizelocvars, LocVar), checked by probe()
 // on known chunks run on a thread of their own.
-// 5.1 is not covered: its return pc is gone once the CallInfo array's
-// cursor moves back (luaD_poscall restores L->savedpc from the caller).
+// Lua 5.1 keeps no return pc (luaD_poscall restores L->savedpc from the
+// caller): there the locals kept are those in scope at every RETURN of the
+// chunk, the fewest (`fewest` says when that left some out). A local of a
+// block that ends the chunk (`do local t = f() end` as its last statement)
+// counts there as the chunk's: 5.1's final RETURN follows the block's end
+// with no instruction between.
 #pragma once
 
 extern "C" {
@@ -44,8 +48,10 @@ struct Call {
 /// on L: pushes a table of the values the chunk's locals held where it
 /// returned and gives true; false and nothing pushed when the CallInfo
 /// left behind is not the chunk's (it tail-called, or the layout was not
-/// checked). May raise a memory error (lua_createtable).
-bool push(lua_State* L, const Call& call);
+/// checked). `fewest` (when not null) is set when the chunk returns at
+/// several places with different locals in scope and only those in scope
+/// at all of them were kept (5.1). May raise a memory error (lua_createtable).
+bool push(lua_State* L, const Call& call, bool* fewest = nullptr);
 
 /// Checks the reads on known chunks: null, or why push() must not be used
 /// (a static string). Runs Lua code on a thread of its own (no program hook

@@ -172,7 +172,7 @@ int pushargs(lua_State* L) noexcept {
 // The script's results are not kept (lua.c leaves them on the stack unread):
 // with none, the chunk's registers stay as it left them, and in alloc mode
 // the values of its locals stay live through the stop (chunk_locals.hpp).
-int handle_script(lua_State* L, char** argv, bool keep_locals) {
+int handle_script(lua_State* L, char** argv, bool keep_locals, bool quiet) {
   const char* fname = argv[0];
   if (std::strcmp(fname, "-") == 0 && std::strcmp(argv[-1], "--") != 0) fname = nullptr;  // stdin
   int status = luaL_loadfile(L, fname);
@@ -181,7 +181,12 @@ int handle_script(lua_State* L, char** argv, bool keep_locals) {
     int n = pushargs(L);
     int func_at = 0;
     status = docall(L, n, 0, &func_at);
-    if (status == LUA_OK && keep_locals) chunk_locals::push(L, {func_at, n, closure});
+    bool fewest = false;
+    if (status == LUA_OK && keep_locals && chunk_locals::push(L, {func_at, n, closure}, &fewest) &&
+        fewest && !quiet)
+      std::fprintf(stderr,
+                   "luaflame: live bytes count the main chunk's locals in scope at each of its "
+                   "returns only (Lua 5.1 does not keep which return was taken)\n");
   }
   return report(L, status);
 }
@@ -214,7 +219,7 @@ int pmain(lua_State* L) noexcept {
   }
   run::watch_sigterm();
   g_report_at_exit = !a->opts->quiet;
-  int status = handle_script(L, a->argv + a->script, keep_locals);
+  int status = handle_script(L, a->argv + a->script, keep_locals, a->opts->quiet);
   if (const char* failed = cxx_guard([&] { run::end_session(L, a->opts->quiet); }))
     std::fprintf(stderr, "luaflame: ending the profile: %s\n", failed);
   g_report_at_exit = false;
