@@ -6,12 +6,14 @@
 // clock past its own time: exclude). The streamer thread only reads the tree.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/cycles.hpp"
+#include "core/tree.hpp"
 #include "vm/luajit/jframes.hpp"
 #include "vm/luajit/jlayout.hpp"
 
@@ -28,10 +30,18 @@ struct JShadow {
   struct Entry {
     uint32_t node, frame;
     int64_t slot;
+    std::atomic<uint64_t>* values;  ///< the node's value slots (Tree::slots)
   };
   std::vector<Entry> stack;
   uint32_t root = 0;  ///< node the thread's frames hang under (its resumer's frame)
+  std::atomic<uint64_t>* root_values = nullptr;  ///< root's value slots, once asked
   uint32_t top() const { return stack.empty() ? root : stack.back().node; }
+  /// The top node's value slots (the root's looked up the first time).
+  std::atomic<uint64_t>* top_values(Tree& tree) {
+    if (!stack.empty()) return stack.back().values;
+    if (!root_values) root_values = tree.slots(root);
+    return root_values;
+  }
 };
 
 class JTracer {
@@ -61,7 +71,9 @@ class JTracer {
 
  private:
   void seed(lua_State* T);
-  void done(uint64_t t0);         ///< a hook event's end: its cost counted, not charged
+  /// A call event's frames: the shadow stack cut back to the caller, the
+  /// callee pushed (unless not shown) and its call counted.
+  void on_call(lua_State* T, lua_Debug* ar, JShadow& sh, int64_t slot);
   JShadow& shadow(lua_State* T);  ///< T's shadow stack (the last thread's without a lookup)
   /// The frame of the function a call event is about (JFrames::kSkip: not
   /// shown): from its identity `id` (read by cached_node) when known, else
@@ -71,7 +83,13 @@ class JTracer {
   /// The node of a call whose callee and caller's node were seen before:
   /// (callee identity, parent node) -> frame and child, direct-mapped, as
   /// the 5.4 tracer's CallCache. Skips the identity map and the tree's map.
-  uint32_t cached_node(lua_State* T, lua_Debug* ar, uint32_t parent, uint32_t& frame);
+  struct Callee {
+    uint32_t node, frame;
+    std::atomic<uint64_t>* values;
+  };
+  Callee cached_node(lua_State* T, lua_Debug* ar, uint32_t parent);
+  /// cached_node's miss: through frame_of and the tree, the entry filled.
+  Callee call_miss(lua_State* T, lua_Debug* ar, uint32_t parent, const layout::Ident& id);
   void grow_calls();
 
   /// A function's frame by its identity (jlayout.hpp's Ident, checked on
@@ -86,6 +104,7 @@ class JTracer {
     const void* chunk = nullptr;
     int line = 0;
     uint32_t parent = 0, frame = 0, child = 0;
+    std::atomic<uint64_t>* values = nullptr;  ///< child's value slots
   };
   static constexpr int kCallBits = 12, kMaxCallBits = 16;  ///< 4096 entries, up to 65536
 
@@ -96,8 +115,10 @@ class JTracer {
   std::unordered_map<lua_State*, JShadow> shadows_;  ///< nodes never move: last_sh_ stays valid
   lua_State* last_T_ = nullptr;
   JShadow* last_sh_ = nullptr;
-  TraceClock clock_;        ///< the cycle counter when it can be, read twice per event
-  uint64_t last_tick_ = 0;  ///< when the last event's work ended (clock_ ticks)
+  TraceClock clock_;         ///< the cycle counter when it can be, read twice per event
+  uint64_t last_tick_ = 0;   ///< when the last event's work ended (clock_ ticks)
+  uint64_t events_ = 0;      ///< hook events, for the summary's hook_calls
+  uint64_t hook_ticks_ = 0;  ///< the hook's own time, for the summary's hook_ns
   bool jit_was_on_ = false;
   lua_Hook prev_hook_ = nullptr;  ///< the start thread's hook before start, restored at stop
   int prev_mask_ = 0, prev_count_ = 0;
