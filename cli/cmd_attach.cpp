@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.hpp"
@@ -36,26 +38,29 @@ std::string option_env(const std::string& name) {
   return v;
 }
 
+// The variables that attach a program, in the order they are set.
+using Env = std::vector<std::pair<std::string, std::string>>;
+
 // The options the command line gave, for the modules to read in the host
-// (the environment's own LUAFLAME_* stay as they are). The output is made
-// absolute: a host may change its working directory.
-void export_options(const CLI::App& app, RunArgs& r, const lfc::Options& o) {
+// (the environment's own LUAFLAME_* stay as they are). The output, the
+// default one too, is made absolute: a host may change its working directory.
+void options_env(const CLI::App& app, RunArgs& r, const lfc::Options& o, Env& env) {
   for (const char* const* n = lfc::kOptionNames; *n; ++n) {
     const std::string name = *n;
-    if (name == "tags" || !app.count("--" + name)) continue;
+    if (name == "tags" || name == "output" || !app.count("--" + name)) continue;
     const std::string value =
         lfc::option_is_flag(name) ? (r.flags[name] ? "true" : "false") : r.values[name];
-    setenv(option_env(name).c_str(), value.c_str(), 1);
+    env.emplace_back(option_env(name), value);
   }
   std::string tags;
   for (const auto& kv : o.tags) tags += (tags.empty() ? "" : ",") + kv.first + "=" + kv.second;
-  if (!tags.empty()) setenv("LUAFLAME_TAGS", tags.c_str(), 1);
+  if (!tags.empty()) env.emplace_back("LUAFLAME_TAGS", tags);
   std::string out = o.output.empty() && o.server.empty() ? "luaflame.svg" : o.output;
   if (!out.empty() && out[0] != '/') {
     std::vector<char> cwd(4096);
     if (getcwd(cwd.data(), cwd.size())) out = std::string(cwd.data()) + "/" + out;
   }
-  if (!out.empty()) setenv("LUAFLAME_OUTPUT", out.c_str(), 1);
+  if (!out.empty()) env.emplace_back("LUAFLAME_OUTPUT", out);
 }
 
 // PROGRAM as execvp finds it: itself when it has a '/', else on PATH.
@@ -79,22 +84,33 @@ bool runs_privileged(const std::string& path) {
   return !path.empty() && stat(path.c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID));
 }
 
-// What the shim needs: each Lua's module, the shim in LD_PRELOAD, and
-// the pid the program will have (exec keeps it) for the shim's last word.
-bool export_shim(std::string& err) {
+// What the shim needs: each Lua's module and the shim in LD_PRELOAD.
+bool shim_env(Env& env, std::string& err) {
   const std::string shim = attach_shim();
   if (shim.empty()) return err = "libluaflame-attach.so is not installed beside luaflame", false;
   for (const char* const* n = kLuaNames; *n; ++n) {
-    const std::string env = module_env(*n), path = module_for(*n);
-    if (!path.empty()) setenv(env.c_str(), path.c_str(), 0);  // a set one is the user's choice
+    const std::string name = module_env(*n), path = module_for(*n);
+    const char* set = std::getenv(name.c_str());  // a set one is the user's choice
+    if (set && *set)
+      env.emplace_back(name, set);
+    else if (!path.empty())
+      env.emplace_back(name, path);
   }
   // After what is preloaded already (a sanitizer's runtime must come first,
   // an allocator keeps its place); the shim still comes before the host's Lua.
   const char* old = std::getenv("LD_PRELOAD");
-  const std::string preload = (old && *old ? std::string(old) + ":" : "") + shim;
-  setenv("LD_PRELOAD", preload.c_str(), 1);
-  setenv("LUAFLAME_ATTACH_PID", std::to_string(getpid()).c_str(), 1);
+  env.emplace_back("LD_PRELOAD", (old && *old ? std::string(old) + ":" : "") + shim);
   return true;
+}
+
+// --env: the variables one a line, NAME=VALUE as they are (an
+// EnvironmentFile's lines; a shell reads them with `export "$line"`).
+int print_env(const CLI::App& app, const Env& env) {
+  for (const auto& kv : env)
+    if (kv.second.find('\n') != std::string::npos)
+      return fail(app, kv.first + " would hold a newline: not printed", kExitUsage);
+  for (const auto& kv : env) std::printf("%s=%s\n", kv.first.c_str(), kv.second.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -107,6 +123,10 @@ int cmd_attach(int argc, char** argv) {
   house_style(app);
   RunArgs r;
   add_run_options(app, r);
+  bool print = false;
+  app.add_flag("--env", print,
+               "print the variables that attach a program (NAME=VALUE, one a line: for a "
+               "service manager, a container or a shell) and run nothing");
   app.footer(
       "Runs PROGRAM as it would run alone, with every Lua state it creates through a shared\n"
       "Lua library (liblua5.1-5.4, libluajit-5.1) profiled from luaL_openlibs to lua_close:\n"
@@ -116,14 +136,17 @@ int cmd_attach(int argc, char** argv) {
   if (rc >= 0) return rc;
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-  if (rest.empty()) return usage_error(app, "no program given");
-  if (rest.front().size() > 1 && rest.front()[0] == '-')
+  if (rest.empty() && !print) return usage_error(app, "no program given");
+  if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-')
     return usage_error(app, "unknown option '" + rest.front() + "'");
   lfc::Options o;
   std::string err;
   bool output_given = false, name_given = false;
   if (!lfc::apply_env(o, err) || !apply_args(app, r, o, output_given, name_given, err))
     return fail(app, err, kExitUsage);
+  Env env;
+  options_env(app, r, o, env);
+  if (print) return shim_env(env, err) ? print_env(app, env) : fail(app, err, kExitUsage);
   const std::string path = find_program(rest.front());
   if (path.empty()) return fail(app, "cannot run " + rest.front() + ": not found", 127);
   if (runs_privileged(path)) {
@@ -133,8 +156,10 @@ int cmd_attach(int argc, char** argv) {
              "unprofiled",
          0);
   } else {
-    export_options(app, r, o);
-    if (!export_shim(err)) return fail(app, err, kExitUsage);
+    if (!shim_env(env, err)) return fail(app, err, kExitUsage);
+    // The pid the program will have (exec keeps it), for the shim's last word.
+    env.emplace_back("LUAFLAME_ATTACH_PID", std::to_string(getpid()));
+    for (const auto& kv : env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
   }
   std::vector<char*> args;
   for (std::string& a : rest) args.push_back(a.data());

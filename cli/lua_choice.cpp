@@ -34,8 +34,15 @@ std::string own_dir() {
 std::string first_beside(std::initializer_list<std::string> paths) {
   const std::string dir = own_dir();
   if (dir.empty()) return "";
-  for (const std::string& p : paths)
-    if (access((dir + "/" + p).c_str(), R_OK) == 0) return dir + "/" + p;
+  for (const std::string& p : paths) {
+    const std::string path = dir + "/" + p;
+    if (access(path.c_str(), R_OK) != 0) continue;
+    // Without the "bin/.." (what --env prints goes into service files).
+    char* real = realpath(path.c_str(), nullptr);
+    std::string out = real ? real : path;
+    std::free(real);
+    return out;
+  }
   return "";
 }
 

@@ -67,7 +67,8 @@ struct State {
   Vm* vm;
   bool started;
 };
-constexpr unsigned kMaxStates = 4096;  // live at once (as vm/puc/sessions.hpp kMax); more are not profiled
+constexpr unsigned kMaxStates =
+    4096;  // live at once (as vm/puc/sessions.hpp kMax); more are not profiled
 State g_states[kMaxStates];
 unsigned g_live = 0, g_made = 0;
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
