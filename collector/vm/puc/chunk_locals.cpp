@@ -85,8 +85,6 @@ int locals_at_return(lua_State* L, const Call& call, const void* proto, bool& fe
 // RETURN of the chunk are the first registers in each case: the fewest of
 // them are locals wherever it returned (locals declared after an early
 // top-level `return` are then left out, never a dead register counted).
-constexpr unsigned kOp51Return = 30, kOp51SetList = 34;
-
 /// The locals in scope at 5.1's RETURN at `pc`. The chunk's last
 /// instruction is its final RETURN, which 5.1's close_func emits after
 /// ending the locals still open (their endpc is that pc): they count there.
@@ -113,8 +111,8 @@ int locals_at_return(lua_State* L, const Call& call, const void* proto, bool& fe
   int least = -1, most = -1;
   for (int pc = 0; pc <= last; ++pc) {
     const uint32_t ins = at<uint32_t>(code, 4 * static_cast<std::size_t>(pc));
-    if ((ins & 0x3f) == kOp51SetList && ((ins >> 14) & 0x1ff) == 0) ++pc;  // a count, not code
-    if ((ins & 0x3f) != kOp51Return) continue;
+    if (luaint::op51(ins) == luaint::kOp51SetList && luaint::arg51_c(ins) == 0) ++pc;  // a count
+    if (luaint::op51(ins) != luaint::kOp51Return) continue;
     const int n = active51(proto, pc, last);
     least = least < 0 || n < least ? n : least;
     most = n > most ? n : most;

@@ -33,6 +33,8 @@
 //   Proto.source              64     72    104    112
 //   TString contents          24     24     24     24  (getstr)
 //   OP_TAILCALL               29      -      -      -  (an instruction's low 6 bits)
+//   OP_RETURN, OP_SETLIST     30, 34   -      -      -  (chunk_locals.cpp; SETLIST's C
+//                                                         at bit 14, 9 bits: 0, a count follows)
 //   lua_State.top             16     16     16     16  (chunk_locals.cpp)
 //   CallInfo.next              -     24     24     24  (chunk_locals.cpp)
 //   Proto.sizelocvars         92    100     36     36  (chunk_locals.cpp)
@@ -174,6 +176,16 @@ constexpr std::size_t kState51Ci = 40, kState51BaseCi = 80;
 constexpr std::size_t kCi51Size = 40, kCi51Func = 8, kCi51Savedpc = 24;
 constexpr std::size_t kTValue51Tag = 8, kClosure51IsC = 10;
 constexpr unsigned kOp51TailCall = 29;
+/// 5.1's OP_RETURN and OP_SETLIST, and SETLIST's C operand (lopcodes.h:
+/// POS_C 14, SIZE_C 9; a C of 0 puts the count in the next word, not an
+/// instruction). chunk_locals.cpp finds a chunk's RETURNs with them.
+constexpr unsigned kOp51Return = 30, kOp51SetList = 34;
+inline unsigned op51(std::uint32_t ins) {
+  return ins & 0x3f;
+}
+inline unsigned arg51_c(std::uint32_t ins) {
+  return (ins >> 14) & 0x1ff;
+}
 
 /// In a call hook on 5.1: the function being called is a Lua function that
 /// the caller, a Lua function too, calls by OP_TAILCALL (its frame then
