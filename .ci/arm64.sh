@@ -128,11 +128,14 @@ echo "arm64: built ($SECONDS s)"
 # Under emulation the CPU clocks run ~10x slower and the machine is shared:
 # the timing-sensitive shares (sampled vs traced, 75/25 on two threads) are
 # left to the native run. The states made and closed on two threads at once
-# (exact calls) run here: arm64 orders memory more weakly than x86.
+# (exact calls) run here: arm64 orders memory more weakly than x86. The
+# 300 live states on one thread do not: sampled, they held the emulated
+# run over 40 minutes (2026-12-05, not seen through); traced since, but not
+# yet timed under emulation.
 # The timeout is wall time: 900 s cut the last test case on a machine at
 # load 18 (the job had 10% of a CPU; 171 s of CPU in all), hence 1800.
 (cd "$out" && LUAFLAME_TEST_DATA="$OLDPWD/tests/data" QEMU_LD_PREFIX=/ timeout "${ARM64_TEST_TIMEOUT:-1800}" qemu-aarch64-static ./test_collector \
-  -tce="sample: self shares within 5 points*,sample: a function with three quarters*,foreign: a finalizer-heavy*,foreign: a program's own hook*,states: two states on two threads*,states: a state made on one thread*")
+  -tce="sample: self shares within 5 points*,sample: a function with three quarters*,foreign: a finalizer-heavy*,foreign: a program's own hook*,states: two states on two threads*,states: a state made on one thread*,states: hundreds live*")
 echo "arm64: collector tests passed ($SECONDS s)"
 # The LuaJIT collector on arm64: Debian's luajit compiles a trace under qemu; luaflame-luajit
 # samples a loop (its frame with at least 100 of the ~750 samples of 0.8 s of CPU); the
