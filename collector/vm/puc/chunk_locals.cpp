@@ -40,20 +40,24 @@ char* slot(lua_State* L, int idx) {
                    static_cast<std::ptrdiff_t>(kTValueSize);
 }
 
-#if LUA_VERSION_NUM >= 502
 /// The locals active at `pc` (luaF_getlocalname's rule): they hold the
-/// first registers, in order.
-int active_locals(const void* proto, int pc) {
+/// first registers, in order. `ending`: those whose scope ends at `pc`
+/// count too (5.1's final RETURN, which close_func emits after ending the
+/// locals still open).
+int active_locals(const void* proto, int pc, bool ending = false) {
   const int size = at<int>(proto, kProtoSizelocvars);
   const char* vars = at<const char*>(proto, kProtoLocvars);
   int count = 0;
   for (int i = 0; i < size; ++i) {
     const char* v = vars + static_cast<std::size_t>(i) * kLocVarSize;
     if (at<int>(v, kLocVarStart) > pc) break;
-    if (pc < at<int>(v, kLocVarEnd)) ++count;
+    const int end = at<int>(v, kLocVarEnd);
+    if (pc < end || (ending && pc == end)) ++count;
   }
   return count;
 }
+
+#if LUA_VERSION_NUM >= 502
 
 /// The pc of the instruction the chunk returned by, read from the CallInfo
 /// after the running one (the chunk's, free now); -1 when that CallInfo
@@ -85,22 +89,6 @@ int locals_at_return(lua_State* L, const Call& call, const void* proto, bool& fe
 // RETURN of the chunk are the first registers in each case: the fewest of
 // them are locals wherever it returned (locals declared after an early
 // top-level `return` are then left out, never a dead register counted).
-/// The locals in scope at 5.1's RETURN at `pc`. The chunk's last
-/// instruction is its final RETURN, which 5.1's close_func emits after
-/// ending the locals still open (their endpc is that pc): they count there.
-int active51(const void* proto, int pc, int last) {
-  const int size = at<int>(proto, kProtoSizelocvars);
-  const char* vars = at<const char*>(proto, kProtoLocvars);
-  int count = 0;
-  for (int i = 0; i < size; ++i) {
-    const char* v = vars + static_cast<std::size_t>(i) * kLocVarSize;
-    if (at<int>(v, kLocVarStart) > pc) break;
-    const int end = at<int>(v, kLocVarEnd);
-    if (pc < end || (pc == last && end == pc)) ++count;
-  }
-  return count;
-}
-
 int locals_at_return(lua_State* L, const Call& call, const void* proto, bool& fewest) {
   const char* dead = at<const char*>(L, luaint::kState51Ci) + luaint::kCi51Size;
   const char* func = slot(L, call.func_idx);
@@ -113,7 +101,7 @@ int locals_at_return(lua_State* L, const Call& call, const void* proto, bool& fe
     const uint32_t ins = at<uint32_t>(code, 4 * static_cast<std::size_t>(pc));
     if (luaint::op51(ins) == luaint::kOp51SetList && luaint::arg51_c(ins) == 0) ++pc;  // a count
     if (luaint::op51(ins) != luaint::kOp51Return) continue;
-    const int n = active51(proto, pc, last);
+    const int n = active_locals(proto, pc, pc == last);  // the final RETURN: see active_locals
     least = least < 0 || n < least ? n : least;
     most = n > most ? n : most;
   }
