@@ -86,6 +86,24 @@ for id in $ids; do
     fail "run $id: no handler frames: $(echo "$prof" | sort -t' ' -k2 -rn | head -5)"
 done
 echo "$prof" | awk '{print $NF, $0}' | sort -rn | head -3 | cut -c1-240
+# A coroutine resumed through ngx_lua's own resume (which yields the request's
+# thread to nginx; nginx's C code resumes the coroutine) hangs under its resumer,
+# before the ngx.sleep in it and after.
+[ "$(curl -s "http://127.0.0.1:$nport/cowork")" = "$(curl -s "http://127.0.0.1:$nport/cowork")" ] ||
+  fail "/cowork answers differ"
+ab -q -t 3 -n 100000000 -c 2 "http://127.0.0.1:$nport/cowork" >"$tmp/ab-co.txt" 2>&1
+grep -E '^(Complete|Failed) requests' "$tmp/ab-co.txt" | tr '\n' ' '; echo
+grep -q '^Failed requests: *0' "$tmp/ab-co.txt" || fail "/cowork under load: $(cat "$tmp/ab-co.txt")"
+sleep 2
+co_prof=$(for id in $ids; do curl -sf "$url/api/runs/$id/profile.folded?metric=samples"; done)
+under='M.handle [^;]*cohandler.lua:[0-9]*;\[C\] coroutine.resume;[^;]*cohandler.lua:[0-9]*;'
+for f in spin_before spin_after; do
+  echo "$co_prof" | grep -q "${under}$f " ||
+    fail "$f not under the handler and coroutine.resume: $(echo "$co_prof" | grep "$f" | sort -t' ' -k2 -rn | head -3)"
+done
+echo "$co_prof" | grep -q '^[^;]*cohandler.lua:[0-9]*;spin_' &&
+  fail "a coroutine's frames at the root: $(echo "$co_prof" | grep '^[^;]*cohandler.lua:[0-9]*;spin_' | head -2)"
+echo "$co_prof" | grep 'spin_' | sort -t' ' -k2 -rn | head -2 | cut -c1-240
 grep -E 'exited on signal|luaflame:' "$tmp/ngx/error.log" && fail "nginx error log: see above"
 stop_nginx
 

@@ -1,6 +1,8 @@
 // LuaJIT stacks into frames (jframes.hpp).
 #include "vm/luajit/jframes.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace lfc::jit {
@@ -8,7 +10,8 @@ namespace lfc::jit {
 namespace {
 
 constexpr std::size_t kMaxDepth =
-    4096;  ///< frames per sample; deeper stacks end in a truncated frame
+    4096;                          ///< frames per sample; deeper stacks end in a truncated frame
+constexpr int kMaxResumers = 256;  ///< threads followed through the host's links
 
 }  // namespace
 
@@ -39,7 +42,12 @@ void JFrames::name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFun
   wrap_call_ = wrap_call;
 }
 
+bool JFrames::is_host_wrapper(const lua_Debug& ar) const {
+  return host_source_ && ar.source && std::strcmp(ar.source, host_source_) == 0;
+}
+
 uint32_t JFrames::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
+  if (is_host_wrapper(*ar)) return run_.frames.named("[C] coroutine.resume");
   // LuaJIT's built-ins written in Lua ("[builtin:len]", no line) are named as C functions.
   if (ar->what[0] != 'C' && ar->linedefined >= 0)
     return run_.frames.of(T, ar, leaf && run_.opt.lines);
@@ -56,7 +64,7 @@ uint32_t JFrames::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
     name = "coroutine.resume";
   else if (fn == wrap_fn_)
     name = "coroutine.wrap";
-  else if (lua_tocfunction(T, -1) == wrap_call_)
+  else if (wrap_call_ && lua_tocfunction(T, -1) == wrap_call_)
     name = "<wrapped coroutine>";
   else
     name = global_name(T, lua_gettop(T));
@@ -70,17 +78,59 @@ uint32_t JFrames::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
   return id;
 }
 
+// Contract: on the Lua thread, where the API may read L (the profiler's
+// callback). The links table is weak in keys and values, so a thread read
+// from it is alive: the collector clears its entries before it frees one,
+// and nothing here allocates.
+std::size_t JFrames::host_resumers(lua_State* L, lua_State* const*& threads) {
+  hosted_.assign(1, L);
+  threads = hosted_.data();
+  if (links_ref_ < 0 || !lua_checkstack(L, 3)) return 1;
+  const int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, links_ref_);
+  lua_pushthread(L);
+  for (int i = 0; i < kMaxResumers; ++i) {
+    lua_rawget(L, top + 1);  // links[thread]: the key popped, its resumer (or nil) the next key
+    lua_State* r = lua_tothread(L, -1);
+    if (!r || std::find(hosted_.begin(), hosted_.end(), r) != hosted_.end()) break;
+    hosted_.push_back(r);
+  }
+  lua_settop(L, top);
+  std::reverse(hosted_.begin(), hosted_.end());
+  threads = hosted_.data();
+  return hosted_.size();
+}
+
+// A resumer through the host's resume is suspended inside it: the wrapper
+// tail-called it, so its top frame is the host's C function (ngx_lua's
+// resume, or LuaJIT's own outside a request), shown as coroutine.resume.
+bool JFrames::walk_resumer(lua_State* T, std::vector<uint32_t>& out) {
+  lua_Debug ar;
+  if (!lua_getstack(T, 0, &ar) || !lua_getinfo(T, "S", &ar) || ar.what[0] != 'C') return false;
+  out.push_back(run_.frames.named("[C] coroutine.resume"));
+  for (int level = 1; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
+    lua_getinfo(T, "S", &ar);
+    const uint32_t f = frame_at(T, &ar, false);
+    if (f != kSkip) out.push_back(f);
+  }
+  return true;
+}
+
 void JFrames::walk(lua_State* L, std::vector<uint32_t>& out) {
   out.clear();
-  // L and the threads that resumed it, innermost first.
-  lua_State* const* chain = nullptr;
-  const std::size_t k = chain_.resumers_of(L, chain);
-  lua_State* only[1] = {L};
-  lua_State* const* threads = k ? chain : only;
-  std::size_t n = k ? k : 1;
+  // L and the threads that resumed it, outermost first: through our
+  // resume (the chain), else through the host's (the links).
+  lua_State* const* threads = nullptr;
+  std::size_t n = chain_.resumers_of(L, threads);
+  const bool hosted = n == 0;
+  if (hosted) n = host_resumers(L, threads);
   lua_Debug ar;
   for (std::size_t t = n; t-- > 0 && out.size() < kMaxDepth;) {
     lua_State* T = threads[t];
+    if (hosted && t + 1 < n) {
+      if (!walk_resumer(T, out)) break;
+      continue;
+    }
     for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
       const bool leaf = out.empty() && run_.opt.lines;
       lua_getinfo(T, leaf ? "Sl" : "S", &ar);

@@ -68,12 +68,27 @@ class JFrames {
   void skip(const void* fn) { c_frames_[fn] = kSkip; }
   /// Our coroutine wrappers, named as the 5.4 collector names them.
   void name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFunction wrap_call);
+  /// A host's coroutine.resume wrapped in Lua (jsession.cpp): `links_ref`
+  /// is the registry's table of which thread resumed which, `source` the
+  /// wrapper's chunk name. Its frame and a resumer's top frame (the host's
+  /// resume, tail-called) are shown as coroutine.resume.
+  void host_resume(int links_ref, const char* source) {
+    links_ref_ = links_ref;
+    host_source_ = source;
+  }
   const void* resume_fn() const { return resume_fn_; }
   const void* wrap_fn() const { return wrap_fn_; }
   std::size_t memory_bytes() const;
 
  private:
   bool is_c(uint32_t f) const { return f < c_frame_.size() && c_frame_[f]; }
+  bool is_host_wrapper(const lua_Debug& ar) const;
+  /// L and the threads that resumed it through the host's resume,
+  /// outermost first (hosted_), from the links table; pushes on L and pops.
+  std::size_t host_resumers(lua_State* L, lua_State* const*& threads);
+  /// A resumer T's frames, its top the host's resume, or none when T is
+  /// not inside a resume (a link left from an earlier one): false.
+  bool walk_resumer(lua_State* T, std::vector<uint32_t>& out);
 
   JRun& run_;
   const ResumeChain& chain_;
@@ -83,6 +98,9 @@ class JFrames {
   const void* resume_fn_ = nullptr;
   const void* wrap_fn_ = nullptr;
   lua_CFunction wrap_call_ = nullptr;  ///< the C function of every coroutine.wrap result
+  int links_ref_ = -2;                 ///< host_resume's table, or none
+  const char* host_source_ = nullptr;  ///< host_resume's chunk name
+  std::vector<lua_State*> hosted_;     ///< host_resumers' answer
 };
 
 }  // namespace lfc::jit

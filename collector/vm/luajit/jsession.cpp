@@ -44,9 +44,10 @@ const char* const kNoAlloc =
 // (resume_in), with the original's results and messages: calling the
 // original, a fast function, through lua_pcall was a call event of its
 // own, which a program's call hook saw. Only LuaJIT's own resume is
-// replaced: a host's (OpenResty's ngx_lua puts a Lua function there that
+// replaced so: a host's (OpenResty's ngx_lua puts a Lua function there that
 // ties the coroutine to the request, so that ngx.sleep in it yields to
-// nginx) stays, as a yield through a C wrapper would cross a C frame.
+// nginx) is wrapped in Lua (below), as a yield through a C wrapper would
+// cross a C frame; a host's coroutine.wrap stays.
 
 void enter(lua_State* L, lua_State* co) {
   if (JSession* j = g_jit.load()) j->on_resume(L, co);
@@ -122,6 +123,37 @@ int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
   }
   lua_remove(L, 1);
   return lua_gettop(L);
+}
+
+// ------------------------------------------------- a host's coroutine.resume
+// A host's resume (OpenResty's, in a request: ngx_lua's C resume yields
+// the request's thread to nginx, whose C code resumes the coroutine later)
+// is wrapped in Lua, so that a yield through it crosses no C frame of ours.
+// The wrapper tells who resumes whom and tail-calls the host's resume, so
+// the resume sees the stack it saw before: its error messages name the
+// same caller and position. The link goes into a registry table weak in
+// keys and values (enter's upvalue): a thread is never kept alive by it,
+// and the sampler's walk reads a thread from it only while the thread
+// lives (jframes.cpp, which also checks that the resumer is still inside a
+// resume). The sampler shows a coroutine under the frames of the threads
+// that resumed it; the tracer hangs its frames there.
+const char* const kHostResumeChunk = "=[luaflame] coroutine.resume";
+const char* const kHostResumeSource =
+    "local resume, enter = ...\n"
+    "return function(co, ...)\n"
+    "  enter(co)\n"
+    "  return resume(co, ...)\n"
+    "end\n";
+
+// enter(co): links[co] = the running thread.
+int lf_host_enter(lua_State* L) LF_LUA_ENTRY {
+  lua_State* co = lua_tothread(L, 1);
+  if (!co) return 0;
+  lua_settop(L, 1);
+  lua_pushthread(L);
+  lua_rawset(L, lua_upvalueindex(1));
+  if (JSession* j = g_jit.load(); j && j->profiles(L)) j->on_host_resume(L, co);
+  return 0;
 }
 
 // coroutine.wrap(f).
@@ -258,8 +290,8 @@ void JSession::install_coroutine_wrappers(lua_State* L) {
   lua_getfield(L, -1, "resume");
   own_resume_ =
       layout_ok_ && lua_iscfunction(L, -1) && layout::is_fast_function(lua_topointer(L, -1));
-  if (!own_resume_) return lua_pop(L, 2);
-  frames_.skip(lua_topointer(L, -1));  // shown as our wrapper alone
+  if (!own_resume_) return install_host_resume(L);  // pops both
+  frames_.skip(lua_topointer(L, -1));               // shown as our wrapper alone
   lua_pushvalue(L, -1);
   orig_resume_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcclosure(L, lf_resume, 1);
@@ -271,6 +303,43 @@ void JSession::install_coroutine_wrappers(lua_State* L) {
   frames_.name_wrappers(resume_fn, lua_topointer(L, -1), lf_wrap_call);
   lua_setfield(L, -2, "wrap");
   lua_pop(L, 1);
+}
+
+// coroutine.resume (on top, its table below) is a host's function: the
+// wrapper in its place, or nothing when it cannot be made. Pops both.
+void JSession::install_host_resume(lua_State* L) {
+  if (!lua_isfunction(L, -1)) return lua_pop(L, 2);
+  if (luaL_loadbuffer(L, kHostResumeSource, std::strlen(kHostResumeSource), kHostResumeChunk) != 0)
+    return lua_pop(L, 3);
+  lua_pushvalue(L, -2);  // resume
+  lua_newtable(L);       // the links, weak
+  lua_newtable(L);
+  lua_pushliteral(L, "kv");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  links_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushcclosure(L, lf_host_enter, 1);
+  frames_.skip(lua_topointer(L, -1));
+  // chunk, resume, enter -> the wrapper
+  if (lua_pcall(L, 2, 1, 0) != 0 || !lua_isfunction(L, -1)) {
+    luaL_unref(L, LUA_REGISTRYINDEX, links_ref_);
+    links_ref_ = -2;
+    return lua_pop(L, 3);
+  }
+  lua_pushvalue(L, -2);
+  orig_resume_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
+  frames_.name_wrappers(lua_topointer(L, -1), nullptr, nullptr);
+  frames_.host_resume(links_ref_, kHostResumeChunk);
+  lua_setfield(L, -3, "resume");
+  lua_pop(L, 2);
+}
+
+void JSession::on_host_resume(lua_State* L, lua_State* co) {
+  if (run_->opt.trace) {
+    tracer_.charge_now();
+    tracer_.resumed(L, co);
+  }
 }
 
 // Puts the originals back unless the program replaced ours meanwhile.
@@ -297,6 +366,9 @@ void JSession::restore_coroutine_wrappers(lua_State* L) {
   }
   lua_pop(L, 1);
   orig_resume_ref_ = orig_wrap_ref_ = -2;
+  if (links_ref_ >= 0) luaL_unref(L, LUA_REGISTRYINDEX, links_ref_);
+  links_ref_ = -2;
+  frames_.host_resume(-2, nullptr);
 }
 
 void JSession::on_resume(lua_State* L, lua_State* co) {
@@ -374,7 +446,7 @@ void JSession::fill_summary(Summary& sum) const {
     if (!idents_off.empty())
       sum.fast_paths_off += "; calls named through lua_getinfo: " + idents_off;
   }
-  if (!own_resume_) {
+  if (!own_resume_ && links_ref_ < 0) {
     if (!sum.fast_paths_off.empty()) sum.fast_paths_off += "; ";
     sum.fast_paths_off +=
         "coroutine.resume is not LuaJIT's own (the host's, or not verified): a coroutine's "

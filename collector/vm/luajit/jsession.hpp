@@ -61,6 +61,8 @@ class JSession {
   /// L resumes co / co gave control back (the coroutine wrappers).
   void on_resume(lua_State* L, lua_State* co);
   void on_return(lua_State* co);
+  /// L resumes co through the host's resume, wrapped (jsession.cpp).
+  void on_host_resume(lua_State* L, lua_State* co);
   /// A call or return event (the trace hook).
   void on_hook(lua_State* L, lua_Debug* ar) { tracer_.event(L, ar); }
   /// LuaJIT's profiler callback: `samples` SIGPROFs since the last one.
@@ -73,6 +75,7 @@ class JSession {
   void begin(lua_State* L);
   bool arm(lua_State* L, std::string& err);
   void install_coroutine_wrappers(lua_State* L);
+  void install_host_resume(lua_State* L);
   void restore_coroutine_wrappers(lua_State* L);
   void fill_summary(Summary& sum) const;
 
@@ -87,6 +90,8 @@ class JSession {
   /// The original coroutine.resume and coroutine.wrap (registry references);
   /// ours are named in `frames_`.
   int orig_resume_ref_ = -2, orig_wrap_ref_ = -2;
+  /// The host's resume wrapped (install_host_resume): its links table.
+  int links_ref_ = -2;
   /// jlayout.hpp's reads hold on this LuaJIT (layout::probe at start), or why not.
   bool layout_ok_ = false;
   std::string layout_why_;

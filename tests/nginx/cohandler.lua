@@ -1,0 +1,32 @@
+-- A request handler that runs its work in a coroutine (nginx_test.sh).
+-- The known answer: the coroutine's frames hang under the handler and
+-- coroutine.resume, both before the ngx.sleep that yields it to nginx
+-- (spin_before) and after nginx's C code resumed it (spin_after).
+local M = {}
+
+local function spin_before(n)
+  local s = 0
+  for i = 1, n do s = (s + i * i) % 1000003 end
+  return s
+end
+
+local function spin_after(n)
+  local s = 0
+  for i = 1, n do s = (s + i * i) % 1000003 end
+  return s
+end
+
+local function work(n)
+  local a = spin_before(n)
+  ngx.sleep(0)  -- yields to nginx, which resumes this coroutine later
+  local b = spin_after(n)
+  return a + b
+end
+
+function M.handle()
+  local co = coroutine.create(work)
+  local ok, s = coroutine.resume(co, 20000)
+  ngx.say(ok and s or "failed")
+end
+
+return M
