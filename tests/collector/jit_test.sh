@@ -31,6 +31,30 @@ for want in 'calls.lua calls.lua:0;\[C\] <wrapped coroutine>;<anon> calls.lua:3;
   grep -q "^$want\$" "$work/t.calls.folded" || fail "trace calls: no <$want> in $(cat "$work/t.calls.folded")"
 done
 
+# ... and a coroutine's calls hang under the resume that ran them: a
+# generator resumed from two places, and coroutines made over and over from
+# two places (a new one often takes a dead one's address).
+cat > "$work/resumers.lua" <<'LUA'
+local function work() local s = 0 for i = 1, 2000 do s = s + i end return s end
+local gen = coroutine.create(function() while true do work() coroutine.yield() end end)
+local function p() coroutine.resume(gen) end
+local function q() coroutine.resume(gen) end
+for _ = 1, 100 do p() q() end
+local function a_work() return work() + 1 end
+local function b_work() return work() + 2 end
+local function from_a() coroutine.resume(coroutine.create(a_work)) end
+local function from_b() coroutine.resume(coroutine.create(b_work)) end
+for _ = 1, 150 do from_a() collectgarbage() from_b() collectgarbage() end
+LUA
+(cd "$work" && "$LF" --mode trace -o r.folded resumers.lua 2> r.err) || fail "resumers: $(cat "$work/r.err")"
+for want in 'p resumers.lua:3;\[C\] coroutine.resume;<anon> resumers.lua:2;work resumers.lua:1 100' \
+            'q resumers.lua:4;\[C\] coroutine.resume;<anon> resumers.lua:2;work resumers.lua:1 100' \
+            'from_a resumers.lua:8;\[C\] coroutine.resume;a_work resumers.lua:6 150' \
+            'from_b resumers.lua:9;\[C\] coroutine.resume;b_work resumers.lua:7 150'; do
+  grep -q "^resumers.lua resumers.lua:0;$want\$" "$work/r.calls.folded" ||
+    fail "trace calls: no <$want> in $(cat "$work/r.calls.folded")"
+done
+
 # 3. Sample mode with the JIT on: a 75/25 split of CPU time between two
 # functions the JIT compiles lands in compiled code ([JIT]) in that ratio.
 cat > "$work/split.lua" <<'LUA'

@@ -379,7 +379,10 @@ void JSession::on_resume(lua_State* L, lua_State* co) {
 }
 
 void JSession::on_return(lua_State* co) {
-  if (run_->opt.trace) tracer_.charge_now();
+  if (run_->opt.trace) {
+    tracer_.charge_now();
+    tracer_.returned(co);
+  }
   chain_.leave(co);
 }
 

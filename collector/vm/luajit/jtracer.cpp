@@ -73,9 +73,31 @@ JShadow& JTracer::shadow(lua_State* T) {
   return *last_sh_;
 }
 
+// A coroutine's frames hang under the frame that resumes it now, as the
+// 5.4 tracer's do: a generator resumed from two places shows under each.
 void JTracer::resumed(lua_State* L, lua_State* co) {
-  auto it = shadows_.find(co);
-  if (it == shadows_.end()) shadows_[co].root = shadows_[L].top();
+  const uint32_t parent = shadows_[L].top();
+  JShadow& sh = shadows_[co];  // unordered_map: references stay valid as it grows
+  if (sh.root != parent) reroot(sh, parent);
+  resumed_co_ = co;
+}
+
+void JTracer::returned(lua_State* co) {
+  if (lua_status(co) == LUA_YIELD) return;
+  if (last_T_ == co) last_T_ = nullptr, last_sh_ = nullptr;
+  if (resumed_co_ == co) resumed_co_ = nullptr;
+  shadows_.erase(co);
+}
+
+void JTracer::reroot(JShadow& sh, uint32_t root) {
+  sh.root = root;
+  sh.root_values = nullptr;
+  uint32_t node = root;
+  for (auto& e : sh.stack) {
+    node = run_.tree.child(node, e.frame);
+    e.node = node;
+    e.values = run_.tree.slots(node);
+  }
 }
 
 namespace {
@@ -141,13 +163,24 @@ void JTracer::stop(lua_State* L, bool closing) {
 void JTracer::event(lua_State* T, lua_Debug* ar) {
   const uint64_t t0 = clock_.now();
   JShadow& sh = shadow(T);
-  if (t0 > last_tick_)
-    Tree::bump(sh.top_values(run_.tree)[run_.col_time], clock_.to_ns(t0 - last_tick_));
   // In the hook, ar->i_ci is the running frame's slot on T's stack, whole.
   const int64_t slot = ar->i_ci;
   if (ar->event == LUA_HOOKCALL) {
-    on_call(T, ar, sh, slot);
+    const int64_t caller = caller_of(T, slot);
+    // A thread's first function, not started by a resume we saw: the host's
+    // C code started it (nginx's request threads, sysbench's event()), and
+    // the time since the last event was the host's.
+    const bool from_host = caller < 0 && T != resumed_co_;
+    if (t0 > last_tick_)
+      Tree::bump((from_host ? host_values() : sh.top_values(run_.tree))[run_.col_time],
+                 clock_.to_ns(t0 - last_tick_));
+    // Its frames hang at the root, not under the resumer of the thread
+    // that was at its address before.
+    if (from_host && sh.root != 0) reroot(sh, 0);
+    on_call(T, ar, sh, slot, caller);
   } else {
+    if (t0 > last_tick_)
+      Tree::bump(sh.top_values(run_.tree)[run_.col_time], clock_.to_ns(t0 - last_tick_));
     while (!sh.stack.empty() && sh.stack.back().slot > slot) sh.stack.pop_back();
     if (!sh.stack.empty() && sh.stack.back().slot == slot) sh.stack.pop_back();
   }
@@ -157,16 +190,22 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
   ++events_;
 }
 
-void JTracer::on_call(lua_State* T, lua_Debug* ar, JShadow& sh, int64_t slot) {
-  // lua_getstack's i_ci is (size << 16) + slot, size being the distance
-  // to the frame above: level 1's slot is slot - size.
-  int64_t caller = -1;
-  if (__builtin_expect(idents_ok_, 1)) {
-    caller = layout::caller_slot(T, slot);
-  } else {
-    lua_Debug up;
-    if (lua_getstack(T, 1, &up)) caller = slot - (static_cast<int64_t>(up.i_ci) - slot) / 65535;
-  }
+// lua_getstack's i_ci is (size << 16) + slot, size being the distance to
+// the frame above: level 1's slot is slot - size. -1: no caller.
+int64_t JTracer::caller_of(lua_State* T, int64_t slot) {
+  if (__builtin_expect(idents_ok_, 1)) return layout::caller_slot(T, slot);
+  lua_Debug up;
+  if (lua_getstack(T, 1, &up)) return slot - (static_cast<int64_t>(up.i_ci) - slot) / 65535;
+  return -1;
+}
+
+std::atomic<uint64_t>* JTracer::host_values() {
+  if (!host_values_)
+    host_values_ = run_.tree.slots(run_.tree.child(0, run_.frames.named("[host] outside Lua")));
+  return host_values_;
+}
+
+void JTracer::on_call(lua_State* T, lua_Debug* ar, JShadow& sh, int64_t slot, int64_t caller) {
   while (!sh.stack.empty() && sh.stack.back().slot > caller) sh.stack.pop_back();
   const Callee c = cached_node(T, ar, sh.top());
   if (c.frame == JFrames::kSkip) return;

@@ -61,8 +61,12 @@ class JTracer {
   void event(lua_State* L, lua_Debug* ar);
   /// The time since the last event charged now (a switch, stop, a folded text).
   void charge_now();
-  /// L resumes co: co's frames hang under L's top frame the first time.
+  /// L resumes co: co's frames hang under L's top frame (moved there
+  /// when an earlier resume was elsewhere).
   void resumed(lua_State* L, lua_State* co);
+  /// co gave control back to its resumer (our resume): finished or
+  /// failed, its shadow goes (a thread made later at its address is another).
+  void returned(lua_State* co);
   /// Time the sampler's callback took (ns): not the program's.
   void exclude(uint64_t dt_ns);
   /// The called function named from LuaJIT's own objects (jlayout.hpp), or
@@ -71,9 +75,15 @@ class JTracer {
 
  private:
   void seed(lua_State* T);
+  /// sh's frames moved under `root`.
+  void reroot(JShadow& sh, uint32_t root);
   /// A call event's frames: the shadow stack cut back to the caller, the
   /// callee pushed (unless not shown) and its call counted.
-  void on_call(lua_State* T, lua_Debug* ar, JShadow& sh, int64_t slot);
+  void on_call(lua_State* T, lua_Debug* ar, JShadow& sh, int64_t slot, int64_t caller);
+  /// The slot of the frame that called the one at `slot`, or -1.
+  int64_t caller_of(lua_State* T, int64_t slot);
+  /// "[host] outside Lua"'s value slots (a root frame), made when first asked.
+  std::atomic<uint64_t>* host_values();
   JShadow& shadow(lua_State* T);  ///< T's shadow stack (the last thread's without a lookup)
   /// The frame of the function a call event is about (JFrames::kSkip: not
   /// shown): from its identity `id` (read by cached_node) when known, else
@@ -115,6 +125,8 @@ class JTracer {
   std::unordered_map<lua_State*, JShadow> shadows_;  ///< nodes never move: last_sh_ stays valid
   lua_State* last_T_ = nullptr;
   JShadow* last_sh_ = nullptr;
+  lua_State* resumed_co_ = nullptr;  ///< the thread last resumed through a resume we saw
+  std::atomic<uint64_t>* host_values_ = nullptr;  ///< host_values()
   TraceClock clock_;         ///< the cycle counter when it can be, read twice per event
   uint64_t last_tick_ = 0;   ///< when the last event's work ended (clock_ ticks)
   uint64_t events_ = 0;      ///< hook events, for the summary's hook_calls
