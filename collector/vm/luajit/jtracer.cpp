@@ -152,6 +152,15 @@ void JTracer::stop(lua_State* L, bool closing) {
   if (jit_was_on_ && !closing) luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_ON);
 }
 
+// lua_getstack's i_ci is (size << 16) + slot, size being the distance to
+// the frame above: level 1's slot is slot - size. -1: no caller.
+inline int64_t JTracer::caller_of(lua_State* T, int64_t slot) {
+  if (__builtin_expect(idents_ok_, 1)) return layout::caller_slot(T, slot);
+  lua_Debug up;
+  if (lua_getstack(T, 1, &up)) return slot - (static_cast<int64_t>(up.i_ci) - slot) / 65535;
+  return -1;
+}
+
 // Contract: on the Lua thread, inside LuaJIT's hook (trace_hook), so T's
 // frames stay where they are. The time before its first clock reading is
 // the program's, charged to the frame on top; the time to its second is
@@ -165,22 +174,19 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
   JShadow& sh = shadow(T);
   // In the hook, ar->i_ci is the running frame's slot on T's stack, whole.
   const int64_t slot = ar->i_ci;
-  if (ar->event == LUA_HOOKCALL) {
-    const int64_t caller = caller_of(T, slot);
-    // A thread's first function, not started by a resume we saw: the host's
-    // C code started it (nginx's request threads, sysbench's event()), and
-    // the time since the last event was the host's.
-    const bool from_host = caller < 0 && T != resumed_co_;
-    if (t0 > last_tick_)
-      Tree::bump((from_host ? host_values() : sh.top_values(run_.tree))[run_.col_time],
-                 clock_.to_ns(t0 - last_tick_));
-    // Its frames hang at the root, not under the resumer of the thread
-    // that was at its address before.
-    if (from_host && sh.root != 0) reroot(sh, 0);
+  const bool call = ar->event == LUA_HOOKCALL;
+  const int64_t caller = call ? caller_of(T, slot) : 0;
+  // The time since the last event goes to T's top frame, unless this is a
+  // thread's first function that no resume we saw started: the host's C
+  // code started it (nginx's request threads, Neovim's callbacks), and the
+  // time was the host's.
+  std::atomic<uint64_t>* to = __builtin_expect(caller < 0 && T != resumed_co_, 0)
+                                  ? host_start(sh)
+                                  : sh.top_values(run_.tree);
+  if (t0 > last_tick_) Tree::bump(to[run_.col_time], clock_.to_ns(t0 - last_tick_));
+  if (call) {
     on_call(T, ar, sh, slot, caller);
   } else {
-    if (t0 > last_tick_)
-      Tree::bump(sh.top_values(run_.tree)[run_.col_time], clock_.to_ns(t0 - last_tick_));
     while (!sh.stack.empty() && sh.stack.back().slot > slot) sh.stack.pop_back();
     if (!sh.stack.empty() && sh.stack.back().slot == slot) sh.stack.pop_back();
   }
@@ -190,16 +196,10 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
   ++events_;
 }
 
-// lua_getstack's i_ci is (size << 16) + slot, size being the distance to
-// the frame above: level 1's slot is slot - size. -1: no caller.
-int64_t JTracer::caller_of(lua_State* T, int64_t slot) {
-  if (__builtin_expect(idents_ok_, 1)) return layout::caller_slot(T, slot);
-  lua_Debug up;
-  if (lua_getstack(T, 1, &up)) return slot - (static_cast<int64_t>(up.i_ci) - slot) / 65535;
-  return -1;
-}
-
-std::atomic<uint64_t>* JTracer::host_values() {
+// The thread's frames hang at the root, not under the resumer of the
+// thread that was at its address before; the time goes to "[host] outside Lua".
+std::atomic<uint64_t>* JTracer::host_start(JShadow& sh) {
+  if (sh.root != 0) reroot(sh, 0);
   if (!host_values_)
     host_values_ = run_.tree.slots(run_.tree.child(0, run_.frames.named("[host] outside Lua")));
   return host_values_;
