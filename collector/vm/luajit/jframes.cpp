@@ -10,8 +10,8 @@ namespace lfc::jit {
 namespace {
 
 constexpr std::size_t kMaxDepth =
-    4096;                          ///< frames per sample; deeper stacks end in a truncated frame
-constexpr int kMaxResumers = 256;  ///< threads followed through the host's links
+    4096;                         ///< frames per sample; deeper stacks end in a truncated frame
+constexpr int kMaxResumers = 64;  ///< threads followed through the host's links
 
 }  // namespace
 
@@ -79,23 +79,25 @@ uint32_t JFrames::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
 }
 
 // Contract: on the Lua thread, where the API may read L (the profiler's
-// callback). The links table is weak in keys and values, so a thread read
-// from it is alive: the collector clears its entries before it frees one,
-// and nothing here allocates.
+// callback). The links table is weak in keys and values: the collector
+// clears an entry before it frees either thread, so a thread read from it
+// is whole. Each one read stays on L's stack, so that a collection step
+// during the walk (naming a new C function pushes a string) cannot free
+// it: the caller restores L's top after the walk (JSampler::on_samples).
 std::size_t JFrames::host_resumers(lua_State* L, lua_State* const*& threads) {
   hosted_.assign(1, L);
   threads = hosted_.data();
-  if (links_ref_ < 0 || !lua_checkstack(L, 3)) return 1;
-  const int top = lua_gettop(L);
+  if (links_ref_ < 0 || !lua_checkstack(L, kMaxResumers + 3)) return 1;
+  const int links = lua_gettop(L) + 1;
   lua_rawgeti(L, LUA_REGISTRYINDEX, links_ref_);
   lua_pushthread(L);
   for (int i = 0; i < kMaxResumers; ++i) {
-    lua_rawget(L, top + 1);  // links[thread]: the key popped, its resumer (or nil) the next key
+    lua_pushvalue(L, -1);
+    lua_rawget(L, links);  // links[thread]: its resumer (or nil) above the thread, kept
     lua_State* r = lua_tothread(L, -1);
     if (!r || std::find(hosted_.begin(), hosted_.end(), r) != hosted_.end()) break;
     hosted_.push_back(r);
   }
-  lua_settop(L, top);
   std::reverse(hosted_.begin(), hosted_.end());
   threads = hosted_.data();
   return hosted_.size();

@@ -59,7 +59,8 @@ class JFrames {
   JFrames(JRun& run, const ResumeChain& chain);
   /// The frame of the function at ar (lua_getinfo "S" done), or kSkip.
   uint32_t frame_at(lua_State* L, lua_Debug* ar, bool leaf);
-  /// L's frames leaf first, then its resumers' (the resume chain).
+  /// L's frames leaf first, then its resumers' (the resume chain); may
+  /// leave values on L's stack: the caller restores its top.
   void walk(lua_State* L, std::vector<uint32_t>& out);
   /// The node of a stack given leaf first.
   uint32_t path_node(const std::vector<uint32_t>& leaf_first);
@@ -84,7 +85,8 @@ class JFrames {
   bool is_c(uint32_t f) const { return f < c_frame_.size() && c_frame_[f]; }
   bool is_host_wrapper(const lua_Debug& ar) const;
   /// L and the threads that resumed it through the host's resume,
-  /// outermost first (hosted_), from the links table; pushes on L and pops.
+  /// outermost first (hosted_), from the links table; leaves them on L's
+  /// stack (anchored), for the caller to pop.
   std::size_t host_resumers(lua_State* L, lua_State* const*& threads);
   /// A resumer T's frames, its top the host's resume, or none when T is
   /// not inside a resume (a link left from an earlier one): false.
