@@ -120,7 +120,7 @@ sleep 1
 tprof=$(for id in $(curl -sf "$url/api/runs?name=nginx-trace" | grep -o '"id":[0-9]*' | cut -d: -f2 | sort -u); do
   curl -sf "$url/api/runs/$id/profile.folded?metric=time"; done)
 read -r chunk host total < <(echo "$tprof" | awk '/^content_by_lua[^;]* [0-9]+$/ {c += $NF}
-  /^\[host\] outside Lua [0-9]+$/ {h += $NF} {t += $NF} END {printf "%d %d %d\n", c, h, t}')
+  /^\[host\] outside Lua [0-9]+$/ {h += $NF} {t += $NF} END {printf "%.0f %.0f %.0f\n", c, h, t}')
 echo "trace: request chunks' own time $chunk ns, [host] outside Lua $host ns, of $total ns"
 [ "$host" -gt 0 ] && [ "$((chunk * 20))" -lt "$total" ] ||
   fail "trace: the time between requests is not the host's: $(echo "$tprof" | grep -v ';' | head -5)"
