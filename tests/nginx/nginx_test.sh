@@ -91,7 +91,7 @@ echo "$prof" | awk '{print $NF, $0}' | sort -rn | head -3 | cut -c1-240
 # thread to nginx; nginx's C code resumes the coroutine) hangs under its resumer,
 # before the ngx.sleep in it and after.
 co_answer=$(curl -s "http://127.0.0.1:$nport/cowork")
-[ "$co_answer" = 1338852 ] || fail "/cowork answered <$co_answer>, want 1338852 (2 * spin(20000))"
+[ "$co_answer" = 1673706 ] || fail "/cowork answered <$co_answer>, want 1673706 (2 * spin(20000) + spin(10000))"
 ab -q -t 3 -n 100000000 -c 2 "http://127.0.0.1:$nport/cowork" >"$tmp/ab-co.txt" 2>&1
 grep -E '^(Complete|Failed) requests' "$tmp/ab-co.txt" | tr '\n' ' '; echo
 grep -q '^Failed requests: *0' "$tmp/ab-co.txt" || fail "/cowork under load: $(cat "$tmp/ab-co.txt")"
@@ -102,6 +102,8 @@ for f in spin_before spin_after; do
   echo "$co_prof" | grep -q "${under}$f " ||
     fail "$f not under the handler and coroutine.resume: $(echo "$co_prof" | grep "$f" | sort -t' ' -k2 -rn | head -3)"
 done
+echo "$co_prof" | grep -q 'M.handle [^;]*cohandler.lua:[0-9]*;\[C\] <wrapped coroutine>;generate [^;]*;spin_wrapped ' ||
+  fail "spin_wrapped not under the handler and the wrapped coroutine: $(echo "$co_prof" | grep spin_wrapped | sort -t' ' -k2 -rn | head -3)"
 echo "$co_prof" | grep -q '^[^;]*cohandler.lua:[0-9]*;spin_' &&
   fail "a coroutine's frames at the root: $(echo "$co_prof" | grep '^[^;]*cohandler.lua:[0-9]*;spin_' | head -2)"
 echo "$co_prof" | grep 'spin_' | sort -t' ' -k2 -rn | head -2 | cut -c1-240
@@ -113,7 +115,7 @@ stop_nginx
 # the request chunk's (it was: 2.11 s of a 2.14 s run).
 NGX_EDIT='s/name = "nginx-test"/name = "nginx-trace", mode = "trace"/' start_nginx on "$url"
 for _ in $(seq 100); do
-  [ "$(curl -s "http://127.0.0.1:$nport/cowork")" = 1338852 ] || { fail "trace: /cowork's answer changed"; break; }
+  [ "$(curl -s "http://127.0.0.1:$nport/cowork")" = 1673706 ] || { fail "trace: /cowork's answer changed"; break; }
 done
 stop_nginx
 sleep 1

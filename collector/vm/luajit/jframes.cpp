@@ -42,12 +42,17 @@ void JFrames::name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFun
   wrap_call_ = wrap_call;
 }
 
-bool JFrames::is_host_wrapper(const lua_Debug& ar) const {
-  return host_source_ && ar.source && std::strcmp(ar.source, host_source_) == 0;
+bool JFrames::host_frame(const lua_Debug& ar, uint32_t& frame) {
+  if (!host_source_ || !ar.source || std::strcmp(ar.source, host_source_) != 0) return false;
+  const char* name = ar.linedefined == HostLines::kWrap      ? "[C] coroutine.wrap"
+                     : ar.linedefined == HostLines::kWrapped ? "[C] <wrapped coroutine>"
+                                                             : "[C] coroutine.resume";
+  frame = run_.frames.named(name);
+  return true;
 }
 
 uint32_t JFrames::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
-  if (is_host_wrapper(*ar)) return run_.frames.named("[C] coroutine.resume");
+  if (uint32_t f = 0; host_frame(*ar, f)) return f;
   // LuaJIT's built-ins written in Lua ("[builtin:len]", no line) are named as C functions.
   if (ar->what[0] != 'C' && ar->linedefined >= 0)
     return run_.frames.of(T, ar, leaf && run_.opt.lines);
@@ -105,11 +110,18 @@ std::size_t JFrames::host_resumers(lua_State* L, lua_State* const*& threads) {
 
 // A resumer through the host's resume is suspended inside it: the wrapper
 // tail-called it, so its top frame is the host's C function (ngx_lua's
-// resume, or LuaJIT's own outside a request), shown as coroutine.resume.
+// resume, or LuaJIT's own outside a request), shown as coroutine.resume,
+// or a wrapped coroutine's function (a C closure over the coroutine).
 bool JFrames::walk_resumer(lua_State* T, std::vector<uint32_t>& out) {
   lua_Debug ar;
-  if (!lua_getstack(T, 0, &ar) || !lua_getinfo(T, "S", &ar) || ar.what[0] != 'C') return false;
-  out.push_back(run_.frames.named("[C] coroutine.resume"));
+  if (!lua_getstack(T, 0, &ar) || !lua_checkstack(T, 2)) return false;
+  const int top = lua_gettop(T);
+  lua_getinfo(T, "Sf", &ar);  // pushes the function
+  const bool c = ar.what[0] == 'C';
+  const bool wrapped = c && lua_getupvalue(T, -1, 1) && lua_isthread(T, -1);
+  lua_settop(T, top);
+  if (!c) return false;
+  out.push_back(run_.frames.named(wrapped ? "[C] <wrapped coroutine>" : "[C] coroutine.resume"));
   for (int level = 1; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
     lua_getinfo(T, "S", &ar);
     const uint32_t f = frame_at(T, &ar, false);

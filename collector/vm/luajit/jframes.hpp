@@ -69,21 +69,29 @@ class JFrames {
   void skip(const void* fn) { c_frames_[fn] = kSkip; }
   /// Our coroutine wrappers, named as the 5.4 collector names them.
   void name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFunction wrap_call);
-  /// A host's coroutine.resume wrapped in Lua (jsession.cpp): `links_ref`
-  /// is the registry's table of which thread resumed which, `source` the
-  /// wrapper's chunk name. Its frame and a resumer's top frame (the host's
-  /// resume, tail-called) are shown as coroutine.resume.
+  /// A host's coroutine.resume and coroutine.wrap wrapped in Lua
+  /// (jsession.cpp): `links_ref` is the registry's table of which thread
+  /// resumed which, `source` the wrappers' chunk name; its functions are
+  /// told by the line they are defined on (HostLines), and shown as the
+  /// functions they stand for. A resumer's top frame (the host's resume or
+  /// a wrapped coroutine's function, tail-called) is shown so too.
   void host_resume(int links_ref, const char* source) {
     links_ref_ = links_ref;
     host_source_ = source;
   }
+  /// The lines the wrappers' chunk defines its functions on (checked
+  /// against the loaded chunk before it is installed).
+  struct HostLines {
+    static constexpr int kResume = 2, kWrap = 6, kWrapped = 10;
+  };
   const void* resume_fn() const { return resume_fn_; }
   const void* wrap_fn() const { return wrap_fn_; }
   std::size_t memory_bytes() const;
 
  private:
   bool is_c(uint32_t f) const { return f < c_frame_.size() && c_frame_[f]; }
-  bool is_host_wrapper(const lua_Debug& ar) const;
+  /// The frame of one of the host wrappers' functions (`ar` with "S"), or false.
+  bool host_frame(const lua_Debug& ar, uint32_t& frame);
   /// L and the threads that resumed it through the host's resume,
   /// outermost first (hosted_), from the links table; leaves them on L's
   /// stack (anchored), for the caller to pop.

@@ -125,35 +125,60 @@ int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
   return lua_gettop(L);
 }
 
-// ------------------------------------------------- a host's coroutine.resume
+// ------------------------------------- a host's coroutine.resume and wrap
 // A host's resume (OpenResty's, in a request: ngx_lua's C resume yields
 // the request's thread to nginx, whose C code resumes the coroutine later)
-// is wrapped in Lua, so that a yield through it crosses no C frame of ours.
-// The wrapper tells who resumes whom and tail-calls the host's resume, so
-// the resume sees the stack it saw before: its error messages name the
-// same caller and position. The link goes into a registry table weak in
-// keys and values (enter's upvalue): a thread is never kept alive by it,
-// and the sampler's walk reads a thread from it only while the thread
-// lives (jframes.cpp, which also checks that the resumer is still inside a
-// resume). The sampler shows a coroutine under the frames of the threads
-// that resumed it; the tracer hangs its frames there.
-const char* const kHostResumeChunk = "=[luaflame] coroutine.resume";
-const char* const kHostResumeSource =
-    "local resume, enter = ...\n"
-    "return function(co, ...)\n"
+// is wrapped in Lua, so that a yield through it crosses no C frame of ours;
+// so is its coroutine.wrap when the function it makes is a C closure over
+// the coroutine (ngx_lua's and LuaJIT's are). The wrappers tell who resumes
+// whom and tail-call the host's function, so that it sees the stack it saw
+// before: its error messages name the same caller and position. The link
+// goes into a registry table weak in keys and values (enter's upvalue): a
+// thread is never kept alive by it, and the sampler's walk reads a thread
+// from it only while the thread lives (jframes.cpp, which also checks that
+// the resumer is still inside a resume). The sampler shows a coroutine
+// under the frames of the threads that resumed it; the tracer hangs its
+// frames there. The functions' lines are JFrames::HostLines (checked).
+const char* const kHostChunk = "=[luaflame] coroutine";
+const char* const kHostSource =
+    "local resume, wrap, enter, type = ...\n"
+    "local function resumer(co, ...)\n"  // HostLines::kResume
     "  enter(co)\n"
     "  return resume(co, ...)\n"
-    "end\n";
+    "end\n"
+    "local function wrapper(f)\n"  // HostLines::kWrap
+    "  if type(f) ~= 'function' then return wrap(f) end\n"
+    "  local w = wrap(f)\n"
+    "  if not enter(w, true) then return w end\n"
+    "  return function(...)\n"  // HostLines::kWrapped
+    "    enter(w)\n"
+    "    return w(...)\n"
+    "  end\n"
+    "end\n"
+    "return resumer, wrapper\n";
 
-// enter(co): links[co] = the running thread.
+// The function at idx is defined on `line` of its chunk.
+bool defined_on(lua_State* L, int idx, int line) {
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  return lua_getinfo(L, ">S", &ar) && ar.linedefined == line;
+}
+
+// enter(co) or enter(w), w a C closure over a coroutine (upvalue 1):
+// links[co] = the running thread; true. enter(x, true) only says whether
+// x names a coroutine so. False for anything else.
 int lf_host_enter(lua_State* L) LF_LUA_ENTRY {
-  lua_State* co = lua_tothread(L, 1);
-  if (!co) return 0;
+  const bool check = lua_toboolean(L, 2);
   lua_settop(L, 1);
-  lua_pushthread(L);
-  lua_rawset(L, lua_upvalueindex(1));
-  if (JSession* j = g_jit.load(); j && j->profiles(L)) j->on_host_resume(L, co);
-  return 0;
+  if (lua_iscfunction(L, 1) && lua_getupvalue(L, 1, 1)) lua_replace(L, 1);
+  lua_State* co = lua_tothread(L, 1);
+  if (co && !check) {
+    lua_pushthread(L);
+    lua_rawset(L, lua_upvalueindex(1));
+    if (JSession* j = g_jit.load(); j && j->profiles(L)) j->on_host_resume(L, co);
+  }
+  lua_pushboolean(L, co != nullptr);
+  return 1;
 }
 
 // coroutine.wrap(f).
@@ -306,12 +331,17 @@ void JSession::install_coroutine_wrappers(lua_State* L) {
 }
 
 // coroutine.resume (on top, its table below) is a host's function: the
-// wrapper in its place, or nothing when it cannot be made. Pops both.
+// wrappers in place of it and of coroutine.wrap, or nothing when they
+// cannot be made. Pops both.
 void JSession::install_host_resume(lua_State* L) {
-  if (!lua_isfunction(L, -1)) return lua_pop(L, 2);
-  if (luaL_loadbuffer(L, kHostResumeSource, std::strlen(kHostResumeSource), kHostResumeChunk) != 0)
-    return lua_pop(L, 3);
-  lua_pushvalue(L, -2);  // resume
+  const int base = lua_gettop(L) - 2;
+  if (!lua_isfunction(L, -1)) return lua_settop(L, base);
+  lua_getfield(L, -2, "wrap");
+  const bool wrap = lua_isfunction(L, -1);
+  if (luaL_loadbuffer(L, kHostSource, std::strlen(kHostSource), kHostChunk) != 0)
+    return lua_settop(L, base);
+  lua_pushvalue(L, -3);  // resume
+  lua_pushvalue(L, -3);  // wrap
   lua_newtable(L);       // the links, weak
   lua_newtable(L);
   lua_pushliteral(L, "kv");
@@ -321,18 +351,30 @@ void JSession::install_host_resume(lua_State* L) {
   links_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcclosure(L, lf_host_enter, 1);
   frames_.skip(lua_topointer(L, -1));
-  // chunk, resume, enter -> the wrapper
-  if (lua_pcall(L, 2, 1, 0) != 0 || !lua_isfunction(L, -1)) {
+  lua_getglobal(L, "type");
+  // tbl, resume, wrap, chunk, resume, wrap, enter, type -> tbl, resume, wrap, resumer, wrapper
+  if (lua_pcall(L, 4, 2, 0) != 0 || !defined_on(L, -2, JFrames::HostLines::kResume) ||
+      !defined_on(L, -1, JFrames::HostLines::kWrap)) {
     luaL_unref(L, LUA_REGISTRYINDEX, links_ref_);
     links_ref_ = -2;
-    return lua_pop(L, 3);
+    return lua_settop(L, base);
   }
-  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -4);
   orig_resume_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
-  frames_.name_wrappers(lua_topointer(L, -1), nullptr, nullptr);
-  frames_.host_resume(links_ref_, kHostResumeChunk);
-  lua_setfield(L, -3, "resume");
-  lua_pop(L, 2);
+  const void* resume_fn = lua_topointer(L, -2);
+  const void* wrap_fn = nullptr;
+  if (wrap) {
+    lua_pushvalue(L, -3);
+    orig_wrap_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
+    wrap_fn = lua_topointer(L, -1);
+    lua_setfield(L, -5, "wrap");
+  } else {
+    lua_pop(L, 1);
+  }
+  frames_.name_wrappers(resume_fn, wrap_fn, nullptr);
+  frames_.host_resume(links_ref_, kHostChunk);
+  lua_setfield(L, -4, "resume");
+  lua_pop(L, 3);
 }
 
 void JSession::on_host_resume(lua_State* L, lua_State* co) {
