@@ -59,6 +59,12 @@ try_nginx() {  # PROFILE SERVER_URL -> 0 when nginx answers on $nport
 stop_nginx() {
   kill -QUIT "$npid" 2>/dev/null; wait "$npid" 2>/dev/null; npid=""
 }
+parity() {  # WHEN: /parity prints what it prints without luaflame (parity.expected)
+  curl -s "http://127.0.0.1:$nport/parity" | sed -e "s#$HERE/##g" -e 's/nginx\.conf:[0-9]*/nginx.conf:N/g' \
+    > "$tmp/parity.txt"
+  diff "$HERE/parity.expected" "$tmp/parity.txt" > "$tmp/parity.diff" ||
+    fail "$1: /parity differs from parity.expected: $(cat "$tmp/parity.diff")"
+}
 load() {  # SECONDS -> ab's report in $tmp/ab.txt
   ab -q -t "$1" -n 100000000 -c 4 "http://127.0.0.1:$nport/" >"$tmp/ab.txt" 2>&1
   local done_n failed
@@ -90,6 +96,7 @@ echo "$prof" | awk '{print $NF, $0}' | sort -rn | head -3 | cut -c1-240
 # A coroutine resumed through ngx_lua's own resume (which yields the request's
 # thread to nginx; nginx's C code resumes the coroutine) hangs under its resumer,
 # before the ngx.sleep in it and after.
+parity "sampled"
 co_answer=$(curl -s "http://127.0.0.1:$nport/cowork")
 [ "$co_answer" = 1673706 ] || fail "/cowork answered <$co_answer>, want 1673706 (2 * spin(20000) + spin(10000))"
 ab -q -t 3 -n 100000000 -c 2 "http://127.0.0.1:$nport/cowork" >"$tmp/ab-co.txt" 2>&1
@@ -114,6 +121,7 @@ stop_nginx
 # between requests, spent in nginx, is the host's ([host] outside Lua), not
 # the request chunk's (it was: 2.11 s of a 2.14 s run).
 NGX_EDIT='s/name = "nginx-test"/name = "nginx-trace", mode = "trace"/' start_nginx on "$url"
+parity "traced"
 for _ in $(seq 100); do
   [ "$(curl -s "http://127.0.0.1:$nport/cowork")" = 1673706 ] || { fail "trace: /cowork's answer changed"; break; }
 done
