@@ -179,11 +179,13 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
   // The time since the last event goes to T's top frame, unless this is a
   // thread's first function that no resume we saw started: the host's C
   // code started it (nginx's request threads, Neovim's callbacks), and the
-  // time was the host's.
-  std::atomic<uint64_t>* to = __builtin_expect(caller < 0 && T != resumed_co_, 0)
-                                  ? host_start(sh)
-                                  : sh.top_values(run_.tree);
-  if (t0 > last_tick_) Tree::bump(to[run_.col_time], clock_.to_ns(t0 - last_tick_));
+  // time was the host's, which the trace leaves out (as the PUC tracer
+  // does between a host's resumes).
+  if (__builtin_expect(caller < 0 && T != resumed_co_, 0)) {
+    if (sh.root != 0) reroot(sh, 0);  // not under the resumer of a dead thread at its address
+  } else if (t0 > last_tick_) {
+    Tree::bump(sh.top_values(run_.tree)[run_.col_time], clock_.to_ns(t0 - last_tick_));
+  }
   if (call) {
     on_call(T, ar, sh, slot, caller);
   } else {
@@ -194,15 +196,6 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
   last_tick_ = clock_.now();
   hook_ticks_ += last_tick_ - t0;
   ++events_;
-}
-
-// The thread's frames hang at the root, not under the resumer of the
-// thread that was at its address before; the time goes to "[host] outside Lua".
-std::atomic<uint64_t>* JTracer::host_start(JShadow& sh) {
-  if (sh.root != 0) reroot(sh, 0);
-  if (!host_values_)
-    host_values_ = run_.tree.slots(run_.tree.child(0, run_.frames.named("[host] outside Lua")));
-  return host_values_;
 }
 
 void JTracer::on_call(lua_State* T, lua_Debug* ar, JShadow& sh, int64_t slot, int64_t caller) {

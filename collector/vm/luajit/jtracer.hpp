@@ -82,9 +82,6 @@ class JTracer {
   void on_call(lua_State* T, lua_Debug* ar, JShadow& sh, int64_t slot, int64_t caller);
   /// The slot of the frame that called the one at `slot`, or -1.
   int64_t caller_of(lua_State* T, int64_t slot);
-  /// A host-started thread's first call: sh rooted at the root, and the
-  /// value slots of "[host] outside Lua" (a root frame, made when first asked).
-  std::atomic<uint64_t>* host_start(JShadow& sh);
   JShadow& shadow(lua_State* T);  ///< T's shadow stack (the last thread's without a lookup)
   /// The frame of the function a call event is about (JFrames::kSkip: not
   /// shown): from its identity `id` (read by cached_node) when known, else
@@ -127,11 +124,10 @@ class JTracer {
   lua_State* last_T_ = nullptr;
   JShadow* last_sh_ = nullptr;
   lua_State* resumed_co_ = nullptr;  ///< the thread last resumed through a resume we saw
-  std::atomic<uint64_t>* host_values_ = nullptr;  ///< "[host] outside Lua"'s
-  TraceClock clock_;         ///< the cycle counter when it can be, read twice per event
-  uint64_t last_tick_ = 0;   ///< when the last event's work ended (clock_ ticks)
-  uint64_t events_ = 0;      ///< hook events, for the summary's hook_calls
-  uint64_t hook_ticks_ = 0;  ///< the hook's own time, for the summary's hook_ns
+  TraceClock clock_;                 ///< the cycle counter when it can be, read twice per event
+  uint64_t last_tick_ = 0;           ///< when the last event's work ended (clock_ ticks)
+  uint64_t events_ = 0;              ///< hook events, for the summary's hook_calls
+  uint64_t hook_ticks_ = 0;          ///< the hook's own time, for the summary's hook_ns
   bool jit_was_on_ = false;
   lua_Hook prev_hook_ = nullptr;  ///< the start thread's hook before start, restored at stop
   int prev_mask_ = 0, prev_count_ = 0;
