@@ -6,6 +6,9 @@
 -- (spin_wrapped, after an ngx.sleep).
 local M = {}
 
+-- The three spins have one body on purpose: each is its own prototype, so
+-- its own frame, and the test tells where each ran by its name.
+
 local function spin_before(n)
   local s = 0
   for i = 1, n do s = (s + i * i) % 1000003 end
