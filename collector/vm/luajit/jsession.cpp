@@ -46,8 +46,8 @@ const char* const kNoAlloc =
 // own, which a program's call hook saw. Only LuaJIT's own resume is
 // replaced so: a host's (OpenResty's ngx_lua puts a Lua function there that
 // ties the coroutine to the request, so that ngx.sleep in it yields to
-// nginx) is wrapped in Lua (below), as a yield through a C wrapper would
-// cross a C frame; a host's coroutine.wrap stays.
+// nginx) is wrapped in Lua (below), with its coroutine.wrap, as a yield
+// through a C wrapper would cross a C frame.
 
 void enter(lua_State* L, lua_State* co) {
   if (JSession* j = g_jit.load()) j->on_resume(L, co);
@@ -141,13 +141,13 @@ int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
 // frames there. The functions' lines are JFrames::HostLines (checked).
 const char* const kHostChunk = "=[luaflame] coroutine";
 const char* const kHostSource =
-    "local resume, wrap, enter, type = ...\n"
+    "local resume, wrap, enter, isfunction = ...\n"
     "local function resumer(co, ...)\n"  // HostLines::kResume
     "  enter(co)\n"
     "  return resume(co, ...)\n"
     "end\n"
     "local function wrapper(f)\n"  // HostLines::kWrap
-    "  if type(f) ~= 'function' then return wrap(f) end\n"
+    "  if not isfunction(f) then return wrap(f) end\n"
     "  local w = wrap(f)\n"
     "  if not enter(w, true) then return w end\n"
     "  return function(...)\n"  // HostLines::kWrapped
@@ -162,6 +162,13 @@ bool defined_on(lua_State* L, int idx, int line) {
   lua_Debug ar;
   lua_pushvalue(L, idx);
   return lua_getinfo(L, ">S", &ar) && ar.linedefined == line;
+}
+
+// isfunction(x): whether x is a function (the program's own `type` may be
+// replaced; this is ours).
+int lf_is_function(lua_State* L) LF_LUA_ENTRY {
+  lua_pushboolean(L, lua_isfunction(L, 1));
+  return 1;
 }
 
 // enter(co) or enter(w), w a C closure over a coroutine (upvalue 1):
@@ -351,8 +358,10 @@ void JSession::install_host_resume(lua_State* L) {
   links_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushcclosure(L, lf_host_enter, 1);
   frames_.skip(lua_topointer(L, -1));
-  lua_getglobal(L, "type");
-  // tbl, resume, wrap, chunk, resume, wrap, enter, type -> tbl, resume, wrap, resumer, wrapper
+  lua_pushcfunction(L, lf_is_function);
+  frames_.skip(lua_topointer(L, -1));
+  // tbl, resume, wrap, chunk, resume, wrap, enter, isfunction -> tbl, resume, wrap, resumer,
+  // wrapper
   if (lua_pcall(L, 4, 2, 0) != 0 || !defined_on(L, -2, JFrames::HostLines::kResume) ||
       !defined_on(L, -1, JFrames::HostLines::kWrap)) {
     luaL_unref(L, LUA_REGISTRYINDEX, links_ref_);
@@ -373,6 +382,7 @@ void JSession::install_host_resume(lua_State* L) {
   }
   frames_.name_wrappers(resume_fn, wrap_fn, nullptr);
   frames_.host_resume(links_ref_, kHostChunk);
+  host_wrapped_ = true;
   lua_setfield(L, -4, "resume");
   lua_pop(L, 3);
 }
@@ -491,7 +501,7 @@ void JSession::fill_summary(Summary& sum) const {
     if (!idents_off.empty())
       sum.fast_paths_off += "; calls named through lua_getinfo: " + idents_off;
   }
-  if (!own_resume_ && links_ref_ < 0) {
+  if (!own_resume_ && !host_wrapped_) {
     if (!sum.fast_paths_off.empty()) sum.fast_paths_off += "; ";
     sum.fast_paths_off +=
         "coroutine.resume is not LuaJIT's own (the host's, or not verified): a coroutine's "

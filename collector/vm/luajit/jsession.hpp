@@ -92,6 +92,7 @@ class JSession {
   int orig_resume_ref_ = -2, orig_wrap_ref_ = -2;
   /// The host's resume wrapped (install_host_resume): its links table.
   int links_ref_ = -2;
+  bool host_wrapped_ = false;  ///< install_host_resume put the wrappers in
   /// jlayout.hpp's reads hold on this LuaJIT (layout::probe at start), or why not.
   bool layout_ok_ = false;
   std::string layout_why_;
