@@ -84,7 +84,91 @@ int probe_body(lua_State* L) {
   return 0;
 }
 
+// What host_probe_body saw, on the threads probe_host resumes: where
+// global_State holds the running thread (offsets, 8 at most, kept by both
+// threads), and whether the thread's cframe was set while it ran.
+struct HostSeen {
+  const char* g = nullptr;
+  int threads = 0;
+  bool inside = false;
+  bool resumed = false;  ///< both threads' cframe as described
+  std::size_t n = 0;
+  std::size_t off[8] = {};
+};
+HostSeen g_host;
+constexpr std::size_t kGlobalScan = 1024;  // bytes of global_State searched (jit_State follows it)
+
+// Boundary: a C function lua_resume runs as a new thread's body, called
+// from probe_host; it reads, raises nothing and throws nothing.
+int host_probe_body(lua_State* co) noexcept {
+  HostSeen& h = g_host;
+  h.inside = at<const void*>(co, kStateCframe) != nullptr;
+  if (h.threads++ == 0) {
+    for (std::size_t off = 0; off < kGlobalScan; off += 8)
+      if (at<const void*>(h.g, off) == co && h.n++ < 8) h.off[h.n - 1] = off;
+    return 0;
+  }
+  if (h.n > 8) return 0;  // too many: probe_host says so
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < h.n; ++i)
+    if (at<const void*>(h.g, h.off[i]) == co) h.off[kept++] = h.off[i];
+  h.n = kept;
+  return 0;
+}
+
+// A new thread resumed from C runs host_probe_body: its cframe null
+// before, set inside, null again after.
+bool resume_probe(lua_State* L) {
+  lua_State* co = lua_newthread(L);  // anchored on L's stack
+  if (at<const void*>(co, kStateCframe)) return false;
+  lua_pushcfunction(co, host_probe_body);
+  g_host.inside = false;
+  int nres = 0;
+  return lua_resume(co, L, 0, &nres) == 0 && g_host.inside && !at<const void*>(co, kStateCframe);
+}
+
+// Under lua_cpcall (lua_newthread may raise).
+int host_probe_main(lua_State* L) {
+  const bool first = resume_probe(L);         // finds the places naming its thread
+  g_host.resumed = first && resume_probe(L);  // keeps those naming the second's
+  return 0;
+}
+int host_probe_noop(lua_State*) {
+  return 0;
+}
+
 }  // namespace
+
+// A debug hook (ours in trace mode, the program's) makes LuaJIT's
+// dispatch keep the last hooked thread in jit_State too (J->L, just past
+// global_State): it is off while the probe runs, as probe() does.
+bool probe_host(lua_State* L, HostWatch& w, std::string& why) {
+  if (sizeof(void*) != 8) return why = "not a 64-bit LuaJIT", false;
+  const auto* g = at<const char*>(L, kStateGlref);
+  void* ud = nullptr;
+  const lua_Alloc f = lua_getallocf(L, &ud);
+  if (!g || std::memcmp(g, &f, sizeof f) != 0 || at<void*>(g, 8) != ud)
+    return why = "lua_State.glref differs", false;
+  g_host = HostSeen{};
+  g_host.g = g;
+  const lua_Hook hook = lua_gethook(L);
+  const int mask = lua_gethookmask(L), count = lua_gethookcount(L);
+  lua_sethook(L, nullptr, 0, 0);
+  const int top = lua_gettop(L);
+  bool ok = lua_cpcall(L, host_probe_main, nullptr) == 0 && g_host.resumed;
+  lua_settop(L, top);
+  // cur_L names the last thread resumed; entering the VM on L names L again.
+  ok = lua_cpcall(L, host_probe_noop, nullptr) == 0 && ok;
+  lua_sethook(L, hook, mask, count);
+  if (!ok) return why = "lua_State.cframe differs", false;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < g_host.n && g_host.n <= 8; ++i)
+    if (at<const void*>(g, g_host.off[i]) == L) g_host.off[kept++] = g_host.off[i];
+  if (kept != 1) return why = "global_State.cur_L not found", false;
+  w.g = g;
+  w.cur_l = g_host.off[0];
+  return true;
+}
 
 bool probe(lua_State* L, std::string& why) {
   if (sizeof(void*) != 8) return why = "not a 64-bit LuaJIT", false;

@@ -23,6 +23,20 @@
 // call events; when one does not hold, nothing here is read (the tracer
 // names each call through lua_getinfo, as before) and the summary says why.
 //
+// The sampler reads two more, to tell the host's own C code from Lua's
+// (outside_lua):
+//   lua_State.glref          16  (MRef: global_State*; its first two words
+//                                 are lua_getallocf's allocf and ud)
+//   lua_State.cframe         80  (void*: null while the thread runs no call
+//                                 from C; lj_vm's call, pcall and resume
+//                                 entries set it, their returns put back
+//                                 the caller's)
+//   global_State.cur_L       searched (GCRef: the thread that last entered
+//                                 the VM; its offset moved between 2.1
+//                                 snapshots as fields were added before it)
+// probe_host() finds and checks them on threads it resumes; when they do
+// not hold, the sampler reads neither and the summary says why.
+//
 // Contract: hook_func is called only inside a hook of L, on L's thread,
 // after probe() said ok: the frame it reads is L's running one, which the
 // hook keeps alive; it only loads.
@@ -39,6 +53,7 @@ extern "C" {
 namespace lfc::jit::layout {
 
 constexpr std::size_t kStateStack = 56;
+constexpr std::size_t kStateGlref = 16, kStateCframe = 80;
 constexpr std::size_t kStateBase = 32;  ///< lua_State.base (probe() only)
 constexpr std::size_t kFuncFfid = 10, kFuncPc = 32;
 constexpr std::size_t kProtoSize = 104, kProtoChunkname = 64, kProtoFirstline = 72,
@@ -115,6 +130,34 @@ inline Ident ident_of(const void* fn) {
   const char* proto = pc - kProtoSize;
   return {pc, at<const void*>(proto, kProtoChunkname), at<int>(proto, kProtoFirstline)};
 }
+
+/// Where a state's running thread is found: its global_State and the
+/// offset of cur_L in it (probe_host).
+struct HostWatch {
+  const void* g = nullptr;
+  std::size_t cur_l = 0;
+};
+
+/// No Lua runs: the thread that last entered the VM is none, or is inside
+/// no call from C (its cframe null), so the CPU is in the host's own C
+/// code between its calls into Lua (nginx's event loop, a scanner's C).
+/// Contract: called from the SIGPROF handler on the thread that runs the
+/// state, after probe_host said ok: two aligned word loads of what that
+/// thread writes, which the signal sees in program order. LuaJIT nulls
+/// cur_L before it frees the thread named (lj_state_free), so a non-null
+/// one is alive. A host's C function called from Lua that itself resumes
+/// another thread (lua_resume, which leaves cur_L on the resumed thread)
+/// reads as outside Lua until the VM is entered again.
+inline bool outside_lua(const HostWatch& w) {
+  const void* cur = at<const void*>(w.g, w.cur_l);
+  return !cur || !at<const void*>(cur, kStateCframe);
+}
+
+/// Whether the reads of outside_lua hold (w filled), or why not: resumes
+/// two threads of its own from C, each running a C function that looks for
+/// itself in global_State; then enters the VM on L (lua_cpcall), so that
+/// cur_L names L again. Not from a hook.
+bool probe_host(lua_State* L, HostWatch& w, std::string& why);
 
 /// Whether the reads above hold on this LuaJIT (and why not). Runs a chunk
 /// on a thread of its own under a call hook; L's hooks are untouched. Not

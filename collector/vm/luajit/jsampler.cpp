@@ -32,6 +32,8 @@
 
 #include "vm/luajit/jsampler.hpp"
 
+#include "vm/luajit/jlayout.hpp"
+
 extern "C" {
 #include <lauxlib.h>
 #include <luajit.h>
@@ -78,10 +80,12 @@ std::atomic<uint64_t> g_owed{0};
 //   - g_parked: the timer waits on g_pending (a stretch with no check), so
 //     the callback wakes it and the next signal comes a period later, not
 //     at the end of a long sleep.
-// Contract: the timer thread and the Lua thread (the callback, never the
-// signal handler) race on these; all are lock-free atomics, seq_cst where
-// one side writes one and reads the other (g_pending, g_parked: a wake is
-// never missed). A period added to g_extra just after the callback took it
+// Contract: the timer thread and the Lua thread race on these; all are
+// lock-free atomics, seq_cst where one side writes one and reads the other
+// (g_pending, g_parked: a wake is never missed). The callback clears
+// g_pending; so does the signal handler when the signal fell outside Lua
+// (see g_watch: no hook was set, no callback will come), a store and a
+// futex wake, both async-signal-safe. A period added to g_extra just after the callback took it
 // goes to the next callback: none is lost, one may move by a callback.
 std::atomic<uint32_t> g_pending{0};
 std::atomic<uint64_t> g_extra{0};
@@ -117,16 +121,39 @@ void futex_wake(std::atomic<uint32_t>& word) {
           0);
 }
 
+// The host's own C code. LuaJIT's handler sets its hook wherever the
+// signal falls, and its callback comes at the next Lua code: a signal that
+// fell in nginx's C work between two requests was charged to the next
+// request's first line as `[C]`. So the handler asks first whether any Lua
+// runs (jlayout.hpp's outside_lua, on the state's global_State, set when
+// probe_host held); when none does, the periods are the host's: g_host
+// counts them for "[host] outside Lua", charged at the next callback or at
+// stop, and LuaJIT's handler is not called. Contract: g_watch_g is set
+// before our handler is installed and cleared after the timer is joined;
+// g_watch_off is written before it is set; g_host is a lock-free atomic the
+// handler adds to and the Lua thread takes.
+std::atomic<const void*> g_watch_g{nullptr};
+std::atomic<std::size_t> g_watch_off{0};
+std::atomic<uint64_t> g_host{0};
+
 // Contract: runs on the Lua thread (our timer sends SIGPROF there with
 // pthread_kill; LuaJIT's setitimer, armed for 11 days, would go to any
-// thread). It only calls LuaJIT's own handler once per owed period:
-// LuaJIT's handler counts one sample per call and sets its profile hook,
-// which is what it does for its own timer's signal (async-signal-safe by
-// LuaJIT's design); g_owed is a lock-free atomic. A SIGPROF from elsewhere
+// thread). Outside Lua it counts the owed periods as the host's (above).
+// Else it only calls LuaJIT's own handler once per owed period: LuaJIT's
+// handler counts one sample per call and sets its profile hook, which is
+// what it does for its own timer's signal (async-signal-safe by LuaJIT's
+// design); g_owed is a lock-free atomic. A SIGPROF from elsewhere
 // (LuaJIT's own timer) counts once.
 void on_sigprof(int sig) noexcept {
   uint64_t k = g_owed.exchange(0, std::memory_order_relaxed);
   if (k == 0) k = 1;
+  const void* g = g_watch_g.load(std::memory_order_acquire);
+  if (g && layout::outside_lua({g, g_watch_off.load(std::memory_order_relaxed)})) {
+    g_host.fetch_add(k, std::memory_order_relaxed);
+    g_pending.store(0);  // no callback will come for this signal
+    if (g_parked.load()) futex_wake(g_pending);
+    return;
+  }
   for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
 }
 
@@ -224,8 +251,18 @@ void JSampler::bind_thread() {
   if (!run_.opt.cpu_clock) cpu_clock_ = CLOCK_MONOTONIC;
 }
 
+void JSampler::charge_host() {
+  const uint64_t k = g_host.exchange(0, std::memory_order_relaxed);
+  if (k == 0) return;
+  if (!host_frame_) host_frame_ = run_.frames.named("[host] outside Lua");
+  scratch_.assign(1, host_frame_);
+  run_.tree.add(frames_.path_node(scratch_), run_.col_samples, k);
+  run_.acct.samples += k;
+}
+
 void JSampler::on_samples(lua_State* L, int samples, int vmstate) {
   const uint64_t t0 = now_ns();
+  charge_host();
   const int top = lua_gettop(L);
   frames_.walk(L, scratch_);
   lua_settop(L, top);
@@ -266,6 +303,11 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
   guard.sa_handler = guard_sigprof;
   guard.sa_flags = SA_RESTART;
   sigemptyset(&guard.sa_mask);
+  layout::HostWatch watch;
+  host_ok_ = layout::probe_host(L, watch, host_why_);
+  g_host.store(0);
+  g_watch_off.store(watch.cur_l);
+  g_watch_g.store(host_ok_ ? watch.g : nullptr, std::memory_order_release);
   sigaction(SIGPROF, &guard, &g_before);
   L_ = L;
   luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", cb, data);
@@ -314,6 +356,7 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
 void JSampler::stop() {
   timer_stop_.store(true);
   if (timer_.joinable()) timer_.join();
+  g_watch_g.store(nullptr);
   if (profiling_) {
     struct sigaction now {};
     sigaction(SIGPROF, nullptr, &now);
@@ -322,6 +365,7 @@ void JSampler::stop() {
       luaJIT_profile_stop(L_);
     }
     sigaction(SIGPROF, &g_before, nullptr);
+    charge_host();
   }
   profiling_ = false;
 }

@@ -52,9 +52,15 @@ class JSampler {
   /// Abandoned (what the profiler threw): the timer thread ends, unjoined.
   void abandon() { timer_stop_.store(true); }
   std::size_t memory_bytes() const { return scratch_.capacity() * sizeof(uint32_t); }
+  /// Whether the host's own C time is told from Lua's (jsampler.cpp,
+  /// g_watch), and why not.
+  bool host_told() const { return host_ok_; }
+  const std::string& host_why() const { return host_why_; }
 
  private:
   void run_timer() noexcept;
+  /// The periods the handler found outside Lua, to "[host] outside Lua" (Lua thread).
+  void charge_host();
 
   JRun& run_;
   JFrames& frames_;
@@ -63,6 +69,9 @@ class JSampler {
   pthread_t lua_thread_{};
   clockid_t cpu_clock_ = CLOCK_MONOTONIC;
   bool profiling_ = false;
+  bool host_ok_ = false;
+  std::string host_why_;
+  uint32_t host_frame_ = 0;
   std::thread timer_;
   std::atomic<bool> timer_stop_{false};
   std::vector<uint32_t> scratch_;  ///< a sample's frames, leaf first

@@ -494,10 +494,15 @@ void JSession::fill_summary(Summary& sum) const {
   sum.hook_calls = s.acct.hook_calls;
   sum.calls = s.acct.calls;
   sum.fast_paths = s.opt.sample ? "luajit_profiler" : "";
+  if (s.opt.sample && sampler_.host_told()) sum.fast_paths += " host_time";
+  if (s.opt.sample && !sampler_.host_told())
+    sum.fast_paths_off =
+        "the host's own C time is charged to the next Lua code (" + sampler_.host_why() + ")";
   const std::string& idents_off = tracer_.idents_off();
   if (s.opt.trace) {
     if (idents_off.empty()) sum.fast_paths += sum.fast_paths.empty() ? "idents" : " idents";
-    sum.fast_paths_off = "JIT compiler off while tracing (hooks do not fire in compiled code)";
+    if (!sum.fast_paths_off.empty()) sum.fast_paths_off += "; ";
+    sum.fast_paths_off += "JIT compiler off while tracing (hooks do not fire in compiled code)";
     if (!idents_off.empty())
       sum.fast_paths_off += "; calls named through lua_getinfo: " + idents_off;
   }
