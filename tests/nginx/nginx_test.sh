@@ -107,6 +107,11 @@ ab -q -t 3 -n 100000000 -c 1 -H 'Accept-Encoding: gzip' "http://127.0.0.1:$nport
 ab -q -t 3 -n 100000000 -c 2 "http://127.0.0.1:$nport/cowork" >"$tmp/ab-co.txt" 2>&1
 wait $gzpid
 grep -q '^Failed requests: *0' "$tmp/ab-gz.txt" || fail "/static under load: $(cat "$tmp/ab-gz.txt")"
+# A thread from ngx.thread.spawn hangs under the handler that spawned it.
+th_answer=$(curl -s "http://127.0.0.1:$nport/threads")
+[ "$th_answer" = 1338852 ] || fail "/threads answered <$th_answer>, want 1338852 (2 * spin(20000))"
+ab -q -t 2 -n 100000000 -c 2 "http://127.0.0.1:$nport/threads" >"$tmp/ab-th.txt" 2>&1
+grep -q '^Failed requests: *0' "$tmp/ab-th.txt" || fail "/threads under load: $(cat "$tmp/ab-th.txt")"
 grep -E '^(Complete|Failed) requests' "$tmp/ab-co.txt" | tr '\n' ' '; echo
 grep -q '^Failed requests: *0' "$tmp/ab-co.txt" || fail "/cowork under load: $(cat "$tmp/ab-co.txt")"
 sleep 2
@@ -121,6 +126,10 @@ echo "$co_prof" | grep -q 'M.handle [^;]*cohandler.lua:[0-9]*;\[C\] <wrapped cor
 echo "$co_prof" | grep -q '^[^;]*cohandler.lua:[0-9]*;spin_' &&
   fail "a coroutine's frames at the root: $(echo "$co_prof" | grep '^[^;]*cohandler.lua:[0-9]*;spin_' | head -2)"
 echo "$co_prof" | grep 'spin_' | sort -t' ' -k2 -rn | head -2 | cut -c1-240
+echo "$co_prof" | grep -q 'M.threads [^;]*cohandler.lua:[0-9]*;\[C\] ngx.thread.spawn;in_thread [^;]*;spin_spawned ' ||
+  fail "spin_spawned not under the handler and ngx.thread.spawn: $(echo "$co_prof" | grep spin_spawned | sort -t' ' -k2 -rn | head -3)"
+echo "$co_prof" | grep -E '^(in_thread|content_by_lua[^;]*;content_by_lua)' &&
+  fail "a spawned thread's frames at the root, or a request under another (a recycled thread's stale link): see above"
 # The gzip time is the host's, at the root; not `[C]` on the next request's
 # chunk (it was: 99% of a run that gzipped, with the request's Lua at 1%).
 read -r host onchunk all < <(echo "$co_prof" | awk '/^\[host\] outside Lua [0-9]+$/ {h += $NF}

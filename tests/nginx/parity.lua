@@ -1,7 +1,8 @@
 -- What a program sees of coroutines under ngx_lua, with luaflame or without
 -- (nginx_test.sh compares the page with parity.expected): resume and wrap
 -- of what is not a coroutine, dead and failing coroutines, values in and
--- out through yields and ngx.sleep, a traceback.
+-- out through yields and ngx.sleep, a traceback; ngx.thread.spawn of what
+-- is not a Lua function, a thread's values, error and traceback.
 local M = {}
 
 local function line(...)
@@ -38,6 +39,17 @@ function M.run()
   line(w(nil, nil, 3))
   line(coroutine.wrap(function() return coroutine.status(coroutine.running()) end)())
   line(debug.traceback("tb"))
+  line(pcall(ngx.thread.spawn, 1))
+  line(pcall(ngx.thread.spawn, print))
+  local t = ngx.thread.spawn(function(a, b)
+    ngx.sleep(0)
+    return a + b, select("#", a, b)
+  end, 1, 2)
+  line(type(t), coroutine.status(t))
+  line(ngx.thread.wait(t))
+  line(ngx.thread.wait(ngx.thread.spawn(function() error("uboom") end)))
+  line(ngx.thread.wait(ngx.thread.spawn(function() return debug.traceback("in thread") end)))
+  line(ngx.thread.wait(ngx.thread.spawn(function(...) return select("#", ...) end, nil, nil)))
 end
 
 return M

@@ -44,9 +44,11 @@ void JFrames::name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFun
 
 bool JFrames::host_frame(const lua_Debug& ar, uint32_t& frame) {
   if (!host_source_ || !ar.source || std::strcmp(ar.source, host_source_) != 0) return false;
-  const char* name = ar.linedefined == HostLines::kWrap      ? "[C] coroutine.wrap"
-                     : ar.linedefined == HostLines::kWrapped ? "[C] <wrapped coroutine>"
-                                                             : "[C] coroutine.resume";
+  const int line = ar.linedefined;
+  const char* name = line == HostLines::kWrap      ? "[C] coroutine.wrap"
+                     : line == HostLines::kWrapped ? "[C] <wrapped coroutine>"
+                     : line >= HostLines::kSpawn   ? "[C] ngx.thread.spawn"
+                                                   : "[C] coroutine.resume";
   frame = run_.frames.named(name);
   return true;
 }
@@ -89,16 +91,32 @@ uint32_t JFrames::frame_at(lua_State* T, lua_Debug* ar, bool leaf) {
 // is whole. Each one read stays on L's stack, so that a collection step
 // during the walk (naming a new C function pushes a string) cannot free
 // it: the caller restores L's top after the walk (JSampler::on_samples).
-std::size_t JFrames::host_resumers(lua_State* L, lua_State* const*& threads) {
+std::size_t JFrames::host_resumers(lua_State* L, lua_State* const*& threads, uint32_t& base) {
   hosted_.assign(1, L);
   threads = hosted_.data();
-  if (links_ref_ < 0 || !lua_checkstack(L, kMaxResumers + 3)) return 1;
-  const int links = lua_gettop(L) + 1;
+  base = 0;
+  if (links_ref_ < 0 || !lua_checkstack(L, kMaxResumers + 4)) return 1;
+  const int links = lua_gettop(L) + 1, firsts = links + 1;
   lua_rawgeti(L, LUA_REGISTRYINDEX, links_ref_);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, firsts_ref_);
   lua_pushthread(L);
   for (int i = 0; i < kMaxResumers; ++i) {
+    // A link holds while its thread runs the function it was made for: a
+    // host that recycles threads (ngx_lua's thread cache gives a finished
+    // coroutine to the next request) runs another on it later.
+    lua_pushvalue(L, -1);
+    lua_rawget(L, firsts);
+    const void* first = lua_topointer(L, -1);
+    lua_pop(L, 1);
+    if (!first || first != first_function(hosted_.back())) break;
     lua_pushvalue(L, -1);
     lua_rawget(L, links);  // links[thread]: its resumer (or nil) above the thread, kept
+    if (lua_type(L, -1) == LUA_TNUMBER) {  // a spawned thread: its spawner's node
+      const lua_Number node = lua_tonumber(L, -1);
+      if (node > 0 && node < static_cast<lua_Number>(run_.tree.size()))
+        base = static_cast<uint32_t>(node);
+      break;
+    }
     lua_State* r = lua_tothread(L, -1);
     if (!r || std::find(hosted_.begin(), hosted_.end(), r) != hosted_.end()) break;
     hosted_.push_back(r);
@@ -106,6 +124,26 @@ std::size_t JFrames::host_resumers(lua_State* L, lua_State* const*& threads) {
   std::reverse(hosted_.begin(), hosted_.end());
   threads = hosted_.data();
   return hosted_.size();
+}
+
+const void* JFrames::first_function(lua_State* T) {
+  lua_Debug ar;
+  if (!lua_getstack(T, 0, &ar))  // not started: the function is its stack's first value
+    return lua_gettop(T) >= 1 && lua_isfunction(T, 1) ? lua_topointer(T, 1) : nullptr;
+  int lo = 0, hi = 1;  // a frame at lo, none known at hi
+  while (hi < (1 << 20) && lua_getstack(T, hi, &ar)) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (lua_getstack(T, mid, &ar) ? lo : hi) = mid;
+  }
+  if (!lua_getstack(T, lo, &ar) || !lua_checkstack(T, 1) || !lua_getinfo(T, "f", &ar))
+    return nullptr;
+  const void* fn = lua_topointer(T, -1);
+  lua_pop(T, 1);
+  return fn;
 }
 
 // A resumer through the host's resume is suspended inside it: the wrapper
@@ -130,14 +168,15 @@ bool JFrames::walk_resumer(lua_State* T, std::vector<uint32_t>& out) {
   return true;
 }
 
-void JFrames::walk(lua_State* L, std::vector<uint32_t>& out) {
+uint32_t JFrames::walk(lua_State* L, std::vector<uint32_t>& out) {
   out.clear();
   // L and the threads that resumed it, outermost first: through our
   // resume (the chain), else through the host's (the links).
   lua_State* const* threads = nullptr;
+  uint32_t base = 0;
   std::size_t n = chain_.resumers_of(L, threads);
   const bool hosted = n == 0;
-  if (hosted) n = host_resumers(L, threads);
+  if (hosted) n = host_resumers(L, threads, base);
   lua_Debug ar;
   for (std::size_t t = n; t-- > 0 && out.size() < kMaxDepth;) {
     lua_State* T = threads[t];
@@ -155,10 +194,11 @@ void JFrames::walk(lua_State* L, std::vector<uint32_t>& out) {
   // The host's own C entry (the runner's pmain, a C caller) is not the program's.
   while (!out.empty() && is_c(out.back())) out.pop_back();
   if (out.size() >= kMaxDepth) out.push_back(run_.frames.named("[luaflame] truncated"));
+  return base;
 }
 
-uint32_t JFrames::path_node(const std::vector<uint32_t>& leaf_first) {
-  uint32_t node = 0;
+uint32_t JFrames::path_node(const std::vector<uint32_t>& leaf_first, uint32_t from) {
+  uint32_t node = from;
   for (std::size_t i = leaf_first.size(); i-- > 0;) node = run_.tree.child(node, leaf_first[i]);
   return node;
 }

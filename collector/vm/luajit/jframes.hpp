@@ -60,29 +60,36 @@ class JFrames {
   /// The frame of the function at ar (lua_getinfo "S" done), or kSkip.
   uint32_t frame_at(lua_State* L, lua_Debug* ar, bool leaf);
   /// L's frames leaf first, then its resumers' (the resume chain); may
-  /// leave values on L's stack: the caller restores its top.
-  void walk(lua_State* L, std::vector<uint32_t>& out);
-  /// The node of a stack given leaf first.
-  uint32_t path_node(const std::vector<uint32_t>& leaf_first);
+  /// leave values on L's stack: the caller restores its top. Returns the
+  /// node they hang under: the root, or for a thread the host spawned
+  /// (ngx.thread.spawn, wrapped) the node of its spawner's stack then.
+  uint32_t walk(lua_State* L, std::vector<uint32_t>& out);
+  /// The node of a stack given leaf first, under `from`.
+  uint32_t path_node(const std::vector<uint32_t>& leaf_first, uint32_t from = 0);
   uint32_t vm(Vm v) const { return vm_frame_[v]; }
   /// The function object `fn` is never shown (the original resume).
   void skip(const void* fn) { c_frames_[fn] = kSkip; }
   /// Our coroutine wrappers, named as the 5.4 collector names them.
   void name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFunction wrap_call);
   /// A host's coroutine.resume and coroutine.wrap wrapped in Lua
-  /// (jsession.cpp): `links_ref` is the registry's table of which thread
-  /// resumed which, `source` the wrappers' chunk name; its functions are
+  /// (jhost.cpp): `links_ref` is the registry's table of which thread
+  /// resumed which (or the node a spawned thread hangs under), `firsts_ref`
+  /// each such thread's first function then, `source` the wrappers' chunk name; its functions are
   /// told by the line they are defined on (HostLines), and shown as the
   /// functions they stand for. A resumer's top frame (the host's resume or
   /// a wrapped coroutine's function, tail-called) is shown so too.
-  void host_resume(int links_ref, const char* source) {
+  void host_resume(int links_ref, int firsts_ref, const char* source) {
     links_ref_ = links_ref;
+    firsts_ref_ = firsts_ref;
     host_source_ = source;
   }
+  /// The function T's outermost frame runs (the one it was made with),
+  /// or for a thread not started the function it will run; null when none.
+  static const void* first_function(lua_State* T);
   /// The lines the wrappers' chunk defines its functions on (checked
   /// against the loaded chunk before it is installed).
   struct HostLines {
-    static constexpr int kResume = 2, kWrap = 6, kWrapped = 10;
+    static constexpr int kResume = 2, kWrap = 6, kWrapped = 10, kSpawn = 15, kSpawned = 19;
   };
   const void* resume_fn() const { return resume_fn_; }
   const void* wrap_fn() const { return wrap_fn_; }
@@ -94,8 +101,9 @@ class JFrames {
   bool host_frame(const lua_Debug& ar, uint32_t& frame);
   /// L and the threads that resumed it through the host's resume,
   /// outermost first (hosted_), from the links table; leaves them on L's
-  /// stack (anchored), for the caller to pop.
-  std::size_t host_resumers(lua_State* L, lua_State* const*& threads);
+  /// stack (anchored), for the caller to pop. `base`: the node of the
+  /// outermost one's spawner (a number in the links), else the root.
+  std::size_t host_resumers(lua_State* L, lua_State* const*& threads, uint32_t& base);
   /// A resumer T's frames, its top the host's resume, or none when T is
   /// not inside a resume (a link left from an earlier one): false.
   bool walk_resumer(lua_State* T, std::vector<uint32_t>& out);
@@ -109,6 +117,7 @@ class JFrames {
   const void* wrap_fn_ = nullptr;
   lua_CFunction wrap_call_ = nullptr;  ///< the C function of every coroutine.wrap result
   int links_ref_ = -2;                 ///< host_resume's table, or none
+  int firsts_ref_ = -2;                ///< each linked thread's first function when linked
   const char* host_source_ = nullptr;  ///< host_resume's chunk name
   std::vector<lua_State*> hosted_;     ///< host_resumers' answer
 };

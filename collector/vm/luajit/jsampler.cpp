@@ -264,7 +264,7 @@ void JSampler::on_samples(lua_State* L, int samples, int vmstate) {
   const uint64_t t0 = now_ns();
   charge_host();
   const int top = lua_gettop(L);
-  frames_.walk(L, scratch_);
+  const uint32_t base = frames_.walk(L, scratch_);
   lua_settop(L, top);
   scratch_.insert(scratch_.begin(), frames_.vm(vm_of(vmstate)));
   // The sample weighs the periods LuaJIT counted (the signals), those the
@@ -275,7 +275,7 @@ void JSampler::on_samples(lua_State* L, int samples, int vmstate) {
                g_extra.exchange(0, std::memory_order_relaxed) +
                take_periods(thread_cpu_ns(cpu_clock_));
   if (k == 0) k = 1;
-  run_.tree.add(frames_.path_node(scratch_), run_.col_samples, k);
+  run_.tree.add(frames_.path_node(scratch_, base), run_.col_samples, k);
   run_.acct.samples += k;
   ++run_.acct.sample_events;
   ++run_.acct.hook_calls;

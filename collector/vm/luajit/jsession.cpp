@@ -1,6 +1,7 @@
 // LuaJIT sessions: start/stop/flush/folded (luaflame/collector.hpp) for
 // LuaJIT, and the C entry points LuaJIT calls: the trace hook, the
-// profiler callback, the coroutine wrappers, the state's closer.
+// profiler callback, the coroutine wrappers (a host's: jhost.cpp), the
+// state's closer.
 #include "vm/luajit/jsession.hpp"
 
 #include <pthread.h>
@@ -46,7 +47,7 @@ const char* const kNoAlloc =
 // own, which a program's call hook saw. Only LuaJIT's own resume is
 // replaced so: a host's (OpenResty's ngx_lua puts a Lua function there that
 // ties the coroutine to the request, so that ngx.sleep in it yields to
-// nginx) is wrapped in Lua (below), with its coroutine.wrap, as a yield
+// nginx) is wrapped in Lua (jhost.cpp), with its coroutine.wrap, as a yield
 // through a C wrapper would cross a C frame.
 
 void enter(lua_State* L, lua_State* co) {
@@ -123,69 +124,6 @@ int lf_wrap_call(lua_State* L) LF_LUA_ENTRY {
   }
   lua_remove(L, 1);
   return lua_gettop(L);
-}
-
-// ------------------------------------- a host's coroutine.resume and wrap
-// A host's resume (OpenResty's, in a request: ngx_lua's C resume yields
-// the request's thread to nginx, whose C code resumes the coroutine later)
-// is wrapped in Lua, so that a yield through it crosses no C frame of ours;
-// so is its coroutine.wrap when the function it makes is a C closure over
-// the coroutine (ngx_lua's and LuaJIT's are). The wrappers tell who resumes
-// whom and tail-call the host's function, so that it sees the stack it saw
-// before: its error messages name the same caller and position. The link
-// goes into a registry table weak in keys and values (enter's upvalue): a
-// thread is never kept alive by it, and the sampler's walk reads a thread
-// from it only while the thread lives (jframes.cpp, which also checks that
-// the resumer is still inside a resume). The sampler shows a coroutine
-// under the frames of the threads that resumed it; the tracer hangs its
-// frames there. The functions' lines are JFrames::HostLines (checked).
-const char* const kHostChunk = "=[luaflame] coroutine";
-const char* const kHostSource =
-    "local resume, wrap, enter, isfunction = ...\n"
-    "local function resumer(co, ...)\n"  // HostLines::kResume
-    "  enter(co)\n"
-    "  return resume(co, ...)\n"
-    "end\n"
-    "local function wrapper(f)\n"  // HostLines::kWrap
-    "  if not isfunction(f) then return wrap(f) end\n"
-    "  local w = wrap(f)\n"
-    "  if not enter(w, true) then return w end\n"
-    "  return function(...)\n"  // HostLines::kWrapped
-    "    enter(w)\n"
-    "    return w(...)\n"
-    "  end\n"
-    "end\n"
-    "return resumer, wrapper\n";
-
-// The function at idx is defined on `line` of its chunk.
-bool defined_on(lua_State* L, int idx, int line) {
-  lua_Debug ar;
-  lua_pushvalue(L, idx);
-  return lua_getinfo(L, ">S", &ar) && ar.linedefined == line;
-}
-
-// isfunction(x): whether x is a function (the program's own `type` may be
-// replaced; this is ours).
-int lf_is_function(lua_State* L) LF_LUA_ENTRY {
-  lua_pushboolean(L, lua_isfunction(L, 1));
-  return 1;
-}
-
-// enter(co) or enter(w), w a C closure over a coroutine (upvalue 1):
-// links[co] = the running thread; true. enter(x, true) only says whether
-// x names a coroutine so. False for anything else.
-int lf_host_enter(lua_State* L) LF_LUA_ENTRY {
-  const bool check = lua_toboolean(L, 2);
-  lua_settop(L, 1);
-  if (lua_iscfunction(L, 1) && lua_getupvalue(L, 1, 1)) lua_replace(L, 1);
-  lua_State* co = lua_tothread(L, 1);
-  if (co && !check) {
-    lua_pushthread(L);
-    lua_rawset(L, lua_upvalueindex(1));
-    if (JSession* j = g_jit.load(); j && j->profiles(L)) j->on_host_resume(L, co);
-  }
-  lua_pushboolean(L, co != nullptr);
-  return 1;
 }
 
 // coroutine.wrap(f).
@@ -337,63 +275,6 @@ void JSession::install_coroutine_wrappers(lua_State* L) {
   lua_pop(L, 1);
 }
 
-// coroutine.resume (on top, its table below) is a host's function: the
-// wrappers in place of it and of coroutine.wrap, or nothing when they
-// cannot be made. Pops both.
-void JSession::install_host_resume(lua_State* L) {
-  const int base = lua_gettop(L) - 2;
-  if (!lua_isfunction(L, -1)) return lua_settop(L, base);
-  lua_getfield(L, -2, "wrap");
-  const bool wrap = lua_isfunction(L, -1);
-  if (luaL_loadbuffer(L, kHostSource, std::strlen(kHostSource), kHostChunk) != 0)
-    return lua_settop(L, base);
-  lua_pushvalue(L, -3);  // resume
-  lua_pushvalue(L, -3);  // wrap
-  lua_newtable(L);       // the links, weak
-  lua_newtable(L);
-  lua_pushliteral(L, "kv");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_pushvalue(L, -1);
-  links_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_pushcclosure(L, lf_host_enter, 1);
-  frames_.skip(lua_topointer(L, -1));
-  lua_pushcfunction(L, lf_is_function);
-  frames_.skip(lua_topointer(L, -1));
-  // tbl, resume, wrap, chunk, resume, wrap, enter, isfunction -> tbl, resume, wrap, resumer,
-  // wrapper
-  if (lua_pcall(L, 4, 2, 0) != 0 || !defined_on(L, -2, JFrames::HostLines::kResume) ||
-      !defined_on(L, -1, JFrames::HostLines::kWrap)) {
-    luaL_unref(L, LUA_REGISTRYINDEX, links_ref_);
-    links_ref_ = -2;
-    return lua_settop(L, base);
-  }
-  lua_pushvalue(L, -4);
-  orig_resume_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
-  const void* resume_fn = lua_topointer(L, -2);
-  const void* wrap_fn = nullptr;
-  if (wrap) {
-    lua_pushvalue(L, -3);
-    orig_wrap_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
-    wrap_fn = lua_topointer(L, -1);
-    lua_setfield(L, -5, "wrap");
-  } else {
-    lua_pop(L, 1);
-  }
-  frames_.name_wrappers(resume_fn, wrap_fn, nullptr);
-  frames_.host_resume(links_ref_, kHostChunk);
-  host_wrapped_ = true;
-  lua_setfield(L, -4, "resume");
-  lua_pop(L, 3);
-}
-
-void JSession::on_host_resume(lua_State* L, lua_State* co) {
-  if (run_->opt.trace) {
-    tracer_.charge_now();
-    tracer_.resumed(L, co);
-  }
-}
-
 // Puts the originals back unless the program replaced ours meanwhile.
 void JSession::restore_coroutine_wrappers(lua_State* L) {
   lua_getglobal(L, "coroutine");
@@ -418,9 +299,12 @@ void JSession::restore_coroutine_wrappers(lua_State* L) {
   }
   lua_pop(L, 1);
   orig_resume_ref_ = orig_wrap_ref_ = -2;
-  if (links_ref_ >= 0) luaL_unref(L, LUA_REGISTRYINDEX, links_ref_);
-  links_ref_ = -2;
-  frames_.host_resume(-2, nullptr);
+  restore_host_spawn(L);
+  for (int* ref : {&links_ref_, &firsts_ref_}) {
+    if (*ref >= 0) luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+    *ref = -2;
+  }
+  frames_.host_resume(-2, -2, nullptr);
 }
 
 void JSession::on_resume(lua_State* L, lua_State* co) {

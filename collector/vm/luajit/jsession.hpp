@@ -7,7 +7,8 @@
 // points LuaJIT calls (the trace hook, the profiler callback, the
 // coroutine wrappers, the state's closer, in jsession.cpp) and the API's
 // start/stop/flush/folded call its member functions. No part includes
-// this header, and only jsession.cpp does. It uses nothing of the PUC
+// this header; jsession.cpp and jhost.cpp (the host's coroutine and
+// thread functions wrapped) do. It uses nothing of the PUC
 // adapter (vm/puc).
 //
 // Threads: the Lua thread runs the profiler callback, the trace hook and
@@ -61,8 +62,10 @@ class JSession {
   /// L resumes co / co gave control back (the coroutine wrappers).
   void on_resume(lua_State* L, lua_State* co);
   void on_return(lua_State* co);
-  /// L resumes co through the host's resume, wrapped (jsession.cpp).
+  /// L resumes co through the host's resume, wrapped (jhost.cpp).
   void on_host_resume(lua_State* L, lua_State* co);
+  /// The node of L's stack now, which a thread L spawns hangs under (jhost.cpp).
+  uint32_t spawn_node(lua_State* L);
   /// A call or return event (the trace hook).
   void on_hook(lua_State* L, lua_Debug* ar) { tracer_.event(L, ar); }
   /// LuaJIT's profiler callback: `samples` SIGPROFs since the last one.
@@ -76,6 +79,9 @@ class JSession {
   bool arm(lua_State* L, std::string& err);
   void install_coroutine_wrappers(lua_State* L);
   void install_host_resume(lua_State* L);
+  void push_host_args(lua_State* L);
+  void install_host_spawn(lua_State* L);
+  void restore_host_spawn(lua_State* L);
   void restore_coroutine_wrappers(lua_State* L);
   void fill_summary(Summary& sum) const;
 
@@ -91,8 +97,11 @@ class JSession {
   /// ours are named in `frames_`.
   int orig_resume_ref_ = -2, orig_wrap_ref_ = -2;
   /// The host's resume wrapped (install_host_resume): its links table.
-  int links_ref_ = -2;
-  bool host_wrapped_ = false;  ///< install_host_resume put the wrappers in
+  int links_ref_ = -2, firsts_ref_ = -2;  ///< and each linked thread's first function
+  bool host_wrapped_ = false;             ///< install_host_resume put the wrappers in
+  /// The host's ngx.thread.spawn (registry reference) and our wrapper in its place.
+  int orig_spawn_ref_ = -2;
+  const void* spawn_fn_ = nullptr;
   /// jlayout.hpp's reads hold on this LuaJIT (layout::probe at start), or why not.
   bool layout_ok_ = false;
   std::string layout_why_;
