@@ -148,6 +148,9 @@ parity "traced"
 for _ in $(seq 100); do
   [ "$(curl -s "http://127.0.0.1:$nport/cowork")" = 1673706 ] || { fail "trace: /cowork's answer changed"; break; }
 done
+for _ in $(seq 50); do
+  [ "$(curl -s "http://127.0.0.1:$nport/threads")" = 1338852 ] || { fail "trace: /threads' answer changed"; break; }
+done
 stop_nginx
 sleep 1
 tprof=$(for id in $(curl -sf "$url/api/runs?name=nginx-trace" | grep -o '"id":[0-9]*' | cut -d: -f2 | sort -u); do
@@ -159,6 +162,17 @@ echo "trace: request chunks' own time $chunk ns of $total ns"
   fail "trace: the time between requests is on the request chunks: $(echo "$tprof" | grep -v ';' | head -5)"
 echo "$tprof" | grep -q "${under}spin_after " ||
   fail "trace: spin_after not under the handler: $(echo "$tprof" | grep spin_after | head -2)"
+# Each /threads request calls spin_spawned twice in its light thread: 100 calls, all under the spawner.
+tcalls=$(for id in $(curl -sf "$url/api/runs?name=nginx-trace" | grep -o '"id":[0-9]*' | cut -d: -f2 | sort -u); do
+  curl -sf "$url/api/runs/$id/profile.folded?metric=calls"; done)
+read -r spawned_calls all_calls < <(echo "$tcalls" | awk '/;spin_spawned [^;]* [0-9]+$/ {a += $NF}
+  /M.threads [^;]*;\[C\] ngx.thread.spawn;in_thread [^;]*;spin_spawned [^;]* [0-9]+$/ {u += $NF}
+  END {printf "%.0f %.0f\n", u, a}')
+echo "trace: spin_spawned called $spawned_calls times under the spawner, $all_calls in all"
+[ "$spawned_calls" = 100 ] && [ "$all_calls" = 100 ] ||
+  fail "trace: spin_spawned: $spawned_calls calls under the spawner, $all_calls in all, want 100"
+echo "$tcalls" | grep -E '^[^;]*_by_lua[^;]*;[^;]*_by_lua' &&
+  fail "trace: a request under another (a recycled thread's stale link): see above"
 
 # 3. The server down: every request served, no worker lost, the profile kept on disk.
 dead=$(lf_free_port)

@@ -45,6 +45,10 @@ void JFrames::name_wrappers(const void* resume_fn, const void* wrap_fn, lua_CFun
 bool JFrames::host_frame(const lua_Debug& ar, uint32_t& frame) {
   if (!host_source_ || !ar.source || std::strcmp(ar.source, host_source_) != 0) return false;
   const int line = ar.linedefined;
+  if (line == HostLines::kSpawned) {  // under its spawner's "[C] ngx.thread.spawn" already
+    frame = kSkip;
+    return true;
+  }
   const char* name = line == HostLines::kWrap      ? "[C] coroutine.wrap"
                      : line == HostLines::kWrapped ? "[C] <wrapped coroutine>"
                      : line >= HostLines::kSpawn   ? "[C] ngx.thread.spawn"
@@ -146,6 +150,31 @@ const void* JFrames::first_function(lua_State* T) {
   return fn;
 }
 
+bool JFrames::is_spawned_wrapper(const lua_Debug& ar) const {
+  return host_source_ && ar.linedefined == HostLines::kSpawned && ar.source &&
+         std::strcmp(ar.source, host_source_) == 0;
+}
+
+// The wrapper a spawned thread starts in (jhost.cpp) links the thread
+// when it calls `enter`; a sample before that reads the node from the
+// wrapper's upvalue `node`.
+uint32_t JFrames::pending_spawn(lua_State* T, lua_Debug& ar) {
+  if (!lua_checkstack(T, 2) || !lua_getinfo(T, "f", &ar)) return 0;
+  uint32_t node = 0;
+  for (int i = 1;; ++i) {
+    const char* name = lua_getupvalue(T, -1, i);
+    if (!name) break;
+    const bool hit = std::strcmp(name, "node") == 0;
+    const lua_Number v = lua_type(T, -1) == LUA_TNUMBER ? lua_tonumber(T, -1) : 0;
+    lua_pop(T, 1);
+    if (!hit) continue;
+    if (v > 0 && v < static_cast<lua_Number>(run_.tree.size())) node = static_cast<uint32_t>(v);
+    break;
+  }
+  lua_pop(T, 1);
+  return node;
+}
+
 // A resumer through the host's resume is suspended inside it: the wrapper
 // tail-called it, so its top frame is the host's C function (ngx_lua's
 // resume, or LuaJIT's own outside a request), shown as coroutine.resume,
@@ -184,12 +213,16 @@ uint32_t JFrames::walk(lua_State* L, std::vector<uint32_t>& out) {
       if (!walk_resumer(T, out)) break;
       continue;
     }
+    int spawned_at = -1;  // the level of a spawned thread's wrapper, before its link
     for (int level = 0; lua_getstack(T, level, &ar) && out.size() < kMaxDepth; ++level) {
       const bool leaf = out.empty() && run_.opt.lines;
       lua_getinfo(T, leaf ? "Sl" : "S", &ar);
+      spawned_at = is_spawned_wrapper(ar) ? level : -1;
       const uint32_t f = frame_at(T, &ar, leaf);
       if (f != kSkip) out.push_back(f);
     }
+    if (spawned_at >= 0 && t + 1 == n && base == 0 && lua_getstack(T, spawned_at, &ar))
+      base = pending_spawn(T, ar);
   }
   // The host's own C entry (the runner's pmain, a C caller) is not the program's.
   while (!out.empty() && is_c(out.back())) out.pop_back();

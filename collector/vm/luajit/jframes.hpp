@@ -107,6 +107,10 @@ class JFrames {
   /// A resumer T's frames, its top the host's resume, or none when T is
   /// not inside a resume (a link left from an earlier one): false.
   bool walk_resumer(lua_State* T, std::vector<uint32_t>& out);
+  /// `ar` ("S" done) is the function a spawned thread starts in (jhost.cpp).
+  bool is_spawned_wrapper(const lua_Debug& ar) const;
+  /// The node in that function's upvalue `node` (ar: its frame), or 0.
+  uint32_t pending_spawn(lua_State* T, lua_Debug& ar);
 
   JRun& run_;
   const ResumeChain& chain_;

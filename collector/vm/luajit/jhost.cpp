@@ -17,8 +17,9 @@
 //
 // ngx.thread.spawn(f, ...) makes a thread that nginx's C code runs, and
 // runs on by itself while its spawner goes on: it belongs under the
-// spawner's stack as it was at the spawn, not as it is later. When
-// sampling, the wrapper takes that stack's node in the tree (`mark`) and
+// spawner's stack as it was at the spawn, not as it is later. The wrapper
+// takes that stack's node in the tree (`mark`: the sampler's walk, or in
+// trace mode the tracer's top frame) and
 // spawns, in f's place, a function that links its thread to the node
 // (links[thread] = the node, a number) and tail-calls f, so that f runs
 // on the thread's first frame as before. Anything but a Lua function goes
@@ -40,7 +41,7 @@ namespace {
 
 const char* const kHostChunk = "=[luaflame] coroutine";
 const char* const kHostSource =
-    "local resume, wrap, enter, isfunction, spawn, mark, islua = ...\n"
+    "local resume, wrap, enter, isfunction, spawn, mark, islua, link = ...\n"
     "local function resumer(co, ...)\n"  // HostLines::kResume
     "  enter(co)\n"
     "  return resume(co, ...)\n"
@@ -59,7 +60,7 @@ const char* const kHostSource =
     "  local node = mark()\n"
     "  if not node then return spawn(f, ...) end\n"
     "  return spawn(function(...)\n"  // HostLines::kSpawned
-    "    enter(node, f)\n"
+    "    link(node, f)\n"
     "    return f(...)\n"
     "  end, ...)\n"
     "end\n"
@@ -95,22 +96,9 @@ void set_first(lua_State* L, int thread_idx, const void* fn) {
 
 // enter(co) or enter(w), w a C closure over a coroutine (upvalue 1):
 // links[co] = the running thread; true. enter(x, true) only says whether
-// x names a coroutine so. enter(node, f), a number: links[the running
-// thread] = node (a spawned thread's first call, which then runs f).
-// False for anything else. Upvalues: links, firsts.
+// x names a coroutine so. False for anything else. Upvalues: links, firsts.
 int lf_host_enter(lua_State* L) LF_LUA_ENTRY {
   const bool check = lua_toboolean(L, 2);
-  if (lua_type(L, 1) == LUA_TNUMBER) {
-    const void* f = lua_topointer(L, 2);
-    lua_settop(L, 1);
-    lua_pushthread(L);  // 2
-    lua_pushvalue(L, 2);
-    lua_pushvalue(L, 1);
-    lua_rawset(L, lua_upvalueindex(1));
-    set_first(L, 2, f);
-    lua_pushboolean(L, 1);
-    return 1;
-  }
   lua_settop(L, 1);
   if (lua_iscfunction(L, 1) && lua_getupvalue(L, 1, 1)) lua_replace(L, 1);
   lua_State* co = lua_tothread(L, 1);
@@ -123,6 +111,22 @@ int lf_host_enter(lua_State* L) LF_LUA_ENTRY {
   }
   lua_pushboolean(L, co != nullptr);
   return 1;
+}
+
+// link(node, f), a spawned thread's first call (which then runs f):
+// links[the running thread] = node. Upvalues: links, firsts (as enter's).
+int lf_spawn_link(lua_State* L) LF_LUA_ENTRY {
+  if (lua_type(L, 1) != LUA_TNUMBER) return 0;
+  const void* f = lua_topointer(L, 2);
+  lua_settop(L, 1);
+  lua_pushthread(L);  // 2
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 1);
+  lua_rawset(L, lua_upvalueindex(1));
+  set_first(L, 2, f);
+  if (JSession* j = g_jit.load(); j && j->profiles(L))
+    j->on_spawned(L, static_cast<uint32_t>(lua_tonumber(L, 1)), f);
+  return 0;
 }
 
 // mark(): the tree's node of the running thread's stack (the spawner's,
@@ -166,7 +170,7 @@ bool get_host_spawn(lua_State* L) {
 }  // namespace
 
 // The wrapper chunk's arguments after resume and wrap: enter, isfunction,
-// and when sampling a host's ngx.thread.spawn (else nil), mark, islua.
+// a host's ngx.thread.spawn (else nil), mark, islua, link.
 void JSession::push_host_args(lua_State* L) {
   for (int* ref : {&links_ref_, &firsts_ref_}) {
     lua_newtable(L);  // the links, the first functions: weak
@@ -177,11 +181,16 @@ void JSession::push_host_args(lua_State* L) {
     lua_pushvalue(L, -1);
     *ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, lf_spawn_link, 2);  // kept below the chunk's arguments until the last
+  frames_.skip(lua_topointer(L, -1));
+  lua_insert(L, -3);
   lua_pushcclosure(L, lf_host_enter, 2);
   frames_.skip(lua_topointer(L, -1));
   lua_pushcfunction(L, lf_is_function);
   frames_.skip(lua_topointer(L, -1));
-  if (run_->opt.sample && get_host_spawn(L)) {
+  if (get_host_spawn(L)) {
     lua_remove(L, -2);  // ngx.thread
   } else {
     lua_pushnil(L);
@@ -190,6 +199,8 @@ void JSession::push_host_args(lua_State* L) {
   frames_.skip(lua_topointer(L, -1));
   lua_pushcfunction(L, lf_is_lua_function);
   frames_.skip(lua_topointer(L, -1));
+  lua_pushvalue(L, -6);  // link
+  lua_remove(L, -7);
 }
 
 // coroutine.resume (on top, its table below) is a host's function: the
@@ -205,9 +216,9 @@ void JSession::install_host_resume(lua_State* L) {
   lua_pushvalue(L, -3);  // resume
   lua_pushvalue(L, -3);  // wrap
   push_host_args(L);
-  // tbl, resume, wrap, chunk, resume, wrap, enter, isfunction, spawn, mark, islua
+  // tbl, resume, wrap, chunk, resume, wrap, enter, isfunction, spawn, mark, islua, link
   //   -> tbl, resume, wrap, resumer, wrapper, spawner
-  if (lua_pcall(L, 7, 3, 0) != 0 || !defined_on(L, -3, JFrames::HostLines::kResume) ||
+  if (lua_pcall(L, 8, 3, 0) != 0 || !defined_on(L, -3, JFrames::HostLines::kResume) ||
       !defined_on(L, -2, JFrames::HostLines::kWrap) ||
       !defined_on(L, -1, JFrames::HostLines::kSpawn)) {
     luaL_unref(L, LUA_REGISTRYINDEX, links_ref_);
@@ -238,7 +249,7 @@ void JSession::install_host_resume(lua_State* L) {
 // The spawner (on top) in ngx.thread.spawn's place when sampling and the
 // host has one. Pops it.
 void JSession::install_host_spawn(lua_State* L) {
-  if (!run_->opt.sample || !get_host_spawn(L)) return lua_pop(L, 1);
+  if (!get_host_spawn(L)) return lua_pop(L, 1);
   orig_spawn_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);  // ngx.thread, spawner
   spawn_fn_ = lua_topointer(L, -2);
   lua_pushliteral(L, "spawn");
@@ -267,13 +278,25 @@ void JSession::restore_host_spawn(lua_State* L) {
   spawn_fn_ = nullptr;
 }
 
-// The node of L's stack now, under its own spawner's when it was spawned.
+// The node of L's stack now: the sampler's walk (under L's own spawner's
+// node when it was spawned), or in trace mode the tracer's top frame of L.
 uint32_t JSession::spawn_node(lua_State* L) {
+  if (!run_->opt.sample) {
+    tracer_.charge_now();
+    return tracer_.top_node(L);
+  }
   const int top = lua_gettop(L);
   std::vector<uint32_t> frames;
   const uint32_t base = frames_.walk(L, frames);
   lua_settop(L, top);
   return frames.empty() ? base : frames_.path_node(frames, base);
+}
+
+void JSession::on_spawned(lua_State* L, uint32_t node, const void* f) {
+  if (run_->opt.trace && node < run_->tree.size()) {
+    tracer_.charge_now();
+    tracer_.spawned(L, node, f);
+  }
 }
 
 void JSession::on_host_resume(lua_State* L, lua_State* co) {

@@ -66,6 +66,8 @@ class JSession {
   void on_host_resume(lua_State* L, lua_State* co);
   /// The node of L's stack now, which a thread L spawns hangs under (jhost.cpp).
   uint32_t spawn_node(lua_State* L);
+  /// L, a spawned thread, hangs under `node` while its first frame runs `f`.
+  void on_spawned(lua_State* L, uint32_t node, const void* f);
   /// A call or return event (the trace hook).
   void on_hook(lua_State* L, lua_Debug* ar) { tracer_.event(L, ar); }
   /// LuaJIT's profiler callback: `samples` SIGPROFs since the last one.

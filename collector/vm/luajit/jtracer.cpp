@@ -82,6 +82,29 @@ void JTracer::resumed(lua_State* L, lua_State* co) {
   resumed_co_ = co;
 }
 
+void JTracer::spawned(lua_State* T, uint32_t node, const void* f) {
+  JShadow& sh = shadow(T);
+  if (sh.root != node) reroot(sh, node);
+  spawned_[T] = {node, f};
+}
+
+// Contract: in the hook (event), for a call with no caller: the function
+// called is the hook's frame's (ar).
+uint32_t JTracer::start_root(lua_State* T, lua_Debug* ar) {
+  auto it = spawned_.find(T);
+  if (it == spawned_.end()) return 0;
+  const void* fn = nullptr;
+  if (idents_ok_) {
+    fn = layout::hook_func(T, *ar);
+  } else if (lua_checkstack(T, 1) && lua_getinfo(T, "f", ar)) {
+    fn = lua_topointer(T, -1);
+    lua_pop(T, 1);
+  }
+  if (fn == it->second.first) return it->second.node;
+  spawned_.erase(it);  // recycled: the host runs other work on it now
+  return 0;
+}
+
 void JTracer::returned(lua_State* co) {
   if (lua_status(co) == LUA_YIELD) return;
   if (last_T_ == co) last_T_ = nullptr, last_sh_ = nullptr;
@@ -182,7 +205,8 @@ void JTracer::event(lua_State* T, lua_Debug* ar) {
   // time was the host's, which the trace leaves out (as the PUC tracer
   // does between a host's resumes).
   if (__builtin_expect(caller < 0 && T != resumed_co_, 0)) {
-    if (sh.root != 0) reroot(sh, 0);  // not under the resumer of a dead thread at its address
+    // Not under the resumer of a dead thread at its address.
+    if (const uint32_t root = start_root(T, ar); sh.root != root) reroot(sh, root);
   } else if (t0 > last_tick_) {
     Tree::bump(sh.top_values(run_.tree)[run_.col_time], clock_.to_ns(t0 - last_tick_));
   }

@@ -64,6 +64,11 @@ class JTracer {
   /// L resumes co: co's frames hang under L's top frame (moved there
   /// when an earlier resume was elsewhere).
   void resumed(lua_State* L, lua_State* co);
+  /// T, a thread the host spawned (ngx.thread.spawn), hangs under `node`
+  /// (its spawner's frame then) while its first frame runs `f`.
+  void spawned(lua_State* T, uint32_t node, const void* f);
+  /// The node of T's top traced frame.
+  uint32_t top_node(lua_State* T) { return shadow(T).top(); }
   /// co gave control back to its resumer (our resume): finished or
   /// failed, its shadow goes (a thread made later at its address is another).
   void returned(lua_State* co);
@@ -124,10 +129,19 @@ class JTracer {
   lua_State* last_T_ = nullptr;
   JShadow* last_sh_ = nullptr;
   lua_State* resumed_co_ = nullptr;  ///< the thread last resumed through a resume we saw
-  TraceClock clock_;                 ///< the cycle counter when it can be, read twice per event
-  uint64_t last_tick_ = 0;           ///< when the last event's work ended (clock_ ticks)
-  uint64_t events_ = 0;              ///< hook events, for the summary's hook_calls
-  uint64_t hook_ticks_ = 0;          ///< the hook's own time, for the summary's hook_ns
+  struct Spawned {
+    uint32_t node;
+    const void* first;
+  };
+  /// Threads the host spawned: their spawner's node while their first frame
+  /// runs `first` (a thread recycled for other work is not).
+  std::unordered_map<lua_State*, Spawned> spawned_;
+  /// The node a thread's first function hangs under: its spawner's, or the root.
+  uint32_t start_root(lua_State* T, lua_Debug* ar);
+  TraceClock clock_;         ///< the cycle counter when it can be, read twice per event
+  uint64_t last_tick_ = 0;   ///< when the last event's work ended (clock_ ticks)
+  uint64_t events_ = 0;      ///< hook events, for the summary's hook_calls
+  uint64_t hook_ticks_ = 0;  ///< the hook's own time, for the summary's hook_ns
   bool jit_was_on_ = false;
   lua_Hook prev_hook_ = nullptr;  ///< the start thread's hook before start, restored at stop
   int prev_mask_ = 0, prev_count_ = 0;
