@@ -156,7 +156,7 @@ bool JFrames::is_spawned_wrapper(const lua_Debug& ar) const {
 }
 
 // The wrapper a spawned thread starts in (jhost.cpp) links the thread
-// when it calls `enter`; a sample before that reads the node from the
+// when it calls `link`; a sample before that reads the node from the
 // wrapper's upvalue `node`.
 uint32_t JFrames::pending_spawn(lua_State* T, lua_Debug& ar) {
   if (!lua_checkstack(T, 2) || !lua_getinfo(T, "f", &ar)) return 0;

@@ -281,10 +281,7 @@ void JSession::restore_host_spawn(lua_State* L) {
 // The node of L's stack now: the sampler's walk (under L's own spawner's
 // node when it was spawned), or in trace mode the tracer's top frame of L.
 uint32_t JSession::spawn_node(lua_State* L) {
-  if (!run_->opt.sample) {
-    tracer_.charge_now();
-    return tracer_.top_node(L);
-  }
+  if (!run_->opt.sample) return tracer_.top_node(L);
   const int top = lua_gettop(L);
   std::vector<uint32_t> frames;
   const uint32_t base = frames_.walk(L, frames);

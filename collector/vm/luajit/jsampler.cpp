@@ -84,9 +84,10 @@ std::atomic<uint64_t> g_owed{0};
 // lock-free atomics, seq_cst where one side writes one and reads the other
 // (g_pending, g_parked: a wake is never missed). The callback clears
 // g_pending; so does the signal handler when the signal fell outside Lua
-// (see g_watch: no hook was set, no callback will come), a store and a
-// futex wake, both async-signal-safe. A period added to g_extra just after the callback took it
-// goes to the next callback: none is lost, one may move by a callback.
+// (see g_watch_g: no hook was set, no callback will come), a store and a
+// futex wake, both async-signal-safe. A period added to g_extra just
+// after the callback took it goes to the next callback: none is lost, one
+// may move by a callback.
 std::atomic<uint32_t> g_pending{0};
 std::atomic<uint64_t> g_extra{0};
 std::atomic<bool> g_parked{false};
