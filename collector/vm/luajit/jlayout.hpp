@@ -145,9 +145,10 @@ struct HostWatch {
 /// state, after probe_host said ok: two aligned word loads of what that
 /// thread writes, which the signal sees in program order. LuaJIT nulls
 /// cur_L before it frees the thread named (lj_state_free), so a non-null
-/// one is alive. A host's C function called from Lua that itself resumes
-/// another thread (lua_resume, which leaves cur_L on the resumed thread)
-/// reads as outside Lua until the VM is entered again.
+/// one is alive. A C function called from Lua that itself resumes another
+/// thread (lua_resume, which leaves cur_L on the resumed thread) reads as
+/// outside Lua from then until it returns (BC_FUNCC names its caller's
+/// thread again).
 inline bool outside_lua(const HostWatch& w) {
   const void* cur = at<const void*>(w.g, w.cur_l);
   return !cur || !at<const void*>(cur, kStateCframe);
