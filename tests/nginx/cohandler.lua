@@ -8,7 +8,7 @@
 -- after, while the handler waits for it in ngx.thread.wait).
 local M = {}
 
--- The three spins have one body on purpose: each is its own prototype, so
+-- The four spins have one body on purpose: each is its own prototype, so
 -- its own frame, and the test tells where each ran by its name.
 
 local function spin_before(n)

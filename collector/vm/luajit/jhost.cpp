@@ -26,7 +26,6 @@
 // to the host's spawn unchanged (its own message: "Lua function
 // expected"). The functions' lines are JFrames::HostLines (checked).
 #include <cstring>
-#include <vector>
 
 #include "vm/lua/boundary.hpp"
 #include "vm/luajit/jsession.hpp"
@@ -41,7 +40,7 @@ namespace {
 
 const char* const kHostChunk = "=[luaflame] coroutine";
 const char* const kHostSource =
-    "local resume, wrap, enter, isfunction, spawn, mark, islua, link = ...\n"
+    "local resume, wrap, enter, link, isfunction, spawn, mark, islua = ...\n"
     "local function resumer(co, ...)\n"  // HostLines::kResume
     "  enter(co)\n"
     "  return resume(co, ...)\n"
@@ -94,6 +93,22 @@ void set_first(lua_State* L, int thread_idx, const void* fn) {
   lua_rawset(L, lua_upvalueindex(2));
 }
 
+// firsts[co] for a resume of co (at thread_idx): a coroutine not started
+// yet names its function now (a recycled one starts over so); one resumed
+// before in this life keeps what its first resume named, so that a resume
+// walks no stack. Only one started before the session began is looked up.
+void note_first(lua_State* L, int thread_idx, lua_State* co) {
+  lua_Debug ar;
+  if (lua_getstack(co, 0, &ar)) {
+    lua_pushvalue(L, thread_idx);
+    lua_rawget(L, lua_upvalueindex(2));
+    const bool known = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (known) return;
+  }
+  set_first(L, thread_idx, JFrames::first_function(co));
+}
+
 // enter(co) or enter(w), w a C closure over a coroutine (upvalue 1):
 // links[co] = the running thread; true. enter(x, true) only says whether
 // x names a coroutine so. False for anything else. Upvalues: links, firsts.
@@ -106,7 +121,7 @@ int lf_host_enter(lua_State* L) LF_LUA_ENTRY {
     lua_pushvalue(L, 1);
     lua_pushthread(L);
     lua_rawset(L, lua_upvalueindex(1));
-    set_first(L, 1, JFrames::first_function(co));
+    note_first(L, 1, co);
     if (JSession* j = g_jit.load(); j && j->profiles(L)) j->on_host_resume(L, co);
   }
   lua_pushboolean(L, co != nullptr);
@@ -169,8 +184,8 @@ bool get_host_spawn(lua_State* L) {
 
 }  // namespace
 
-// The wrapper chunk's arguments after resume and wrap: enter, isfunction,
-// a host's ngx.thread.spawn (else nil), mark, islua, link.
+// The wrapper chunk's arguments after resume and wrap: enter, link,
+// isfunction, a host's ngx.thread.spawn (else nil), mark, islua.
 void JSession::push_host_args(lua_State* L) {
   for (int* ref : {&links_ref_, &firsts_ref_}) {
     lua_newtable(L);  // the links, the first functions: weak
@@ -183,10 +198,10 @@ void JSession::push_host_args(lua_State* L) {
   }
   lua_pushvalue(L, -2);
   lua_pushvalue(L, -2);
-  lua_pushcclosure(L, lf_spawn_link, 2);  // kept below the chunk's arguments until the last
-  frames_.skip(lua_topointer(L, -1));
-  lua_insert(L, -3);
   lua_pushcclosure(L, lf_host_enter, 2);
+  frames_.skip(lua_topointer(L, -1));
+  lua_insert(L, -3);                      // enter, links, firsts
+  lua_pushcclosure(L, lf_spawn_link, 2);  // enter, link
   frames_.skip(lua_topointer(L, -1));
   lua_pushcfunction(L, lf_is_function);
   frames_.skip(lua_topointer(L, -1));
@@ -199,8 +214,6 @@ void JSession::push_host_args(lua_State* L) {
   frames_.skip(lua_topointer(L, -1));
   lua_pushcfunction(L, lf_is_lua_function);
   frames_.skip(lua_topointer(L, -1));
-  lua_pushvalue(L, -6);  // link
-  lua_remove(L, -7);
 }
 
 // coroutine.resume (on top, its table below) is a host's function: the
@@ -216,7 +229,7 @@ void JSession::install_host_resume(lua_State* L) {
   lua_pushvalue(L, -3);  // resume
   lua_pushvalue(L, -3);  // wrap
   push_host_args(L);
-  // tbl, resume, wrap, chunk, resume, wrap, enter, isfunction, spawn, mark, islua, link
+  // tbl, resume, wrap, chunk, resume, wrap, enter, link, isfunction, spawn, mark, islua
   //   -> tbl, resume, wrap, resumer, wrapper, spawner
   if (lua_pcall(L, 8, 3, 0) != 0 || !defined_on(L, -3, JFrames::HostLines::kResume) ||
       !defined_on(L, -2, JFrames::HostLines::kWrap) ||
@@ -246,8 +259,8 @@ void JSession::install_host_resume(lua_State* L) {
   lua_pop(L, 3);
 }
 
-// The spawner (on top) in ngx.thread.spawn's place when sampling and the
-// host has one. Pops it.
+// The spawner (on top) in ngx.thread.spawn's place when the host has one.
+// Pops it.
 void JSession::install_host_spawn(lua_State* L) {
   if (!get_host_spawn(L)) return lua_pop(L, 1);
   orig_spawn_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);  // ngx.thread, spawner
@@ -283,10 +296,9 @@ void JSession::restore_host_spawn(lua_State* L) {
 uint32_t JSession::spawn_node(lua_State* L) {
   if (!run_->opt.sample) return tracer_.top_node(L);
   const int top = lua_gettop(L);
-  std::vector<uint32_t> frames;
-  const uint32_t base = frames_.walk(L, frames);
+  const uint32_t base = frames_.walk(L, spawn_frames_);
   lua_settop(L, top);
-  return frames.empty() ? base : frames_.path_node(frames, base);
+  return spawn_frames_.empty() ? base : frames_.path_node(spawn_frames_, base);
 }
 
 void JSession::on_spawned(lua_State* L, uint32_t node, const void* f) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vm/luajit/jframes.hpp"
 #include "vm/luajit/jsampler.hpp"
@@ -104,6 +105,7 @@ class JSession {
   /// The host's ngx.thread.spawn (registry reference) and our wrapper in its place.
   int orig_spawn_ref_ = -2;
   const void* spawn_fn_ = nullptr;
+  std::vector<uint32_t> spawn_frames_;  ///< spawn_node's walk, kept between spawns
   /// jlayout.hpp's reads hold on this LuaJIT (layout::probe at start), or why not.
   bool layout_ok_ = false;
   std::string layout_why_;
