@@ -2,6 +2,8 @@
 // contract). Loads only: no call, no allocation, no lock.
 #include "vm/puc/foreign.hpp"
 
+#include "vm/puc/hookchain.hpp"
+
 namespace lfc::foreign {
 
 namespace {
@@ -15,14 +17,8 @@ constexpr int kMaxWalk = 256;
 // The source string's first bytes (a Lua function's name is made from them
 // at the hook: FrameTable::of_copy).
 void copy_source(const void* ts, FrameCopy& f) {
-  const unsigned char tag = at<unsigned char>(ts, luaint::kTStringTag);
   std::size_t len = 0;
-  if (tag == luaint::kTagShortString)
-    len = at<unsigned char>(ts, luaint::kTStringShrlen);
-  else if (tag == luaint::kTagLongString)
-    len = at<std::size_t>(ts, luaint::kTStringLnglen);
-  else
-    return;
+  if (!luaint::tstring_len(ts, len)) return;
   f.cut = len > FrameCopy::kText;
   f.len = static_cast<uint16_t>(f.cut ? FrameCopy::kText : len);
   const char* s = static_cast<const char*>(ts) + luaint::kTStringContents;
@@ -34,7 +30,7 @@ bool copy_frame(const lua_State* L, const void* ci, FrameCopy& f) {
   const char* stack = at<const char*>(L, luaint::kStateStack);
   const char* last = at<const char*>(L, luaint::kStateStackLast);
   const char* func = at<const char*>(ci, 0);
-  if (func < stack || func >= last) return false;
+  if (func < stack || func >= last || !luaint::stack_settled(L)) return false;
   unsigned char tag = 0;
   const void* value = nullptr;
   luaint::func_of(ci, tag, value);
@@ -63,6 +59,14 @@ bool copy_foreign(const lua_State* L, const luaint::Layout& layout, Copy& out) {
   out.kind = Copy::kNone;
   out.nframes = 0;
   out.deeper = false;
+  if constexpr (luaint::kRelease == 0) {
+    // No lf_hook running and the thread's hook the program's: that hook
+    // (called by Lua directly while nothing is armed); else a finalizer.
+    const lua_Hook h = lua_gethook(const_cast<lua_State*>(L));
+    const bool program = !t_own_hook.running && h && h != lf_hook && h != lf_hook_after_stop;
+    out.kind = t_own_hook.forwarding || program ? Copy::kHook : Copy::kFinalizer;
+    return true;
+  }
   // Leaf first, into a ring: the kMaxFrames CallInfos nearest the anchor stay.
   const void* seen[Copy::kMaxFrames] = {};
   int n = 0;
@@ -77,7 +81,13 @@ bool copy_foreign(const lua_State* L, const luaint::Layout& layout, Copy& out) {
     seen[n % Copy::kMaxFrames] = ci;
     ++n;
   }
-  if (!out.anchor) return false;
+  if (!out.anchor) {
+    // 5.2 marks no finalizer: with no hook below, hooks are off for one
+    // (GCTM), whose first frame is not known. Charged as one frame.
+    if (luaint::kCistFin != 0 || ci) return false;
+    out.kind = Copy::kFinalizer;
+    return true;
+  }
   if (!layout.copy_ok) return true;
   out.deeper = n > Copy::kMaxFrames;
   const int kept = n < Copy::kMaxFrames ? n : Copy::kMaxFrames;

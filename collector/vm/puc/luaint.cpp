@@ -1,6 +1,8 @@
 // The probe of luaint.hpp's layouts against the running Lua.
 #include "vm/puc/luaint.hpp"
 
+#include "vm/puc/foreign.hpp"
+
 #include <mutex>
 
 extern "C" {
@@ -33,8 +35,8 @@ int probe_fn(lua_State* L) noexcept {
   const char* stack_last = at<const char*>(L, kStateStackLast);
   const char* func0 = at<const char*>(ci_of(a0), 0);
   const char* func1 = at<const char*>(ci_of(a1), 0);
-  out->stack_ok =
-      stack && stack < stack_last && func1 >= stack && func1 < func0 && func0 < stack_last;
+  out->stack_ok = stack && stack < stack_last && func1 >= stack && func1 < func0 &&
+                  func0 < stack_last && stack_settled(L);
   if (!out->ci_prev_ok) return 0;
   unsigned char tag;
   const void* value;
@@ -48,11 +50,11 @@ int probe_fn(lua_State* L) noexcept {
   const char* code = at<const char*>(proto, kProtoCode);
   const char* pc = at<const char*>(ci_of(a1), kCiSavedpc);
   const int sizecode = at<int>(proto, kProtoSizecode);
-  // A short TString's length byte (5.3/5.4; read on 5.4 only, where the
-  // handler copies strings: foreign.cpp).
-  out->tstring_ok = kHasCallstatus && src &&
-                    at<unsigned char>(src, kTStringTag) == kTagShortString &&
-                    at<unsigned char>(src, kTStringShrlen) == std::strlen(a1.source);
+  // A short TString's tag and length (the handler copies source strings:
+  // foreign.cpp).
+  std::size_t len = 0;
+  out->tstring_ok = src && at<unsigned char>(src, kTStringTag) == kTagShortString &&
+                    tstring_len(src, len) && len == std::strlen(a1.source);
   out->lua_ident_ok = at<int>(proto, kProtoLine) == a1.linedefined &&
                       at<int>(proto, kProtoLine + 4) == a1.lastlinedefined && src &&
                       static_cast<const char*>(src) + kTStringContents == a1.source && code &&
@@ -293,6 +295,10 @@ int probe51_body(lua_State* L) noexcept {
 #if LUA_VERSION_NUM == 501
   lua_settop(L, 0);
   probe51_tail(L, out);
+  // lua_State.allowhook, 1 here and 0 in a hook: code run with hooks off is
+  // told by it and by what lf_hook says of itself (foreign::OwnHook).
+  out.allowhook_ok = allowhook(L) && allowhook_in_hook(L) == 0;
+  out.foreign_ok = out.allowhook_ok && +__start_lf_hook51_text < +__stop_lf_hook51_text;
 #endif
   return 0;
 }

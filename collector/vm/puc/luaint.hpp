@@ -19,7 +19,10 @@
 //   lua_State.base_ci         80      -      -      -  (5.1: an array of CallInfos)
 //   lua_State.stack_last       -     48     48     40
 //   lua_State.stack            -     56     56     48
-//   lua_State.allowhook        -     73    204     11
+//   lua_State.allowhook      101     73    204     11
+//   lua_State.stacksize        -     64    184      -  (foreign.cpp: stack_settled)
+//   CallInfo.callstatus        -     34     66     62  (a byte on 5.2, a short after)
+//   CIST_HOOKED, CIST_FIN      -   0x2,-  0x4,0x100 0x8,0x80
 //   CallInfo (size)           40      -      -      -
 //   CallInfo.func              8      0      0      0
 //   CallInfo.previous          -     16     16     16
@@ -32,6 +35,8 @@
 //   Proto.code                24     24     56     64
 //   Proto.source              64     72    104    112
 //   TString contents          24     24     24     24  (getstr)
+//   TString length             -     16  11/16  11/16  (5.2: len, any string; after:
+//                                                        shrlen, a byte / u.lnglen)
 //   OP_TAILCALL               29      -      -      -  (an instruction's low 6 bits)
 //   OP_RETURN, OP_SETLIST     30, 34   -      -      -  (chunk_locals.cpp; SETLIST's C
 //                                                         at bit 14, 9 bits: 0, a count follows)
@@ -42,8 +47,9 @@
 //   LocVar (size 16)          startpc 8, endpc 12       (chunk_locals.cpp)
 // The tags of a Lua closure, a light C function and a C closure are the
 // same in 5.2 to 5.4 (0x46, 0x16, 0x66); 5.1 has one tag for functions and
-// Closure.isC (func_of gives the later tags). CallInfo.callstatus's bits
-// are read on 5.4 only (their meaning changed in 5.4). Lua 5.1 keeps its
+// Closure.isC (func_of gives the later tags). CallInfo.callstatus's
+// CIST_HOOKED and CIST_FIN move from release to release (5.2 has no
+// CIST_FIN: its finalizers carry no mark) and 5.1 has neither. Lua 5.1 keeps its
 // CallInfos in an array and its lua_Debug names them by index: the walks
 // use the API there; the tracer reads the called function and what tells a
 // tail call (tail_call51). The allocator reads 5.4.4's global_State GC
@@ -67,8 +73,8 @@ constexpr int kRelease = LUA_VERSION_NUM >= 502 && LUA_VERSION_NUM <= 504 ? LUA_
 constexpr std::size_t pick(std::size_t v52, std::size_t v53, std::size_t v54) {
   return kRelease == 502 ? v52 : kRelease == 503 ? v53 : v54;
 }
-/// CallInfo.callstatus is read on 5.4 only.
-constexpr bool kHasCallstatus = kRelease == 504;
+/// CallInfo.callstatus is read on 5.2 to 5.4 (5.1 has none).
+constexpr bool kHasCallstatus = kRelease != 0;
 
 constexpr std::size_t kStateCi = 4 * sizeof(void*);     ///< lua_State.ci
 constexpr std::size_t kCiPrevious = 2 * sizeof(void*);  ///< CallInfo.previous
@@ -225,24 +231,21 @@ T at(const void* base, std::size_t off) {
   return v;
 }
 
-/// CallInfo.callstatus's CIST_C bit: the CallInfo runs a C function. A
-/// read of the CallInfo itself (not of the stack, which a reallocation may
-/// move under the handler): safe from the handler on L's thread.
-constexpr std::size_t kCiCallstatus =
-    7 * sizeof(void*) + 6;  ///< after u (3 pointers), u2, nresults
-constexpr unsigned short kCistC = 1 << 1;
-inline bool ci_is_c(const void* ci) {
-  return (at<unsigned short>(ci, kCiCallstatus) & kCistC) != 0;
-}
-
-/// CallInfo.callstatus's CIST_HOOKED (the CallInfo a hook runs for: luaD_hook
-/// sets it around the hook call) and CIST_FIN (the CallInfo that runs a
-/// finalizer: GCTM sets it around the call), 5.4.0 to 5.4.6. CIST_HOOKED is
-/// checked by probe(); CIST_FIN cannot be without running a collection, which
-/// the probe must not do to the program (foreign.hpp says what a wrong bit costs).
-constexpr unsigned short kCistHooked = 1 << 3;
-constexpr unsigned short kCistFin = 1 << 7;
+/// CallInfo.callstatus (lstate.h): a byte on 5.2 (after nresults), an
+/// unsigned short on 5.3 (after extra and nresults) and 5.4 (after u, u2 and
+/// nresults). Its CIST_HOOKED marks the CallInfo a hook runs for (luaD_hook
+/// sets it around the hook call, 5.2 to 5.4) and CIST_FIN the CallInfo that
+/// runs a finalizer (GCTM sets it around the call: 5.3 and 5.4; 5.2 marks
+/// no finalizer, kCistFin is 0 there). CIST_HOOKED is checked by probe();
+/// CIST_FIN cannot be without running a collection, which the probe must
+/// not do to the program (foreign.hpp says what a wrong bit costs). A read of
+/// the CallInfo itself (not of the stack, which a reallocation may move under
+/// the handler): safe from the handler on L's thread.
+constexpr std::size_t kCiCallstatus = pick(34, 66, 62);
+constexpr unsigned short kCistHooked = pick(1 << 1, 1 << 2, 1 << 3);
+constexpr unsigned short kCistFin = pick(0, 1 << 8, 1 << 7);
 inline unsigned short ci_status(const void* ci) {
+  if constexpr (kRelease == 502) return at<unsigned char>(ci, kCiCallstatus);
   return at<unsigned short>(ci, kCiCallstatus);
 }
 inline bool ci_hooked(const void* ci) {
@@ -253,16 +256,47 @@ inline bool ci_hooked(const void* ci) {
 /// 5.4.6 (StkIdRel's pointer member in 5.4.6).
 constexpr std::size_t kStateStackLast = pick(48, 48, 40);
 constexpr std::size_t kStateStack = pick(56, 56, 48);
-/// TString's tag, short length, long length (5.4: after next, tt, marked, extra).
+/// lua_State.stacksize (5.2, 5.3): luaD_reallocstack frees the old stack
+/// (realloc) before it sets stacksize and stack_last and moves the
+/// CallInfos' pointers, so while stack_last is not stack + stacksize -
+/// EXTRA_STACK a CallInfo's func may point into freed memory; once they
+/// agree, a pointer not yet moved lies outside [stack, stack_last) (the old
+/// and the new block were both allocated at once). 5.4 frees the old stack
+/// after the pointers moved (5.4.6: they hold offsets meanwhile).
+constexpr std::size_t kStateStacksize = pick(64, 184, 0);
+constexpr int kExtraStack = 5;
+/// The stack's bounds, as the CallInfos may be read against them: false
+/// while a 5.2/5.3 reallocation is under way. Loads only.
+inline bool stack_settled(const lua_State* L) {
+  if constexpr (kRelease == 504) return true;
+  const char* stack = at<const char*>(L, kStateStack);
+  const char* last = at<const char*>(L, kStateStackLast);
+  const int size = at<int>(L, kStateStacksize);
+  return size > kExtraStack && last - stack == std::ptrdiff_t(size - kExtraStack) * 16;
+}
+/// TString's tag, short length, long length (5.3/5.4: after next, tt,
+/// marked, extra; 5.2: `len` at 16 for both kinds).
 constexpr std::size_t kTStringTag = 8, kTStringShrlen = 11, kTStringLnglen = 16;
 /// A GC object's own tag (CommonHeader.tt) is the variant, without the
 /// collectable bit a TValue's tag has.
 constexpr unsigned char kTagShortString = 0x04;  ///< LUA_VSHRSTR
 constexpr unsigned char kTagLongString = 0x14;   ///< LUA_VLNGSTR
+/// A string's length, from its own header: false when `ts` is no string.
+/// Loads only.
+inline bool tstring_len(const void* ts, std::size_t& len) {
+  const unsigned char tag = at<unsigned char>(ts, kTStringTag);
+  if (tag != kTagShortString && tag != kTagLongString) return false;
+  if constexpr (kRelease == 502)
+    len = at<std::size_t>(ts, kTStringLnglen);
+  else
+    len = tag == kTagShortString ? at<unsigned char>(ts, kTStringShrlen)
+                                 : at<std::size_t>(ts, kTStringLnglen);
+  return true;
+}
 
 /// lua_State.allowhook: 0 while a hook of L runs (luaD_hook clears it), 1
 /// otherwise. One byte load: safe from the handler on L's thread.
-constexpr std::size_t kStateAllowhook = pick(73, 204, 11);  ///< lu_byte
+constexpr std::size_t kStateAllowhook = pick51(101, 73, 204, 11);  ///< lu_byte
 inline bool allowhook(const lua_State* L) {
   return at<unsigned char>(L, kStateAllowhook) != 0;
 }

@@ -21,9 +21,10 @@ uint32_t Sampling::program_node(lua_State* L, const Sampler::Pos* p, uint64_t k)
 // The anchor ran the finalizer or the hook and is still on the stack when
 // the hook takes the sample unless it returned first (then the hook's stack
 // stands for it, as for any moved sample). Above it the frames the handler
-// copied; none copied: one frame saying what ran.
+// copied; none copied: one frame saying what ran. No anchor (a 5.2
+// finalizer): the hook's stack, where the collection ran.
 uint32_t Sampling::foreign_node(lua_State* L, const Sampler::Pos& p, uint64_t k) {
-  uint32_t node = program_node(L, &p, k);
+  uint32_t node = program_node(L, p.copy.anchor ? &p : nullptr, k);
   if (p.copy.nframes == 0) {
     uint32_t& f = p.copy.kind == foreign::Copy::kHook ? program_hook_frame_ : gc_frame_;
     if (!f)

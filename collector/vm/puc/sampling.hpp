@@ -87,12 +87,14 @@ class Sampling {
       return;
     }
     // Where the running thread is, for the hook to charge the sample from
-    // there (no layout: the hook's own stack).
-    if (layout.state_ci_ok && ci_walk_ok)
+    // there (no layout: the hook's own stack). Lua 5.1 has no walk of ours
+    // but tells foreign code (foreign::t_own_hook).
+    const bool walk = layout.state_ci_ok && ci_walk_ok;
+    if (walk || luaint::kRelease == 0)
       if (lua_State* L = coroutines.current().load(std::memory_order_relaxed)) {
         if (foreign::in_foreign(L, layout))
           sampler.note_foreign(L, k, layout);
-        else
+        else if (walk)
           sampler.note_position(L, luaint::state_ci(L), k, in_own_hook(L, hooks, layout));
       }
     hooks.arm();

@@ -2,6 +2,7 @@
 // the wrappers and the signal handler read (sessions.hpp), and the signal
 // handler itself (the sampler's, routed here by slot).
 #include <sched.h>
+#include <ucontext.h>
 
 #include <cerrno>
 
@@ -48,17 +49,41 @@ void remove(int slot, bool wait) {
 
 }  // namespace sessions
 
+namespace {
+
+// The instruction a signal interrupted, from the handler's ucontext.
+const char* interrupted_pc(void* uctx) {
+  if (!uctx) return nullptr;
+  const mcontext_t& m = static_cast<ucontext_t*>(uctx)->uc_mcontext;
+  // NOLINTBEGIN(performance-no-int-to-ptr): the register holds an address
+#if defined(__x86_64__)
+  return reinterpret_cast<const char*>(m.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return reinterpret_cast<const char*>(m.pc);
+#else
+  (void)m;
+  return nullptr;
+#endif
+  // NOLINTEND(performance-no-int-to-ptr)
+}
+
+}  // namespace
+
 // The sampler's signal handler (the contract: sampler.hpp). The session is the one in
 // the slot the timer (or the polling thread's sigqueue) carries, and only
 // on the thread that runs its state: a signal the program sends, one left
 // pending by a stopped session or one from before the state moved to
 // another thread is dropped.
-void on_sampler_signal(int, siginfo_t* si, void*) noexcept {
+// On Lua 5.1 the interrupted pc goes to foreign::t_own_hook for the test
+// of foreign code (foreign.hpp).
+void on_sampler_signal(int, siginfo_t* si, void* uctx) noexcept {
   const int saved = errno;
   if (si && (si->si_code == SI_TIMER || si->si_code == SI_QUEUE)) {
+    if constexpr (luaint::kRelease == 0) foreign::t_own_hook.pc = interrupted_pc(uctx);
     sessions::Slot* slot = sessions::enter(si->si_value.sival_int);
     if (Session* s = slot ? slot->session.load(std::memory_order_acquire) : nullptr) s->on_signal();
     if (slot) sessions::leave(*slot);
+    if constexpr (luaint::kRelease == 0) foreign::t_own_hook.pc = nullptr;
   }
   errno = saved;
 }

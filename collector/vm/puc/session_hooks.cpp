@@ -253,8 +253,13 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
     if (alloc) alloc->busy = was_busy;
   }
   if (fwd && fwd != lf_hook && (fwd_mask & event_mask(ev)) &&
-      (ev != LUA_HOOKCOUNT || !was_armed || count_due))
+      (ev != LUA_HOOKCOUNT || !was_armed || count_due)) {
+    if constexpr (luaint::kRelease == 0) {  // cleared when lf_hook ends (foreign.hpp)
+      foreign::t_own_hook.forwarding = 1;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
     fwd(L, ar);
+  }
 }
 
 void Session::install_thread_hook(lua_State* L, lua_State* co) {
@@ -391,12 +396,34 @@ inline void hook_session(Session* s, lua_State* L, lua_Debug* ar) noexcept {
 
 }  // namespace
 
+#if LUA_VERSION_NUM == 501
+// Lua 5.1 marks no hook's CallInfo: lf_hook says it runs (foreign.hpp:
+// t_own_hook), and sits in a section of its own, whose bounds tell the
+// handler its prologue and epilogue, outside the flags. The session may end
+// inside; the thread's flags stay.
+__attribute__((section("lf_hook51_text"))) void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
+  foreign::OwnHook& own = foreign::t_own_hook;
+  own.hook_ret = static_cast<const char*>(__builtin_return_address(0));
+  own.running = 1;
+  own.forwarding = 0;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const std::uintptr_t key = sessions::key_of(L);
+  if (sessions::g_slots[0].key.load(std::memory_order_acquire) != key)
+    hook_other_slot(L, ar, key);
+  else
+    hook_session(sessions::g_slots[0].session.load(std::memory_order_acquire), L, ar);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  own.forwarding = 0;
+  own.running = 0;
+}
+#else
 void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
   const std::uintptr_t key = sessions::key_of(L);
   if (__builtin_expect(sessions::g_slots[0].key.load(std::memory_order_acquire) != key, 0))
     return hook_other_slot(L, ar, key);
   hook_session(sessions::g_slots[0].session.load(std::memory_order_acquire), L, ar);
 }
+#endif
 
 // lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
 // return events; the count event is the one-shot's), then what an armed thread or a chained hook
