@@ -155,4 +155,10 @@ else
   fail "fork: lua-posix is not installed (scripts/install-deps.sh --test installs it)"
 fi
 
+# Finalizers: their periods told by the handler (jsampler.cpp, g_gc), none
+# lost at stop (vm_test_lib.sh: vm_finalizer_check). LuaJIT's own profiler
+# makes no count hook: no program hook check here (a count hook does not
+# fire in compiled code).
+vm_finalizer_check "[gc] finalizer" "$LF"
+
 vm_test_end "LuaJIT collector"

@@ -45,10 +45,10 @@ vm_oneline_check "$LF"
 # 2d. Finalizers and the program's own hook: charged to their functions,
 # at the normal cost (5.2 marks no finalizer: one frame names it).
 case $v in
-  5.2) vm_foreign_check "[gc] finalizer" "my_hook hook.lua:1" "$LF" ;;
-  5.1) vm_foreign_check "[gc] finalizer" "[hook] program hook" "$LF" ;;
-  *) vm_foreign_check "finalize fin.lua:2;spin fin.lua:1" "my_hook hook.lua:1" "$LF" ;;
+  5.3) vm_finalizer_check "finalize fin.lua:2;spin fin.lua:1" "$LF" ;;
+  *) vm_finalizer_check "[gc] finalizer" "$LF" ;;
 esac
+if [ "$v" = 5.1 ]; then vm_program_hook_check "[hook] program hook" "$LF"; else vm_program_hook_check "my_hook hook.lua:1" "$LF"; fi
 
 # 3. Exact calls in trace mode: coroutines of both kinds, a tail call (its
 # callee replaces the caller's frame, as on 5.4), pcall.

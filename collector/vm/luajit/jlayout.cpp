@@ -136,24 +136,51 @@ int host_probe_main(lua_State* L) {
 int host_probe_noop(lua_State*) {
   return 0;
 }
+void host_probe_hook(lua_State*, lua_Debug*) {}
+
+// global_State.hookmask: the one byte among the first kMaskScan whose low
+// nibble follows lua_sethook's masks (call; return and line; count; none)
+// while its high bits stay (dispatchmode, beside it, follows the first two
+// too: the count tells them apart). L's hook is off on entry and on return.
+std::size_t find_hookmask(lua_State* L, const char* g) {
+  constexpr std::size_t kMaskScan = 512;
+  constexpr int kSets = 4;
+  static const int kMasks[kSets] = {LUA_MASKCALL, LUA_MASKRET | LUA_MASKLINE, LUA_MASKCOUNT, 0};
+  unsigned char seen[kSets][kMaskScan];
+  for (int i = 0; i < kSets; ++i) {
+    lua_sethook(L, kMasks[i] ? host_probe_hook : nullptr, kMasks[i], kMasks[i] ? 1000000 : 0);
+    std::memcpy(seen[i], g, kMaskScan);
+  }
+  std::size_t found = 0, n = 0;
+  for (std::size_t off = 1; off < kMaskScan; ++off) {
+    bool ok = true;
+    for (int i = 0; i < kSets && ok; ++i)
+      ok = (seen[i][off] & 0x0f) == kMasks[i] && (seen[i][off] & 0xf0) == (seen[0][off] & 0xf0);
+    if (ok) found = off, ++n;
+  }
+  return n == 1 ? found : 0;
+}
 
 }  // namespace
 
 // A debug hook (ours in trace mode, the program's) makes LuaJIT's
 // dispatch keep the last hooked thread in jit_State too (J->L, just past
 // global_State): it is off while the probe runs, as probe() does.
-bool probe_host(lua_State* L, HostWatch& w, std::string& why) {
+bool probe_host(lua_State* L, HostWatch& w, std::string& why, std::string& gc_why) {
   if (sizeof(void*) != 8) return why = "not a 64-bit LuaJIT", false;
   const auto* g = at<const char*>(L, kStateGlref);
   void* ud = nullptr;
   const lua_Alloc f = lua_getallocf(L, &ud);
   if (!g || std::memcmp(g, &f, sizeof f) != 0 || at<void*>(g, 8) != ud)
-    return why = "lua_State.glref differs", false;
+    return gc_why = why = "lua_State.glref differs", false;
   g_host = HostSeen{};
   g_host.g = g;
   const lua_Hook hook = lua_gethook(L);
   const int mask = lua_gethookmask(L), count = lua_gethookcount(L);
   lua_sethook(L, nullptr, 0, 0);
+  w.g = g;
+  w.hookmask = find_hookmask(L, g);
+  if (!w.hookmask) gc_why = "global_State.hookmask not found";
   const int top = lua_gettop(L);
   bool ok = lua_cpcall(L, host_probe_main, nullptr) == 0 && g_host.resumed;
   lua_settop(L, top);
@@ -165,7 +192,6 @@ bool probe_host(lua_State* L, HostWatch& w, std::string& why) {
   for (std::size_t i = 0; i < g_host.n && g_host.n <= 8; ++i)
     if (at<const void*>(g, g_host.off[i]) == L) g_host.off[kept++] = g_host.off[i];
   if (kept != 1) return why = "global_State.cur_L not found", false;
-  w.g = g;
   w.cur_l = g_host.off[0];
   return true;
 }

@@ -35,7 +35,11 @@
 //                                 the VM; its offset moved between 2.1
 //                                 snapshots as fields were added before it)
 // probe_host() finds and checks them on threads it resumes; when they do
-// not hold, the sampler reads neither and the summary says why.
+// not hold, the sampler reads neither and the summary says why. And one
+// to tell a __gc finalizer (in_finalizer):
+//   global_State.hookmask    searched (uint8_t: lua_sethook's mask in bits
+//                                 0-3; HOOK_GC, 0x40, set by gc_call_finalizer
+//                                 around each finalizer, lj_obj.h)
 //
 // Contract: hook_func is called only inside a hook of L, on L's thread,
 // after probe() said ok: the frame it reads is L's running one, which the
@@ -135,8 +139,19 @@ inline Ident ident_of(const void* fn) {
 /// offset of cur_L in it (probe_host).
 struct HostWatch {
   const void* g = nullptr;
-  std::size_t cur_l = 0;
+  std::size_t cur_l = 0;     ///< 0: not found
+  std::size_t hookmask = 0;  ///< global_State.hookmask's offset, 0: not found
 };
+constexpr std::uint8_t kHookGc = 0x40;
+
+/// A __gc finalizer runs: LuaJIT's profiler sets no hook there (its handler
+/// counts the signal for a callback that may never come: lost at stop) and
+/// no debug hook fires. Contract: from the SIGPROF handler on the state's
+/// thread, after probe_host found the offset: one byte load of what that
+/// thread writes.
+inline bool in_finalizer(const HostWatch& w) {
+  return (at<std::uint8_t>(w.g, w.hookmask) & kHookGc) != 0;
+}
 
 /// No Lua runs: the thread that last entered the VM is none, or is inside
 /// no call from C (its cframe null), so the CPU is in the host's own C
@@ -157,8 +172,10 @@ inline bool outside_lua(const HostWatch& w) {
 /// Whether the reads of outside_lua hold (w filled), or why not: resumes
 /// two threads of its own from C, each running a C function that looks for
 /// itself in global_State; then enters the VM on L (lua_cpcall), so that
-/// cur_L names L again. Not from a hook.
-bool probe_host(lua_State* L, HostWatch& w, std::string& why);
+/// cur_L names L again. And global_State.hookmask (w.hookmask, 0 when not
+/// found, with `gc_why`): the one byte of global_State that follows three
+/// lua_sethook masks. Not from a hook.
+bool probe_host(lua_State* L, HostWatch& w, std::string& why, std::string& gc_why);
 
 /// Whether the reads above hold on this LuaJIT (and why not). Runs a chunk
 /// on a thread of its own under a call hook; L's hooks are untouched. Not

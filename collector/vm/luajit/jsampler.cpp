@@ -137,9 +137,29 @@ std::atomic<const void*> g_watch_g{nullptr};
 std::atomic<std::size_t> g_watch_off{0};
 std::atomic<uint64_t> g_host{0};
 
+// __gc finalizers. LuaJIT's handler sets no profile hook while one runs
+// (HOOK_GC), only counts the signal for the next callback: charged to
+// whatever Lua ran next, and lost at stop when none came (a program whose
+// time is in finalizers had 0 of 224 periods recorded). So the handler
+// asks (jlayout.hpp's in_finalizer, when probe_host found hookmask) and
+// counts them in g_gc for "[gc] finalizer" over the next callback's stack
+// (where Lua went on after the collection), or at the root at stop; LuaJIT's
+// handler is not called. Contract: as g_host's; g_watch_mask is written
+// before g_watch_g is set, 0 when not found.
+std::atomic<std::size_t> g_watch_mask{0};
+std::atomic<uint64_t> g_gc{0};
+
+// The periods of a signal that no callback will follow, to `counter`.
+void owe_elsewhere(std::atomic<uint64_t>& counter, uint64_t k) {
+  counter.fetch_add(k, std::memory_order_relaxed);
+  g_pending.store(0);  // no callback will come for this signal
+  if (g_parked.load()) futex_wake(g_pending);
+}
+
 // Contract: runs on the Lua thread (our timer sends SIGPROF there with
 // pthread_kill; LuaJIT's setitimer, armed for 11 days, would go to any
-// thread). Outside Lua it counts the owed periods as the host's (above).
+// thread). Outside Lua it counts the owed periods as the host's, in a
+// finalizer as the finalizer's (above).
 // Else it only calls LuaJIT's own handler once per owed period: LuaJIT's
 // handler counts one sample per call and sets its profile hook, which is
 // what it does for its own timer's signal (async-signal-safe by LuaJIT's
@@ -148,12 +168,11 @@ std::atomic<uint64_t> g_host{0};
 void on_sigprof(int sig) noexcept {
   uint64_t k = g_owed.exchange(0, std::memory_order_relaxed);
   if (k == 0) k = 1;
-  const void* g = g_watch_g.load(std::memory_order_acquire);
-  if (g && layout::outside_lua({g, g_watch_off.load(std::memory_order_relaxed)})) {
-    g_host.fetch_add(k, std::memory_order_relaxed);
-    g_pending.store(0);  // no callback will come for this signal
-    if (g_parked.load()) futex_wake(g_pending);
-    return;
+  if (const void* g = g_watch_g.load(std::memory_order_acquire)) {
+    const layout::HostWatch w{g, g_watch_off.load(std::memory_order_relaxed),
+                              g_watch_mask.load(std::memory_order_relaxed)};
+    if (w.cur_l && layout::outside_lua(w)) return owe_elsewhere(g_host, k);
+    if (w.hookmask && layout::in_finalizer(w)) return owe_elsewhere(g_gc, k);
   }
   for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
 }
@@ -261,12 +280,26 @@ void JSampler::charge_host() {
   run_.acct.samples += k;
 }
 
+// The finalizers' periods over `path` (a walk's frames, leaf first), or at
+// the root when there is none (at stop).
+void JSampler::charge_gc(uint32_t base, bool walked) {
+  const uint64_t k = g_gc.exchange(0, std::memory_order_relaxed);
+  if (k == 0) return;
+  if (!gc_frame_) gc_frame_ = run_.frames.named("[gc] finalizer");
+  if (!walked) scratch_.clear(), base = 0;
+  scratch_.insert(scratch_.begin(), gc_frame_);
+  run_.tree.add(frames_.path_node(scratch_, base), run_.col_samples, k);
+  run_.acct.samples += k;
+  scratch_.erase(scratch_.begin());
+}
+
 void JSampler::on_samples(lua_State* L, int samples, int vmstate) {
   const uint64_t t0 = now_ns();
   charge_host();
   const int top = lua_gettop(L);
   const uint32_t base = frames_.walk(L, scratch_);
   lua_settop(L, top);
+  charge_gc(base, true);
   scratch_.insert(scratch_.begin(), frames_.vm(vm_of(vmstate)));
   // The sample weighs the periods LuaJIT counted (the signals), those the
   // timer counted without a signal while the hook was pending, and those
@@ -305,10 +338,13 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
   guard.sa_flags = SA_RESTART;
   sigemptyset(&guard.sa_mask);
   layout::HostWatch watch;
-  host_ok_ = layout::probe_host(L, watch, host_why_);
+  host_ok_ = layout::probe_host(L, watch, host_why_, gc_why_);
+  gc_ok_ = watch.hookmask != 0;
   g_host.store(0);
-  g_watch_off.store(watch.cur_l);
-  g_watch_g.store(host_ok_ ? watch.g : nullptr, std::memory_order_release);
+  g_gc.store(0);
+  g_watch_off.store(host_ok_ ? watch.cur_l : 0);
+  g_watch_mask.store(watch.hookmask);
+  g_watch_g.store(host_ok_ || gc_ok_ ? watch.g : nullptr, std::memory_order_release);
   sigaction(SIGPROF, &guard, &g_before);
   L_ = L;
   luaJIT_profile_start(L, line ? "li1000000000" : "fi1000000000", cb, data);
@@ -367,6 +403,7 @@ void JSampler::stop() {
     }
     sigaction(SIGPROF, &g_before, nullptr);
     charge_host();
+    charge_gc(0, false);
   }
   profiling_ = false;
 }

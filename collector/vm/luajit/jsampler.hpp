@@ -56,11 +56,17 @@ class JSampler {
   /// g_watch), and why not.
   bool host_told() const { return host_ok_; }
   const std::string& host_why() const { return host_why_; }
+  /// Whether a finalizer's periods are told (jsampler.cpp, g_gc), and why not.
+  bool gc_told() const { return gc_ok_; }
+  const std::string& gc_why() const { return gc_why_; }
 
  private:
   void run_timer() noexcept;
   /// The periods the handler found outside Lua, to "[host] outside Lua" (Lua thread).
   void charge_host();
+  /// The periods it found in finalizers, to "[gc] finalizer" over the
+  /// walked stack (scratch_ from `base`), or at the root (Lua thread).
+  void charge_gc(uint32_t base, bool walked);
 
   JRun& run_;
   JFrames& frames_;
@@ -69,9 +75,9 @@ class JSampler {
   pthread_t lua_thread_{};
   clockid_t cpu_clock_ = CLOCK_MONOTONIC;
   bool profiling_ = false;
-  bool host_ok_ = false;
-  std::string host_why_;
-  uint32_t host_frame_ = 0;
+  bool host_ok_ = false, gc_ok_ = false;
+  std::string host_why_, gc_why_;
+  uint32_t host_frame_ = 0, gc_frame_ = 0;
   std::thread timer_;
   std::atomic<bool> timer_stop_{false};
   std::vector<uint32_t> scratch_;  ///< a sample's frames, leaf first

@@ -379,9 +379,15 @@ void JSession::fill_summary(Summary& sum) const {
   sum.calls = s.acct.calls;
   sum.fast_paths = s.opt.sample ? "luajit_profiler" : "";
   if (s.opt.sample && sampler_.host_told()) sum.fast_paths += " host_time";
+  if (s.opt.sample && sampler_.gc_told()) sum.fast_paths += " gc_finalizers";
   if (s.opt.sample && !sampler_.host_told())
     sum.fast_paths_off =
         "the host's own C time is charged to the next Lua code (" + sampler_.host_why() + ")";
+  if (s.opt.sample && !sampler_.gc_told()) {
+    if (!sum.fast_paths_off.empty()) sum.fast_paths_off += "; ";
+    sum.fast_paths_off +=
+        "time in __gc finalizers is charged to the next Lua code (" + sampler_.gc_why() + ")";
+  }
   const std::string& idents_off = tracer_.idents_off();
   if (s.opt.trace) {
     if (idents_off.empty()) sum.fast_paths += sum.fast_paths.empty() ? "idents" : " idents";
