@@ -5,9 +5,11 @@
 # at 1,000 per second to the main thread, to a handler that does nothing),
 # and attached at 100 Hz and 1 kHz. Rounds interleave the four (the machine
 # is noisy: each round runs them back to back) and the medians are printed.
-# Beside each wall figure, the host's CPU seconds (user + system, from
-# /usr/bin/time): on this VM a loopback host's wall time moves 20-40% from
-# run to run with wake-up latency, its CPU time far less.
+# Beside each wall figure, the host's CPU seconds (perf stat's task-clock,
+# to the microsecond, where perf is installed; else user + system from
+# /usr/bin/time, to the hundredth: a 1% step on a one-second scan): on this
+# VM a loopback host's wall time moves 20-40% from run to run with wake-up
+# latency, its CPU time far less.
 #   bench/attach/cost.sh BUILD [ROUNDS]     (default 5; HOSTS="nmap": only those)
 set -u
 BUILD=$(realpath "${1:?usage: cost.sh BUILD [ROUNDS]}")
@@ -22,21 +24,29 @@ cc -O2 -shared -fPIC -o "$tmp/floor.so" "$HERE/floor_preload.c" || exit 1
 modes=(alone floor1k attach100 attach1k)
 
 # timed MODE CMD...: CMD alone, under the floor or attached (luaflame attach
-# execs it: the timed process is the host's), under /usr/bin/time, which
-# writes "CPU_SECONDS" to $tmp/cpu.
+# execs it: the timed process is the host's), under perf stat or
+# /usr/bin/time, which write "CPU_SECONDS" to $tmp/cpu.
 timed() {
-  local mode=$1 pre=()
+  local mode=$1 pre=() rc
   shift
   case $mode in
     floor1k) pre=(env FLOOR_HZ=1000 LD_PRELOAD="$tmp/floor.so") ;;
     attach100) pre=("$LF" attach --hz 100 -q -o "$tmp/p.folded" --) ;;
     attach1k) pre=("$LF" attach --hz 1000 -q -o "$tmp/p.folded" --) ;;
   esac
-  /usr/bin/time -f "%U %S" -o "$tmp/time" "${pre[@]}" "$@"
-  local rc=$?
-  awk '{print $1 + $2}' "$tmp/time" > "$tmp/cpu"
+  if [ "$PERF" = 1 ]; then
+    perf stat -x, -e task-clock -o "$tmp/time" "${pre[@]}" "$@"
+    rc=$?
+    awk -F, '$3 == "task-clock" {print $1 / 1000}' "$tmp/time" > "$tmp/cpu"
+  else
+    /usr/bin/time -f "%U %S" -o "$tmp/time" "${pre[@]}" "$@"
+    rc=$?
+    awk '{print $1 + $2}' "$tmp/time" > "$tmp/cpu"
+  fi
   return $rc
 }
+PERF=0
+perf stat -x, -e task-clock -o /dev/null true 2> /dev/null && PERF=1
 
 # run_wall HOST MODE: wall seconds of the host's workload (its output
 # discarded; a failure fails the bench).
@@ -91,7 +101,7 @@ for host in ${HOSTS:-haproxy nmap sysbench}; do
   for m in "${modes[@]}"; do
     v=$(median < "$tmp/$host.$m")
     cpu=$(median < "$tmp/$host.$m.cpu")
-    printf '%-9s %-10s %8.3f %s %+8.2f%% %9.3f %+8.2f%%   (%s| CPU %s)\n' "$host" "$m" "$v" "$unit" \
+    printf '%-9s %-10s %8.3f %s %+8.2f%% %9.4f %+8.2f%%   (%s| CPU %s)\n' "$host" "$m" "$v" "$unit" \
       "$(cost "$base" "$v" "$lower")" "$cpu" "$(cost "$base_cpu" "$cpu" 1)" \
       "$(tr '\n' ' ' < "$tmp/$host.$m")" "$(tr '\n' ' ' < "$tmp/$host.$m.cpu")"
   done
