@@ -240,8 +240,14 @@ LUA
   sed -n 's/.* \([0-9]*\) asked, \([0-9]*\) recorded.*/\1 \2/p' "$work/fin.err" |
     awk '{ ok = $1 > 0 && $2 >= 0.98 * $1 } END { exit !ok }' ||
     fail "finalizers: periods lost: $(head -c 400 "$work/fin.err")"
-  awk -v a="$plain" -v b="$prof" 'BEGIN { exit !(b < 1.25 * a) }' ||
-    fail "finalizers: $prof s of CPU profiled against $plain s alone (want under 1.25x)"
+  # Not in the sanitizer build (LUAFLAME_TEST_TIME_FACTOR set: .ci/sanitizers.sh),
+  # where the instrumented handler and hook are what it would measure.
+  if [ "${LUAFLAME_TEST_TIME_FACTOR:-1}" = 1 ]; then
+    awk -v a="$plain" -v b="$prof" 'BEGIN { exit !(b < 1.25 * a) }' ||
+      fail "finalizers: $prof s of CPU profiled against $plain s alone (want under 1.25x)"
+  else
+    echo "finalizers: $prof s of CPU profiled against $plain s alone (not bounded: LUAFLAME_TEST_TIME_FACTOR)"
+  fi
 }
 
 # vm_program_hook_check FRAME COMMAND...: a count hook of the program's doing
