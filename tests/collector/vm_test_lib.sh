@@ -207,24 +207,7 @@ LUA
 vm_finalizer_check() {
   local fin=$1 plain=999 prof=999 s f all
   shift
-  cat > "$work/fin.lua" <<'LUA'
-local function spin(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
-local function finalize(o) spin(4000) end
-local make
-if newproxy then
-  local proto = newproxy(true)
-  getmetatable(proto).__gc = finalize
-  make = function() return newproxy(proto) end
-else
-  local mt = {__gc = finalize}
-  make = function() return setmetatable({}, mt) end
-end
-for _ = 1, 4 do
-  for _ = 1, 3000 do make() end
-  collectgarbage()
-end
-io.write(os.clock(), "\n")
-LUA
+  cp "$DATA/foreign/fin.lua" "$work/fin.lua"
   for _ in 1 2 3; do
     s=$(cd "$work" && "$LUA" fin.lua)
     plain=$(awk -v a="$plain" -v b="$s" 'BEGIN { print (b < a) ? b : a }')
@@ -257,13 +240,7 @@ LUA
 vm_program_hook_check() {
   local hookf=$1 mode h all shares=()
   shift
-  cat > "$work/hook.lua" <<'LUA'
-local function my_hook() local x = 0 for i = 1, 400 do x = x + i end end
-debug.sethook(my_hook, "", 1000)
-local x = 0
-for i = 1, 1e7 do x = x + i % 3 end
-debug.sethook()
-LUA
+  cp "$DATA/foreign/hook.lua" "$work/hook.lua"
   for mode in sample both; do
     (cd "$work" && "$@" -q --mode "$mode" --hz 999 -o hook.folded hook.lua) || fail "program hook ($mode): failed"
     h=$(grep -F ";$hookf" "$work/hook.folded" | awk '{s+=$NF} END {print s+0}')
