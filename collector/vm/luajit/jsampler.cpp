@@ -91,6 +91,11 @@ std::atomic<uint64_t> g_owed{0};
 std::atomic<uint32_t> g_pending{0};
 std::atomic<uint64_t> g_extra{0};
 std::atomic<bool> g_parked{false};
+// Periods given to LuaJIT's handler since the last callback. A finalizer
+// that starts before the callback clears LuaJIT's pending hook, and a run
+// may end before the next one: at stop these and g_extra are what no
+// callback took (JSampler::charge_pending). Contract: as g_extra's.
+std::atomic<uint64_t> g_forwarded{0};
 
 // The end of the first period not yet counted, on the sampled clock, and
 // the period. Periods are taken by whoever sees them end first: the timer
@@ -175,6 +180,7 @@ void on_sigprof(int sig) noexcept {
     if (w.hookmask && layout::in_finalizer(w)) return owe_elsewhere(g_gc, k);
   }
   for (uint64_t i = 0; i < k; ++i) g_lj_action.sa_handler(sig);
+  g_forwarded.fetch_add(k, std::memory_order_relaxed);
 }
 
 // SIGPROF's action before start, and the guard put in its place before
@@ -293,6 +299,23 @@ void JSampler::charge_gc(uint32_t base, bool walked) {
   scratch_.erase(scratch_.begin());
 }
 
+// At stop: the periods no callback took (g_forwarded, g_extra) and those
+// that ended since the timer last looked (it parks up to 16), to where the
+// last sample was, the program's last known place; none taken yet: a frame
+// saying so.
+void JSampler::charge_pending() {
+  const uint64_t k = g_forwarded.exchange(0, std::memory_order_relaxed) +
+                     g_extra.exchange(0, std::memory_order_relaxed) +
+                     take_periods(thread_cpu_ns(cpu_clock_));
+  if (k == 0) return;
+  if (!last_node_) {
+    scratch_.assign(1, run_.frames.named("[luaflame] no callback before stop"));
+    last_node_ = frames_.path_node(scratch_);
+  }
+  run_.tree.add(last_node_, run_.col_samples, k);
+  run_.acct.samples += k;
+}
+
 void JSampler::on_samples(lua_State* L, int samples, int vmstate) {
   const uint64_t t0 = now_ns();
   charge_host();
@@ -305,11 +328,13 @@ void JSampler::on_samples(lua_State* L, int samples, int vmstate) {
   // timer counted without a signal while the hook was pending, and those
   // that ended since, up to now (taken here, so that a timer woken below
   // finds the current period unfinished).
+  g_forwarded.store(0, std::memory_order_relaxed);  // `samples` counts them
   uint64_t k = (samples > 0 ? static_cast<uint64_t>(samples) : 0) +
                g_extra.exchange(0, std::memory_order_relaxed) +
                take_periods(thread_cpu_ns(cpu_clock_));
   if (k == 0) k = 1;
-  run_.tree.add(frames_.path_node(scratch_, base), run_.col_samples, k);
+  last_node_ = frames_.path_node(scratch_, base);
+  run_.tree.add(last_node_, run_.col_samples, k);
   run_.acct.samples += k;
   ++run_.acct.sample_events;
   ++run_.acct.hook_calls;
@@ -363,6 +388,8 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
   g_owed.store(0);
   g_pending.store(0);
   g_extra.store(0);
+  g_forwarded.store(0);
+  last_node_ = 0;
   g_period = static_cast<uint64_t>(1e9 / run_.opt.hz);
   g_next.store(thread_cpu_ns(cpu_clock_) + g_period);
   sigaction(SIGPROF, &ours, nullptr);
@@ -404,6 +431,7 @@ void JSampler::stop() {
     sigaction(SIGPROF, &g_before, nullptr);
     charge_host();
     charge_gc(0, false);
+    charge_pending();
   }
   profiling_ = false;
 }

@@ -67,6 +67,8 @@ class JSampler {
   /// The periods it found in finalizers, to "[gc] finalizer" over the
   /// walked stack (scratch_ from `base`), or at the root (Lua thread).
   void charge_gc(uint32_t base, bool walked);
+  /// At stop, the periods no callback took (jsampler.cpp, g_forwarded).
+  void charge_pending();
 
   JRun& run_;
   JFrames& frames_;
@@ -78,6 +80,7 @@ class JSampler {
   bool host_ok_ = false, gc_ok_ = false;
   std::string host_why_, gc_why_;
   uint32_t host_frame_ = 0, gc_frame_ = 0;
+  uint32_t last_node_ = 0;  ///< the last sample's node (charge_pending)
   std::thread timer_;
   std::atomic<bool> timer_stop_{false};
   std::vector<uint32_t> scratch_;  ///< a sample's frames, leaf first
