@@ -55,6 +55,28 @@ for want in 'p resumers.lua:3;\[C\] coroutine.resume;<anon> resumers.lua:2;work 
     fail "trace calls: no <$want> in $(cat "$work/r.calls.folded")"
 done
 
+# ... and goes on after the program sets its own hook (LuaJIT's hook is one
+# per state: the program's replaced luaflame's, and every later moment went
+# to `[C] debug.sethook`): the program's hook gets its events as without
+# luaflame (the parity above), debug.gethook says what the program set, and
+# the calls after the sethook are traced (jhooks.cpp).
+cp "$DATA/runner/program_hook.lua" "$work/ph.lua"
+(cd "$work" && "$LF" -q --mode trace -o ph.folded ph.lua > ph.out 2> ph.err) || fail "program hook: $(cat "$work/ph.err")"
+[ "$(cat "$work/ph.out")" = "$(cd "$work" && "$LUA" ph.lua)" ] || fail "program hook: output <$(cat "$work/ph.out")>"
+for want in 'ph.lua ph.lua:0;a ph.lua:7 1000' 'ph.lua ph.lua:0;\[C\] pcall 5'; do
+  grep -q "^$want\$" "$work/ph.calls.folded" || fail "program hook: no <$want> in $(cat "$work/ph.calls.folded")"
+done
+out=$(cd "$work" && "$LF" -q --mode trace -o gh.folded /dev/stdin <<'LUA'
+local function f() end
+debug.sethook(f, "cl", 7)
+local h, m, c = debug.gethook()
+print(h == f, m, c)
+debug.sethook()
+print(debug.gethook())
+LUA
+)
+[ "$out" = "$(printf 'true\tcl\t7\nnil\t\t0')" ] || fail "program hook: debug.gethook said <$out>"
+
 # 3. Sample mode with the JIT on: a 75/25 split of CPU time between two
 # functions the JIT compiles lands in compiled code ([JIT]) in that ratio.
 cat > "$work/split.lua" <<'LUA'

@@ -136,15 +136,6 @@ int lf_wrap(lua_State* L) LF_LUA_ENTRY {
   return 1;
 }
 
-// The trace hook. Contract: LuaJIT's hooks are global and run on the Lua
-// thread (jtracer.hpp). No C++ exception leaves it: what the tracer throws
-// (std::bad_alloc growing its tables) ends profiling.
-void trace_hook(lua_State* L, lua_Debug* ar) noexcept {
-  JSession* j = g_jit.load();
-  if (!j || (ar->event != LUA_HOOKCALL && ar->event != LUA_HOOKRET)) return;
-  if (const char* failed = cxx_guard([&] { j->on_hook(L, ar); })) abandon(failed);
-}
-
 // The profiler callback. Contract: LuaJIT calls it on the Lua thread, from
 // its profile hook at an instruction boundary of the interpreter (a trace
 // exits to it first), never from the signal handler, so the Lua API's
@@ -190,6 +181,23 @@ void at_process_exit() {
 }
 
 }  // namespace
+
+// The trace hook. Contract: LuaJIT's hooks are global and run on the Lua
+// thread (jtracer.hpp). No C++ exception leaves it: what the tracer throws
+// (std::bad_alloc growing its tables) ends profiling. Then the program's
+// hook gets the events of its mask (jhooks.cpp), with the lua_Debug as
+// LuaJIT gave it; it may raise a Lua error, which LuaJIT unwinds C++-style
+// through here: not noexcept, and no C++ object is alive across it.
+void trace_hook(lua_State* L, lua_Debug* ar) LF_LUA_ENTRY {
+  JSession* j = g_jit.load();
+  if (!j) return;
+  if (ar->event == LUA_HOOKCALL || ar->event == LUA_HOOKRET) {
+    const lua_Debug given = *ar;
+    if (const char* failed = cxx_guard([&] { j->on_hook(L, ar); })) abandon(failed);
+    *ar = given;
+  }
+  forward_program_hook(L, ar);
+}
 
 // The session is left behind as after a fork (g_left_behind: reachable,
 // never freed while the program may still call into it); its hook and
@@ -245,7 +253,10 @@ void JSession::begin(lua_State* L) {
 // profiler cannot start, the session stopped and deleted.
 bool JSession::arm(lua_State* L, std::string& err) {
   JRun& s = *run_;
-  if (s.opt.trace) tracer_.start(L, trace_hook, layout_ok_, layout_why_);
+  if (s.opt.trace) {
+    tracer_.start(L, trace_hook, layout_ok_, layout_why_);
+    install_hook_wrappers(L);  // jhooks.cpp
+  }
   if (s.opt.sample && !sampler_.start(L, profile_cb, this, err)) {
     stop(L, false);  // deletes this
     return false;
@@ -337,6 +348,7 @@ Summary JSession::stop(lua_State* L, bool closing) {
   if (run_->opt.trace) tracer_.stop(L, closing);
   if (L) {
     restore_coroutine_wrappers(L);
+    restore_hook_wrappers(L);
     closer::drop(L);
   }
   {

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "vm/lua/boundary.hpp"
 #include "vm/luajit/jframes.hpp"
 #include "vm/luajit/jsampler.hpp"
 #include "vm/luajit/jtracer.hpp"
@@ -71,6 +72,13 @@ class JSession {
   void on_spawned(lua_State* L, uint32_t node, const void* f);
   /// A call or return event (the trace hook).
   void on_hook(lua_State* L, lua_Debug* ar) { tracer_.event(L, ar); }
+  /// The program's hook while tracing (jhooks.cpp; JTracer's program_hook).
+  void adopt_program_hook(lua_State* L) {
+    if (run_->opt.trace) tracer_.adopt(L);
+  }
+  JTracer::Chained program_hook() const { return tracer_.program_hook(); }
+  void show_program_hook(lua_State* L) const { tracer_.show_program_hook(L); }
+  void own_hook_back(lua_State* L) const { tracer_.own_hook_back(L); }
   /// LuaJIT's profiler callback: `samples` SIGPROFs since the last one.
   void on_samples(lua_State* L, int samples, int vmstate) {
     sampler_.on_samples(L, samples, vmstate);
@@ -86,6 +94,9 @@ class JSession {
   void install_host_spawn(lua_State* L);
   void restore_host_spawn(lua_State* L);
   void restore_coroutine_wrappers(lua_State* L);
+  /// debug.sethook and debug.gethook wrapped while tracing (jhooks.cpp).
+  void install_hook_wrappers(lua_State* L);
+  void restore_hook_wrappers(lua_State* L);
   void fill_summary(Summary& sum) const;
 
   // The run first (built first, destroyed last): the parts hold references into it.
@@ -112,10 +123,17 @@ class JSession {
   /// coroutine.resume is LuaJIT's own (a fast function), not a host's
   /// (OpenResty's): ours replace it and coroutine.wrap (jsession.cpp).
   bool own_resume_ = false;
+  /// Our debug.sethook and debug.gethook, while in place (jhooks.cpp).
+  const void* hook_fns_[2] = {nullptr, nullptr};
 };
 
 /// The running session, or null (one per process: LuaJIT's profiler is).
 extern std::atomic<JSession*> g_jit;
+
+/// The trace hook (jsession.cpp), and the program's hook it forwards to
+/// for the events of its mask (jhooks.cpp).
+void trace_hook(lua_State* L, lua_Debug* ar) LF_LUA_ENTRY;
+void forward_program_hook(lua_State* L, lua_Debug* ar);
 
 /// Ends profiling after the profiler's own failure (what its hook or
 /// callback threw); the program runs on. Said once on stderr.

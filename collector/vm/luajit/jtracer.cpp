@@ -153,12 +153,23 @@ void JTracer::start(lua_State* L, lua_Hook hook, bool layout_ok, const std::stri
   idents_ok_ = layout_ok;
   idents_why_ = layout_ok ? "" : why;
   if (idents_ok_) calls_.assign(std::size_t{1} << call_bits_, Call{});
-  prev_hook_ = lua_gethook(L);
-  prev_mask_ = lua_gethookmask(L);
-  prev_count_ = lua_gethookcount(L);
+  prog_ = {lua_gethook(L), lua_gethookmask(L), lua_gethookcount(L)};
+  hook_ = hook;
   seed(L);
   last_tick_ = clock_.now();
-  lua_sethook(L, hook, LUA_MASKCALL | LUA_MASKRET, 0);
+  own_hook_back(L);
+}
+
+void JTracer::own_hook_back(lua_State* L) const {
+  const int mask = LUA_MASKCALL | LUA_MASKRET | (prog_.hook ? prog_.mask : 0);
+  lua_sethook(L, hook_, mask, (mask & LUA_MASKCOUNT) ? prog_.count : 0);
+}
+
+void JTracer::adopt(lua_State* L) {
+  const lua_Hook h = lua_gethook(L);
+  if (h == hook_) return;
+  prog_ = {h, h ? lua_gethookmask(L) : 0, h ? lua_gethookcount(L) : 0};
+  own_hook_back(L);
 }
 
 void JTracer::stop(lua_State* L, bool closing) {
@@ -168,7 +179,7 @@ void JTracer::stop(lua_State* L, bool closing) {
   run_.acct.hook_ns += clock_.to_ns(hook_ticks_);
   events_ = hook_ticks_ = 0;
   if (!L) return;
-  lua_sethook(L, prev_hook_, prev_mask_, prev_count_);
+  lua_sethook(L, prog_.hook, prog_.mask, prog_.count);
   // Not while the state closes: luaJIT_setmode raises there (from
   // lua_close's finalizer), and that error unwound out of stop() before
   // it wrote the profile (the exit handler wrote it instead).

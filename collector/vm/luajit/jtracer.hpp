@@ -57,6 +57,25 @@ class JTracer {
   /// (unless the state is closing: luaJIT_setmode raises there) the JIT
   /// given back.
   void stop(lua_State* L, bool closing);
+
+  // ---- the program's hook (LuaJIT's is one per state: ours replaces it) ----
+  /// The hook the trace hook forwards the events of its mask to: the one
+  /// of before start, then each one the program sets (adopt); given back
+  /// at stop.
+  struct Chained {
+    lua_Hook hook = nullptr;
+    int mask = 0, count = 0;
+  };
+  const Chained& program_hook() const { return prog_; }
+  /// After the program's debug.sethook on L (jhooks.cpp): the hook it set is
+  /// kept, and ours goes back with that hook's line and count events too.
+  void adopt(lua_State* L);
+  /// The program's hook in place of ours (for debug.gethook's original to
+  /// read), and ours back.
+  void show_program_hook(lua_State* L) const {
+    lua_sethook(L, prog_.hook, prog_.mask, prog_.count);
+  }
+  void own_hook_back(lua_State* L) const;
   /// A call or return event (trace_hook).
   void event(lua_State* L, lua_Debug* ar);
   /// The time since the last event charged now (a switch, stop, a folded text).
@@ -143,9 +162,9 @@ class JTracer {
   uint64_t events_ = 0;      ///< hook events, for the summary's hook_calls
   uint64_t hook_ticks_ = 0;  ///< the hook's own time, for the summary's hook_ns
   bool jit_was_on_ = false;
-  lua_Hook prev_hook_ = nullptr;  ///< the start thread's hook before start, restored at stop
-  int prev_mask_ = 0, prev_count_ = 0;
-  bool idents_ok_ = false;  ///< jlayout's reads hold on this LuaJIT (layout::probe)
+  Chained prog_;             ///< the program's hook (program_hook)
+  lua_Hook hook_ = nullptr;  ///< ours (the session's trace hook)
+  bool idents_ok_ = false;   ///< jlayout's reads hold on this LuaJIT (layout::probe)
   std::string idents_why_;
   std::unordered_map<const void*, IdentFrame> idents_;
   std::vector<Call> calls_;  ///< the call cache (idents_ok_ only)
