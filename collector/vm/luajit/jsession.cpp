@@ -191,11 +191,10 @@ void at_process_exit() {
 void trace_hook(lua_State* L, lua_Debug* ar) LF_LUA_ENTRY {
   JSession* j = g_jit.load();
   if (!j) return;
-  if (ar->event == LUA_HOOKCALL || ar->event == LUA_HOOKRET) {
-    const lua_Debug given = *ar;
+  const int ev = ar->event, line = ar->currentline;  // what a forwarded hook reads
+  if (ev == LUA_HOOKCALL || ev == LUA_HOOKRET)
     if (const char* failed = cxx_guard([&] { j->on_hook(L, ar); })) abandon(failed);
-    *ar = given;
-  }
+  ar->event = ev, ar->currentline = line;
   forward_program_hook(L, ar);
 }
 

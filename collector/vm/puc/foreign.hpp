@@ -82,9 +82,9 @@ struct Copy {
 /// handler). Lua clears allowhook a few instructions before it calls the hook
 /// and sets it a few after (luaD_callhook), and lf_hook's prologue and
 /// epilogue lie outside its flags: a pc there (near hook_ret, or in lf_hook,
-/// which the 5.1 build puts in a section of its own: kHookSection) is a hook
-/// of ours, not foreign code. A hook
-/// run on a coroutine from inside a hook, or an error unwinding a hook
+/// which the 5.1 build puts in a section of its own, lf_hook51_text) is a
+/// hook of ours, not foreign code. A hook run on a coroutine from inside a
+/// hook, or an error unwinding a hook
 /// (longjmp), leaves the flags wrong until the next hook's end; a sample is
 /// then named as the other kind, or taken at the hook's stack.
 struct OwnHook {

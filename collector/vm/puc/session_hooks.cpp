@@ -39,6 +39,11 @@ namespace lfc {
 namespace {
 
 const char* const kHookedThreads = "luaflame.hooked";  // weak-keyed: threads with a chained hook
+// Weak-keyed: thread -> the Lua function the program gave debug.sethook
+// there while tracing (debug.gethook's first answer: where ldblib.c keeps
+// it, a registry key of its own, differs per release and 5.1's and 5.3's
+// are static addresses).
+const char* const kHookFunctions = "luaflame.hookfns";
 lua_Hook g_hookf = nullptr;  // ldblib.c's hookf: the hook debug.sethook installs
 
 // The hook left on threads after stop (coroutines created while profiling
@@ -83,9 +88,23 @@ int lf_sethook(lua_State* L) noexcept {
   lua_CFunction f = orig(L, "luaflame.orig.sethook");
   if (!f) return 0;
   lua_State* T = target(L);
+  const int fn = lua_type(L, 1) == LUA_TTHREAD ? 2 : 1;
   f(L);
   Session* s = sessions::of(L);
   if (s && s->tracing()) {
+    lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
+    if (lua_istable(L, -1)) {
+      if (T == L)
+        lua_pushthread(L);
+      else
+        lua_pushvalue(L, 1);
+      if (lua_isfunction(L, fn))
+        lua_pushvalue(L, fn);
+      else
+        lua_pushnil(L);
+      lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
     // Its bookkeeping allocates: what it throws ends profiling, not the program.
     if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T); }))
       abandon_session(s, failed, "debug.sethook's wrapper");
@@ -102,24 +121,40 @@ int lf_gethook(lua_State* L) noexcept {
     return f ? f(L) : 0;
   }
   const HookChain::Chained c = s->chained_for(T);
-  if (!c.hook) {
+  if (!c.hook && LUA_VERSION_NUM >= 504) {  // 5.1-5.3 answer nil, "", 0
     lua_pushnil(L);
     return 1;
   }
-  if (c.hook != g_hookf) {
+  if (!c.hook) {
+    lua_pushnil(L);
+  } else if (c.hook != g_hookf) {
     lua_pushliteral(L, "external hook");
   } else {
-    lua_getfield(L, LUA_REGISTRYINDEX, "_HOOKKEY");  // ldblib.c's HOOKKEY
-    if (!lua_istable(L, -1)) {
-      lua_pop(L, 1);
-      lua_pushnil(L);
-    } else {
+    // The function set while tracing, else (the hook of before start)
+    // 5.4's table of them (ldblib.c's HOOKKEY).
+    lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
+    if (lua_istable(L, -1)) {
       if (T == L)
         lua_pushthread(L);
       else
         lua_pushvalue(L, 1);
       lua_rawget(L, -2);
       lua_remove(L, -2);
+    }
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_getfield(L, LUA_REGISTRYINDEX, "_HOOKKEY");
+      if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+      } else {
+        if (T == L)
+          lua_pushthread(L);
+        else
+          lua_pushvalue(L, 1);
+        lua_rawget(L, -2);
+        lua_remove(L, -2);
+      }
     }
   }
   char mask[4];
@@ -314,6 +349,12 @@ void install_hook_wrappers(lua_State* L) {
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
   lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, kHookFunctions);
 }
 
 void Session::restore_program_hooks(lua_State* L) {
@@ -342,6 +383,8 @@ void Session::restore_program_hooks(lua_State* L) {
   lua_pop(L, 1);
   lua_pushnil(L);
   lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, kHookFunctions);
   restore_library(L, "debug", kHookSwaps, 2);
 }
 
