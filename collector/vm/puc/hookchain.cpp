@@ -41,6 +41,16 @@ bool HookChain::adopt(lua_State* T) {
   return true;
 }
 
+bool HookChain::inherit(lua_State* L, lua_State* NL) {
+  auto it = chained_.find(L);
+  if (it == chained_.end()) return false;
+  const Chained c = it->second;  // the insert below may rehash
+  begin_critical();
+  chained_[NL] = c;
+  end_critical();
+  return true;
+}
+
 void HookChain::armed_forward(int ev, lua_Hook& hook, int& mask, bool& count_due) const {
   if (armed_hook_ != lf_hook) hook = armed_hook_, mask = armed_mask_;
   const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;

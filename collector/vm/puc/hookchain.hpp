@@ -91,6 +91,11 @@ class HookChain {
   /// and puts luaflame's back with its mask and count. False when T still
   /// has luaflame's (nothing to chain).
   bool adopt(lua_State* T);
+  /// A thread `NL` made by `L` (coroutine.create, coroutine.wrap while
+  /// tracing): lua_newthread copied L's hook, so NL chains L's program hook
+  /// as the VM would have it. Inside a critical section of its own; true
+  /// when L had one (NL is then to be given it back at stop).
+  bool inherit(lua_State* L, lua_State* NL);
   /// True the first time only: a C hook replaced luaflame's (said once).
   bool first_lost_hook() { return !warned_ && (warned_ = true); }
 
@@ -139,8 +144,9 @@ class HookChain {
   const bool trace_;
 
   Chained prev_;  ///< the start thread's hook before start
-  /// Hooks the program set with debug.sethook while tracing, by thread; a
-  /// thread not here chains the hook of before start.
+  /// Hooks the program set with debug.sethook while tracing, by thread, and
+  /// those its threads inherited at creation; a thread not here chains the
+  /// hook of before start.
   std::unordered_map<lua_State*, Chained> chained_;
   bool warned_ = false;
 

@@ -123,6 +123,9 @@ class Session : private Profile {
   /// After the program's debug.sethook on T while tracing: its hook is
   /// chained, luaflame's goes back (session_hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
+  /// A thread made by L while tracing, at the top of L's stack: it chains
+  /// L's program hook, as lua_newthread copies L's (session_hooks.cpp).
+  void inherit_program_hook(lua_State* L);
 
  private:
   // ---- the run (core/profile.hpp: options, metrics, names, tree, counts,
@@ -192,7 +195,7 @@ class Session : private Profile {
 void abandon_session(Session* s, const char* why,
                      const char* where = "the profiler's hook") noexcept;
 
-/// coroutine.resume/wrap swapped for the session's, which tell it of each
+/// coroutine.create/resume/wrap swapped for the session's, which tell it of each
 /// switch, and back; their frames' names (session_coroutines.cpp).
 void install_coroutine_wrappers(lua_State* L);
 void restore_coroutine_wrappers(lua_State* L);

@@ -1,4 +1,4 @@
-// coroutine.resume / coroutine.wrap as lcorolib.c's, and a host's own
+// coroutine.create / resume / wrap as lcorolib.c's, and a host's own
 // lua_resume (luaflame attach), with the session told of each switch
 // (Session::on_resume before the resume, Session::on_return after it),
 // which moves the coroutine tracking (coroutines.hpp), the hooks and the
@@ -142,24 +142,45 @@ int lf_wrap(lua_State* L) noexcept {
   lua_State* NL = lua_newthread(L);
   lua_pushvalue(L, 1);
   lua_xmove(L, NL, 1);
+  if (Session* s = sessions::of(L)) s->inherit_program_hook(L);
   lua_pushcclosure(L, lf_wrap_call, 1);
   return 1;
 }
 
-const LibSwap kCoroutineSwaps[] = {{"resume", "luaflame.orig.resume", lf_resume},
+// coroutine.create, as lcorolib.c's luaB_cocreate (5.1's checks its
+// argument after making the thread). The new thread chains its maker's
+// program hook while tracing (Session::inherit_program_hook).
+int lf_create(lua_State* L) noexcept {
+#if LUA_VERSION_NUM == 501
+  lua_State* NL = lua_newthread(L);
+  luaL_argcheck(L, lua_isfunction(L, 1) && !lua_iscfunction(L, 1), 1, "Lua function expected");
+#else
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_State* NL = lua_newthread(L);
+#endif
+  lua_pushvalue(L, 1);
+  lua_xmove(L, NL, 1);
+  if (Session* s = sessions::of(L)) s->inherit_program_hook(L);
+  return 1;
+}
+
+const LibSwap kCoroutineSwaps[] = {{"create", "luaflame.orig.create", lf_create},
+                                   {"resume", "luaflame.orig.resume", lf_resume},
                                    {"wrap", "luaflame.orig.wrap", lf_wrap}};
+constexpr std::size_t kCoroutineSwapCount = sizeof(kCoroutineSwaps) / sizeof(kCoroutineSwaps[0]);
 
 }  // namespace
 
 void install_coroutine_wrappers(lua_State* L) {
-  swap_library(L, "coroutine", kCoroutineSwaps, 2);
+  swap_library(L, "coroutine", kCoroutineSwaps, kCoroutineSwapCount);
 }
 
 void restore_coroutine_wrappers(lua_State* L) {
-  restore_library(L, "coroutine", kCoroutineSwaps, 2);
+  restore_library(L, "coroutine", kCoroutineSwaps, kCoroutineSwapCount);
 }
 
 void preset_coroutine_frames(FrameTable& frames) {
+  frames.preset(lf_create, "[C] coroutine.create");
   frames.preset(lf_resume, "[C] coroutine.resume");
   frames.preset(lf_wrap, "[C] coroutine.wrap");
   frames.preset(lf_wrap_call, "[C] <wrapped coroutine>");

@@ -312,22 +312,48 @@ void Session::install_thread_hook(lua_State* L, lua_State* co) {
   }
 }
 
+namespace {
+// The thread at `idx` of L's stack remembered weakly, to give it its hook
+// back at stop if it lives. May raise a Lua error (memory): callers hold no
+// C++ object with a destructor.
+void remember_hooked(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+  if (lua_istable(L, -1)) {
+    lua_pushvalue(L, idx);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+  }
+  lua_pop(L, 1);
+}
+}  // namespace
+
 void Session::adopt_program_hook(lua_State* L, lua_State* T) {
   if (!hooks.adopt(T)) return;
   tracer.fast_off();  // every event may have to be forwarded
-  if (T != start_L && T != main_L) {
-    // Remembered weakly, to give it its hook back at stop if it lives.
-    lua_getfield(L, LUA_REGISTRYINDEX, kHookedThreads);
-    if (lua_istable(L, -1)) {
-      if (T == L)
-        lua_pushthread(L);
-      else
-        lua_pushvalue(L, 1);
-      lua_pushboolean(L, 1);
-      lua_rawset(L, -3);
-    }
+  if (T == start_L || T == main_L) return;
+  if (T == L) {
+    lua_pushthread(L);
+    remember_hooked(L, -1);
     lua_pop(L, 1);
+  } else {
+    remember_hooked(L, 1);
   }
+}
+
+// Without luaflame, a coroutine made after debug.sethook(f, "cl", 7) has
+// its maker's hook, mask and count (lua_newthread copies them; ldblib.c's
+// hookf then finds no function for it): debug.gethook(co) answers nil, "cl",
+// 7. Here its maker has luaflame's hook with that mask and count, so it
+// chains the maker's program hook too. Threads made from C (lua_newthread)
+// chain the hook of before start.
+void Session::inherit_program_hook(lua_State* L) {
+  lua_State* NL = lua_tothread(L, -1);
+  if (!opt.trace || !NL) return;
+  bool inherited = false;
+  if (const char* failed = cxx_guard([&] { inherited = hooks.inherit(L, NL); }))
+    return abandon_session(this, failed, "coroutine.create's wrapper");
+  if (inherited) remember_hooked(L, -1);
 }
 
 void install_hook_wrappers(lua_State* L) {

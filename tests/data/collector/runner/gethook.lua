@@ -2,10 +2,24 @@
 -- every version (5.4: one nil for no hook; 5.1-5.3: nil, "", 0), in every
 -- mode: luaflame's own hook is not what it reports (as penlight's
 -- pl.pretty.read, which saves the hook, turns it off and puts it back).
+-- A coroutine made after debug.sethook has its maker's mask and count
+-- (lua_newthread copies the hook; PUC's debug.gethook finds no function of
+-- its own there: nil, "cl", 7; LuaJIT's hook is the state's: f, "cl", 7).
 local function f() end
 print(debug.gethook())
 debug.sethook(f, "cl", 7)
 local h, m, c = debug.gethook()
 print(h == f, m, c)
+local co = coroutine.create(function()
+  local h2, m2, c2 = debug.gethook()
+  print("in", h2 == f, m2, c2)
+end)
+h, m, c = debug.gethook(co)
+print("of", h == f, m, c)
+coroutine.resume(co)
+coroutine.wrap(function()
+  local h2, m2, c2 = debug.gethook()
+  print("wrapped", h2 == f, m2, c2)
+end)()
 debug.sethook()
 print(debug.gethook())
