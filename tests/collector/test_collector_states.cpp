@@ -4,7 +4,9 @@
 // made on one thread and run by another (a host's worker, told to the
 // collector as luaflame attach's shim tells it: attach::host_resume). They
 // measure CPU shares, so each case runs alone (RUN_SERIAL).
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -141,11 +143,11 @@ TEST_CASE("states: hundreds live at once on one thread, each its own run, calls 
   if (!errs.empty()) MESSAGE(errs.front());
 }
 
-// The host's C code: resumes a coroutine that runs work(), telling the
+// The host's C code: resumes a coroutine that runs `fn`, telling the
 // collector as the shim does around lua_resume.
-void host_runs(lua_State* L) {
+void host_runs(lua_State* L, const char* fn = "work") {
   lua_State* co = lua_newthread(L);
-  lua_getglobal(co, "work");
+  lua_getglobal(co, fn);
   CHECK(lfc::attach::host_resume(co, true));
   int nres = 0;
 #if LUA_VERSION_NUM >= 504
@@ -173,4 +175,58 @@ TEST_CASE("states: a state made on one thread and run by another is sampled wher
   CHECK(total(f) > 100);
   CHECK(heavy_share(f, "w") == doctest::Approx(75).epsilon(0.14));
   CHECK(share_containing(f, "heavy_w") + share_containing(f, "light_w") > 85);
+}
+
+// The checks of a run whose work ran on the last thread.
+void check_worked(Lua& lua) {
+  REQUIRE(lua.run("FOLDED = require('luaflame').folded() S = require('luaflame').stop()") == "");
+  const Folded f = parse_folded(lua.global("FOLDED"));
+  CAPTURE(lua.global("FOLDED"));
+  CHECK(total(f) > 100);
+  CHECK(heavy_share(f, "w") == doctest::Approx(75).epsilon(0.14));
+}
+
+const char* const kStartIdle = "function idle() end\nrequire('luaflame').start{hz = 999}";
+
+// A host that makes a thread per job and joins it: the next thread may be
+// given the joined one's pthread_t. Until 2026-12-06 it passed for the
+// ended thread, whose timers and CPU clock the run kept: nothing more was
+// sampled (0 samples after one joined thread).
+TEST_CASE("states: a state handed to a new thread after the last was joined is sampled there") {
+  Lua lua;
+  REQUIRE(lua.run("local lf = require 'luaflame'\n" + workload("w", 30) + kStartIdle) == "");
+  for (int i = 0; i < 3; ++i) {
+    std::thread passer([&] { host_runs(lua.L, "idle"); });
+    passer.join();
+  }
+  std::thread worker([&] { host_runs(lua.L); });
+  worker.join();
+  check_worked(lua);
+}
+
+// A pool of live threads each running the state in turn: each gets timers
+// of its own (Sampler::follow). The work runs on the 101st, past the
+// table's first block (until 2026-12-06 the whole table: a state was not
+// sampled on its 65th thread and later).
+TEST_CASE("states: a state that ran on a hundred live threads is sampled on the next") {
+  Lua lua;
+  REQUIRE(lua.run("local lf = require 'luaflame'\n" + workload("w", 30) + kStartIdle) == "");
+  constexpr int kPassers = 100;
+  std::mutex mu;
+  std::condition_variable cv;
+  int turn = 0;
+  std::vector<std::thread> pool;
+  for (int i = 0; i <= kPassers; ++i)
+    pool.emplace_back([&, i] {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return turn == i; });
+      lock.unlock();
+      host_runs(lua.L, i < kPassers ? "idle" : "work");
+      lock.lock();
+      ++turn;
+      cv.notify_all();
+      cv.wait(lock, [&] { return turn > kPassers; });  // alive until the last has run
+    });
+  for (std::thread& t : pool) t.join();
+  check_worked(lua);
 }

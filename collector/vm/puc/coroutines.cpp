@@ -8,8 +8,15 @@
 
 namespace lfc {
 
+uint64_t thread_serial() noexcept {
+  static std::atomic<uint64_t> last{0};
+  thread_local uint64_t mine = 0;
+  if (!mine) mine = last.fetch_add(1, std::memory_order_relaxed) + 1;
+  return mine;
+}
+
 void Coroutines::start(lua_State* L) {
-  owner_ = pthread_self();
+  owner_ = thread_serial();
   chain_.push_back(L);
   current_.store(L);
 }

@@ -32,6 +32,12 @@ namespace lfc {
 
 class HookChain;
 
+/// The calling thread's serial, one per thread for the process's life (a
+/// pthread_t is given again once its thread is joined; a serial never is).
+/// Not in a signal handler: the first call on a thread may allocate its
+/// thread-local storage (a dlopen'd module's).
+uint64_t thread_serial() noexcept;
+
 class Coroutines {
  public:
   /// The running thread: read by the signal handler, HookChain::arm() and
@@ -43,12 +49,14 @@ class Coroutines {
   /// At start, before the handler is installed: L runs, alone in the chain,
   /// on the calling thread (the Lua thread).
   void start(lua_State* L);
-  /// The calling thread is the one that runs the profiled state.
-  bool on_lua_thread() const {
-    return pthread_equal(pthread_self(), owner_.load(std::memory_order_relaxed)) != 0;
-  }
+  /// The calling thread is the one that runs the profiled state. Told by
+  /// thread_serial, not pthread_t: a host that joins a thread and makes
+  /// another may be given the same pthread_t, and the new thread would pass
+  /// for the old one (no follow_thread: its timers and CPU clock stayed
+  /// with the ended thread, and nothing more was sampled).
+  bool on_lua_thread() const { return thread_serial() == owner_.load(std::memory_order_relaxed); }
   /// The state runs on the calling thread from now on (Session::follow_thread).
-  void move_here() { owner_.store(pthread_self(), std::memory_order_relaxed); }
+  void move_here() { owner_.store(thread_serial(), std::memory_order_relaxed); }
   /// L resumes co. Inside the caller's critical section.
   void enter(lua_State* co, HookChain& hooks);
   /// co yielded, returned or failed back to L. Inside the caller's critical section.
@@ -59,7 +67,7 @@ class Coroutines {
  private:
   std::atomic<lua_State*> current_{nullptr};
   std::vector<lua_State*> chain_;
-  std::atomic<pthread_t> owner_{};
+  std::atomic<uint64_t> owner_{0};
 };
 
 }  // namespace lfc

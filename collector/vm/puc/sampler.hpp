@@ -66,6 +66,10 @@ void on_sampler_signal(int sig, siginfo_t* si, void* uctx) noexcept;
 
 class Sampler {
  public:
+  Sampler() = default;
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
   /// From now on take SIGPROF first when it is free (an attached host:
   /// hosts that reset every signal or block them spare SIGPROF, the
   /// profiler's by convention; HAProxy's deinit_signals does). Called
@@ -164,6 +168,7 @@ class Sampler {
   /// them from any thread once no handler can run for the session.
   struct ThreadTimers {
     pthread_t thread{};
+    pid_t tid = 0;      ///< its kernel id: a pthread_t is reused once its thread is joined
     clockid_t clock{};  ///< the thread's CPU clock
     timer_t cpu{}, tick{};
     bool made = false;   ///< both timers exist
@@ -172,14 +177,25 @@ class Sampler {
     int idle_wakes = 0;      ///< wake-ups in a row that found it waiting
     uint64_t last_seen = 0;  ///< the thread's own clock at its last wake-up
   };
-  static constexpr int kThreads = 64;  ///< threads a state may run on (more: not sampled there)
+  /// Entries come in blocks: the first in the sampler, the others made by
+  /// follow (on the Lua thread, the signal blocked) when a state reaches a
+  /// new thread, published before the count that makes them visible, freed
+  /// with the sampler. The handler only loads them.
+  static constexpr int kBlock = 64;
+  static constexpr int kThreads =
+      64 * kBlock;  ///< threads a state may run on (more: not sampled there)
   /// Signals in a row with the armed hook not taken before the timers rest:
   /// a state that runs no Lua (a host's idle state on a thread busy with
   /// another) costs this many signals, not one per period.
   static constexpr int kRestAfter = 8;
 
-  const ThreadTimers& here() const { return th_[cur_.load(std::memory_order_relaxed)]; }
-  ThreadTimers& here() { return th_[cur_.load(std::memory_order_relaxed)]; }
+  /// Entry i, published (i < nth_): async-signal-safe, loads only.
+  ThreadTimers& entry(int i) noexcept {
+    return i < kBlock ? th_[i] : more_[i / kBlock - 1].load(std::memory_order_acquire)[i % kBlock];
+  }
+  const ThreadTimers& entry(int i) const noexcept { return const_cast<Sampler*>(this)->entry(i); }
+  const ThreadTimers& here() const { return entry(cur_.load(std::memory_order_relaxed)); }
+  ThreadTimers& here() { return entry(cur_.load(std::memory_order_relaxed)); }
   uint64_t thread_clock(const ThreadTimers& t) const;
   /// The sampled clock: in CPU mode the state's, summed over the threads it
   /// ran on (base_ + this segment), so periods carry over a move.
@@ -189,6 +205,9 @@ class Sampler {
   }
   int entry_of(pthread_t self) const noexcept;
   int add_entry(clockid_t clock) noexcept;
+  int claim_entry(clockid_t clock) noexcept;
+  int ended_entry() const noexcept;
+  void recycle(ThreadTimers& t, clockid_t clock) noexcept;
   bool make_timers(ThreadTimers& t, std::string& err) noexcept;
   void arm(ThreadTimers& t, bool tick) noexcept;
   bool start_timers(std::string& err);
@@ -217,7 +236,8 @@ class Sampler {
   // CLOCK_MONOTONIC timer at the period wakes it instead, and goes off as
   // soon as a wake-up finds the thread mostly waited (it then has not used
   // the CPU: the CPU-clock timer takes over until it runs again).
-  ThreadTimers th_[kThreads];
+  ThreadTimers th_[kBlock];
+  std::atomic<ThreadTimers*> more_[kThreads / kBlock - 1] = {};
   std::atomic<int> nth_{0}, cur_{0};
   uint64_t base_ = 0, seg_start_ = 0;  ///< the state's clock (clock_now): follow writes them
   uint64_t next_due_ = 0;              ///< handler only (and follow, the signal blocked)

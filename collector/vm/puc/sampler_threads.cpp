@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "vm/puc/sampler.hpp"
 
@@ -49,23 +50,80 @@ uint64_t Sampler::last_clock() const {
   return cpu_clock_ ? state_clock(here().last_seen) : 0;
 }
 
+Sampler::~Sampler() {
+  for (auto& block : more_) delete[] block.load(std::memory_order_relaxed);
+}
+
 // Async-signal-safe: loads only.
 int Sampler::entry_of(pthread_t self) const noexcept {
   const int n = nth_.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i)
-    if (pthread_equal(th_[i].thread, self)) return i;
+    if (pthread_equal(entry(i).thread, self)) return i;
   return -1;
 }
 
-// The calling thread's entry, new: -1 when the table is full.
+// The calling thread's entry, new: -1 when the table is full or a new
+// block cannot be had. Not in the handler (it may allocate); the block is
+// published (release) before the count that makes its first entry visible.
 int Sampler::add_entry(clockid_t clock) noexcept {
   const int i = nth_.load(std::memory_order_relaxed);
   if (i >= kThreads) return -1;
-  th_[i] = ThreadTimers{};
-  th_[i].thread = pthread_self();
-  th_[i].clock = clock;
+  if (i >= kBlock && i % kBlock == 0) {
+    std::atomic<ThreadTimers*>& block = more_[i / kBlock - 1];
+    if (!block.load(std::memory_order_relaxed)) {
+      ThreadTimers* made = new (std::nothrow) ThreadTimers[kBlock];
+      if (!made) return -1;
+      block.store(made, std::memory_order_release);
+    }
+  }
+  ThreadTimers& t = entry(i);
+  t = ThreadTimers{};
+  t.thread = pthread_self();
+  t.tid = static_cast<pid_t>(syscall(SYS_gettid));
+  t.clock = clock;
   nth_.store(i + 1, std::memory_order_release);
   return i;
+}
+
+// The calling thread's entry, for follow (the Lua thread, the signal
+// blocked): its own; else an ended thread's, whose timers signal nobody
+// now (found by its pthread_t, which the calling thread may have been
+// given again, or by its kernel id no longer being there); else a new one.
+// A pool that makes a thread per job so keeps one entry per live thread.
+int Sampler::claim_entry(clockid_t clock) noexcept {
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  int i = entry_of(pthread_self());
+  if (i >= 0 && entry(i).tid == tid) return i;
+  if (i < 0) i = ended_entry();
+  if (i < 0) return add_entry(clock);
+  recycle(entry(i), clock);
+  return i;
+}
+
+int Sampler::ended_entry() const noexcept {
+  const int n = nth_.load(std::memory_order_acquire);
+  const pid_t pid = getpid();
+  for (int i = 0; i < n; ++i) {
+    const pid_t tid = entry(i).tid;
+    if (tid && syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH) return i;
+  }
+  return -1;
+}
+
+// An ended thread's entry, the calling thread's now. Its timers go: they
+// signal a thread that is not there, so no handler runs on them.
+void Sampler::recycle(ThreadTimers& t, clockid_t clock) noexcept {
+  if (t.made) {
+    timer_delete(t.tick);
+    if (cpu_clock_) timer_delete(t.cpu);
+  }
+  t.made = t.armed = false;
+  t.tick_on = 0;
+  t.idle_wakes = 0;
+  t.last_seen = 0;
+  t.clock = clock;
+  t.tid = static_cast<pid_t>(syscall(SYS_gettid));
+  t.thread = pthread_self();
 }
 
 // Both timers of the calling thread, delivering to it alone, stopped.
@@ -193,11 +251,10 @@ bool Sampler::follow(clockid_t cpu_clock_id) noexcept {
     base_ = state_clock(raw ? raw : from.last_seen);
   }
   lua_thread_.store(pthread_self());
-  int i = entry_of(pthread_self());
-  if (i < 0) i = add_entry(cpu_clock_id);
+  const int i = claim_entry(cpu_clock_id);
   bool ok = i >= 0;
   if (ok) {
-    ThreadTimers& t = th_[i];
+    ThreadTimers& t = entry(i);
     seg_start_ = cpu_clock_ ? thread_clock(t) : 0;
     cur_.store(i, std::memory_order_relaxed);
     std::string err;
@@ -212,18 +269,20 @@ bool Sampler::follow(clockid_t cpu_clock_id) noexcept {
 
 void Sampler::quiet_here() noexcept {
   const int i = entry_of(pthread_self());
-  if (i < 0 || !th_[i].made || !th_[i].armed) return;
+  if (i < 0) return;
+  ThreadTimers& t = entry(i);
+  if (!t.made || !t.armed) return;
   const itimerspec off{};
-  timer_settime(th_[i].tick, 0, &off, nullptr);
-  if (cpu_clock_) timer_settime(th_[i].cpu, 0, &off, nullptr);
-  th_[i].armed = false;
-  th_[i].tick_on = 0;
+  timer_settime(t.tick, 0, &off, nullptr);
+  if (cpu_clock_) timer_settime(t.cpu, 0, &off, nullptr);
+  t.armed = false;
+  t.tick_on = 0;
 }
 
 void Sampler::delete_timers() noexcept {
   const int n = nth_.load(std::memory_order_acquire);
   for (int i = 0; i < n; ++i) {
-    ThreadTimers& t = th_[i];
+    ThreadTimers& t = entry(i);
     if (!t.made) continue;
     timer_delete(t.tick);
     if (cpu_clock_) timer_delete(t.cpu);
