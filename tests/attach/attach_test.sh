@@ -14,6 +14,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../support/server.sh"
 lf_e2e_server "$(realpath "$2")"
 fails=0 ran=0
+HAPROXY_ATTACH=()  # haproxy_serve's further attach options
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 skip() { echo "SKIP $1: $2"; }
 
@@ -23,12 +24,13 @@ shares() {
        END {printf "%d %d %d\n", h, l, t}' "$1"
 }
 
-# check_run NAME FILE PROGRAM: the file and the server's run hold the known
+# check_run NAME FILE PROGRAM [QUERY]: the file and the server's run (the
+# newest named NAME, with QUERY's further filters) hold the known
 # answer: heavy the hottest, 55-92% of heavy + light (75% by the work done;
 # JIT-compiled loops and short runs move it); the run tagged with the program
 # and its Lua.
 check_run() {
-  local name=$1 file=$2 prog=$3 h l t
+  local name=$1 file=$2 prog=$3 query=${4:-} h l t
   [ -s "$file" ] || { fail "$name: no profile written ($file)"; return; }
   read -r h l t < <(shares "$file")
   echo "$name: heavy $h, light $l of $t samples"
@@ -36,7 +38,7 @@ check_run() {
     fail "$name: heavy $h, light $l: not the known answer (75%): $(sort -t' ' -k2 -rn "$file" | head -3)"
   fi
   local q=${name//#/%23} runs id run
-  runs=$(curl -sf "$url/api/runs?name=$q")
+  runs=$(curl -sf "$url/api/runs?name=$q$query")
   id=$(echo "$runs" | grep -o '"id":[0-9]*' | head -1 | cut -d: -f2)
   [ -n "$id" ] || { fail "$name: no run on the server: $runs"; return; }
   run=$(curl -sf "$url/api/runs/$id")
@@ -94,19 +96,21 @@ host_nmap() {
   ran=$((ran + 1))
 }
 
-# haproxy_serve CONFIG MODE REQUESTS PARALLEL: HAProxy (CONFIG.cfg.in) serving
-# the Lua service (alone or attached) for REQUESTS requests, PARALLEL at a
-# time; its answers in CONFIG.MODE, its exit status after a soft stop.
+# haproxy_serve CONFIG MODE REQUESTS PARALLEL [TEMPLATE [FLAGS]]: HAProxy
+# (TEMPLATE.cfg.in, by default CONFIG's) serving the Lua service (alone or
+# attached) for REQUESTS requests, PARALLEL at a time; its answers in
+# CONFIG.MODE, its exit status after a soft stop.
 haproxy_serve() {
-  local cfg=$1 mode=$2 n=$3 par=$4 port pid rc
+  local cfg=$1 mode=$2 n=$3 par=$4 template=${5:-$1} flags=${6:-} port pid rc
   port=$(lf_free_port)
-  sed -e "s#@HERE@#$HERE#g" -e "s#@PORT@#$port#g" "$HERE/$cfg.cfg.in" > "$tmp/$cfg.cfg"
+  sed -e "s#@HERE@#$HERE#g" -e "s#@PORT@#$port#g" "$HERE/$template.cfg.in" > "$tmp/$cfg.cfg"
   local pre=()
   if [ "$mode" = attached ]; then
-    attach_with front -o "$tmp/$cfg.folded" --server "$url"
+    attach_with front -o "$tmp/$cfg.folded" --server "$url" "${HAPROXY_ATTACH[@]}"
     pre=("${ATTACH[@]}")
   fi
-  "${pre[@]}" haproxy -f "$tmp/$cfg.cfg" -db > "$tmp/$cfg.$mode.log" 2>&1 &
+  # shellcheck disable=SC2086 # FLAGS: words
+  "${pre[@]}" haproxy $flags -f "$tmp/$cfg.cfg" -db > "$tmp/$cfg.$mode.log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/" > "$tmp/$cfg.$mode" && break; sleep 0.05; done
   seq "$n" | xargs -P "$par" -I{} curl -sf "http://127.0.0.1:$port/" | sort | uniq -c >> "$tmp/$cfg.$mode"
@@ -142,6 +146,98 @@ host_haproxy_threads() {
     read -r h l t < <(shares "$f")
     [ "$((h + l))" -ge 100 ] || fail "haproxy#$n: $((h + l)) samples of the service: its thread's are missing"
   done
+  ran=$((ran + 1))
+}
+
+# Traced (--mode both): HAProxy sets a count hook from C on each request's
+# coroutine before resuming it (its forced yield), which replaced luaflame's
+# and stopped the trace there (44 of 100 calls of heavy traced, the rest a
+# `[C] heavy` frame). The calls are exact, the samples the known answer.
+host_haproxy_traced() {
+  command -v haproxy >/dev/null || { skip "haproxy (traced)" "haproxy is not installed"; return; }
+  local h l t
+  HAPROXY_ATTACH=(--mode both)
+  haproxy_serve haproxy-traced alone 150 1 haproxy
+  haproxy_serve haproxy-traced attached 150 1 haproxy
+  HAPROXY_ATTACH=()
+  same "haproxy (traced)" "$tmp/haproxy-traced.alone" "$tmp/haproxy-traced.attached"
+  for fn in heavy light; do  # 150 requests and the one that found HAProxy up
+    grep -Eq "^<anon> [^;]*;$fn [^ ]* 151\$" "$tmp/haproxy-traced.calls.folded" ||
+      fail "haproxy (traced): $fn not called 151 times: $(cat "$tmp/haproxy-traced.calls.folded")"
+  done
+  read -r h l t < <(shares "$tmp/haproxy-traced.folded")
+  echo "haproxy (traced): heavy $h, light $l of $t samples"
+  if [ "$h" -le "$l" ] || [ $((h * 100)) -lt $(((h + l) * 55)) ] || [ $((h * 100)) -gt $(((h + l) * 92)) ]; then
+    fail "haproxy (traced): heavy $h, light $l: not the known answer (75%)"
+  fi
+  ran=$((ran + 1))
+}
+
+# Master-worker mode (-W: HAProxy's mode under systemd): the master makes
+# the states, then forks the worker that runs them. The worker's run of each
+# state starts again there (docs/attach.md, "Forked workers"): its own
+# file, FILE-pPID, and its own run, tagged with its pid and its parent's.
+# Until 2026-12-06 the runs were left behind in the worker: 0 samples.
+host_haproxy_master_worker() {
+  command -v haproxy >/dev/null || { skip "haproxy (master-worker)" "haproxy is not installed"; return; }
+  local f wpid
+  haproxy_serve haproxy-mw alone 150 1 haproxy -W
+  haproxy_serve haproxy-mw attached 150 1 haproxy -W
+  same "haproxy (master-worker)" "$tmp/haproxy-mw.alone" "$tmp/haproxy-mw.attached"
+  local found=("$tmp"/haproxy-mw-p*.folded)
+  f=${found[0]}
+  [ -f "$f" ] || { fail "haproxy (master-worker): no worker's profile: $(echo "$tmp"/haproxy-mw*)"; return; }
+  wpid=${f##*-p}
+  wpid=${wpid%.folded}
+  check_run "haproxy#1" "$f" haproxy "&tag=pid=$wpid"
+  curl -sf "$url/api/runs?name=haproxy%231&tag=pid=$wpid" | grep -q '"parent":"[0-9]' ||
+    fail "haproxy (master-worker): the worker's run is not tagged with its parent"
+  grep -q "luaflame: wrote $f" "$tmp/haproxy-mw.attached.log" ||
+    fail "haproxy (master-worker): the worker did not say it wrote $f"
+  ran=$((ran + 1))
+}
+
+# nginx with ngx_lua (LuaJIT), its configuration untouched (no
+# init_worker_by_lua: tests/nginx's with its own start turned off): the
+# master makes the state, each worker forked from it runs the requests, and
+# each worker's run starts there. Known answer: cohandler.lua's coroutine
+# (work: compiled loops, before and after an ngx.sleep that yields it to
+# nginx) under coroutine.resume under its handler. Until 2026-12-06
+# attaching nginx profiled its master alone.
+host_nginx() {
+  if ! command -v nginx >/dev/null || [ ! -f /usr/lib/nginx/modules/ngx_http_lua_module.so ]; then
+    skip nginx "nginx or its Lua module (libnginx-mod-http-lua) is not installed"
+    return
+  fi
+  local d="$tmp/ngx" port pid user="" f wpid files=0 answers
+  [ "$(id -u)" = 0 ] && user="user root;"
+  mkdir -p "$d"
+  port=$(lf_free_port)
+  sed -e "s#@PREFIX@#$d#g" -e "s#@HERE@#$HERE/../nginx#g" -e "s#@MODDIR@#$d#g" \
+    -e "s#@PROFILE@#off#g" -e "s#@HZ@#999#g" -e "s#@SERVER@##g" -e "s#@PORT@#$port#g" \
+    -e "s#@USER@#$user#g" "$HERE/../nginx/nginx.conf.in" > "$d/nginx.conf"
+  attach_with front -o "$tmp/nginx.folded" --server "$url"
+  (cd "$d" && exec "${ATTACH[@]}" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log") \
+    > "$tmp/nginx.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/co" > /dev/null && break; sleep 0.05; done
+  seq 600 | xargs -P 2 -I{} curl -sf "http://127.0.0.1:$port/cowork" | sort | uniq -c > "$tmp/nginx.answers"
+  kill -QUIT "$(cat "$d/nginx.pid")"
+  wait "$pid" || fail "nginx: exit status $? attached: $(tail -3 "$tmp/nginx.out")"
+  answers=$(cat "$tmp/nginx.answers")
+  [[ $answers == *"600 1673706"* ]] || fail "nginx: answers attached: $answers"
+  for f in "$tmp"/nginx-p*.folded; do
+    [ -f "$f" ] || continue
+    grep -q "M.handle [^;]*;\\[C\\] coroutine.resume;work " "$f" || continue
+    files=$((files + 1))
+    wpid=${f##*-p}
+    wpid=${wpid%.folded}
+    curl -sf "$url/api/runs?name=nginx%231&tag=pid=$wpid" | grep -q '"parent":"[0-9]' ||
+      fail "nginx: worker $wpid's run is not on the server, tagged with its parent"
+  done
+  [ "$files" -ge 1 ] ||
+    fail "nginx: no worker's profile holds the handler's coroutine: $(echo "$tmp"/nginx*) $(head -3 "$tmp"/nginx*.folded)"
+  echo "nginx: $files worker profiles with the handler's coroutine"
   ran=$((ran + 1))
 }
 
@@ -232,6 +328,9 @@ host_nmap
 env_path
 host_haproxy
 host_haproxy_threads
+host_haproxy_traced
+host_haproxy_master_worker
+host_nginx
 host_nvim
 host_sysbench
 cannot_attach

@@ -14,11 +14,16 @@
 
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <string>
+#include <vector>
 
 #include "luaflame/collector.hpp"
 #include "vm/lua/boundary.hpp"
@@ -45,39 +50,164 @@ void say(const char* host, unsigned n, const std::string& what) {
 }
 
 // FILE.svg -> FILE-N.svg for the state numbered N > 1, so that the runs of
-// a host's successive states do not overwrite each other's files.
-std::string numbered(const std::string& output, unsigned n) {
-  if (n <= 1 || output.empty()) return output;
+// a host's successive states do not overwrite each other's files; in a
+// forked child FILE-pPID.svg (FILE-N-pPID.svg), so that a worker's run and
+// its parent's do not either.
+std::string numbered(const std::string& output, unsigned n, bool child) {
+  if ((n <= 1 && !child) || output.empty()) return output;
   const std::size_t slash = output.rfind('/');
   std::size_t dot = output.rfind('.');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == 0)
     dot = output.size();
-  return output.substr(0, dot) + "-" + std::to_string(n) + output.substr(dot);
+  std::string suffix = n > 1 ? "-" + std::to_string(n) : "";
+  if (child) suffix += "-p" + std::to_string(getpid());
+  return output.substr(0, dot) + suffix + output.substr(dot);
 }
 
-// The run's options: the environment's, then what attach adds (name, tags).
-bool options_for(const char* host, unsigned n, Options& o, std::string& err) {
-  if (!apply_env(o, err)) return false;
-  if (!std::getenv("LUAFLAME_NAME")) o.name = std::string(host) + "#" + std::to_string(n);
+// The options of the environment (LUAFLAME_*): `named` when it names the run.
+bool env_options(Options& o, bool& named, std::string& err) {
+  named = std::getenv("LUAFLAME_NAME") != nullptr;
+  return apply_env(o, err);
+}
+
+// What attach adds to them: the name, the tags, the numbered output.
+bool attach_options(const char* host, unsigned n, bool child, bool named, Options& o,
+                    std::string& err) {
+  if (!named) o.name = std::string(host) + "#" + std::to_string(n);
   char hostname[256] = "";
   gethostname(hostname, sizeof hostname - 1);
   std::string tags;
   for (const auto& kv : o.tags) tags += kv.first + "=" + kv.second + ",";
   tags += "program=" + std::string(host) + ",pid=" + std::to_string(getpid());
   if (hostname[0] && !o.tags.count("host")) tags += ",host=" + std::string(hostname);
+  if (child) tags += ",parent=" + std::to_string(getppid());  // a worker's master
   if (!set_option(o, "tags", tags, err)) return false;
   if (o.output.empty() && o.server.empty()) o.output = "luaflame.svg";
-  o.output = numbered(o.output, n);
+  o.output = numbered(o.output, n, child);
   return true;
 }
+
+// A host that makes its states and then forks its workers (HAProxy's
+// master-worker mode, nginx): the child inherits the states, and the runs
+// are left behind there (the sampler's timers and threads are not
+// inherited). So each state attach started is remembered, and in a forked
+// child its run starts again when the host first resumes a coroutine of it
+// there (resume, below): on the thread that runs it now, while it runs no
+// Lua of its own, with the options of the environment attach started it
+// with (nginx gives its workers an environment of its own, without
+// LUAFLAME_*). Contract: g_forks is added to by the pthread_atfork child
+// handler (one thread then; an atomic add), which also makes g_opened_mu
+// anew (a thread of the parent may have held it); the rest under
+// g_opened_mu. A state is told by its registry's address, read on its own
+// thread: nothing here touches another thread's state.
+struct Opened {
+  lua_State* L;
+  const void* registry;
+  std::string host;
+  unsigned n;
+  unsigned forks;  ///< g_forks when its run started
+  Options env;     ///< the environment's options then (env_options)
+  bool named;
+};
+std::atomic<unsigned> g_forks{0};
+std::mutex g_opened_mu;
+std::vector<Opened>* g_opened = nullptr;  // reachable at exit (no leak report), never freed
+
+void forked() {
+  g_forks.fetch_add(1, std::memory_order_relaxed);
+  new (&g_opened_mu) std::mutex;
+}
+
+const void* registry_of(lua_State* L) {
+  if (!lua_checkstack(L, 1)) return nullptr;
+  lua_pushvalue(L, LUA_REGISTRYINDEX);
+  const void* r = lua_topointer(L, -1);
+  lua_pop(L, 1);
+  return r;
+}
+
+void remember(lua_State* L, const char* host, unsigned n, const Options& env, bool named) {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, forked); });
+  const void* reg = registry_of(L);
+  const unsigned forks = g_forks.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_opened_mu);
+  if (!g_opened) g_opened = new std::vector<Opened>;
+  for (Opened& o : *g_opened)
+    if (o.registry == reg) {
+      o = Opened{L, reg, host, n, forks, env, named};
+      return;
+    }
+  g_opened->push_back(Opened{L, reg, host, n, forks, env, named});
+}
+
+void forget(lua_State* L) {
+  const void* reg = registry_of(L);
+  std::lock_guard<std::mutex> lock(g_opened_mu);
+  if (!g_opened) return;
+  for (std::size_t i = 0; i < g_opened->size(); ++i)
+    if ((*g_opened)[i].registry == reg) {
+      (*g_opened)[i] = g_opened->back();
+      g_opened->pop_back();
+      return;
+    }
+}
+
+// The state of co, when attach started its run before a fork this process
+// came from and it has not started again here: taken (marked started).
+bool take_forked(lua_State* co, Opened& out) {
+  const unsigned forks = g_forks.load(std::memory_order_relaxed);
+  if (forks == 0) return false;
+  const void* reg = registry_of(co);
+  std::lock_guard<std::mutex> lock(g_opened_mu);
+  if (!g_opened) return false;
+  for (Opened& o : *g_opened)
+    if (o.registry == reg && o.forks != forks) {
+      o.forks = forks;
+      out = o;
+      return true;
+    }
+  return false;
+}
+
+int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, bool named);
 
 }  // namespace
 
 int open(lua_State* L, const char* host, unsigned n) LF_LUA_ENTRY {
-  Options o;
+  Options env;
+  std::string err;
+  bool ok = false, named = false;
+  const char* failed = cxx_guard([&] { ok = env_options(env, named, err); });
+  if (failed || !ok) {
+    say(host, n, std::string("not profiled: ") + (failed ? failed : err.c_str()));
+    return -1;
+  }
+  const int r = open_run(L, host, n, false, env, named);
+  // When it throws, the run does not start again after a fork.
+  if (r == 0) cxx_guard([&] { remember(L, host, n, env, named); });
+  return r;
+}
+
+bool resume(lua_State* co, bool entering) noexcept {
+  if (host_resume(co, entering)) return true;
+  Opened o{};
+  bool again = false;
+  if (entering && !cxx_guard([&] { again = take_forked(co, o); }) && again &&
+      open_run(o.L, o.host.c_str(), o.n, true, o.env, o.named) == 0)
+    return host_resume(co, true);
+  return false;
+}
+
+namespace {
+
+// Starts L's run with the environment's options `o` and attach's: 0, or
+// -1 said on stderr. Called where a Lua error may be raised (under
+// lua_pcall only: nothing jumps over the callers' C++ objects).
+int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, bool named) {
   std::string err;
   bool ok = false;
-  const char* failed = cxx_guard([&] { ok = options_for(host, n, o, err); });
+  const char* failed = cxx_guard([&] { ok = attach_options(host, n, child, named, o, err); });
   if (failed || !ok) {
     say(host, n, std::string("not profiled: ") + (failed ? failed : err.c_str()));
     return -1;
@@ -99,7 +229,10 @@ int open(lua_State* L, const char* host, unsigned n) LF_LUA_ENTRY {
   return 0;
 }
 
+}  // namespace
+
 void close(lua_State* L) LF_LUA_ENTRY {
+  cxx_guard([&] { forget(L); });
   run::end_session(L, g_quiet);
 }
 

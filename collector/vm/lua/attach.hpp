@@ -14,7 +14,9 @@
 //   int  luaflame_attach_resume_v1(lua_State* co, int entering)
 //        around the host's own lua_resume(co, ...) (1 before, 0 after, the
 //        latter only when the former returned 1): the profiled state's run
-//        follows the coroutine as it follows coroutine.resume.
+//        follows the coroutine as it follows coroutine.resume. In a child
+//        forked after open, the state's run first starts again there (the
+//        shim needs nothing more: docs/attach.md, "Forked workers").
 #pragma once
 
 struct lua_State;
@@ -36,6 +38,9 @@ using luaflame_attach_resume_fn = int (*)(lua_State*, int);
 namespace lfc::attach {
 int open(lua_State* L, const char* program, unsigned n) LF_LUA_ENTRY;
 void close(lua_State* L) LF_LUA_ENTRY;
+/// The shim's resume: host_resume, and in a forked child the run of co's
+/// state started again first when attach started it before the fork.
+bool resume(lua_State* co, bool entering) noexcept;
 /// The adapter's: the host resumes co (entering) or co is back; true when
 /// the run followed it (then the return is told too).
 bool host_resume(lua_State* co, bool entering) noexcept;

@@ -19,5 +19,5 @@ LF_EXPORT void LUAFLAME_ATTACH_CLOSE(lua_State* L) LF_LUA_ENTRY {
 }
 
 LF_EXPORT int LUAFLAME_ATTACH_RESUME(lua_State* co, int entering) noexcept {
-  return lfc::attach::host_resume(co, entering != 0) ? 1 : 0;
+  return lfc::attach::resume(co, entering != 0) ? 1 : 0;
 }

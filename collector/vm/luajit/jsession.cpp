@@ -227,6 +227,14 @@ bool JSession::start(lua_State* L, const Options& o, std::string& err) {
     pthread_atfork(nullptr, nullptr, detach_in_child);
   });
   Streamer::set_exit_handler(at_process_exit);  // registered again after httplib's first answer
+  // A forked worker whose state attach starts again (docs/attach.md,
+  // "Forked workers"): the run its parent left it is on this state.
+  // Once; the run stays allocated and reachable (its threads are not here).
+  static JSession* taken_off = nullptr;
+  if (JSession* old = g_left_behind; old && old != taken_off && old->profiles(L)) {
+    old->take_off_wrappers(L);
+    taken_off = old;
+  }
   std::unique_ptr<JSession> owned(new JSession(o, L));
   owned->begin(L);
   JSession* j = owned.release();  // g_jit owns it from here: stop() deletes it

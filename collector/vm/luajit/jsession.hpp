@@ -57,6 +57,14 @@ class JSession {
   bool closes_with(lua_State* L) const;
   /// The sampler's timer thread ends (abandon, after a failure).
   void abandon() { sampler_.abandon(); }
+  /// A run left behind (after a fork, or abandoned) whose state gets a new
+  /// run: its library wrappers come off first, so that the new run's wrap
+  /// LuaJIT's or the host's own functions, not the old run's. Once; L's
+  /// thread.
+  void take_off_wrappers(lua_State* L) {
+    restore_coroutine_wrappers(L);
+    restore_hook_wrappers(L);
+  }
   /// The run, for the core's ending (core/profile.hpp: finish_outside_all).
   Profile& run() { return *run_; }
 

@@ -123,6 +123,10 @@ class Session : private Profile {
   /// After the program's debug.sethook on T while tracing: its hook is
   /// chained, luaflame's goes back (session_hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
+  /// The hook a host set from C on co before resuming it, chained behind
+  /// luaflame's while tracing (session_coroutines.cpp). False: profiling
+  /// ended there (abandoned).
+  bool adopt_host_hook(lua_State* co) noexcept;
   /// A thread made by L while tracing, at the top of L's stack: it chains
   /// L's program hook, as lua_newthread copies L's (session_hooks.cpp).
   void inherit_program_hook(lua_State* L);

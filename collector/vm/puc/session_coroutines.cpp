@@ -199,6 +199,27 @@ bool attach::host_resume(lua_State* co, bool entering) noexcept {
   return s && s->host_resume(co, entering);
 }
 
+// A hook the host set from C on co (lua_sethook) while tracing: HAProxy
+// sets a count hook on each request's coroutine before resuming it, which
+// yields it every tune.lua.forced-yield instructions. It replaced ours, and
+// the trace of that coroutine stopped (attached HAProxy traced 44 of 100
+// calls of a request's function, the rest a `[C]` frame). Chained behind
+// ours as a debug.sethook's is (HookChain::adopt), so it gets its events;
+// its yield happens after our hook returns (luaG_traceexec), as without
+// luaflame. Not remembered for stop: a thread's hook after stop is its
+// state's of before start (the host sets its own again before each resume).
+bool Session::adopt_host_hook(lua_State* co) noexcept {
+  const lua_Hook h = lua_gethook(co);
+  if (!h || h == lf_hook) return true;
+  bool adopted = false;
+  if (const char* failed = cxx_guard([&] { adopted = hooks.adopt(co); })) {
+    abandon(failed, "the host's lua_resume");
+    return false;
+  }
+  if (adopted) tracer.fast_off();  // every event may have to be forwarded
+  return true;
+}
+
 bool Session::host_resume(lua_State* co, bool entering) noexcept {
   if (!coroutines.on_lua_thread()) {
     if (!entering || coroutines.chain().size() != 1) return false;
@@ -209,6 +230,7 @@ bool Session::host_resume(lua_State* co, bool entering) noexcept {
   if (entering) {
     lua_State* L = chain.back();
     if (L == co || !same_state(L, co) || !will_run(L, co)) return false;
+    if (opt.trace && !adopt_host_hook(co)) return false;  // abandoned
     // A request begins: what is due so far is the host's, and the request
     // is sampled from its first period (Sampler::wake).
     sampler.wake([this] { on_sample_signal(); });

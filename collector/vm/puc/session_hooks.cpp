@@ -196,6 +196,12 @@ void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size
   if (lua_istable(L, -1))
     for (const LibSwap* e = swaps; e != swaps + n; ++e) {
       lua_getfield(L, -1, e->name);
+      // Ours already (a run left behind in a forked child, whose run starts
+      // again: docs/attach.md): the original stays the one kept then.
+      if (lua_tocfunction(L, -1) == e->ours) {
+        lua_pop(L, 1);
+        continue;
+      }
       lua_setfield(L, LUA_REGISTRYINDEX, e->key);
       lua_pushcfunction(L, e->ours);
       lua_setfield(L, -2, e->name);
