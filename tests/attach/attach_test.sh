@@ -101,9 +101,11 @@ host_nmap() {
 # attached) for REQUESTS requests, PARALLEL at a time; its answers in
 # CONFIG.MODE, its exit status after a soft stop.
 haproxy_serve() {
-  local cfg=$1 mode=$2 n=$3 par=$4 template=${5:-$1} flags=${6:-} port pid rc
+  local cfg=$1 mode=$2 n=$3 par=$4 template=${5:-$1} flags=${6:-} port port2 pid rc
   port=$(lf_free_port)
-  sed -e "s#@HERE@#$HERE#g" -e "s#@PORT@#$port#g" "$HERE/$template.cfg.in" > "$tmp/$cfg.cfg"
+  port2=$(lf_free_port)
+  sed -e "s#@HERE@#$HERE#g" -e "s#@PORT@#$port#g" -e "s#@PORT2@#$port2#g" \
+    "$HERE/$template.cfg.in" > "$tmp/$cfg.cfg"
   local pre=()
   if [ "$mode" = attached ]; then
     attach_with front -o "$tmp/$cfg.folded" --server "$url" "${HAPROXY_ATTACH[@]}"
@@ -170,6 +172,35 @@ host_haproxy_traced() {
   if [ "$h" -le "$l" ] || [ $((h * 100)) -lt $(((h + l) * 55)) ] || [ $((h * 100)) -gt $(((h + l) * 92)) ]; then
     fail "haproxy (traced): heavy $h, light $l: not the known answer (75%)"
   fi
+  ran=$((ran + 1))
+}
+
+# rich.lua traced (--mode both): every entry point HAProxy has, its forced
+# yields (a count hook set from C, which reads and sets its own mask and
+# count) among them. The answers as alone; fib called exactly as often as
+# each entry point ran it; no path without its entry point (with
+# luaflame's hook showing, HAProxy's replaced it at its first count event:
+# the rest of that run's frames came without their callers).
+host_haproxy_rich() {
+  command -v haproxy >/dev/null || { skip "haproxy (rich)" "haproxy is not installed"; return; }
+  local f=$tmp/haproxy-rich root want got rootless
+  HAPROXY_ATTACH=(--mode both)
+  haproxy_serve haproxy-rich alone 40 2
+  haproxy_serve haproxy-rich attached 40 2
+  HAPROXY_ATTACH=()
+  same "haproxy (rich)" "$f.alone" "$f.attached"
+  grep -q "40 y=4 got=HTTP/1.1 200 OK pcall=false:7 tag=t144 fib=6765" "$f.attached" ||
+    fail "haproxy (rich): answers: $(cat "$f.attached")"
+  # entry point (line in rich.lua) and fib's calls per run of it, times its runs:
+  # the service and the fetch and the action per request (41), the task once (20 fibs).
+  for root in "19 21891 41" "15 8361 41" "16 465 41" "11 1973 20"; do
+    read -r line per runs <<< "$root"
+    want=$((per * runs))
+    got=$(grep "^<anon> [^;]*rich.lua:$line;fib " "$f.calls.folded" | awk '{s += $NF} END {print s + 0}')
+    [ "$got" = "$want" ] || fail "haproxy (rich): fib under rich.lua:$line called $got times, want $want"
+  done
+  rootless=$(cat "$f.calls.folded" "$f.time.folded" "$f.folded" | grep -cvE '^(<anon> |rich.lua |\[host\] outside Lua )')
+  [ "$rootless" = 0 ] || fail "haproxy (rich): $rootless paths without their entry point: $(grep -vE '^(<anon> |rich.lua |\[host\] outside Lua )' "$f.time.folded" | head -3)"
   ran=$((ran + 1))
 }
 
@@ -329,6 +360,7 @@ env_path
 host_haproxy
 host_haproxy_threads
 host_haproxy_traced
+host_haproxy_rich
 host_haproxy_master_worker
 host_nginx
 host_nvim

@@ -150,6 +150,7 @@ class Session : private Profile {
   bool move_line_sample_on(lua_State* L, int ev);  ///< --lines on 5.4 (session_hooks.cpp)
   /// An armed thread or a chained hook (lf_hook's slow part).
   void hook_rest(lua_State* L, lua_Debug* ar, int ev);
+  void forward_c_hook(lua_State* L, lua_Debug* ar, const HookChain::Chained& own);
   void install_thread_hook(lua_State* L, lua_State* co);
 
   // ---- sampling: the signal (sampler.hpp), the sample (sampling.hpp), the walk ----

@@ -299,8 +299,38 @@ void Session::hook_rest(lua_State* L, lua_Debug* ar, int ev) {
       foreign::t_own_hook.forwarding = 1;
       std::atomic_signal_fence(std::memory_order_seq_cst);
     }
-    fwd(L, ar);
+    if (opt.trace && fwd == own.hook && fwd != g_hookf)
+      forward_c_hook(L, ar, own);
+    else
+      fwd(L, ar);
   }
+}
+
+// A C hook chained while tracing (a host's lua_sethook, adopted at its
+// lua_resume: Session::adopt_host_hook) runs as without luaflame, with its
+// own hook, mask and count installed: it may read them (lua_gethookmask)
+// and set them (lua_sethook). HAProxy's hlua_hook does both: with ours in
+// place it saw LUA_MASKRET, took its count event for a function's return
+// and set itself with a count of 1 in our place: the trace of the
+// request's coroutine stopped there (tests/attach/rich.lua: fib traced
+// 897,449 times under the service where it ran 897,531; some paths
+// without their entry point).
+// What it leaves is chained again behind ours (HookChain::adopt).
+// It may raise a Lua error (HAProxy's timeout, through luaD_throw): the
+// thread then keeps the program's hook, as without luaflame, and its trace
+// ends there; nothing of ours is held across the call (no critical
+// section, no C++ object).
+void Session::forward_c_hook(lua_State* L, lua_Debug* ar, const HookChain::Chained& own) {
+  const std::size_t off = layout.hookcount_off;
+  const int left = off && (own.mask & LUA_MASKCOUNT) ? luaint::hookcount(L, off) : 0;
+  hooks.begin_critical();
+  if (hooks.armed_on(L)) hooks.disarm();
+  lua_sethook(L, own.hook, own.mask, own.count);
+  // Its count's progress kept, unless this is its count event (restarted).
+  if (ar->event != LUA_HOOKCOUNT && left > 0) luaint::set_hookcount(L, off, left);
+  hooks.end_critical();
+  own.hook(L, ar);
+  if (const char* failed = cxx_guard([&] { hooks.adopt(L); })) abandon(failed, "the host's hook");
 }
 
 void Session::install_thread_hook(lua_State* L, lua_State* co) {
