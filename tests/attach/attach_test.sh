@@ -96,6 +96,30 @@ host_nmap() {
   ran=$((ran + 1))
 }
 
+# NSE's socket scripts traced (--mode both): nmap's nse_restore runs
+# nse_main.lua on a script's thread while that thread is yielded, each time
+# a socket operation completes; Lua 5.3's lua_getinfo misreads a function
+# there, and the trace's first call in it killed nmap (SIGSEGV, until
+# 2026-12-06). The same output and exit status as alone.
+host_nmap_traced() {
+  command -v nmap >/dev/null || { skip "nmap (traced)" "nmap is not installed"; return; }
+  local args=(-Pn -n -p "$LF_PORT" --script banner,http-title,http-headers 127.0.0.1) rc0 rc1
+  cd "$tmp" || return
+  timeout 300 nmap "${args[@]}" > nmap-traced.alone 2>&1; rc0=$?
+  attach_with front -o "$tmp/nmap-traced.folded" --mode both
+  timeout 300 "${ATTACH[@]}" nmap "${args[@]}" > nmap-traced.attached 2> nmap-traced.err; rc1=$?
+  [ "$rc0" = 0 ] && [ "$rc1" = "$rc0" ] ||
+    fail "nmap (traced): exit $rc1 attached, $rc0 alone: $(tail -3 nmap-traced.err)"
+  for f in nmap-traced.alone nmap-traced.attached; do
+    sed -i -E '/Starting Nmap|scanned in|latency|Date:/d' "$f"
+  done
+  same "nmap (traced)" nmap-traced.alone nmap-traced.attached
+  grep -q "^main [^;]*nse_main.lua" "$tmp/nmap-traced.calls.folded" ||
+    grep -q ";main [^;]*nse_main.lua" "$tmp/nmap-traced.calls.folded" ||
+    fail "nmap (traced): nse_main.lua's main not traced: $(head -3 "$tmp/nmap-traced.calls.folded")"
+  ran=$((ran + 1))
+}
+
 # haproxy_serve CONFIG MODE REQUESTS PARALLEL [TEMPLATE [FLAGS]]: HAProxy
 # (TEMPLATE.cfg.in, by default CONFIG's) serving the Lua service (alone or
 # attached) for REQUESTS requests, PARALLEL at a time; its answers in
@@ -356,6 +380,7 @@ env_path() {
 }
 
 host_nmap
+host_nmap_traced
 env_path
 host_haproxy
 host_haproxy_threads

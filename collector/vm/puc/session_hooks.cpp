@@ -522,7 +522,31 @@ __attribute__((section("lf_hook51_text"))) void lf_hook(lua_State* L, lua_Debug*
   own.running = 0;
 }
 #else
+#if LUA_VERSION_NUM == 503
+namespace {
+// A hook event on a thread whose status is LUA_YIELD: the host runs a
+// function on a suspended coroutine (nmap's nse_restore lua_pcall's
+// nse_main.lua's WAITING_TO_RUNNING on a script's yielded thread, each
+// time a socket operation completes). Lua 5.3's lua_getinfo then takes
+// L->ci for the function that yielded and swaps its `func` with its
+// `extra` (ldebug.c's swapextra), so it read a pointer made of the stack's
+// base plus an unrelated word: attached nmap with the banner script died
+// of SIGSEGV in trace mode. luaflame leaves such events alone (their time
+// stays with the frame the running thread is in, the host's C function
+// that ran the event loop); the program's own hook still gets them.
+[[gnu::noinline]] void hook_yielded(lua_State* L, lua_Debug* ar) noexcept {
+  Session* s = sessions::of(L);
+  if (!s) return lf_hook_after_stop(L, ar);
+  const HookChain::Chained c = s->chained_for(L);
+  if (c.hook && c.hook != lf_hook && (c.mask & event_mask(ar->event))) c.hook(L, ar);
+}
+}  // namespace
+#endif
+
 void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
+#if LUA_VERSION_NUM == 503
+  if (__builtin_expect(lua_status(L) == LUA_YIELD, 0)) return hook_yielded(L, ar);
+#endif
   const std::uintptr_t key = sessions::key_of(L);
   if (__builtin_expect(sessions::g_slots[0].key.load(std::memory_order_acquire) != key, 0))
     return hook_other_slot(L, ar, key);
