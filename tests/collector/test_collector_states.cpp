@@ -5,6 +5,7 @@
 // collector as luaflame attach's shim tells it: attach::host_resume). They
 // measure CPU shares, so each case runs alone (RUN_SERIAL).
 #include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <condition_variable>
@@ -252,4 +253,26 @@ TEST_CASE("states: a state that ran on a hundred live threads is sampled on the 
     });
   for (std::thread& t : pool) t.join();
   check_worked(lua);
+}
+
+// A thread the state moves to whose timers cannot be made (the process's
+// limit on pending signals, which each timer holds one of: set to none
+// here) is not sampled, and the run's summary says so rather than
+// showing fewer samples without a word.
+TEST_CASE("states: a thread whose timers cannot be made is not sampled, and the summary says so") {
+  Lua lua;
+  REQUIRE(lua.run("local lf = require 'luaflame'\n" + workload("w", 2) + kStartIdle) == "");
+  rlimit was{};
+  REQUIRE(getrlimit(RLIMIT_SIGPENDING, &was) == 0);
+  rlimit none = was;
+  none.rlim_cur = 0;
+  REQUIRE(setrlimit(RLIMIT_SIGPENDING, &none) == 0);
+  std::thread worker([&] { host_runs(lua.L); });
+  worker.join();
+  REQUIRE(setrlimit(RLIMIT_SIGPENDING, &was) == 0);
+  REQUIRE(lua.run("S = require('luaflame').stop() WHY = S.fast_paths_off or ''") == "");
+  const std::string why = lua.global("WHY");
+  CAPTURE(why);
+  CHECK(why.find("not sampled on 1 thread(s) the state moved to (timer_create") !=
+        std::string::npos);
 }

@@ -104,6 +104,11 @@ class Sampler {
   /// False when they could not be: sampling ends there. On the new
   /// thread, while the state runs no Lua (attach::host_resume).
   bool follow(clockid_t cpu_clock_id) noexcept;
+  /// Threads the state moved to whose timers could not be made (the
+  /// process's limit on timers, RLIMIT_SIGPENDING): not sampled there; the
+  /// first one's reason.
+  int unsampled_threads() const { return unsampled_; }
+  const char* unsampled_why() const { return unsampled_why_; }
   /// The handler runs on the thread that runs the state (sampler.cpp).
   bool on_its_thread() const noexcept {
     return pthread_equal(pthread_self(), lua_thread_.load(std::memory_order_relaxed)) != 0;
@@ -243,6 +248,8 @@ class Sampler {
   uint64_t next_due_ = 0;              ///< handler only (and follow, the signal blocked)
   int untaken_ = 0;                    ///< handler; reset by drain (critical section)
   volatile sig_atomic_t resting_ = 0;  ///< handler sets; rouse/follow clear (signal blocked)
+  int unsampled_ = 0;                  ///< follow only (the Lua thread)
+  char unsampled_why_[96] = "";
 
   // Fallback: a thread polling the clock, pthread_kill when a period passed.
   std::thread poller_;

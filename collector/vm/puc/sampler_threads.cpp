@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -253,15 +254,19 @@ bool Sampler::follow(clockid_t cpu_clock_id) noexcept {
   lua_thread_.store(pthread_self());
   const int i = claim_entry(cpu_clock_id);
   bool ok = i >= 0;
+  std::string err = ok ? "" : "more threads than its table holds";
   if (ok) {
     ThreadTimers& t = entry(i);
     seg_start_ = cpu_clock_ ? thread_clock(t) : 0;
     cur_.store(i, std::memory_order_relaxed);
-    std::string err;
     if (kind_ == SamplerKind::timer && !t.made) ok = make_timers(t, err);
     if (kind_ == SamplerKind::timer && ok && !t.armed) arm(t, true);
     resting_ = 0;
     untaken_ = 0;
+  }
+  if (!ok) {
+    // Said in the summary (Sampler::unsampled_threads): the first reason.
+    if (unsampled_++ == 0) std::snprintf(unsampled_why_, sizeof unsampled_why_, "%s", err.c_str());
   }
   unblock(old);
   return ok;

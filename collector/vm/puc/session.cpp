@@ -399,6 +399,11 @@ void Session::fill_summary(SamplerKind sampler_kind, Summary& sum) const {
   sum.hook_calls = acct.hook_calls + tracer.fast_events();
   sum.fast_paths = layout.on();
   sum.fast_paths_off = layout.why;
+  if (opt.sample && sampler.unsampled_threads() > 0) {
+    if (!sum.fast_paths_off.empty()) sum.fast_paths_off += "; ";
+    sum.fast_paths_off += "not sampled on " + std::to_string(sampler.unsampled_threads()) +
+                          " thread(s) the state moved to (" + sampler.unsampled_why() + ")";
+  }
   sum.samples_moved = acct.samples_moved;
   sum.samples_in_hooks = acct.samples_in_hooks;
   sum.profiler_shown = opt.show_profiler;
