@@ -387,12 +387,10 @@ void Session::fill_summary(SamplerKind sampler_kind, Summary& sum) const {
   // measurement would stand for 255 events: "5419 ms in hooks" for a 3.4 s
   // run), times the events. The time in hooks cannot exceed the thread's
   // CPU time: that bounds it when the clock is the CPU's.
-  if (opt.trace && tracer.hook_kept_n)
+  if (opt.trace && tracer.hook_mean() > 0)
     sum.hook_ns =
-        acct.hook_ns +
-        tracer.tclock.to_ns(static_cast<uint64_t>(static_cast<double>(tracer.hook_kept) /
-                                                  static_cast<double>(tracer.hook_kept_n) *
-                                                  static_cast<double>(tracer.trace_events)));
+        acct.hook_ns + tracer.tclock.to_ns(static_cast<uint64_t>(
+                           tracer.hook_mean() * static_cast<double>(tracer.trace_events)));
   else
     sum.hook_ns = acct.hook_ns;
   if (opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;

@@ -193,6 +193,7 @@ void Tracer::unwind(Shadow::Stack& st, const void* ci, int ev) {
 void Tracer::measure_hook(uint64_t t0) {
   const uint64_t d = tclock.now() - t0;
   hook_sampled += d;
+  if (hook_sampled_n == 0 || d < hook_least) hook_least = d;
   // For the report: a measurement the thread was preempted in (wall ticks)
   // is left out rather than clipped; no hook event takes 100 us of CPU.
   if (tclock.to_ns(d) < 100000) {

@@ -150,7 +150,15 @@ class Tracer {
 
   // ---- for the summary ----
   uint64_t hook_kept = 0,
-           hook_kept_n = 0;   ///< measurements without preemption (< 100 us), for the report
+           hook_kept_n = 0;  ///< measurements without preemption (< 100 us), for the report
+  uint64_t hook_least = 0;   ///< the least measurement (ticks), kept or not
+  /// The mean ticks of a slow event, for the report: of the measurements
+  /// kept, or the least of them when none was (a short run measures one or
+  /// two events, the first of which builds the tree: 0 is no answer).
+  double hook_mean() const {
+    if (hook_kept_n) return static_cast<double>(hook_kept) / static_cast<double>(hook_kept_n);
+    return static_cast<double>(hook_least);
+  }
   uint64_t trace_events = 0;  ///< call and return events traced
   uint64_t slow_events = 0;   ///< those of them taken by event() (the session counted its hook)
   /// Hook calls taken by trace_fast alone (it counts no hook call: the
