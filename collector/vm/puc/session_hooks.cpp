@@ -82,6 +82,26 @@ lua_State* target(lua_State* L) {
   return lua_type(L, 1) == LUA_TTHREAD ? lua_tothread(L, 1) : L;
 }
 
+// The thread T (target's answer) pushed as a key: L's own, or argument 1.
+void push_target(lua_State* L, lua_State* T) {
+  if (T == L)
+    lua_pushthread(L);
+  else
+    lua_pushvalue(L, 1);
+}
+
+// The table at the top, replaced by its value at T (nil when it is no table).
+void table_at_target(lua_State* L, lua_State* T) {
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    return;
+  }
+  push_target(L, T);
+  lua_rawget(L, -2);
+  lua_remove(L, -2);
+}
+
 // debug.sethook: the original, called in place (no call event of its own,
 // so the program's hook sees the events it would see without luaflame).
 int lf_sethook(lua_State* L) noexcept {
@@ -94,10 +114,7 @@ int lf_sethook(lua_State* L) noexcept {
   if (s && s->tracing()) {
     lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
     if (lua_istable(L, -1)) {
-      if (T == L)
-        lua_pushthread(L);
-      else
-        lua_pushvalue(L, 1);
+      push_target(L, T);
       if (lua_isfunction(L, fn))
         lua_pushvalue(L, fn);
       else
@@ -133,28 +150,11 @@ int lf_gethook(lua_State* L) noexcept {
     // The function set while tracing, else (the hook of before start)
     // 5.4's table of them (ldblib.c's HOOKKEY).
     lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
-    if (lua_istable(L, -1)) {
-      if (T == L)
-        lua_pushthread(L);
-      else
-        lua_pushvalue(L, 1);
-      lua_rawget(L, -2);
-      lua_remove(L, -2);
-    }
+    table_at_target(L, T);
     if (lua_isnil(L, -1)) {
       lua_pop(L, 1);
       lua_getfield(L, LUA_REGISTRYINDEX, "_HOOKKEY");
-      if (!lua_istable(L, -1)) {
-        lua_pop(L, 1);
-        lua_pushnil(L);
-      } else {
-        if (T == L)
-          lua_pushthread(L);
-        else
-          lua_pushvalue(L, 1);
-        lua_rawget(L, -2);
-        lua_remove(L, -2);
-      }
+      table_at_target(L, T);
     }
   }
   char mask[4];
