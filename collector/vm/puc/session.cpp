@@ -385,7 +385,9 @@ void Session::fill_summary(SamplerKind sampler_kind, Summary& sum) const {
   // Trace hooks: the mean of the measured events (1 in 256, wall ticks)
   // leaving out those the thread was preempted in (one preempted
   // measurement would stand for 255 events: "5419 ms in hooks" for a 3.4 s
-  // run), times the events. The time in hooks cannot exceed the thread's
+  // run), times the events; when every one was left out (a short run's
+  // first event builds the tree), the least of them (Tracer::hook_mean).
+  // The time in hooks cannot exceed the thread's
   // CPU time: that bounds it when the clock is the CPU's.
   if (opt.trace && tracer.hook_mean() > 0)
     sum.hook_ns =
