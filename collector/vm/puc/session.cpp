@@ -382,17 +382,15 @@ void Session::fill_summary(SamplerKind sampler_kind, Summary& sum) const {
                                           static_cast<double>(sum.clock_ns)
                                     : 0;
   }
-  // Trace hooks: the mean of the measured events (1 in 256, wall ticks)
-  // leaving out those the thread was preempted in (one preempted
+  // Trace hooks: the mean of the measured slow events (1 in 256, wall
+  // ticks) leaving out those the thread was preempted in (one preempted
   // measurement would stand for 255 events: "5419 ms in hooks" for a 3.4 s
-  // run), times the events; when every one was left out (a short run's
-  // first event builds the tree), the least of them (Tracer::hook_mean).
-  // The time in hooks cannot exceed the thread's
-  // CPU time: that bounds it when the clock is the CPU's.
+  // run), or the least of them when every one was (a short run's first
+  // event builds the tree), times the slow events, and the fast path's
+  // estimate times its own (Tracer::hook_ticks). The time in hooks cannot
+  // exceed the thread's CPU time: that bounds it when the clock is the CPU's.
   if (opt.trace && tracer.hook_mean() > 0)
-    sum.hook_ns =
-        acct.hook_ns + tracer.tclock.to_ns(static_cast<uint64_t>(
-                           tracer.hook_mean() * static_cast<double>(tracer.trace_events)));
+    sum.hook_ns = acct.hook_ns + tracer.tclock.to_ns(static_cast<uint64_t>(tracer.hook_ticks()));
   else
     sum.hook_ns = acct.hook_ns;
   if (opt.cpu_clock && sum.hook_ns > sum.clock_ns) sum.hook_ns = sum.clock_ns;

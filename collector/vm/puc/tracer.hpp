@@ -159,6 +159,15 @@ class Tracer {
     if (hook_kept_n) return static_cast<double>(hook_kept) / static_cast<double>(hook_kept_n);
     return static_cast<double>(hook_least);
   }
+  /// Ticks in trace events, for the report: each path's own mean times
+  /// its events (the fast path's events cost a fraction of the slow one's:
+  /// luacheck traced on 5.4, the slow mean over all 12 M events read 724 to
+  /// 778 ms of hooks in a 0.74-0.79 s run that takes 0.40 s untraced).
+  double hook_ticks() const {
+    const double fast = fast_sampled_n ? static_cast<double>(fast_est) : hook_mean();
+    return hook_mean() * static_cast<double>(slow_events) +
+           fast * static_cast<double>(fast_events());
+  }
   uint64_t trace_events = 0;  ///< call and return events traced
   uint64_t slow_events = 0;   ///< those of them taken by event() (the session counted its hook)
   /// Hook calls taken by trace_fast alone (it counts no hook call: the
