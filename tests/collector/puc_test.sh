@@ -48,6 +48,7 @@ case $v in
   5.3) vm_finalizer_check "finalize fin.lua:2;spin fin.lua:1" "$LF" ;;
   *) vm_finalizer_check "[gc] finalizer" "$LF" ;;
 esac
+if [ "$v" = 5.3 ]; then vm_gc_work_check "finalize gcfin.lua:2;spin gcfin.lua:1" "$LF"; else vm_gc_work_check "[gc] finalizer" "$LF"; fi
 if [ "$v" = 5.1 ]; then vm_program_hook_check "[hook] program hook" "$LF"; else vm_program_hook_check "my_hook hook.lua:1" "$LF"; fi
 
 # 3. Exact calls in trace mode: coroutines of both kinds, a tail call (its

@@ -99,8 +99,9 @@ vm_lines_check "$LF" run
 # 11. Two functions defined on one line are two frames (vm_test_lib.sh: vm_oneline_check).
 vm_oneline_check "$LF" run
 
-# 12. Finalizers and the program's own hook (vm_test_lib.sh: vm_finalizer_check, vm_program_hook_check).
+# 12. Finalizers and the program's own hook (vm_test_lib.sh: vm_finalizer_check, vm_gc_work_check, vm_program_hook_check).
 vm_finalizer_check "finalize fin.lua:2;spin fin.lua:1" "$LF" run
+vm_gc_work_check "finalize gcfin.lua:2;spin gcfin.lua:1" "$LF" run
 vm_program_hook_check "my_hook hook.lua:1" "$LF" run
 
 # 12. The main chunk's locals are live at stop (vm_test_lib.sh: vm_chunk_live_check).

@@ -242,6 +242,29 @@ vm_finalizer_check() {
   fi
 }
 
+# vm_gc_work_check FRAME COMMAND...: a collection marks a large live heap
+# (over 8 sample periods) before it runs its finalizers: under
+# collectgarbage, FRAME (as for vm_finalizer_check) holds 60% or more of
+# the samples (natively and under ASan 88-94%) and collectgarbage's own
+# work at least 3% (5-13%). Before, the timers rested after 8 signals found
+# the hook not taken, and the last kept position took every period after:
+# all of them went to collectgarbage itself (CI's sanitize job on 5.3, with
+# fin.lua: 538 of 919 samples).
+vm_gc_work_check() {
+  local fin=$1 under self all
+  shift
+  cp "$DATA/foreign/gcfin.lua" "$work/gcfin.lua"
+  (cd "$work" && "$@" -q --mode sample --hz 999 -o gcfin.folded gcfin.lua 2> gcfin.err) ||
+    { fail "gc work: run failed: $(head -c 400 "$work/gcfin.err")"; return; }
+  read -r under self all < <(awk -v want="$fin" '{ p = $0; sub(/ [0-9]+$/, "", p) }
+    { i = index(p, "[C] collectgarbage") } i { rest = substr(p, i + 18); all += $NF }
+    i && rest == "" { self += $NF }
+    i && index(rest, ";" want) == 1 { under += $NF }
+    END { print under + 0, self + 0, all + 0 }' "$work/gcfin.folded")
+  awk -v u="$under" -v s="$self" -v a="$all" 'BEGIN { exit !(a >= 200 && u >= 0.6 * a && s >= 0.03 * a) }' ||
+    fail "gc work: under collectgarbage <$fin> $under, its own $self, of $all samples (want >= 60% and >= 3%): $(head -c 600 "$work/gcfin.folded")"
+}
+
 # vm_program_hook_check FRAME COMMAND...: a count hook of the program's doing
 # most of the work (as luacov's or a debugger's): FRAME holds half the
 # samples or more in sample and both mode, within 10 points of each other

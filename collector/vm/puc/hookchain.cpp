@@ -90,12 +90,15 @@ void HookChain::arm() {
   // lazily, on the thread's own events only, so that code runs at full speed.
   const bool lazy = L && foreign::in_foreign(L, layout_);
   if (armed_) {
-    // Still ours: the sample is pending, unless it was armed lazily and the
-    // thread has left the foreign code since (armed again, for its next
-    // instruction). Replaced (the program called debug.sethook meanwhile):
-    // its hook stays, and we arm again.
+    // Still ours: the sample is pending, unless the thread has since
+    // entered foreign code or left it: armed again, lazily (a one-shot
+    // armed outside, say in collectgarbage before its finalizers, made
+    // every finalizer instruction pay luaG_traceexec: 2x the run time of
+    // a collection whose marking came first) or for its next instruction.
+    // Replaced (the program called debug.sethook meanwhile): its hook
+    // stays, and we arm again.
     if (!armed_L_ || lua_gethook(armed_L_) == lf_hook) {
-      if (!armed_lazy_ || lazy || armed_L_ != L) return;
+      if (armed_L_ != L || bool(armed_lazy_) == lazy) return;
       disarm();
     } else {
       armed_ = 0;

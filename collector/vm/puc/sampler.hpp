@@ -23,10 +23,12 @@
 //     update is lost. follow() also writes `base_`, `seg_start_`, `cur_`
 //     and `lua_thread_`, the signal blocked on the new thread; a late
 //     signal on the old thread reads only `lua_thread_` and its own entry.
-//   - `pos_[]`/`npos_`: the slot first (for a foreign position, the frames
-//     foreign::copy_foreign copies: loads only, see foreign.hpp), then the
-//     count, a signal fence
-//     between; the hook copies and resets them inside a critical section
+//   - `pos_[]`/`npos_`, `seen_`, `pick_rng_`: the slot first (for a foreign
+//     position, the frames foreign::copy_foreign copies: loads only, see
+//     foreign.hpp), then the count, a signal fence between; once the
+//     buffer is full a signal may rewrite a published slot in place
+//     (slot_for: a uniform pick among the signals since the last drain),
+//     which no reader sees half-written: the hook copies and resets them inside a critical section
 //     (HookChain::begin_critical), during which the handler only counts
 //     (`owed`) and defers its arm (HookChain::defer), so it never sees a
 //     half-reset buffer and never writes one that is being read.
@@ -79,7 +81,8 @@ class Sampler {
   /// Where the thread was when a signal fell, and the periods it stands for.
   struct Pos {
     lua_State* L;
-    const void* ci;  ///< L's running CallInfo then (luaint::state_ci), not dereferenced there
+    const void* ci;  ///< L's running CallInfo then (luaint::state_ci), not dereferenced there;
+                     ///< null: the hook's stack (5.1, no walk)
     uint32_t weight;
     /// The thread was in luaflame's own hook (Sampling::on_signal).
     bool in_hook;
@@ -141,8 +144,8 @@ class Sampler {
     unblock(old);
   }
   /// The hook's side, before drain: when the handler let the timers rest
-  /// (kRestAfter signals in a row found the armed hook not yet taken: the
-  /// state runs no Lua on this thread, or one C function all along), the
+  /// (kRestAfter signals in a row found the armed hook not yet taken and
+  /// the state running nothing on this thread: settle), the
   /// periods since are counted now, charged with the others to the
   /// recorded positions, and the timers go on again. Lua thread.
   void rouse() noexcept;
@@ -155,6 +158,11 @@ class Sampler {
   /// Periods of the clock due now, 0 when none (timer mode: reads the
   /// clock, paces the timers); the fallback thread counted them already.
   uint64_t due();
+  /// After due(): whether the state was running code (`running`: a call in
+  /// progress on its running thread) or not (idle, or not known). The
+  /// timers rest after kRestAfter signals in a row found it idle with the
+  /// armed hook not yet taken; running code is sampled at every period.
+  void settle(bool running) noexcept;
   void note_position(lua_State* L, const void* ci, uint64_t weight, bool in_hook);
   /// A position in foreign code: the anchor and the frames above it copied
   /// (foreign::copy_foreign), or nothing recorded when no anchor was found.
@@ -163,6 +171,13 @@ class Sampler {
   // ---- the hook's side, inside a critical section ----
   /// Owed periods (reset) and the recorded positions (copied, reset).
   uint64_t drain(Pos (&out)[kMaxPos], int& n);
+  /// Periods per position: each its own weight, plus a share of the owed
+  /// periods no kept position stands for (signals a full buffer let go, or
+  /// deferred by a critical section) in proportion to its weight, so that
+  /// they land where the kept positions say the thread spent its time, not
+  /// all at the last one; the last position takes what rounding leaves.
+  /// None kept: 0 entries (the hook's stack takes `owed`). Pure.
+  static void share(const Pos* pos, int n, uint64_t owed, uint64_t* out);
   bool owes() const { return owed_.load(std::memory_order_relaxed) != 0; }
 
  private:
@@ -189,9 +204,10 @@ class Sampler {
   static constexpr int kBlock = 64;
   static constexpr int kThreads =
       64 * kBlock;  ///< threads a state may run on (more: not sampled there)
-  /// Signals in a row with the armed hook not taken before the timers rest:
-  /// a state that runs no Lua (a host's idle state on a thread busy with
-  /// another) costs this many signals, not one per period.
+  /// Signals in a row with the armed hook not taken and the state idle
+  /// before the timers rest (settle): a state that runs nothing (a host's
+  /// idle state on a thread busy with another) costs this many signals,
+  /// not one per period.
   static constexpr int kRestAfter = 8;
 
   /// Entry i, published (i < nth_): async-signal-safe, loads only.
@@ -234,6 +250,16 @@ class Sampler {
   std::atomic<uint64_t> owed_{0};  ///< periods elapsed not yet sampled
   Pos pos_[kMaxPos] = {};
   volatile sig_atomic_t npos_ = 0;
+  /// Positions offered since the last drain, and the handler's generator
+  /// for slot_for's pick (both reset or advanced by the handler only, and
+  /// by drain inside a critical section).
+  uint32_t seen_ = 0;
+  uint64_t pick_rng_ = 0x9E3779B97F4A7C15ULL;
+  /// The slot a new position goes to: the next free one, or once the
+  /// buffer is full a uniformly picked slot with probability
+  /// kMaxPos/seen (reservoir sampling: every signal since the last drain
+  /// equally likely kept), else -1. Handler only.
+  int slot_for() noexcept;
 
   // The threads (entry 0: where start ran) and the one that runs the state
   // now. In CPU mode the CPU-clock timer only fires at scheduler ticks (250

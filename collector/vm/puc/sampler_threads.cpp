@@ -216,11 +216,22 @@ uint64_t Sampler::due() {
   const uint64_t k = 1 + (now - next_due_) / period_;
   next_due_ += k * period_;
   owed_.fetch_add(k, std::memory_order_relaxed);
-  if (++untaken_ >= kRestAfter && !resting_) {
+  return k;
+}
+
+// Resting is for a state that runs nothing on this thread: a signal that
+// found it running code (a C function, or Lua with hooks off) starts the
+// count again. A collection marking a large heap for 30 ms before its
+// finalizers ran made the timers rest after 8 periods of the mark, so that
+// every finalizer's period was charged to collectgarbage itself.
+void Sampler::settle(bool running) noexcept {
+  if (kind_ != SamplerKind::timer) return;
+  if (running) {
+    untaken_ = 0;
+  } else if (++untaken_ >= kRestAfter && !resting_) {
     quiet_here();
     resting_ = 1;
   }
-  return k;
 }
 
 void Sampler::rouse() noexcept {

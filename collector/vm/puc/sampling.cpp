@@ -55,24 +55,27 @@ void Sampling::take(lua_State* L) {
   uint64_t w = sampler_.drain(pos, n);
   hooks_.end_critical();
   if (!w) return;
-  // Each recorded position its periods, the rest (signals deferred by a
-  // critical section, a full buffer, the polling thread's coalesced
-  // signals) to the last one; none recorded (no layout, or deferred): the
-  // hook's stack.
+  // Each recorded position its periods and its share of the rest
+  // (Sampler::share); none recorded (no layout, or deferred): the hook's
+  // stack takes them all.
+  uint64_t ks[Sampler::kMaxPos];
+  Sampler::share(pos, n, w, ks);
   for (int i = 0; i < n || (i == 0 && n == 0); ++i) {
-    uint64_t k = w;
-    if (n > 0 && i + 1 < n) k = pos[i].weight < w - 1 ? pos[i].weight : w - 1;
+    const uint64_t k = n == 0 ? w : ks[i];
     if (k == 0) continue;
-    w -= k;
     acct_.samples += k;
+    // No CallInfo recorded (5.1, or a slot a failed foreign copy
+    // overwrote): the hook's stack.
+    const bool own = n == 0 || (!pos[i].foreign && !pos[i].ci);
     if (n > 0 && pos[i].in_hook && hook_frame) {
       // luaflame's own time: the profiler's cost, not the program's.
       acct_.samples_in_hooks += k;
       if (!show_profiler) continue;
-      tree_.add(tree_.child(program_node(L, &pos[i], k), hook_frame), col_samples_, k);
+      tree_.add(tree_.child(program_node(L, own ? nullptr : &pos[i], k), hook_frame), col_samples_,
+                k);
       continue;
     }
-    const uint32_t node = n == 0           ? program_node(L, nullptr, k)
+    const uint32_t node = own              ? program_node(L, nullptr, k)
                           : pos[i].foreign ? foreign_node(L, pos[i], k)
                                            : program_node(L, &pos[i], k);
     tree_.add(node, col_samples_, k);

@@ -83,20 +83,31 @@ class Sampling {
     const uint64_t k = sampler.due();
     if (!k) return;
     if (hooks.in_critical()) {
+      sampler.settle(false);
       hooks.defer();
       return;
     }
     // Where the running thread is, for the hook to charge the sample from
     // there (no layout: the hook's own stack). Lua 5.1 has no walk of ours
-    // but tells foreign code (foreign::t_own_hook).
+    // but tells foreign code (foreign::t_own_hook). Running: a finalizer or
+    // a program hook, or a call in progress (not the base CallInfo).
     const bool walk = layout.state_ci_ok && ci_walk_ok;
+    bool running = false;
     if (walk || luaint::kRelease == 0)
       if (lua_State* L = coroutines.current().load(std::memory_order_relaxed)) {
-        if (foreign::in_foreign(L, layout))
+        if (foreign::in_foreign(L, layout)) {
           sampler.note_foreign(L, k, layout);
-        else if (walk)
-          sampler.note_position(L, luaint::state_ci(L), k, in_own_hook(L, hooks, layout));
+          running = true;
+        } else {
+          // No walk (5.1): a position with no CallInfo, the hook's stack
+          // when it runs, so that the periods here are not shared out to
+          // the foreign positions of the same wait.
+          sampler.note_position(L, walk ? luaint::state_ci(L) : nullptr, k,
+                                in_own_hook(L, hooks, layout));
+          running = luaint::state_running(L, layout);
+        }
       }
+    sampler.settle(running);
     hooks.arm();
   }
 
