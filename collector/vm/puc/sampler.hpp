@@ -37,8 +37,9 @@
 //     SIGINT handler relies on); the handler calls it only outside
 //     critical sections (HookChain::arm).
 // The handler reads the running thread (`Coroutines::current`, atomic) and
-// its CallInfo pointer (luaint::state_ci: one aligned pointer load, never
-// dereferenced there) and calls only clock_gettime, timer_settime (both
+// its CallInfo pointer (luaint::state_ci: one aligned pointer load, which
+// the Sampler never dereferences; what Sampling reads through it:
+// sampling.hpp) and calls only clock_gettime, timer_settime (both
 // async-signal-safe) and lua_sethook. errno is saved and restored.
 #pragma once
 

@@ -13,7 +13,10 @@
 //     the coroutine tracking only inside critical sections), the layout
 //     flags (written at start, before the handler is installed), the
 //     thread's running CallInfo (luaint::state_ci: one aligned pointer
-//     load, never dereferenced here), HookChain::in_critical(), and outside
+//     load) and whether a call is in progress there (luaint::
+//     state_running: that CallInfo's `previous`, from a CallInfo in use,
+//     which no GC frees; on 5.1 L->ci against L->base_ci, compared only),
+//     HookChain::in_critical(), and outside
 //     a critical section the thread's allowhook byte (luaint::allowhook:
 //     one load; Lua writes it around every hook call, a stale value only
 //     mis-tags this one sample) and HookChain::forwards() (the program's
