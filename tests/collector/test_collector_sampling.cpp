@@ -217,11 +217,14 @@ TEST_CASE("sample: self shares within 5 points of trace mode (calls, C calling b
     const std::string name = c.name;
     CAPTURE(name);
     // Trace time is the TSC's wall time: on a loaded machine a descheduled
-    // thread charges its wait to the frame on top. Up to three pairs, the
+    // thread charges its wait to the frame on top. Up to five pairs, the
     // first where every leaf agrees counts (the sampled CPU clock is steady).
+    // Three were not enough in CI beside the idle-priority jobs (tidy, the
+    // arm64 emulation): lpeg.match read 48.5 sampled, 40.7 traced on the
+    // third, while it passed 3 of 3 runs alone and in the CI run before.
     double worst = 100;
     std::string last;
-    for (int attempt = 0; attempt < 3 && worst > 5; ++attempt) {
+    for (int attempt = 0; attempt < 5 && worst > 5; ++attempt) {
       Folded sampled = profile_of(c.code, "sample"), traced = profile_of(c.code, "trace");
       CHECK(total(sampled) > 100);
       worst = 0;
