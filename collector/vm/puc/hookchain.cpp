@@ -5,6 +5,7 @@
 // session_hooks.cpp.
 #include "vm/puc/hookchain.hpp"
 
+#include "core/xorshift.hpp"
 #include "vm/puc/foreign.hpp"
 
 namespace lfc {
@@ -164,10 +165,7 @@ bool HookChain::move_on(lua_State* L) {
   if (!armed_ || armed_L_ != L || moved_on_ || armed_keep_count_ || armed_lazy_ ||
       (armed_mask_ & (LUA_MASKCOUNT | LUA_MASKLINE)))
     return false;
-  move_rng_ ^= move_rng_ << 13;
-  move_rng_ ^= move_rng_ >> 17;
-  move_rng_ ^= move_rng_ << 5;
-  const int count = 1 + static_cast<int>(move_rng_ % kMoveOn);
+  const int count = 1 + static_cast<int>(xorshift32(move_rng_) % kMoveOn);
   lua_sethook(L, lf_hook, armed_mask_ | LUA_MASKCOUNT | LUA_MASKRET, count);
   moved_on_ = 1;
   return true;

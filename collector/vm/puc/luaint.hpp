@@ -143,15 +143,6 @@ inline const void* state_ci(const lua_State* L) {
   return ci;
 }
 
-/// A call in progress on L: its running CallInfo is not the base one
-/// (5.2-5.4: the one whose `previous` is null; 5.1: base_ci, the array's
-/// first). False when the layout that says so was not verified at start
-/// (struct Layout: state_ci_ok and ci_prev_ok, 5.1 tail51_ok). Loads from
-/// L and from a CallInfo that stays allocated (as state_ci says):
-/// handler-safe.
-struct Layout;
-bool state_running(const lua_State* L, const Layout& layout);
-
 /// lua_State.hookcount (the instructions left before the count hook fires)
 /// at byte offset `off`, found by probe(). lua_sethook resets it to the
 /// base count; the collector puts it back after arming so that a program's
@@ -403,6 +394,12 @@ struct Layout {
   bool mem_error = false;  ///< the probe's own Lua calls ran out of memory (start fails)
 };
 
+/// A call in progress on L: its running CallInfo is not the base one
+/// (5.2-5.4: the one whose `previous` is null; 5.1: base_ci, the array's
+/// first). False when the layout that says so was not verified at start
+/// (struct Layout: state_ci_ok and ci_prev_ok, 5.1 tail51_ok). Loads from
+/// L and from a CallInfo that stays allocated (as state_ci says):
+/// handler-safe.
 inline bool state_running(const lua_State* L, const Layout& layout) {
   if constexpr (kRelease == 0)
     return layout.tail51_ok && at<const char*>(L, kState51Ci) != at<const char*>(L, kState51BaseCi);

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/xorshift.hpp"
+
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
 #endif
@@ -171,11 +173,8 @@ int Sampler::slot_for() noexcept {
   const sig_atomic_t n = npos_;
   ++seen_;
   if (n < kMaxPos) return n;
-  pick_rng_ ^= pick_rng_ << 13;
-  pick_rng_ ^= pick_rng_ >> 7;
-  pick_rng_ ^= pick_rng_ << 17;
-  const uint64_t j = pick_rng_ % seen_;
-  return j < static_cast<uint64_t>(kMaxPos) ? static_cast<int>(j) : -1;
+  const uint32_t j = xorshift32(pick_rng_) % seen_;
+  return j < static_cast<uint32_t>(kMaxPos) ? static_cast<int>(j) : -1;
 }
 
 void Sampler::note_position(lua_State* L, const void* ci, uint64_t weight, bool in_hook) {

@@ -28,8 +28,8 @@
 //     foreign.hpp), then the count, a signal fence between; once the
 //     buffer is full a signal may rewrite a published slot in place
 //     (slot_for: a uniform pick among the signals since the last drain),
-//     which no reader sees half-written: the hook copies and resets them inside a critical section
-//     (HookChain::begin_critical), during which the handler only counts
+//     which no reader sees half-written: the hook copies and resets them
+//     inside a critical section (HookChain::begin_critical), during which the handler only counts
 //     (`owed`) and defers its arm (HookChain::defer), so it never sees a
 //     half-reset buffer and never writes one that is being read.
 //   - the hook itself: lua_sethook is async-signal-safe by Lua's design
@@ -255,7 +255,7 @@ class Sampler {
   /// for slot_for's pick (both reset or advanced by the handler only, and
   /// by drain inside a critical section).
   uint32_t seen_ = 0;
-  uint64_t pick_rng_ = 0x9E3779B97F4A7C15ULL;
+  uint32_t pick_rng_ = 0x9e3779b9u;  ///< xorshift32 state (core/xorshift.hpp)
   /// The slot a new position goes to: the next free one, or once the
   /// buffer is full a uniformly picked slot with probability
   /// kMaxPos/seen (reservoir sampling: every signal since the last drain
