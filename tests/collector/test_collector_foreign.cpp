@@ -266,8 +266,9 @@ TEST_CASE("signals: a program's own SIGPROF and setitimer work the same under lu
   // 0.5 s of CPU time at 100 Hz: 50 (49-50 natively). A timer broken by
   // luaflame gives 0; luaflame's ticks in its handler, 500. Under qemu-user
   // at idle priority on a loaded machine (CI's arm64 job) 34 came once: a
-  // standard signal is lost while the last one waits for qemu to deliver it.
-  CHECK(ticks >= 25);
+  // standard signal is lost while the last one waits for qemu to deliver it,
+  // and 24 in another run.
+  CHECK(ticks >= 10);
   CHECK(ticks <= 70);
   CHECK(lua.global("F").find("spin") != std::string::npos);
 }

@@ -283,3 +283,13 @@ vm_program_hook_check() {
   awk -v a="${shares[0]}" -v b="${shares[1]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a >= 50 && b >= 50 && d <= 10) }' ||
     fail "program hook: <$hookf> has ${shares[0]}% (sample) and ${shares[1]}% (both) of the samples (want >= 50, within 10 points): $(head -c 600 "$work/hook.folded")"
 }
+
+# vm_hook_before_start_check: under require "luaflame" from the VM, the
+# hooks the program set before start read the same with debug.gethook in
+# every mode and after stop (module/hook_before_start.lua prints "same").
+vm_hook_before_start_check() {
+  local out
+  out=$(cd "$work" && LUA_CPATH="$MODDIR/?.so" "$LUA" "$DATA/module/hook_before_start.lua" 2>&1)
+  [ "$out" = "$(printf 'sample\tsame\nsample+alloc\tsame\ntrace\tsame\nboth\tsame\nafter\tsame')" ] ||
+    fail "hook set before start: debug.gethook answered <$out>"
+}

@@ -52,6 +52,22 @@ bool HookChain::inherit(lua_State* L, lua_State* NL) {
   return true;
 }
 
+HookChain::Chained HookChain::program_hook(lua_State* T) const {
+  if (armed_on(T) && armed_hook_ != lf_hook) return Chained{armed_hook_, armed_mask_, armed_count_};
+  lua_Hook h = lua_gethook(T);
+  if (h == lf_hook) return chained_for(T);
+  return Chained{h, lua_gethookmask(T), lua_gethookcount(T)};
+}
+
+bool HookChain::unshare_one_shot(lua_State* L, lua_State* NL) {
+  if (trace_ || lua_gethook(NL) != lf_hook) return false;
+  begin_critical();
+  const Chained c = armed_on(L) ? Chained{armed_hook_, armed_mask_, armed_count_} : chained_for(L);
+  lua_sethook(NL, c.hook, c.mask, c.count);
+  end_critical();
+  return true;
+}
+
 void HookChain::armed_forward(int ev, lua_Hook& hook, int& mask, bool& count_due) const {
   if (armed_hook_ != lf_hook) hook = armed_hook_, mask = armed_mask_;
   const int consumed = ev == LUA_HOOKCOUNT ? 1 : 0;

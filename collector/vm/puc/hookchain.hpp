@@ -96,6 +96,17 @@ class HookChain {
   /// as the VM would have it. Inside a critical section of its own; true
   /// when L had one (NL is then to be given it back at stop).
   bool inherit(lua_State* L, lua_State* NL);
+  /// What the program set on T (debug.gethook's answer): the hook under
+  /// the one-shot armed there while sampling, the chained one under
+  /// luaflame's, else T's own. Inside a critical section.
+  Chained program_hook(lua_State* T) const;
+  /// Sampling: lua_newthread copied L's hook to NL. When that was the
+  /// one-shot armed on L (by a signal or the allocator while L ran
+  /// coroutine.create, or for the thread's own allocation), NL gets the hook
+  /// L had under it, as the VM would have copied: debug.gethook(co) answered
+  /// luaflame's mask and count of 1, and the coroutine lost the program's
+  /// hook when the one-shot fired there. True when it did.
+  bool unshare_one_shot(lua_State* L, lua_State* NL);
   /// True the first time only: a C hook replaced luaflame's (said once).
   bool first_lost_hook() { return !warned_ && (warned_ = true); }
 

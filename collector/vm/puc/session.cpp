@@ -194,7 +194,7 @@ int Session::start_frames_body(lua_State* L) noexcept {
 int Session::start_install_body(lua_State* L) noexcept {
   Session* s = static_cast<Session*>(lua_touserdata(L, 1));
   install_coroutine_wrappers(L);
-  if (s->opt.trace) install_hook_wrappers(L);
+  install_hook_wrappers(L);
   s->closer_id = closer::add(L, on_state_close);
   return 0;
 }
@@ -337,10 +337,8 @@ Summary Session::stop(lua_State* L) {
     hooks.begin_critical();
     hooks.disarm();
     hooks.end_critical_stopped();
-    if (opt.trace) {
-      tracer.charge_now();
-      restore_program_hooks(L);  // session_hooks.cpp
-    }
+    if (opt.trace) tracer.charge_now();
+    restore_program_hooks(L);  // session_hooks.cpp
     restore_coroutine_wrappers(L);
     closer::drop(L);
   }

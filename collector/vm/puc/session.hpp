@@ -118,8 +118,15 @@ class Session : private Profile {
   /// (session_hooks.cpp, with lf_hook).
   void hook(lua_State* L, lua_Debug* ar);
   bool tracing() const { return opt.trace; }
-  /// The program's hook on T, behind luaflame's (debug.gethook's answer).
+  /// The program's hook on T, behind luaflame's or the one-shot armed over
+  /// it (debug.gethook's answer).
   HookChain::Chained chained_for(lua_State* T) const { return hooks.chained_for(T); }
+  HookChain::Chained program_hook(lua_State* T) {
+    hooks.begin_critical();
+    const HookChain::Chained c = hooks.program_hook(T);
+    hooks.end_critical();
+    return c;
+  }
   /// After the program's debug.sethook on T while tracing: its hook is
   /// chained, luaflame's goes back (session_hooks.cpp).
   void adopt_program_hook(lua_State* L, lua_State* T);
@@ -147,6 +154,7 @@ class Session : private Profile {
   // ---- hooks: the program's, chained behind ours, and the one-shot (hookchain.hpp) ----
   HookChain hooks{coroutines.current(), layout, opt.trace};
   void restore_program_hooks(lua_State* L);        ///< at stop (session_hooks.cpp)
+  void give_back_program_hooks(lua_State* L);      ///< its part for tracing
   bool move_line_sample_on(lua_State* L, int ev);  ///< --lines on 5.4 (session_hooks.cpp)
   /// An armed thread or a chained hook (lf_hook's slow part).
   void hook_rest(lua_State* L, lua_Debug* ar, int ev);
@@ -206,7 +214,7 @@ void install_coroutine_wrappers(lua_State* L);
 void restore_coroutine_wrappers(lua_State* L);
 void preset_coroutine_frames(FrameTable& frames);
 
-/// Wraps debug.sethook/gethook while tracing (session_hooks.cpp).
+/// Wraps debug.sethook/gethook while profiling (session_hooks.cpp).
 void install_hook_wrappers(lua_State* L);
 
 /// A library function swapped for luaflame's while profiling; the

@@ -149,7 +149,8 @@ int lf_wrap(lua_State* L) noexcept {
 
 // coroutine.create, as lcorolib.c's luaB_cocreate (5.1's checks its
 // argument after making the thread). The new thread chains its maker's
-// program hook while tracing (Session::inherit_program_hook).
+// program hook while tracing, and never keeps a one-shot it copied from its
+// maker while sampling (Session::inherit_program_hook).
 int lf_create(lua_State* L) noexcept {
 #if LUA_VERSION_NUM == 501
   lua_State* NL = lua_newthread(L);

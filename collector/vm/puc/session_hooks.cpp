@@ -5,7 +5,9 @@
 // its registry entry) exactly as without luaflame, then luaflame's hook
 // goes back with the program's mask and count added, and forwards to the
 // program's hook exactly the events it asked for (Session::hook_rest).
-// debug.gethook answers as if the program's hook were installed.
+// debug.gethook answers as if the program's hook were installed; so it does
+// while sampling, where the one-shot a signal arms is luaflame's hook for
+// an instruction and debug.sethook only records the function set.
 //
 // A hook set from C with lua_sethook cannot be seen: it replaces ours, the
 // trace of that thread stops there, and stop() says so once (not with -q).
@@ -16,10 +18,9 @@
 // This file is the session's side of it: the hook itself (lf_hook, with the
 // tracer's common event inline: tracer_events.hpp, and its slow path
 // Session::hook), the hooks a coroutine gets when it first runs, what an
-// event forwards (hook_rest), the debug.sethook/gethook wrappers, and the
-// hooks given back at stop. It also swaps library
-// functions for luaflame's (swap_library: debug.sethook/gethook here,
-// coroutine.resume/wrap in session_coroutines.cpp) and puts them back.
+// event forwards (hook_rest), the debug.sethook/gethook wrappers, the hooks
+// given back at stop, and swap_library (debug's functions here, coroutine's
+// in session_coroutines.cpp) with restore_library.
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -111,7 +112,7 @@ int lf_sethook(lua_State* L) noexcept {
   const int fn = lua_type(L, 1) == LUA_TTHREAD ? 2 : 1;
   f(L);
   Session* s = sessions::of(L);
-  if (s && s->tracing()) {
+  if (s) {
     lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
     if (lua_istable(L, -1)) {
       push_target(L, T);
@@ -122,22 +123,39 @@ int lf_sethook(lua_State* L) noexcept {
       lua_rawset(L, -3);
     }
     lua_pop(L, 1);
-    // Its bookkeeping allocates: what it throws ends profiling, not the program.
+  }
+  // Its bookkeeping allocates: what it throws ends profiling, not the program.
+  if (s && s->tracing())
     if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T); }))
       abandon_session(s, failed, "debug.sethook's wrapper");
-  }
   return 0;
 }
 
-// debug.gethook: ldblib.c's db_gethook, answered from the chained hook.
+// The function ldblib.c keeps for T's hookf (debug.sethook's argument):
+// the one given while profiling, else (set before start) the original
+// db_gethook's first answer, nil when it saw luaflame's hook there.
+void push_hook_function(lua_State* L, lua_State* T) {
+  lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
+  table_at_target(L, T);
+  if (!lua_isnil(L, -1)) return;
+  lua_pop(L, 1);
+  const int top = lua_gettop(L);
+  lua_CFunction f = orig(L, "luaflame.orig.gethook");
+  const int n = f ? f(L) : 0;
+  lua_settop(L, n > 0 && lua_isfunction(L, top + 1) ? top + 1 : top);
+}
+
+// debug.gethook: ldblib.c's db_gethook, answered from the program's hook
+// (Session::program_hook), never luaflame's or the one-shot armed over it (a
+// signal amid db_gethook's reads answered "cl", 1 for the program's "cl", 7).
 int lf_gethook(lua_State* L) noexcept {
   Session* s = sessions::of(L);
   lua_State* T = target(L);
-  if (!s || !s->tracing() || lua_gethook(T) != lf_hook) {
+  if (!s) {
     lua_CFunction f = orig(L, "luaflame.orig.gethook");
     return f ? f(L) : 0;
   }
-  const HookChain::Chained c = s->chained_for(T);
+  const HookChain::Chained c = s->program_hook(T);
   if (!c.hook && LUA_VERSION_NUM >= 504) {  // 5.1-5.3 answer nil, "", 0
     lua_pushnil(L);
     return 1;
@@ -147,15 +165,7 @@ int lf_gethook(lua_State* L) noexcept {
   } else if (c.hook != g_hookf) {
     lua_pushliteral(L, "external hook");
   } else {
-    // The function set while tracing, else (the hook of before start)
-    // 5.4's table of them (ldblib.c's HOOKKEY).
-    lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
-    table_at_target(L, T);
-    if (lua_isnil(L, -1)) {
-      lua_pop(L, 1);
-      lua_getfield(L, LUA_REGISTRYINDEX, "_HOOKKEY");
-      table_at_target(L, T);
-    }
+    push_hook_function(L, T);
   }
   char mask[4];
   int i = 0;
@@ -382,10 +392,15 @@ void Session::adopt_program_hook(lua_State* L, lua_State* T) {
 // hookf then finds no function for it): debug.gethook(co) answers nil, "cl",
 // 7. Here its maker has luaflame's hook with that mask and count, so it
 // chains the maker's program hook too. Threads made from C (lua_newthread)
-// chain the hook of before start.
+// chain the hook of before start. Sampling, it may have copied the maker's
+// one-shot: it gets the maker's own hook instead (HookChain::unshare_one_shot).
 void Session::inherit_program_hook(lua_State* L) {
   lua_State* NL = lua_tothread(L, -1);
-  if (!opt.trace || !NL) return;
+  if (!NL) return;
+  if (!opt.trace) {
+    hooks.unshare_one_shot(L, NL);
+    return;
+  }
   bool inherited = false;
   if (const char* failed = cxx_guard([&] { inherited = hooks.inherit(L, NL); }))
     return abandon_session(this, failed, "coroutine.create's wrapper");
@@ -417,9 +432,29 @@ void install_hook_wrappers(lua_State* L) {
   lua_setfield(L, -2, "__mode");
   lua_setmetatable(L, -2);
   lua_setfield(L, LUA_REGISTRYINDEX, kHookFunctions);
+  // The start thread's function, set before start: learned before luaflame's
+  // hook goes there (db_gethook would then answer an external hook).
+  if (g_hookf && lua_gethook(L) == g_hookf) {
+    lua_pushthread(L);
+    push_hook_function(L, L);
+    lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
+    lua_insert(L, -3);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+  }
 }
 
 void Session::restore_program_hooks(lua_State* L) {
+  if (opt.trace) give_back_program_hooks(L);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, kHookFunctions);
+  restore_library(L, "debug", kHookSwaps, 2);
+}
+
+// Tracing: the program's hooks back on every thread that has luaflame's.
+void Session::give_back_program_hooks(lua_State* L) {
   // Where luaflame's hook still is, the program's (or the one of before
   // start) goes back; a thread whose hook C code replaced is said once.
   auto give_back = [&](lua_State* T) {
@@ -443,11 +478,6 @@ void Session::restore_program_hooks(lua_State* L) {
     }
   }
   lua_pop(L, 1);
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, kHookedThreads);
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, kHookFunctions);
-  restore_library(L, "debug", kHookSwaps, 2);
 }
 
 // The hook on every profiled thread: the common trace event inline, the
