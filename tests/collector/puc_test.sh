@@ -51,6 +51,7 @@ esac
 if [ "$v" = 5.3 ]; then vm_gc_work_check "finalize gcfin.lua:2;spin gcfin.lua:1" "$LF"; else vm_gc_work_check "[gc] finalizer" "$LF"; fi
 if [ "$v" = 5.1 ]; then vm_program_hook_check "[hook] program hook" "$LF"; else vm_program_hook_check "my_hook hook.lua:1" "$LF"; fi
 vm_hook_before_start_check
+vm_sethook_again_check "$LF"
 
 # 3. Exact calls in trace mode: coroutines of both kinds, a tail call (its
 # callee replaces the caller's frame, as on 5.4), pcall.

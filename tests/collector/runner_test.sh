@@ -104,6 +104,7 @@ vm_finalizer_check "finalize fin.lua:2;spin fin.lua:1" "$LF" run
 vm_gc_work_check "finalize gcfin.lua:2;spin gcfin.lua:1" "$LF" run
 vm_program_hook_check "my_hook hook.lua:1" "$LF" run
 vm_hook_before_start_check
+vm_sethook_again_check "$LF" run
 
 # 12. The main chunk's locals are live at stop (vm_test_lib.sh: vm_chunk_live_check).
 vm_chunk_live_check "$LF" run

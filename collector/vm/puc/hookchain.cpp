@@ -52,11 +52,22 @@ bool HookChain::inherit(lua_State* L, lua_State* NL) {
   return true;
 }
 
+void HookChain::program_set(lua_State* T, lua_Hook hook, int mask, int count) {
+  begin_critical();
+  if (armed_on(T)) {
+    armed_ = 0, armed_L_ = nullptr, armed_lazy_ = 0, moved_on_ = 0;
+    deferred_ = 1;
+  }
+  lua_sethook(T, hook, mask, count);
+  end_critical();
+}
+
 HookChain::Chained HookChain::program_hook(lua_State* T) const {
-  if (armed_on(T) && armed_hook_ != lf_hook) return Chained{armed_hook_, armed_mask_, armed_count_};
+  // Not luaflame's: the program's own (also when it replaced a one-shot).
   lua_Hook h = lua_gethook(T);
-  if (h == lf_hook) return chained_for(T);
-  return Chained{h, lua_gethookmask(T), lua_gethookcount(T)};
+  if (h != lf_hook) return Chained{h, lua_gethookmask(T), lua_gethookcount(T)};
+  if (armed_on(T) && armed_hook_ != lf_hook) return Chained{armed_hook_, armed_mask_, armed_count_};
+  return chained_for(T);
 }
 
 bool HookChain::unshare_one_shot(lua_State* L, lua_State* NL) {
@@ -157,7 +168,10 @@ void HookChain::arm() {
 
 void HookChain::disarm(int consumed) {
   if (!armed_) return;
-  if (armed_L_) {
+  // A hook set over the one-shot (debug.sethook, or C) stays: putting back
+  // the one of before arming removed the program's new hook at the next
+  // coroutine switch (pl.pretty.read turns the hook off and sets it again).
+  if (armed_L_ && lua_gethook(armed_L_) == lf_hook) {
     const std::size_t off = layout_.hookcount_off;
     const bool counts = (armed_mask_ & LUA_MASKCOUNT) && off;
     // Kept running: the program's progress is the thread's count now.

@@ -31,6 +31,12 @@
 //     (lua_gethook: one load) to keep the program's: what we arm over is
 //     restored by disarm(), with its count hook's progress (luaint::hookcount,
 //     one int) given back.
+//   - lua_sethook is safe to call from the handler, not to interrupt: a
+//     signal amid the program's own lua_sethook (debug.sethook) reads a
+//     hook half written, and the rest of that lua_sethook then overwrites
+//     part of the one-shot. debug.sethook's wrapper sets the program's hook
+//     again inside a critical section (program_set); a host's lua_sethook
+//     from C is not covered. disarm() leaves a hook set over the one-shot.
 //   - The program's hooks (`prev_`, `chained_`) change only on the Lua
 //     thread inside critical sections (adopt); arm() only reads them. The
 //     map is not read by the handler while it rehashes: a critical section
@@ -96,6 +102,15 @@ class HookChain {
   /// as the VM would have it. Inside a critical section of its own; true
   /// when L had one (NL is then to be given it back at stop).
   bool inherit(lua_State* L, lua_State* NL);
+  /// After the program's debug.sethook on T (ldblib.c's db_sethook, which
+  /// ends in lua_sethook): the hook it asked for set again in a critical
+  /// section, and a one-shot armed on T forgotten (owed: armed again at the
+  /// section's end). A signal amid that lua_sethook read a hook half
+  /// written (the new function, the old mask) and its one-shot was then
+  /// half overwritten: the program's hook went back with a wrong mask and
+  /// count (pl.pretty.read, which turns the hook off and sets it again:
+  /// "cr", 0 where it set "", 1000 on 5.1 while tracing; lost while sampling).
+  void program_set(lua_State* T, lua_Hook hook, int mask, int count);
   /// What the program set on T (debug.gethook's answer): the hook under
   /// the one-shot armed there while sampling, the chained one under
   /// luaflame's, else T's own. Inside a critical section.

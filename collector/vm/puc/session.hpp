@@ -121,6 +121,9 @@ class Session : private Profile {
   /// The program's hook on T, behind luaflame's or the one-shot armed over
   /// it (debug.gethook's answer).
   HookChain::Chained chained_for(lua_State* T) const { return hooks.chained_for(T); }
+  void program_set(lua_State* T, lua_Hook h, int mask, int count) {
+    hooks.program_set(T, h, mask, count);
+  }
   HookChain::Chained program_hook(lua_State* T) {
     hooks.begin_critical();
     const HookChain::Chained c = hooks.program_hook(T);
@@ -224,7 +227,7 @@ struct LibSwap {
   const char* key;
   lua_CFunction ours;
 };
-/// Swaps lib.NAME for ours, keeping the originals (session_hooks.cpp).
+/// Swaps lib.NAME for ours, keeping the originals (session_libswap.cpp).
 void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n);
 /// Puts the originals back where ours still are (the program may have
 /// replaced them since: theirs stays).

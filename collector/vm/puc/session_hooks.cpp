@@ -18,9 +18,8 @@
 // This file is the session's side of it: the hook itself (lf_hook, with the
 // tracer's common event inline: tracer_events.hpp, and its slow path
 // Session::hook), the hooks a coroutine gets when it first runs, what an
-// event forwards (hook_rest), the debug.sethook/gethook wrappers, the hooks
-// given back at stop, and swap_library (debug's functions here, coroutine's
-// in session_coroutines.cpp) with restore_library.
+// event forwards (hook_rest), the debug.sethook/gethook wrappers (swapped
+// in by session_libswap.cpp) and the hooks given back at stop.
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -112,6 +111,16 @@ int lf_sethook(lua_State* L) noexcept {
   const int fn = lua_type(L, 1) == LUA_TTHREAD ? 2 : 1;
   f(L);
   Session* s = sessions::of(L);
+  if (s && g_hookf) {
+    // Its arguments were valid: the hook db_sethook set (its makemask),
+    // set again where no signal tears it (HookChain::program_set).
+    const char* smask = lua_isnoneornil(L, fn) ? nullptr : lua_tostring(L, fn + 1);
+    const int count = smask ? static_cast<int>(lua_tointeger(L, fn + 2)) : 0;
+    int mask = count > 0 ? LUA_MASKCOUNT : 0;
+    for (const char* c = smask; c && *c; ++c)
+      mask |= *c == 'c' ? LUA_MASKCALL : *c == 'r' ? LUA_MASKRET : *c == 'l' ? LUA_MASKLINE : 0;
+    s->program_set(T, smask ? g_hookf : nullptr, mask, count);
+  }
   if (s) {
     lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
     if (lua_istable(L, -1)) {
@@ -200,40 +209,6 @@ const LibSwap kHookSwaps[] = {{"sethook", "luaflame.orig.sethook", lf_sethook},
                               {"gethook", "luaflame.orig.gethook", lf_gethook}};
 
 }  // namespace
-
-void swap_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n) {
-  lua_getglobal(L, lib);
-  if (lua_istable(L, -1))
-    for (const LibSwap* e = swaps; e != swaps + n; ++e) {
-      lua_getfield(L, -1, e->name);
-      // Ours already (a run left behind in a forked child, whose run starts
-      // again: docs/attach.md): the original stays the one kept then.
-      if (lua_tocfunction(L, -1) == e->ours) {
-        lua_pop(L, 1);
-        continue;
-      }
-      lua_setfield(L, LUA_REGISTRYINDEX, e->key);
-      lua_pushcfunction(L, e->ours);
-      lua_setfield(L, -2, e->name);
-    }
-  lua_pop(L, 1);
-}
-
-void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::size_t n) {
-  lua_getglobal(L, lib);
-  if (lua_istable(L, -1))
-    for (const LibSwap* e = swaps; e != swaps + n; ++e) {
-      lua_getfield(L, -1, e->name);
-      const bool mine = lua_tocfunction(L, -1) == e->ours;
-      lua_pop(L, 1);
-      lua_getfield(L, LUA_REGISTRYINDEX, e->key);
-      if (mine && !lua_isnil(L, -1))
-        lua_setfield(L, -2, e->name);
-      else
-        lua_pop(L, 1);
-    }
-  lua_pop(L, 1);
-}
 
 void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count, bool in_child) {
   // In a forked child the only thread: the lock may be held by a parent's
