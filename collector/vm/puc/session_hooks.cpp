@@ -151,7 +151,9 @@ void push_hook_function(lua_State* L, lua_State* T) {
   const int top = lua_gettop(L);
   lua_CFunction f = orig(L, "luaflame.orig.gethook");
   const int n = f ? f(L) : 0;
-  lua_settop(L, n > 0 && lua_isfunction(L, top + 1) ? top + 1 : top);
+  const bool found = n > 0 && lua_isfunction(L, top + 1);
+  lua_settop(L, found ? top + 1 : top);
+  if (!found) lua_pushnil(L);  // one answer always (it answered T itself)
 }
 
 // debug.gethook: ldblib.c's db_gethook, answered from the program's hook
