@@ -10,11 +10,22 @@
 //                                requests): the run follows it as it follows
 //                                coroutine.resume
 //   lua_close                    its run ends, then the state
+//   lua_sethook, lua_gethook,    the host's own hook, set and read from C:
+//   lua_gethookmask,             the profiled state's run sets it where the
+//   lua_gethookcount             sampler's signal cannot tear it, and
+//                                answers with it, never luaflame's (the
+//                                module's own calls go to the library:
+//                                vm/lua/compat.hpp's hook_api)
 //
 // Contract: these run on whatever thread of the host calls them, never in a
 // signal handler; several threads may create and close states at once (the
 // table of states is under a mutex, never held across a call into Lua or
-// the module). Nothing crosses back into the host but what the wrapped
+// the module). Lua allows lua_sethook in a signal handler (lua.c's SIGINT
+// handler stops the interpreter so): its wrapper looks nothing up once the
+// state's run started (warm_hooks), and the module sets it in a critical
+// section, which allocates only while tracing (a new thread's chained
+// hook): a host that sets hooks from its own signal handler is safe to
+// sample, not to trace. Nothing crosses back into the host but what the wrapped
 // function returns: no C++ exception (the shim is built without them; a
 // failed allocation here ends the shim's work for that state, not the
 // host), no Lua error (the module runs its Lua under lua_pcall). What
@@ -22,10 +33,14 @@
 // without the shim. The shim knows no Lua header: lua_State is opaque here.
 #define LUAFLAME_ATTACH_SHIM 1
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +64,8 @@ struct Vm {
   luaflame_attach_open_fn open = nullptr;
   luaflame_attach_close_fn close = nullptr;
   luaflame_attach_resume_fn resume = nullptr;
+  luaflame_attach_sethook_fn sethook = nullptr;  // optional: the library's own when absent
+  luaflame_attach_gethook_fn gethook = nullptr;
   bool tried = false;
 };
 Vm g_vms[] = {
@@ -133,6 +150,10 @@ bool load(Vm& v) {
       dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_CLOSE)));
   v.resume = reinterpret_cast<luaflame_attach_resume_fn>(
       dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_RESUME)));
+  v.sethook = reinterpret_cast<luaflame_attach_sethook_fn>(
+      dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_SETHOOK)));
+  v.gethook = reinterpret_cast<luaflame_attach_gethook_fn>(
+      dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_GETHOOK)));
   if (!v.open || !v.close || !v.resume) {
     say("%s is not this shim's luaflame (no " LUAFLAME_ATTACH_TEXT(
             LUAFLAME_ATTACH_OPEN) "): not profiled",
@@ -166,6 +187,8 @@ bool wanted(unsigned n) {
   return !v || !*v || std::strtoul(v, nullptr, 10) == n;
 }
 
+void warm_hooks();
+
 // The state's run starts once its libraries are open; null when it is not
 // to be profiled.
 void opened(lua_State* L) {
@@ -178,6 +201,7 @@ void opened(lua_State* L) {
   }
   pthread_mutex_unlock(&g_mu);
   if (!copy.L || !wanted(copy.n) || !load(*copy.vm)) return;
+  warm_hooks();
   if (copy.vm->open(L, program(), copy.n) != 0) {
     pthread_mutex_lock(&g_mu);
     if ((s = find(L))) s->started = false;
@@ -207,16 +231,17 @@ __attribute__((destructor)) void at_unload() {
       program(), ": nothing profiled");
 }
 
-// The module lua_resume's library hands coroutines to, once a run of its Lua
-// started (before, a resume is the host's alone).
-luaflame_attach_resume_fn resume_hook(void* real) {
+// The Vm of the library that defines `real` (the host's lua_resume and hook
+// functions: one library), once a run of its Lua started (before, the call
+// is the host's alone). Looked up on the first call.
+Vm* running(void* real) {
   static Vm* vm = nullptr;
   static bool looked = false;
   if (!looked) {
     vm = vm_of(real);
     looked = true;
   }
-  return vm && vm->open ? vm->resume : nullptr;
+  return vm && vm->open ? vm : nullptr;
 }
 
 NewStateFn g_newstate = nullptr;
@@ -229,6 +254,73 @@ StateFn g_openlibs = nullptr, g_close = nullptr;
 // it does not take); the result is an int in every version.
 using ResumeFn = int (*)(lua_State*, void*, void*, void*);
 ResumeFn g_resume = nullptr;
+// lua_sethook returns int on 5.1, 5.2 and LuaJIT (always 1), nothing on
+// 5.3 and 5.4: the wrapper returns what the library's returned, or 1,
+// which a caller of 5.3's or 5.4's ignores.
+using Hook = luaflame_attach_hook;
+using SetHookFn = int (*)(lua_State*, Hook, int, int);
+using GetHookFn = Hook (*)(lua_State*);
+using GetIntFn = int (*)(lua_State*);
+SetHookFn g_sethook = nullptr;
+GetHookFn g_gethook = nullptr;
+GetIntFn g_gethookmask = nullptr, g_gethookcount = nullptr;
+
+// The addresses the Lua library's segments span: its own calls of the hook
+// functions (debug.sethook's, debug.gethook's: ldblib.c) are the
+// program's, which the module already takes through its debug.sethook
+// wrapper; only calls from outside it are the host's. Set by warm_hooks.
+std::atomic<std::uintptr_t> g_lib_lo{0}, g_lib_hi{0};
+
+int lib_span(dl_phdr_info* info, size_t, void* base) {
+  if (info->dlpi_addr != reinterpret_cast<std::uintptr_t>(base)) return 0;
+  std::uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    lo = std::min<std::uintptr_t>(lo, info->dlpi_addr + ph.p_vaddr);
+    hi = std::max<std::uintptr_t>(hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+  }
+  g_lib_lo.store(lo, std::memory_order_relaxed);
+  g_lib_hi.store(hi, std::memory_order_relaxed);
+  return 1;
+}
+
+void warm_hooks() {
+  SetHookFn real = next("lua_sethook", g_sethook);
+  Dl_info info{};
+  if (real && dladdr(reinterpret_cast<void*>(real), &info) && info.dli_fbase)
+    dl_iterate_phdr(lib_span, info.dli_fbase);
+  if (real) running(reinterpret_cast<void*>(real));
+  next("lua_gethook", g_gethook);
+  next("lua_gethookmask", g_gethookmask);
+  next("lua_gethookcount", g_gethookcount);
+}
+
+// Whether a wrapper was called from the Lua library itself.
+bool from_lib(void* return_address) {
+  const auto at = reinterpret_cast<std::uintptr_t>(return_address);
+  return at >= g_lib_lo.load(std::memory_order_relaxed) &&
+         at < g_lib_hi.load(std::memory_order_relaxed);
+}
+
+// The module that answers for the host's own hook calls, when L's state
+// may have a run here: null for the library's own calls.
+Vm* hooks_of(void* real, void* return_address) {
+  return from_lib(return_address) ? nullptr : running(real);
+}
+
+// The host's read of L's hook: true with the program's hook from the
+// module (or none, when the library lacks the function), false when the
+// library is to answer.
+struct HookParts {
+  Hook f = nullptr;
+  int mask = 0, count = 0;
+};
+bool answered(lua_State* L, void* real, void* return_address, HookParts& h) {
+  if (!real) return true;
+  Vm* vm = hooks_of(real, return_address);
+  return vm && vm->gethook && vm->gethook(L, &h.f, &h.mask, &h.count) == 1;
+}
 
 }  // namespace
 
@@ -270,9 +362,39 @@ extern "C" __attribute__((visibility("default"))) int lua_resume(lua_State* co, 
                                                                  void* c) {
   ResumeFn real = next("lua_resume", g_resume);
   if (!real) return 2;  // LUA_ERRRUN: no Lua to resume with (no message pushed: none can be)
-  luaflame_attach_resume_fn told = resume_hook(reinterpret_cast<void*>(real));
+  Vm* vm = running(reinterpret_cast<void*>(real));
+  luaflame_attach_resume_fn told = vm ? vm->resume : nullptr;
   const int entered = told ? told(co, 1) : 0;
   const int status = real(co, a, b, c);
   if (entered) told(co, 0);
   return status;
+}
+
+extern "C" __attribute__((visibility("default"))) int lua_sethook(lua_State* L, Hook f, int mask,
+                                                                  int count) {
+  SetHookFn real = next("lua_sethook", g_sethook);
+  if (!real) return 0;
+  Vm* vm = hooks_of(reinterpret_cast<void*>(real), __builtin_return_address(0));
+  if (vm && vm->sethook && vm->sethook(L, f, mask, count) == 1) return 1;
+  return real(L, f, mask, count);
+}
+
+extern "C" __attribute__((visibility("default"))) Hook lua_gethook(lua_State* L) {
+  GetHookFn real = next("lua_gethook", g_gethook);
+  HookParts h;
+  return answered(L, reinterpret_cast<void*>(real), __builtin_return_address(0), h) ? h.f : real(L);
+}
+
+extern "C" __attribute__((visibility("default"))) int lua_gethookmask(lua_State* L) {
+  GetIntFn real = next("lua_gethookmask", g_gethookmask);
+  HookParts h;
+  return answered(L, reinterpret_cast<void*>(real), __builtin_return_address(0), h) ? h.mask
+                                                                                    : real(L);
+}
+
+extern "C" __attribute__((visibility("default"))) int lua_gethookcount(lua_State* L) {
+  GetIntFn real = next("lua_gethookcount", g_gethookcount);
+  HookParts h;
+  return answered(L, reinterpret_cast<void*>(real), __builtin_return_address(0), h) ? h.count
+                                                                                    : real(L);
 }

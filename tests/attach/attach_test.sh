@@ -329,6 +329,32 @@ host_sysbench() {
   ran=$((ran + 1))
 }
 
+# A host that sets and reads its own hook from C around each resume, as
+# HAProxy does (hook_host.c, on liblua5.3): attached, sampling at 4 kHz
+# and tracing beside it, every read answers what the host set (its
+# lua_sethook is fenced from the sampler's signal; lua_gethook* answer its
+# hook, never luaflame's) and its count hook sees the events it sees alone.
+# Compiled here with the system's cc, uninstrumented like Debian's hosts
+# (under the sanitizers the runtime comes preloaded).
+host_hooks() {
+  local host=$tmp/hook_host flags mode out0 out1 rc0 rc1
+  flags=$(pkg-config --cflags --libs lua5.3 2>/dev/null) ||
+    { skip "hook host" "liblua5.3-dev is not installed"; return; }
+  # shellcheck disable=SC2086 # FLAGS: words
+  env -u CFLAGS cc -O2 -o "$host" "$HERE/hook_host.c" $flags ||
+    { fail "hook host: cannot compile hook_host.c"; return; }
+  out0=$("$host" 30000); rc0=$?
+  echo "hook host alone: $out0"
+  for mode in sample both; do
+    attach_with front -q --mode "$mode" --hz 4000 -o "$tmp/hooks-$mode.folded"
+    out1=$(timeout 300 "${ATTACH[@]}" "$host" 30000 2> "$tmp/hooks-$mode.err"); rc1=$?
+    [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
+      fail "hook host ($mode): '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$tmp/hooks-$mode.err")"
+    grep -q 'work' "$tmp/hooks-$mode.folded" || fail "hook host ($mode): work not sampled"
+  done
+  ran=$((ran + 1))
+}
+
 # What cannot be attached says so in one line, and the program runs as alone.
 cannot_attach() {
   cd "$tmp" || return
@@ -390,6 +416,7 @@ host_haproxy_master_worker
 host_nginx
 host_nvim
 host_sysbench
+host_hooks
 cannot_attach
 [ "$ran" = 0 ] && [ "$fails" = 0 ] && { echo "attach: no host installed"; exit 77; }
 [ "$fails" = 0 ] && echo "attach: $ran hosts profiled, all checks passed"

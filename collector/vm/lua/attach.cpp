@@ -212,6 +212,12 @@ int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, 
     say(host, n, std::string("not profiled: ") + (failed ? failed : err.c_str()));
     return -1;
   }
+  // The shim wraps the library's hook functions: the collector's own calls
+  // go to the library itself (compat.hpp's hook_api), never back to it.
+  if (!hook_api::resolve()) {
+    say(host, n, "not profiled: the Lua library's own lua_sethook cannot be found");
+    return -1;
+  }
   adapter_setup();
   lua_pushcfunction(L, run::start_session);
   lua_pushlightuserdata(L, &o);

@@ -17,20 +17,37 @@
 //        follows the coroutine as it follows coroutine.resume. In a child
 //        forked after open, the state's run first starts again there (the
 //        shim needs nothing more: docs/attach.md, "Forked workers").
+//   int  luaflame_attach_sethook_v1(lua_State* L, lua_Hook f, int mask, int count)
+//        instead of the host's own lua_sethook(L, f, mask, count) from C:
+//        1 when it set it, where the sampler's signal cannot tear it
+//        (HookChain::program_set); 0 when L's state has no run on this
+//        thread (the shim calls the library's own then).
+//   int  luaflame_attach_gethook_v1(lua_State* L, lua_Hook* f, int* mask, int* count)
+//        instead of the host's own lua_gethook, lua_gethookmask and
+//        lua_gethookcount: 1 with the program's hook on L (never the
+//        one-shot armed over it, nor luaflame's own); 0 as above.
+//   The library's own functions are the collector's (compat.hpp's
+//   hook_api, resolved before the run starts): its calls never come back.
 #pragma once
 
 struct lua_State;
+struct lua_Debug;
 
 // The names, once: lua_entry.cpp defines them, the shim looks up their text.
 #define LUAFLAME_ATTACH_OPEN luaflame_attach_open_v1
 #define LUAFLAME_ATTACH_CLOSE luaflame_attach_close_v1
 #define LUAFLAME_ATTACH_RESUME luaflame_attach_resume_v1
+#define LUAFLAME_ATTACH_SETHOOK luaflame_attach_sethook_v1
+#define LUAFLAME_ATTACH_GETHOOK luaflame_attach_gethook_v1
 #define LUAFLAME_ATTACH_TEXT_(x) #x
 #define LUAFLAME_ATTACH_TEXT(x) LUAFLAME_ATTACH_TEXT_(x)
 
 using luaflame_attach_open_fn = int (*)(lua_State*, const char*, unsigned);
 using luaflame_attach_close_fn = void (*)(lua_State*);
 using luaflame_attach_resume_fn = int (*)(lua_State*, int);
+using luaflame_attach_hook = void (*)(lua_State*, lua_Debug*);  // lua_Hook
+using luaflame_attach_sethook_fn = int (*)(lua_State*, luaflame_attach_hook, int, int);
+using luaflame_attach_gethook_fn = int (*)(lua_State*, luaflame_attach_hook*, int*, int*);
 
 #ifndef LUAFLAME_ATTACH_SHIM
 #include "vm/lua/boundary.hpp"
@@ -44,6 +61,11 @@ bool resume(lua_State* co, bool entering) noexcept;
 /// The adapter's: the host resumes co (entering) or co is back; true when
 /// the run followed it (then the return is told too).
 bool host_resume(lua_State* co, bool entering) noexcept;
+/// The adapter's: the host's own lua_sethook / lua_gethook* on L from C;
+/// false when the adapter leaves it to the library (no run of L's state on
+/// this thread).
+bool host_sethook(lua_State* L, luaflame_attach_hook f, int mask, int count) noexcept;
+bool host_gethook(lua_State* L, luaflame_attach_hook& f, int& mask, int& count) noexcept;
 /// The adapter's: set up what an attached host needs before its first run.
 void adapter_setup() noexcept;
 }  // namespace lfc::attach

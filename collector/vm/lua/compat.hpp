@@ -9,6 +9,8 @@
 // faked here: the adapter asks LUA_VERSION_NUM and says so at run time.
 #pragma once
 
+#include <atomic>
+
 extern "C" {
 #include <lauxlib.h>
 #include <lua.h>
@@ -147,3 +149,44 @@ inline lua_Integer tointegerx(lua_State* L, int i, int* isnum) {
 #endif
 
 #endif  // LUA_VERSION_NUM < 504
+
+// The hook functions of the Lua library itself, never the wrappers that
+// `luaflame attach`'s shim preloads over them (collector/attach/shim.cpp):
+// the shim hands the host's own lua_sethook and lua_gethook* from C to the
+// session (vm/lua/attach.hpp), and the collector's calls, the signal
+// handler's among them, must not come back there. The pointers start at
+// the symbols the module was linked against; before an attached run
+// starts they are resolved in the Lua library itself (hook_api.cpp). A
+// relaxed load each: safe in a signal handler. The same on every version.
+namespace lfc::hook_api {
+using SetHook = decltype(&::lua_sethook);
+using GetHook = decltype(&::lua_gethook);
+using GetInt = decltype(&::lua_gethookmask);
+struct Fns {
+  std::atomic<SetHook> set;
+  std::atomic<GetHook> get;
+  std::atomic<GetInt> mask, count;
+};
+extern Fns g_fns;
+/// The library's own four, found by the library that defines lua_gettop
+/// (which the shim does not wrap); false, the pointers unchanged, when
+/// they cannot be found. Not in a signal handler (dladdr, dlopen).
+bool resolve() noexcept;
+inline auto sethook(lua_State* L, lua_Hook f, int mask, int count) {
+  return g_fns.set.load(std::memory_order_relaxed)(L, f, mask, count);
+}
+inline lua_Hook gethook(lua_State* L) {
+  return g_fns.get.load(std::memory_order_relaxed)(L);
+}
+inline int gethookmask(lua_State* L) {
+  return g_fns.mask.load(std::memory_order_relaxed)(L);
+}
+inline int gethookcount(lua_State* L) {
+  return g_fns.count.load(std::memory_order_relaxed)(L);
+}
+}  // namespace lfc::hook_api
+
+#define lua_sethook lfc::hook_api::sethook
+#define lua_gethook lfc::hook_api::gethook
+#define lua_gethookmask lfc::hook_api::gethookmask
+#define lua_gethookcount lfc::hook_api::gethookcount

@@ -1,5 +1,5 @@
 // luaflame.so's entry points: require "luaflame" from a stock interpreter,
-// and the two functions `luaflame attach`'s shim calls (vm/lua/attach.hpp).
+// and the functions `luaflame attach`'s shim calls (vm/lua/attach.hpp).
 #include "luaflame/collector.hpp"
 #include "vm/lua/attach.hpp"
 #include "vm/lua/boundary.hpp"
@@ -20,4 +20,12 @@ LF_EXPORT void LUAFLAME_ATTACH_CLOSE(lua_State* L) LF_LUA_ENTRY {
 
 LF_EXPORT int LUAFLAME_ATTACH_RESUME(lua_State* co, int entering) noexcept {
   return lfc::attach::resume(co, entering != 0) ? 1 : 0;
+}
+
+LF_EXPORT int LUAFLAME_ATTACH_SETHOOK(lua_State* L, lua_Hook f, int mask, int count) noexcept {
+  return lfc::attach::host_sethook(L, f, mask, count) ? 1 : 0;
+}
+
+LF_EXPORT int LUAFLAME_ATTACH_GETHOOK(lua_State* L, lua_Hook* f, int* mask, int* count) noexcept {
+  return f && mask && count && lfc::attach::host_gethook(L, *f, *mask, *count) ? 1 : 0;
 }

@@ -491,6 +491,14 @@ bool attach::host_resume(lua_State*, bool) noexcept {
   return false;
 }
 
+// LuaJIT's profiler arms no hook: the host's own are its own.
+bool attach::host_sethook(lua_State*, lua_Hook, int, int) noexcept {
+  return false;
+}
+bool attach::host_gethook(lua_State*, lua_Hook&, int&, int&) noexcept {
+  return false;
+}
+
 // LuaJIT's profiler signal is SIGPROF already (jsampler.cpp).
 void attach::adapter_setup() noexcept {}
 

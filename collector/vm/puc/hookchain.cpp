@@ -30,21 +30,39 @@ bool HookChain::adopt(lua_State* T) {
     else
       armed_ = 0, armed_L_ = nullptr;
   }
-  lua_Hook h = lua_gethook(T);
-  if (h == lf_hook) {
-    end_critical();
-    return false;
-  }
-  const Chained c{h, h ? lua_gethookmask(T) : 0, h ? lua_gethookcount(T) : 0};
-  chained_[T] = c;
-  lua_sethook(T, lf_hook, thread_mask(T), c.count);
+  const bool chained = chain_in_section(T);
   end_critical();
+  return chained;
+}
+
+// T's hook, when it is not ours, chained behind ours. Inside a critical
+// section, which a failed insert ends before it throws on.
+bool HookChain::chain_in_section(lua_State* T) {
+  lua_Hook h = lua_gethook(T);
+  if (h == lf_hook) return false;
+  const Chained c{h, h ? lua_gethookmask(T) : 0, h ? lua_gethookcount(T) : 0};
+  try {
+    chained_[T] = c;
+  } catch (...) {
+    end_critical();
+    throw;
+  }
+  lua_sethook(T, lf_hook, thread_mask(T), c.count);
   return true;
 }
 
 bool HookChain::inherit(lua_State* L, lua_State* NL) {
   auto it = chained_.find(L);
-  if (it == chained_.end()) return false;
+  if (it == chained_.end()) {
+    // NL may have the address of a collected thread whose hook was
+    // chained: that hook is not NL's.
+    if (chained_.count(NL)) {
+      begin_critical();
+      chained_.erase(NL);
+      end_critical();
+    }
+    return false;
+  }
   const Chained c = it->second;  // the insert below may rehash
   begin_critical();
   chained_[NL] = c;
@@ -52,14 +70,16 @@ bool HookChain::inherit(lua_State* L, lua_State* NL) {
   return true;
 }
 
-void HookChain::program_set(lua_State* T, lua_Hook hook, int mask, int count) {
+bool HookChain::program_set(lua_State* T, lua_Hook hook, int mask, int count) {
   begin_critical();
   if (armed_on(T)) {
     armed_ = 0, armed_L_ = nullptr, armed_lazy_ = 0, moved_on_ = 0;
     deferred_ = 1;
   }
   lua_sethook(T, hook, mask, count);
+  const bool chained = trace_ && chain_in_section(T);
   end_critical();
+  return chained;
 }
 
 HookChain::Chained HookChain::program_hook(lua_State* T) const {

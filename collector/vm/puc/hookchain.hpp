@@ -35,8 +35,10 @@
 //     signal amid the program's own lua_sethook (debug.sethook) reads a
 //     hook half written, and the rest of that lua_sethook then overwrites
 //     part of the one-shot. debug.sethook's wrapper sets the program's hook
-//     again inside a critical section (program_set); a host's lua_sethook
-//     from C is not covered. disarm() leaves a hook set over the one-shot.
+//     again inside a critical section (program_set), and so does a
+//     host's lua_sethook from C under luaflame attach (its shim hands it
+//     to Session::host_sethook); a host's without the shim is not
+//     covered. disarm() leaves a hook set over the one-shot.
 //   - The program's hooks (`prev_`, `chained_`) change only on the Lua
 //     thread inside critical sections (adopt); arm() only reads them. The
 //     map is not read by the handler while it rehashes: a critical section
@@ -110,7 +112,12 @@ class HookChain {
   /// half overwritten: the program's hook went back with a wrong mask and
   /// count (pl.pretty.read, which turns the hook off and sets it again:
   /// "cr", 0 where it set "", 1000 on 5.1 while tracing; lost while sampling).
-  void program_set(lua_State* T, lua_Hook hook, int mask, int count);
+  /// Tracing, it is chained behind luaflame's in the same section (true
+  /// when chained; it may throw, as adopt): a one-shot armed between two
+  /// sections put luaflame's hook back with T's old mask, adopt then saw
+  /// ours and kept the old hook chained (in both mode a host's hook set to
+  /// none went on getting events, 25% more than alone).
+  bool program_set(lua_State* T, lua_Hook hook, int mask, int count);
   /// What the program set on T (debug.gethook's answer): the hook under
   /// the one-shot armed there while sampling, the chained one under
   /// luaflame's, else T's own. Inside a critical section.
@@ -163,6 +170,7 @@ class HookChain {
 
  private:
   int own_mask() const { return trace_ ? (LUA_MASKCALL | LUA_MASKRET) : 0; }
+  bool chain_in_section(lua_State* T);
   bool count_progress_unsure(const lua_State* L, int left) const;
 
   const std::atomic<lua_State*>& current_;

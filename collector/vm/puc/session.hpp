@@ -101,6 +101,11 @@ class Session : private Profile {
   /// A host's own lua_resume of co, or its return (attach.hpp's host_resume;
   /// session_coroutines.cpp): told as a switch when it is one.
   bool host_resume(lua_State* co, bool entering) noexcept;
+  /// The host's own lua_sethook / lua_gethook* on T from C (attach.hpp's
+  /// host_sethook, host_gethook; session_coroutines.cpp): false off the
+  /// thread that runs the state.
+  bool host_sethook(lua_State* T, lua_Hook f, int mask, int count) noexcept;
+  bool host_gethook(lua_State* T, lua_Hook& f, int& mask, int& count) noexcept;
   /// The state runs on the calling thread now, not the one it ran on (a
   /// host made it on one thread and runs it on another: HAProxy's
   /// per-thread states, or a state shared by threads in turn). The timers,
@@ -121,8 +126,8 @@ class Session : private Profile {
   /// The program's hook on T, behind luaflame's or the one-shot armed over
   /// it (debug.gethook's answer).
   HookChain::Chained chained_for(lua_State* T) const { return hooks.chained_for(T); }
-  void program_set(lua_State* T, lua_Hook h, int mask, int count) {
-    hooks.program_set(T, h, mask, count);
+  bool program_set(lua_State* T, lua_Hook h, int mask, int count) {
+    return hooks.program_set(T, h, mask, count);
   }
   HookChain::Chained program_hook(lua_State* T) {
     hooks.begin_critical();
@@ -131,8 +136,9 @@ class Session : private Profile {
     return c;
   }
   /// After the program's debug.sethook on T while tracing: its hook is
-  /// chained, luaflame's goes back (session_hooks.cpp).
-  void adopt_program_hook(lua_State* L, lua_State* T);
+  /// chained (by program_set when `chained`), luaflame's goes back, T is
+  /// remembered for stop (session_hooks.cpp).
+  void adopt_program_hook(lua_State* L, lua_State* T, bool chained);
   /// The hook a host set from C on co before resuming it, chained behind
   /// luaflame's while tracing (session_coroutines.cpp). False: profiling
   /// ended there (abandoned).

@@ -243,6 +243,59 @@ bool Session::host_resume(lua_State* co, bool entering) noexcept {
   return true;
 }
 
+// A host's own lua_sethook from C on a thread of a profiled state (luaflame
+// attach's shim): HAProxy sets a count hook on each request's coroutine
+// before resuming it, and again from that hook. lua_sethook may be called
+// from a signal handler, not interrupted by one that sets a hook too: the
+// sampler's signal amid it read a hook half written, and the rest of it
+// then overwrote part of the one-shot (the host's hook came back with a
+// stale mask or the one-shot's count). Set in a critical section, as
+// debug.sethook's wrapper sets the program's (HookChain::program_set), and
+// only on the thread that runs the state: a critical section fences that
+// thread's signal. Inside one of ours it is fenced already: set as it is.
+// Tracing, it is chained behind ours at once, in the same section, also
+// when it is none: the thread's trace goes on whether the host resumes it or
+// runs it by lua_pcall, and the thread forwards what the host set last,
+// not the hook of a collected thread that had its address (a host's count
+// hook got 25% more events than alone: the fifth of its threads set to no
+// hook forwarded a dead one's).
+bool attach::host_sethook(lua_State* L, lua_Hook f, int mask, int count) noexcept {
+  Session* s = sessions::of(L);
+  return s && s->host_sethook(L, f, mask, count);
+}
+
+bool Session::host_sethook(lua_State* T, lua_Hook f, int mask, int count) noexcept {
+  if (!coroutines.on_lua_thread()) return false;
+  if (hooks.in_critical()) {
+    lua_sethook(T, f, mask, count);
+    return true;
+  }
+  bool chained = false;
+  if (const char* failed = cxx_guard([&] { chained = program_set(T, f, mask, count); }))
+    abandon(failed, "the host's lua_sethook");
+  else if (chained && f)
+    tracer.fast_off();  // its events are forwarded
+  return true;
+}
+
+// The host's own lua_gethook, lua_gethookmask, lua_gethookcount: the
+// program's hook, as debug.gethook answers (HookChain::program_hook), never
+// the one-shot armed over it nor luaflame's trace hook: HAProxy's count
+// hook (hlua.c's hlua_hook) asks lua_gethookmask for LUA_MASKRET ("Lua
+// cannot yield when it is returning") and, shown ours, would skip its
+// forced yield.
+bool attach::host_gethook(lua_State* L, lua_Hook& f, int& mask, int& count) noexcept {
+  Session* s = sessions::of(L);
+  return s && s->host_gethook(L, f, mask, count);
+}
+
+bool Session::host_gethook(lua_State* T, lua_Hook& f, int& mask, int& count) noexcept {
+  if (!coroutines.on_lua_thread()) return false;
+  const HookChain::Chained c = hooks.in_critical() ? hooks.program_hook(T) : program_hook(T);
+  f = c.hook, mask = c.mask, count = c.count;
+  return true;
+}
+
 // Attached hosts take SIGPROF first (Sampler::prefer_sigprof says why).
 void attach::adapter_setup() noexcept {
   Sampler::prefer_sigprof();

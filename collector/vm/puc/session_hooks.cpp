@@ -9,8 +9,9 @@
 // while sampling, where the one-shot a signal arms is luaflame's hook for
 // an instruction and debug.sethook only records the function set.
 //
-// A hook set from C with lua_sethook cannot be seen: it replaces ours, the
-// trace of that thread stops there, and stop() says so once (not with -q).
+// A hook set from C with lua_sethook cannot be seen, except under luaflame
+// attach (Session::host_sethook): it replaces ours, the trace of that
+// thread stops there, and stop() says so once (not with -q).
 //
 // The hook chain (hookchain.hpp) owns the state: the program's hooks kept
 // behind luaflame's, and the one-shot hook the sampler and the allocator
@@ -111,6 +112,7 @@ int lf_sethook(lua_State* L) noexcept {
   const int fn = lua_type(L, 1) == LUA_TTHREAD ? 2 : 1;
   f(L);
   Session* s = sessions::of(L);
+  bool chained = false;  // by program_set, while tracing
   if (s && g_hookf) {
     // Its arguments were valid: the hook db_sethook set (its makemask),
     // set again where no signal tears it (HookChain::program_set).
@@ -119,7 +121,11 @@ int lf_sethook(lua_State* L) noexcept {
     int mask = count > 0 ? LUA_MASKCOUNT : 0;
     for (const char* c = smask; c && *c; ++c)
       mask |= *c == 'c' ? LUA_MASKCALL : *c == 'r' ? LUA_MASKRET : *c == 'l' ? LUA_MASKLINE : 0;
-    s->program_set(T, smask ? g_hookf : nullptr, mask, count);
+    lua_Hook h = smask ? g_hookf : nullptr;
+    if (const char* failed = cxx_guard([&] { chained = s->program_set(T, h, mask, count); })) {
+      abandon_session(s, failed, "debug.sethook's wrapper");
+      s = nullptr;
+    }
   }
   if (s) {
     lua_getfield(L, LUA_REGISTRYINDEX, kHookFunctions);
@@ -135,7 +141,7 @@ int lf_sethook(lua_State* L) noexcept {
   }
   // Its bookkeeping allocates: what it throws ends profiling, not the program.
   if (s && s->tracing())
-    if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T); }))
+    if (const char* failed = cxx_guard([&] { s->adopt_program_hook(L, T, chained); }))
       abandon_session(s, failed, "debug.sethook's wrapper");
   return 0;
 }
@@ -351,8 +357,8 @@ void remember_hooked(lua_State* L, int idx) {
 }
 }  // namespace
 
-void Session::adopt_program_hook(lua_State* L, lua_State* T) {
-  if (!hooks.adopt(T)) return;
+void Session::adopt_program_hook(lua_State* L, lua_State* T, bool chained) {
+  if (!chained && !hooks.adopt(T)) return;
   tracer.fast_off();  // every event may have to be forwarded
   if (T == start_L || T == main_L) return;
   if (T == L) {
