@@ -117,6 +117,20 @@ int allowhook_in_hook(lua_State* L) noexcept {
 // The probe's body, a lua_CFunction run under lua_pcall (probe): a memory
 // error of its Lua calls (lua_newthread raises one) ends it there, over no
 // C++ object of its own. Argument 1: the Layout to fill (light userdata).
+// lua_State.status against lua_status: on L, which runs, and on a thread
+// suspended in a yield (a C function's, so that no library is needed).
+bool status_matches(lua_State* L) {
+  if (status(L) != LUA_OK || lua_status(L) != LUA_OK) return false;
+  lua_State* co = lua_newthread(L);
+  lua_sethook(co, nullptr, 0, 0);
+  lua_pushcfunction(co, [](lua_State* T) noexcept { return lua_yield(T, 0); });
+  int nres = 0;
+  const bool ok = lua_resume(co, L, 0, &nres) == LUA_YIELD && lua_status(co) == LUA_YIELD &&
+                  status(co) == LUA_YIELD;
+  lua_pop(L, 1);
+  return ok;
+}
+
 int probe_body(lua_State* L) noexcept {
   Layout& out = *static_cast<Layout*>(lua_touserdata(L, 1));
   lua_settop(L, 0);
@@ -141,6 +155,7 @@ int probe_body(lua_State* L) noexcept {
     return 0;
   }
   lua_settop(L, top);
+  if constexpr (kRelease == 503) out.status_ok = status_matches(L);  // used there only
   out.hookcount_off = find_hookcount(L);
   out.allowhook_ok = out.allowhook_ok && allowhook_in_hook(L) == 0;
   out.hooked_ok = out.hooked_ok && out.state_ci_ok && g_hooked_in_hook == 1;
@@ -405,6 +420,7 @@ std::string Layout::on() const {
   add(copy_ok, "foreign_frames");
   add(global_ok, "states");
   add(tail51_ok, "tail_calls");
+  add(status_ok, "yielded_trace");
   return r;
 }
 

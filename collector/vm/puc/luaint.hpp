@@ -20,6 +20,7 @@
 //   lua_State.stack_last       -     48     48     40
 //   lua_State.stack            -     56     56     48
 //   lua_State.allowhook      101     73    204     11
+//   lua_State.status          10     10     12     10
 //   lua_State.stacksize        -     64    184      -  (foreign.cpp: stack_settled)
 //   CallInfo.callstatus        -     34     66     62  (a byte on 5.2, a short after)
 //   CIST_HOOKED, CIST_FIN      -   0x2,-  0x4,0x100 0x8,0x80
@@ -294,6 +295,18 @@ inline bool tstring_len(const void* ts, std::size_t& len) {
   return true;
 }
 
+/// lua_State.status (a byte after CommonHeader; 5.3 puts nci, a short,
+/// first): LUA_YIELD while the thread is suspended. Read and written on L's
+/// own thread only (the tracer's event on a yielded thread,
+/// Session::trace_yielded).
+constexpr std::size_t kStateStatus = pick51(10, 10, 12, 10);
+inline unsigned char status(const lua_State* L) {
+  return at<unsigned char>(L, kStateStatus);
+}
+inline void set_status(lua_State* L, unsigned char st) {
+  reinterpret_cast<unsigned char*>(L)[kStateStatus] = st;
+}
+
 /// lua_State.allowhook: 0 while a hook of L runs (luaD_hook clears it), 1
 /// otherwise. One byte load: safe from the handler on L's thread.
 constexpr std::size_t kStateAllowhook = pick51(101, 73, 204, 11);  ///< lu_byte
@@ -383,6 +396,9 @@ struct Layout {
   bool proto_ok = false;      ///< proto_of: a Lua function's prototype (frames told apart by it)
   bool global_ok = false;     ///< global_of: lua_State.l_G (the state's key)
   bool tail51_ok = false;     ///< tail_call51: 5.1's tail calls told from calls (trace mode)
+  /// status(): LUA_OK on a running thread, LUA_YIELD on a yielded one
+  /// (checked on 5.3: Session::trace_yielded).
+  bool status_ok = false;
   /// Finalizers and program hooks told from luaflame's hook (foreign.hpp).
   bool foreign_ok = false;
   /// Their frames copied by the handler (foreign::copy_foreign).

@@ -122,6 +122,9 @@ class Session : private Profile {
   /// Every event trace_fast leaves: the tracer's event, then hook_rest
   /// (session_hooks.cpp, with lf_hook).
   void hook(lua_State* L, lua_Debug* ar);
+  /// A call or return event on a yielded thread (Lua 5.3: the host runs a
+  /// function there), traced as on a running one (session_hooks.cpp).
+  void trace_yielded(lua_State* L, lua_Debug* ar) noexcept;
   bool tracing() const { return opt.trace; }
   /// The program's hook on T, behind luaflame's or the one-shot armed over
   /// it (debug.gethook's answer).

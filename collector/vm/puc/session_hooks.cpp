@@ -544,12 +544,15 @@ namespace {
 // L->ci for the function that yielded and swaps its `func` with its
 // `extra` (ldebug.c's swapextra), so it read a pointer made of the stack's
 // base plus an unrelated word: attached nmap with the banner script died
-// of SIGSEGV in trace mode. luaflame leaves such events alone (their time
-// stays with the frame the running thread is in, the host's C function
-// that ran the event loop); the program's own hook still gets them.
+// of SIGSEGV in trace mode. The tracer takes such an event with the
+// thread's status LUA_OK, as while it runs (Session::trace_yielded: where
+// lua_State.status was verified at start); else it leaves it alone, and
+// its time stays with the frame the running thread is in. The program's
+// own hook gets it with the status it has.
 [[gnu::noinline]] void hook_yielded(lua_State* L, lua_Debug* ar) noexcept {
   Session* s = sessions::of(L);
   if (!s) return lf_hook_after_stop(L, ar);
+  s->trace_yielded(L, ar);
   const HookChain::Chained c = s->chained_for(L);
   if (c.hook && c.hook != lf_hook && (c.mask & event_mask(ar->event))) c.hook(L, ar);
 }
@@ -566,6 +569,20 @@ void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
   hook_session(sessions::g_slots[0].session.load(std::memory_order_acquire), L, ar);
 }
 #endif
+
+// hook_yielded's event traced with the status LUA_OK, written back before
+// anything that may raise a Lua error (the program's hook, forwarded
+// after). The signal handler reads no status.
+void Session::trace_yielded(lua_State* L, lua_Debug* ar) noexcept {
+  const int ev = ar->event;
+  if (!opt.trace || !layout.status_ok || ev == LUA_HOOKCOUNT || ev == LUA_HOOKLINE ||
+      luaint::status(L) != LUA_YIELD)
+    return;
+  luaint::set_status(L, LUA_OK);
+  const char* failed = cxx_guard([&] { tracer.event(L, ar); });
+  luaint::set_status(L, LUA_YIELD);
+  if (failed) abandon(failed, "the trace hook");
+}
 
 // lf_hook's slow path (here, so that Tracer::event is inlined in it): the tracer's event (call and
 // return events; the count event is the one-shot's), then what an armed thread or a chained hook
