@@ -256,9 +256,9 @@ bool Session::host_resume(lua_State* co, bool entering) noexcept {
 // Tracing, it is chained behind ours at once, in the same section, also
 // when it is none: the thread's trace goes on whether the host resumes it or
 // runs it by lua_pcall, and the thread forwards what the host set last,
-// not the hook of a collected thread that had its address (a host's count
-// hook got 25% more events than alone: the fifth of its threads set to no
-// hook forwarded a dead one's).
+// not the hook of a collected thread that had its address (the count hook
+// of tests/attach/hook_host.c got 12.5% more events than alone: its
+// coroutines set to no hook forwarded a dead one's).
 bool attach::host_sethook(lua_State* L, lua_Hook f, int mask, int count) noexcept {
   Session* s = sessions::of(L);
   return s && s->host_sethook(L, f, mask, count);
