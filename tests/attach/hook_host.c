@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "host_lua.h"
+
 static long events;
 
 static void host_hook(lua_State* L, lua_Debug* ar) {
@@ -29,18 +31,6 @@ static void host_hook(lua_State* L, lua_Debug* ar) {
 
 static int same(lua_State* T, lua_Hook h, int mask, int count) {
   return lua_gethook(T) == h && lua_gethookmask(T) == mask && lua_gethookcount(T) == count;
-}
-
-static int resume(lua_State* T, lua_State* L, int nargs) {
-#if LUA_VERSION_NUM >= 504
-  int nres;
-  return lua_resume(T, L, nargs, &nres);
-#elif LUA_VERSION_NUM >= 502
-  return lua_resume(T, L, nargs);
-#else
-  (void)L;
-  return lua_resume(T, nargs);
-#endif
 }
 
 int main(int argc, char** argv) {

@@ -1,8 +1,9 @@
 /* A host that runs a function on a suspended coroutine from C, as nmap's
  * NSE does (nse_restore calls nse_main.lua on a script's yielded thread
  * each time a socket operation completes): attached and traced, every call
- * of that function is in the calls, under the coroutine (on Lua 5.3, where
- * lua_getinfo misreads a yielded thread's running call, it was left out).
+ * of that function is in the calls, under the coroutine, on every Lua (on
+ * 5.2 and 5.3, where lua_getinfo misreads a yielded thread's running call,
+ * it was left out, and on 5.2 named `[C] <anon>`, until 2026-12-07).
  *
  *   yielded_host CALLS   prints "probe CALLS sum S resumed R"
  */
@@ -12,17 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int resume(lua_State* T, lua_State* L, int nargs) {
-#if LUA_VERSION_NUM >= 504
-  int nres;
-  return lua_resume(T, L, nargs, &nres);
-#elif LUA_VERSION_NUM >= 502
-  return lua_resume(T, L, nargs);
-#else
-  (void)L;
-  return lua_resume(T, nargs);
-#endif
-}
+#include "host_lua.h"
 
 int main(int argc, char** argv) {
   const long calls = argc > 1 ? atol(argv[1]) : 1000;

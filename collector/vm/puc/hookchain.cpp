@@ -136,9 +136,13 @@ void HookChain::armed_forward(int ev, lua_Hook& hook, int& mask, bool& count_due
 //     a count hook every 1,000 instructions lost one event of 903; with a
 //     count of 3, one event in four samples.)
 //   - the allowhook read not verified at start: always.
+//   - Lua 5.1 and 5.2: always. Their VM's decrement of the count may be
+//     split by the signal, and its store would undo the one-shot's count
+//     (luaint::kCountStoreRaces).
 // Reads L->allowhook (luaint.hpp): safe in the handler.
 bool HookChain::count_progress_unsure(const lua_State* L, int left) const {
-  return left <= 0 || left == armed_count_ || !layout_.allowhook_ok || !luaint::allowhook(L);
+  return luaint::kCountStoreRaces || left <= 0 || left == armed_count_ || !layout_.allowhook_ok ||
+         !luaint::allowhook(L);
 }
 
 void HookChain::arm() {
@@ -182,7 +186,7 @@ void HookChain::arm() {
   armed_keep_count_ = 0;
   if ((armed_mask_ & LUA_MASKCOUNT) && layout_.hookcount_off) {
     const int left = luaint::hookcount(L, layout_.hookcount_off);
-    armed_left_ = left > 0 ? left : 1;  // 0: traceexec resets it before the event
+    armed_left_ = left > 0 ? left : luaint::kCountLeftAtZero;
     armed_keep_count_ = lazy || count_progress_unsure(L, left);
   }
   armed_lazy_ = lazy;

@@ -155,7 +155,7 @@ int probe_body(lua_State* L) noexcept {
     return 0;
   }
   lua_settop(L, top);
-  if constexpr (kRelease == 503) out.status_ok = status_matches(L);  // used there only
+  if constexpr (kRelease == 502 || kRelease == 503) out.status_ok = status_matches(L);
   out.hookcount_off = find_hookcount(L);
   out.allowhook_ok = out.allowhook_ok && allowhook_in_hook(L) == 0;
   out.hooked_ok = out.hooked_ok && out.state_ci_ok && g_hooked_in_hook == 1;
@@ -314,6 +314,7 @@ int probe51_body(lua_State* L) noexcept {
   // told by it and by what lf_hook says of itself (foreign::OwnHook).
   out.allowhook_ok = allowhook(L) && allowhook_in_hook(L) == 0;
   out.foreign_ok = out.allowhook_ok && +__start_lf_hook51_text < +__stop_lf_hook51_text;
+  out.hookcount_off = find_hookcount(L);
 #endif
   return 0;
 }

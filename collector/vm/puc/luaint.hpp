@@ -158,6 +158,21 @@ inline void set_hookcount(lua_State* L, std::size_t off, int v) {
   std::memcpy(reinterpret_cast<char*>(L) + off, &v, sizeof v);
 }
 
+/// How 5.1's and 5.2's luaV_execute count an instruction: they decrement
+/// hookcount, then call traceexec, which fires the count event when it
+/// reads 0; Debian's builds do the decrement as a load, a subtraction and
+/// a store (5.3's and 5.4's luaG_traceexec, one `subl` on memory, which a
+/// signal cannot split). So there a signal may come between the load and
+/// the store: the count the handler sets is overwritten by the old one
+/// less one. The handler then keeps a counting thread's count running
+/// (HookChain::count_progress_unsure), which that store cannot corrupt
+/// (before: tests/attach/hook_host.c on 5.1 and 5.2 at 4 kHz lost 2-11
+/// of 53,540 count events, a call's events hundreds of instructions off);
+/// and a 0 it reads there is a count event about to fire: kept 0, it fires
+/// on time, to the one-shot, which forwards it (5.3, 5.4: counted as 1).
+constexpr bool kCountStoreRaces = kRelease == 0 || kRelease == 502;
+constexpr int kCountLeftAtZero = kCountStoreRaces ? 0 : 1;
+
 /// lua_State.l_G, the state's global_State: what tells the states of a
 /// process apart (sessions.hpp keys its table by it). After CommonHeader,
 /// status (and nci, allowhook) and top: 24 on 5.2-5.4; 5.1 keeps `base`
@@ -397,7 +412,7 @@ struct Layout {
   bool global_ok = false;     ///< global_of: lua_State.l_G (the state's key)
   bool tail51_ok = false;     ///< tail_call51: 5.1's tail calls told from calls (trace mode)
   /// status(): LUA_OK on a running thread, LUA_YIELD on a yielded one
-  /// (checked on 5.3: Session::trace_yielded).
+  /// (checked on 5.2 and 5.3: Session::trace_yielded).
   bool status_ok = false;
   /// Finalizers and program hooks told from luaflame's hook (foreign.hpp).
   bool foreign_ok = false;

@@ -122,7 +122,7 @@ class Session : private Profile {
   /// Every event trace_fast leaves: the tracer's event, then hook_rest
   /// (session_hooks.cpp, with lf_hook).
   void hook(lua_State* L, lua_Debug* ar);
-  /// A call or return event on a yielded thread (Lua 5.3: the host runs a
+  /// A call or return event on a yielded thread (Lua 5.2, 5.3: the host runs a
   /// function there), traced as on a running one (session_hooks.cpp).
   void trace_yielded(lua_State* L, lua_Debug* ar) noexcept;
   bool tracing() const { return opt.trace; }

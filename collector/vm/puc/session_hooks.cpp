@@ -535,20 +535,19 @@ __attribute__((section("lf_hook51_text"))) void lf_hook(lua_State* L, lua_Debug*
   own.running = 0;
 }
 #else
-#if LUA_VERSION_NUM == 503
+#if LUA_VERSION_NUM == 502 || LUA_VERSION_NUM == 503
 namespace {
 // A hook event on a thread whose status is LUA_YIELD: the host runs a
 // function on a suspended coroutine (nmap's nse_restore lua_pcall's
-// nse_main.lua's WAITING_TO_RUNNING on a script's yielded thread, each
-// time a socket operation completes). Lua 5.3's lua_getinfo then takes
-// L->ci for the function that yielded and swaps its `func` with its
-// `extra` (ldebug.c's swapextra), so it read a pointer made of the stack's
-// base plus an unrelated word: attached nmap with the banner script died
-// of SIGSEGV in trace mode. The tracer takes such an event with the
-// thread's status LUA_OK, as while it runs (Session::trace_yielded: where
-// lua_State.status was verified at start); else it leaves it alone, and
-// its time stays with the frame the running thread is in. The program's
-// own hook gets it with the status it has.
+// nse_main.lua's WAITING_TO_RUNNING on a script's yielded thread). Lua
+// 5.2's and 5.3's lua_getinfo then take L->ci for the call that yielded
+// and swap its `func` with its `extra` (ldebug.c's swapextra; 5.4 has
+// none): traced, attached nmap died of SIGSEGV, 5.2 named it `[C] <anon>`.
+// The tracer takes such an event with the thread's status LUA_OK, as while
+// it runs (Session::trace_yielded: where lua_State.status was verified at
+// start); else it leaves it alone, and its time stays with the frame the
+// running thread is in. The program's own hook gets it with the status it
+// has.
 [[gnu::noinline]] void hook_yielded(lua_State* L, lua_Debug* ar) noexcept {
   Session* s = sessions::of(L);
   if (!s) return lf_hook_after_stop(L, ar);
@@ -560,7 +559,7 @@ namespace {
 #endif
 
 void lf_hook(lua_State* L, lua_Debug* ar) noexcept {
-#if LUA_VERSION_NUM == 503
+#if LUA_VERSION_NUM == 502 || LUA_VERSION_NUM == 503
   if (__builtin_expect(lua_status(L) == LUA_YIELD, 0)) return hook_yielded(L, ar);
 #endif
   const std::uintptr_t key = sessions::key_of(L);
