@@ -394,6 +394,28 @@ host_yielded() {
   ran=$((ran + built))
 }
 
+# A host that forks a worker after its state's run started, the worker
+# calling into Lua by lua_pcall alone (fork_host.c, on each Lua): the
+# worker's run starts again at its first call, and its file
+# (FILE-pPID.folded) holds its work; the output is the same as alone.
+host_forked() {
+  local lua host out0 out1 rc0 rc1 built=0 dir files
+  for lua in lua5.1 lua5.2 lua5.3 lua5.4 luajit; do
+    build_host fork_host "$lua" || continue
+    host=$HOST built=1 dir=$tmp/forked-$lua
+    mkdir -p "$dir"
+    out0=$("$host" 10000); rc0=$?
+    attach_with front -q -o "$dir/p.folded"
+    out1=$(timeout 300 "${ATTACH[@]}" "$host" 10000 2> "$dir/err"); rc1=$?
+    [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
+      fail "fork host on $lua: '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$dir/err")"
+    files=("$dir"/p-p*.folded)
+    grep -q '^work ' "${files[0]}" 2> /dev/null ||
+      fail "fork host on $lua: no worker's profile with its work: $(ls "$dir") $(cat "${files[0]}" 2> /dev/null)"
+  done
+  ran=$((ran + built))
+}
+
 # What cannot be attached says so in one line, and the program runs as alone.
 cannot_attach() {
   cd "$tmp" || return
@@ -457,6 +479,7 @@ host_nvim
 host_sysbench
 host_hooks
 host_yielded
+host_forked
 cannot_attach
 [ "$ran" = 0 ] && [ "$fails" = 0 ] && { echo "attach: no host installed"; exit 77; }
 [ "$fails" = 0 ] && echo "attach: $ran hosts profiled, all checks passed"

@@ -92,8 +92,8 @@ bool attach_options(const char* host, unsigned n, bool child, bool named, Option
 // are left behind there (the sampler's timers and threads are not
 // inherited). So each state attach started is remembered, and in a forked
 // child its run starts again when the host first resumes a coroutine of it
-// there (resume, below): on the thread that runs it now, while it runs no
-// Lua of its own, with the options of the environment attach started it
+// there or calls it by lua_pcall (resume, call, below): on the thread that
+// runs it now, with the options of the environment attach started it
 // with (nginx gives its workers an environment of its own, without
 // LUAFLAME_*). Contract: g_forks is added to by the pthread_atfork child
 // handler (one thread then; an atomic add), which also makes g_opened_mu
@@ -153,24 +153,42 @@ void forget(lua_State* L) {
     }
 }
 
+int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, bool named);
+
 // The state of co, when attach started its run before a fork this process
 // came from and it has not started again here: taken (marked started).
-bool take_forked(lua_State* co, Opened& out) {
+// `waiting`: how many states still wait to start again here after that.
+bool take_forked(lua_State* co, Opened& out, int& waiting) {
+  waiting = 0;
   const unsigned forks = g_forks.load(std::memory_order_relaxed);
   if (forks == 0) return false;
   const void* reg = registry_of(co);
   std::lock_guard<std::mutex> lock(g_opened_mu);
   if (!g_opened) return false;
-  for (Opened& o : *g_opened)
-    if (o.registry == reg && o.forks != forks) {
+  bool taken = false;
+  for (Opened& o : *g_opened) {
+    if (o.forks == forks) continue;
+    if (o.registry == reg && !taken) {
       o.forks = forks;
       out = o;
-      return true;
+      taken = true;
+    } else {
+      ++waiting;
     }
-  return false;
+  }
+  return taken;
 }
 
-int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, bool named);
+// In a forked child: co's state's run started again, when it waited, on
+// the thread that runs it now; false when it did not start.
+bool start_forked(lua_State* co, int& waiting) noexcept {
+  Opened o{};
+  bool again = false;
+  int left = 0;
+  const char* failed = cxx_guard([&] { again = take_forked(co, o, left); });
+  waiting = failed ? 1 : left;  // unknown when it threw: asked again
+  return !failed && again && open_run(o.L, o.host.c_str(), o.n, true, o.env, o.named) == 0;
+}
 
 }  // namespace
 
@@ -191,12 +209,26 @@ int open(lua_State* L, const char* host, unsigned n) LF_LUA_ENTRY {
 
 bool resume(lua_State* co, bool entering) noexcept {
   if (host_resume(co, entering)) return true;
-  Opened o{};
-  bool again = false;
-  if (entering && !cxx_guard([&] { again = take_forked(co, o); }) && again &&
-      open_run(o.L, o.host.c_str(), o.n, true, o.env, o.named) == 0)
-    return host_resume(co, true);
-  return false;
+  int waiting = 0;
+  return entering && start_forked(co, waiting) && host_resume(co, true);
+}
+
+// A host's lua_pcall in a forked child (a prefork worker's handler). The
+// shim asks at each lua_pcall while a state waits: a worker that calls
+// only a state of its own (made after the fork) would take the lock at
+// each; the last state asked about answers from here.
+int call(lua_State* L) noexcept {
+  const unsigned forks = g_forks.load(std::memory_order_relaxed);
+  if (forks == 0) return 0;
+  thread_local const void* t_reg = nullptr;
+  thread_local unsigned t_forks = 0;
+  thread_local int t_waiting = 0;
+  const void* reg = registry_of(L);
+  if (reg && reg == t_reg && forks == t_forks) return t_waiting;
+  int waiting = 1;
+  start_forked(L, waiting);
+  t_reg = reg, t_forks = forks, t_waiting = waiting;
+  return waiting;
 }
 
 namespace {
@@ -219,6 +251,10 @@ int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, 
     return -1;
   }
   adapter_setup();
+  if (!lua_checkstack(L, 2)) {  // a host's call may have used its stack up
+    say(host, n, "not profiled: no room on the state's stack");
+    return -1;
+  }
   lua_pushcfunction(L, run::start_session);
   lua_pushlightuserdata(L, &o);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {

@@ -1,0 +1,62 @@
+/* A host that makes its state, runs some Lua, then forks a worker that
+ * calls into Lua by lua_pcall alone (a prefork server's handlers: no
+ * coroutine, no lua_resume): attached, the worker's run starts again at
+ * its first call and holds the worker's `work`, in a file of its own
+ * beside the parent's (until 2026-12-07 the worker was not profiled).
+ *
+ *   fork_host CALLS   prints "parent S child S' status 0" */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long calls_of(lua_State* L, const char* fn, long calls) {
+  long i, sum = 0;
+  for (i = 0; i < calls; ++i) {
+    lua_getglobal(L, fn);
+    lua_pushinteger(L, i);
+    if (lua_pcall(L, 1, 1, 0) != 0) {
+      fprintf(stderr, "fork_host: %s\n", lua_tostring(L, -1));
+      exit(2);
+    }
+    sum += (long)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  return sum;
+}
+
+int main(int argc, char** argv) {
+  const long calls = argc > 1 ? atol(argv[1]) : 1000;
+  lua_State* L = luaL_newstate();
+  int status = 0, fds[2];
+  long got = 0, mine;
+  pid_t pid;
+  luaL_openlibs(L);
+  if (luaL_dostring(
+          L,
+          "function setup(x) local s = 0 for i = 1, 300 do s = s + i % 5 end return s end\n"
+          "function work(x) local s = 0 for i = 1, 3000 do s = s + (x + i) % 7 end "
+          "return s end")) {
+    fprintf(stderr, "fork_host: %s\n", lua_tostring(L, -1));
+    return 2;
+  }
+  mine = calls_of(L, "setup", calls / 10);
+  fflush(stdout);
+  if (pipe(fds) != 0 || (pid = fork()) < 0) return 2;
+  if (pid == 0) {
+    long sum = calls_of(L, "work", calls);
+    close(fds[0]);
+    if (write(fds[1], &sum, sizeof sum) != (ssize_t)sizeof sum) _exit(3);
+    lua_close(L);
+    _exit(0);
+  }
+  close(fds[1]);
+  if (read(fds[0], &got, sizeof got) != (ssize_t)sizeof got) return 2;
+  waitpid(pid, &status, 0);
+  printf("parent %ld child %ld status %d\n", mine, got, status);
+  lua_close(L);
+  return status != 0;
+}
