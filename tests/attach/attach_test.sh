@@ -351,11 +351,14 @@ build_host() {
 # lua_sethook is fenced from the sampler's signal; lua_gethook* answer its
 # hook, never luaflame's) and its count hook sees the events it sees alone
 # (on 5.1 and 5.2 a signal could split the VM's count decrement: 2-11 of
-# 53,540 lost at 30,000 calls before 2026-12-07). Not LuaJIT: traced, its
-# loops run interpreted, where alone they are compiled and count nothing.
+# 53,540 lost at 30,000 calls before 2026-12-07); traced, every call of
+# `work` is in the calls. On LuaJIT the reads and the calls only: traced,
+# its loops run interpreted, where alone they are compiled and count
+# nothing (the host's hook replaced the trace hook there until 2026-12-07:
+# 0 of 30,000 calls traced).
 host_hooks() {
   local lua host mode out0 out1 rc0 rc1 built=0
-  for lua in lua5.1 lua5.2 lua5.3 lua5.4; do
+  for lua in lua5.1 lua5.2 lua5.3 lua5.4 luajit; do
     build_host hook_host "$lua" || continue
     host=$HOST built=1
     out0=$("$host" 30000); rc0=$?
@@ -363,9 +366,12 @@ host_hooks() {
     for mode in sample both; do
       attach_with front -q --mode "$mode" --hz 4000 -o "$tmp/hooks-$lua-$mode.folded"
       out1=$(timeout 300 "${ATTACH[@]}" "$host" 30000 2> "$tmp/hooks.err"); rc1=$?
+      [ "$lua" = luajit ] && [[ $out1 == "calls 30000 events "*" bad 0" ]] && out1=$out0
       [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
         fail "hook host on $lua ($mode): '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$tmp/hooks.err")"
       grep -q 'work' "$tmp/hooks-$lua-$mode.folded" || fail "hook host on $lua ($mode): work not sampled"
+      [ "$mode" = sample ] || grep -Eq '^work .*:1 30000$' "$tmp/hooks-$lua-$mode.calls.folded" ||
+        fail "hook host on $lua ($mode): not 30,000 calls of work: $(cat "$tmp/hooks-$lua-$mode.calls.folded")"
     done
   done
   ran=$((ran + built))
@@ -397,21 +403,51 @@ host_yielded() {
 # A host that forks a worker after its state's run started, the worker
 # calling into Lua by lua_pcall alone (fork_host.c, on each Lua): the
 # worker's run starts again at its first call, and its file
-# (FILE-pPID.folded) holds its work; the output is the same as alone.
+# (FILE-pPID.folded) holds its work; the output is the same as alone,
+# the host's own call hook (set before the fork) counting the worker's
+# calls included: before 2026-12-07 it saw 0 of 10,000 traced (the run
+# left behind kept luaflame's hook as the host's) and 10,001-10,005
+# sampling (luaflame's own start calls), and the traced worker's calls
+# held LuaJIT's `jit.status`. On LuaJIT, 1,000 workers one after another
+# at 4 kHz: a worker could hang at lua_close (the parent's timer thread,
+# in pthread_kill at the fork, left the child the Lua thread's lock held;
+# the jsampler now sends by tgkill): 3 of 4 such runs hung before.
 host_forked() {
-  local lua host out0 out1 rc0 rc1 built=0 dir files
+  local lua host mode out0 out1 rc0 rc1 built=0 dir files
   for lua in lua5.1 lua5.2 lua5.3 lua5.4 luajit; do
     build_host fork_host "$lua" || continue
-    host=$HOST built=1 dir=$tmp/forked-$lua
-    mkdir -p "$dir"
+    host=$HOST built=1
     out0=$("$host" 10000); rc0=$?
-    attach_with front -q -o "$dir/p.folded"
-    out1=$(timeout 300 "${ATTACH[@]}" "$host" 10000 2> "$dir/err"); rc1=$?
-    [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
-      fail "fork host on $lua: '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$dir/err")"
-    files=("$dir"/p-p*.folded)
-    grep -q '^work ' "${files[0]}" 2> /dev/null ||
-      fail "fork host on $lua: no worker's profile with its work: $(ls "$dir") $(cat "${files[0]}" 2> /dev/null)"
+    for mode in sample both; do
+      dir=$tmp/forked-$lua-$mode
+      mkdir -p "$dir"
+      attach_with front -q --hz 4000 --mode "$mode" -o "$dir/p.folded"
+      out1=$(timeout 120 "${ATTACH[@]}" "$host" 10000 2> "$dir/err"); rc1=$?
+      [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
+        fail "fork host on $lua, $mode: '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$dir/err")"
+      files=("$dir"/p-p*.folded)
+      grep -q '^work ' "${files[0]}" 2> /dev/null ||
+        fail "fork host on $lua, $mode: no worker's profile with its work: $(ls "$dir") $(cat "${files[0]}" 2> /dev/null)"
+      [ "$mode" = sample ] && continue
+      files=("$dir"/p-p*.calls.folded)
+      [[ $(cat "${files[0]}" 2> /dev/null) =~ ^work\ \[string\ \"function\ setup[^$'\n']*\]:2\ 10000$ ]] ||
+        fail "fork host on $lua: the worker's calls are not its 10,000 of work: $(cat "${files[0]}" 2> /dev/null)"
+    done
+    [ "$lua" = luajit ] || continue
+    if [ -n "${LUAFLAME_TEST_PRELOAD:-}" ]; then
+      # Seen 2026-12-07, 1 run of 4: a worker's new timer thread waited
+      # forever in the ASan runtime's free (LLVM 14), while starting
+      # (pthread_getattr_np); never without the sanitizer (0 in 6 runs).
+      skip "1,000 forked workers" "LLVM 14's ASan runtime can hang a forked child of a threaded host"
+      continue
+    fi
+    out0=$("$host" 200 1000)
+    dir=$tmp/forked-$lua-many
+    mkdir -p "$dir"
+    attach_with front -q --hz 4000 -o "$dir/p.folded"
+    out1=$(timeout 120 "${ATTACH[@]}" "$host" 200 1000 2> "$dir/err"); rc1=$?
+    [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
+      fail "fork host on $lua, 1,000 workers: '$out1', exit $rc1 (124: hung); '$out0' alone; $(find "$dir" -name 'p-p*' | wc -l) workers' files"
   done
   ran=$((ran + built))
 }

@@ -3,8 +3,11 @@
  * coroutine, no lua_resume): attached, the worker's run starts again at
  * its first call and holds the worker's `work`, in a file of its own
  * beside the parent's (until 2026-12-07 the worker was not profiled).
+ * The host counts its Lua calls with a call hook of its own, set before
+ * the fork: the worker's hook sees what it sees alone.
  *
- *   fork_host CALLS   prints "parent S child S' status 0" */
+ *   fork_host CALLS [WORKERS]   prints "parent S child S' status 0 hooked H"
+ *   (WORKERS, default 1, one after another, each after CALLS/10 setups) */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -12,6 +15,12 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+static long hooked;
+static void count_call(lua_State* L, lua_Debug* ar) {
+  (void)L, (void)ar;
+  ++hooked;
+}
 
 static long calls_of(lua_State* L, const char* fn, long calls) {
   long i, sum = 0;
@@ -28,13 +37,23 @@ static long calls_of(lua_State* L, const char* fn, long calls) {
   return sum;
 }
 
+static long worker(lua_State* L, long calls, long* hooks) {
+  long sum;
+  hooked = 0;
+  sum = calls_of(L, "work", calls);
+  *hooks = hooked;
+  return sum;
+}
+
 int main(int argc, char** argv) {
   const long calls = argc > 1 ? atol(argv[1]) : 1000;
+  const long workers = argc > 2 ? atol(argv[2]) : 1;
   lua_State* L = luaL_newstate();
-  int status = 0, fds[2];
-  long got = 0, mine;
+  int status = 0, st, fds[2];
+  long got[2], total[2] = {0, 0}, mine = 0, w;
   pid_t pid;
   luaL_openlibs(L);
+  lua_sethook(L, count_call, LUA_MASKCALL, 0);
   if (luaL_dostring(
           L,
           "function setup(x) local s = 0 for i = 1, 300 do s = s + i % 5 end return s end\n"
@@ -43,20 +62,24 @@ int main(int argc, char** argv) {
     fprintf(stderr, "fork_host: %s\n", lua_tostring(L, -1));
     return 2;
   }
-  mine = calls_of(L, "setup", calls / 10);
-  fflush(stdout);
-  if (pipe(fds) != 0 || (pid = fork()) < 0) return 2;
-  if (pid == 0) {
-    long sum = calls_of(L, "work", calls);
+  for (w = 0; w < workers; ++w) {
+    mine += calls_of(L, "setup", calls / 10);
+    fflush(stdout);
+    if (pipe(fds) != 0 || (pid = fork()) < 0) return 2;
+    if (pid == 0) {
+      close(fds[0]);
+      got[0] = worker(L, calls, &got[1]);
+      if (write(fds[1], got, sizeof got) != (ssize_t)sizeof got) _exit(3);
+      lua_close(L);
+      _exit(0);
+    }
+    close(fds[1]);
+    if (read(fds[0], got, sizeof got) != (ssize_t)sizeof got) return 2;
     close(fds[0]);
-    if (write(fds[1], &sum, sizeof sum) != (ssize_t)sizeof sum) _exit(3);
-    lua_close(L);
-    _exit(0);
+    waitpid(pid, &st, 0);
+    status |= st, total[0] += got[0], total[1] += got[1];
   }
-  close(fds[1]);
-  if (read(fds[0], &got, sizeof got) != (ssize_t)sizeof got) return 2;
-  waitpid(pid, &status, 0);
-  printf("parent %ld child %ld status %d\n", mine, got, status);
+  printf("parent %ld child %ld status %d hooked %ld\n", mine, total[0], status, total[1]);
   lua_close(L);
   return status != 0;
 }

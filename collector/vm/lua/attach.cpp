@@ -233,6 +233,24 @@ int call(lua_State* L) noexcept {
 
 namespace {
 
+struct HostHook {
+  lua_Hook f = nullptr;
+  int mask = 0, count = 0;
+};
+
+// The host's hook on L, taken off while its run starts, then set again as
+// the host's lua_sethook sets it (chained behind luaflame's while tracing):
+// the host's hook sees none of luaflame's own calls, and in a forked child
+// it is the one the host had under the hook of the run left behind there
+// (which would otherwise be kept as the host's, and the host's lost).
+HostHook host_hook_off(lua_State* L) {
+  HostHook h;
+  if (!left_hook(L, h.f, h.mask, h.count))
+    h = {hook_api::gethook(L), hook_api::gethookmask(L), hook_api::gethookcount(L)};
+  hook_api::sethook(L, nullptr, 0, 0);
+  return h;
+}
+
 // Starts L's run with the environment's options `o` and attach's: 0, or
 // -1 said on stderr. Called where a Lua error may be raised (under
 // lua_pcall only: nothing jumps over the callers' C++ objects).
@@ -255,9 +273,11 @@ int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, 
     say(host, n, "not profiled: no room on the state's stack");
     return -1;
   }
+  const HostHook had = host_hook_off(L);
   lua_pushcfunction(L, run::start_session);
   lua_pushlightuserdata(L, &o);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    hook_api::sethook(L, had.f, had.mask, had.count);
     const char* msg = lua_tostring(L, -1);
     // Another state's run holds the process (LuaJIT): said once, not per state.
     const bool busy = msg && std::strstr(msg, "already running on another");
@@ -266,6 +286,8 @@ int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, 
     lua_pop(L, 1);
     return -1;
   }
+  if (had.f && !host_sethook(L, had.f, had.mask, had.count))
+    hook_api::sethook(L, had.f, had.mask, had.count);
   g_quiet = o.quiet;
   g_report_at_exit = !o.quiet;  // a state never closed is reported at exit
   return 0;

@@ -78,6 +78,10 @@ bool host_resume(lua_State* co, bool entering) noexcept;
 /// this thread).
 bool host_sethook(lua_State* L, luaflame_attach_hook f, int mask, int count) noexcept;
 bool host_gethook(lua_State* L, luaflame_attach_hook& f, int& mask, int& count) noexcept;
+/// The adapter's: luaflame's own hook is on L with no run of L's state here
+/// (one left behind in a forked child): true, with the hook the host had
+/// under it.
+bool left_hook(lua_State* L, luaflame_attach_hook& f, int& mask, int& count) noexcept;
 /// The adapter's: set up what an attached host needs before its first run.
 void adapter_setup() noexcept;
 }  // namespace lfc::attach

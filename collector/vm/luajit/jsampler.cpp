@@ -232,7 +232,7 @@ void JSampler::run_timer() noexcept {
       if (fresh || !resent || parked) {
         resent = !fresh;
         g_owed.fetch_add(k, std::memory_order_relaxed);
-        pthread_kill(lua_thread_, SIGPROF);
+        syscall(SYS_tgkill, pid_, lua_tid_, SIGPROF);
       } else {
         g_extra.fetch_add(k, std::memory_order_relaxed);
       }
@@ -271,8 +271,16 @@ void JSampler::run_timer() noexcept {
   }
 }
 
+// The signal goes by tgkill, not pthread_kill: glibc's pthread_kill holds
+// the target thread's lock while it sends, and a fork of the host then
+// (a prefork worker) gave the child that lock held, where the timer thread
+// of the worker's own run waited on it forever (seen: a forked child of
+// tests/attach/fork_host.c on LuaJIT, stopped at lua_close, joining it).
+// The Lua thread outlives the timer thread (stop joins it first).
 void JSampler::bind_thread() {
   lua_thread_ = pthread_self();
+  lua_tid_ = static_cast<pid_t>(syscall(SYS_gettid));
+  pid_ = getpid();
   if (pthread_getcpuclockid(lua_thread_, &cpu_clock_) != 0) run_.opt.cpu_clock = false;
   if (!run_.opt.cpu_clock) cpu_clock_ = CLOCK_MONOTONIC;
 }

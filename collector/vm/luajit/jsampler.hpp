@@ -75,6 +75,7 @@ class JSampler {
   JTracer& tracer_;
   lua_State* L_ = nullptr;  ///< the state LuaJIT's profiler runs on
   pthread_t lua_thread_{};
+  pid_t lua_tid_ = 0, pid_ = 0;  ///< where the timer thread's tgkill goes
   clockid_t cpu_clock_ = CLOCK_MONOTONIC;
   bool profiling_ = false;
   bool host_ok_ = false, gc_ok_ = false;

@@ -491,12 +491,35 @@ bool attach::host_resume(lua_State*, bool) noexcept {
   return false;
 }
 
+// Tracing, the trace hook is the state's one hook (LuaJIT's hooks are per
+// state): the host's own, set from C, is kept behind it as the program's
+// debug.sethook is (JTracer::adopt), and read back as it set it. Sampling,
 // LuaJIT's profiler arms no hook: the host's own are its own.
-bool attach::host_sethook(lua_State*, lua_Hook, int, int) noexcept {
-  return false;
+bool attach::host_sethook(lua_State* L, lua_Hook f, int mask, int count) noexcept {
+  JSession* j = g_jit.load();
+  if (!j || !j->tracing() || !j->profiles(L)) return false;
+  lua_sethook(L, f, mask, count);
+  j->adopt_program_hook(L);
+  return true;
 }
-bool attach::host_gethook(lua_State*, lua_Hook&, int&, int&) noexcept {
-  return false;
+bool attach::host_gethook(lua_State* L, lua_Hook& f, int& mask, int& count) noexcept {
+  JSession* j = g_jit.load();
+  if (!j || !j->tracing() || !j->profiles(L) || lua_gethook(L) != jit::trace_hook) return false;
+  const jit::JTracer::Chained c = j->program_hook();
+  f = c.hook, mask = c.mask, count = c.count;
+  return true;
+}
+
+// In a forked child, the trace hook of the run left behind, over the
+// host's own (attach.cpp's open_run gives that back before the run starts
+// again).
+bool attach::left_hook(lua_State* L, lua_Hook& f, int& mask, int& count) noexcept {
+  jit::JSession* old = jit::g_left_behind;
+  if (jit::g_jit.load() || !old || lua_gethook(L) != jit::trace_hook || !old->profiles(L))
+    return false;
+  const jit::JTracer::Chained c = old->program_hook();
+  f = c.hook, mask = c.mask, count = c.count;
+  return true;
 }
 
 // LuaJIT's profiler signal is SIGPROF already (jsampler.cpp).

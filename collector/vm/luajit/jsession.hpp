@@ -81,6 +81,7 @@ class JSession {
   /// A call or return event (the trace hook).
   void on_hook(lua_State* L, lua_Debug* ar) { tracer_.event(L, ar); }
   /// The program's hook while tracing (jhooks.cpp; JTracer's program_hook).
+  bool tracing() const { return run_->opt.trace; }
   void adopt_program_hook(lua_State* L) {
     if (run_->opt.trace) tracer_.adopt(L);
   }

@@ -148,10 +148,14 @@ bool Session::closes_with(lua_State* L) const {
   return main_L == L && closer_id == closer::serial_of(L);
 }
 
+// In a forked child the hook given back is the one the program has on the
+// main thread now (a host sets its own after attach started the run); no
+// signal of ours comes there (timers are not inherited), so it is read
+// outside a critical section. Abandoned, the one of before start.
 void Session::leave_behind(bool in_child) {
   if (slot >= 0) g_left_behind[slot] = this;
   if (alloc) alloc->active = false;
-  const HookChain::Chained before = hooks.start_hook();
+  const HookChain::Chained before = in_child ? hooks.program_hook(main_L) : hooks.start_hook();
   set_hook_after_stop(sessions::key_of(main_L), before.hook, before.mask, before.count, in_child);
   sessions::remove(slot, !in_child);
 }

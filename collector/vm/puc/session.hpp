@@ -246,5 +246,7 @@ void restore_library(lua_State* L, const char* lib, const LibSwap* swaps, std::s
 /// `in_child`: from a forked child's handler (no lock: the only thread).
 void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count,
                          bool in_child = false);
+/// The hook kept for the state keyed `key`, none when none is.
+HookChain::Chained hook_after_stop(std::uintptr_t key);
 
 }  // namespace lfc

@@ -296,6 +296,16 @@ bool Session::host_gethook(lua_State* T, lua_Hook& f, int& mask, int& count) noe
   return true;
 }
 
+// luaflame's hook on L with no session of L's state here (a run left
+// behind in a forked child): the host's hook kept for it goes back to the
+// caller (attach.cpp's open_run, before the state's run starts again).
+bool attach::left_hook(lua_State* L, lua_Hook& f, int& mask, int& count) noexcept {
+  if (lua_gethook(L) != lf_hook || sessions::of(L)) return false;
+  const HookChain::Chained c = hook_after_stop(sessions::key_of(L));
+  f = c.hook, mask = c.mask, count = c.count;
+  return true;
+}
+
 // Attached hosts take SIGPROF first (Sampler::prefer_sigprof says why).
 void attach::adapter_setup() noexcept {
   Sampler::prefer_sigprof();

@@ -232,19 +232,18 @@ void set_hook_after_stop(std::uintptr_t key, lua_Hook h, int mask, int count, bo
   e->key.store(key, std::memory_order_release);
 }
 
+HookChain::Chained hook_after_stop(std::uintptr_t key) {
+  for (const After& a : g_after)
+    if (a.key.load(std::memory_order_acquire) == key) return {a.hook, a.mask, a.count};
+  return {};
+}
+
 // A hook event of a state whose session has gone: the hook kept for it
 // (set_hook_after_stop) goes back and gets the event.
 void lf_hook_after_stop(lua_State* L, lua_Debug* ar) noexcept {
-  const std::uintptr_t key = sessions::key_of(L);
-  lua_Hook h = nullptr;
-  int mask = 0, count = 0;
-  for (const After& a : g_after)
-    if (a.key.load(std::memory_order_acquire) == key) {
-      h = a.hook, mask = a.mask, count = a.count;
-      break;
-    }
-  lua_sethook(L, h, mask, count);
-  if (h && (mask & event_mask(ar->event))) h(L, ar);
+  const HookChain::Chained c = hook_after_stop(sessions::key_of(L));
+  lua_sethook(L, c.hook, c.mask, c.count);
+  if (c.hook && (c.mask & event_mask(ar->event))) c.hook(L, ar);
 }
 
 // --lines on 5.4: a sample's count event moved on to where the thread
