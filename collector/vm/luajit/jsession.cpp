@@ -495,6 +495,11 @@ bool attach::host_resume(lua_State*, bool) noexcept {
 // state): the host's own, set from C, is kept behind it as the program's
 // debug.sethook is (JTracer::adopt), and read back as it set it. Sampling,
 // LuaJIT's profiler arms no hook: the host's own are its own.
+// Contract: on the thread that runs the state, as LuaJIT requires. A host
+// that sets its hook from a signal handler (luajit.c's SIGINT: lstop) may
+// land amid the trace hook's copy of the kept hook (three words): for that
+// one event the copy may pair one's function with the other's mask; the
+// next event forwards the new hook whole.
 bool attach::host_sethook(lua_State* L, lua_Hook f, int mask, int count) noexcept {
   JSession* j = g_jit.load();
   if (!j || !j->tracing() || !j->profiles(L)) return false;
