@@ -68,7 +68,7 @@ struct Vm {
   luaflame_attach_open_fn open = nullptr;
   luaflame_attach_close_fn close = nullptr;
   luaflame_attach_resume_fn resume = nullptr;
-  luaflame_attach_call_fn call = nullptr;        // optional: forked children start at a resume
+  luaflame_attach_call_fn call = nullptr;        // optional: forked children start at a lua_pcall
   luaflame_attach_sethook_fn sethook = nullptr;  // optional: the library's own when absent
   luaflame_attach_gethook_fn gethook = nullptr;
   bool tried = false;
