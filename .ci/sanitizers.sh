@@ -24,7 +24,7 @@
 #   "foreign: a finalizer-heavy program is not slowed by sampling": CPU time
 #           profiled against unprofiled (bound 1.5x, natively 1.08x); under
 #           ASan the instrumented handler and hook took it to 1.52x. The same
-#           bound of the VM scripts (vm_finalizer_check, 1.25x) leaves itself
+#           bound of the VM scripts (vm_finalizer_check, 1.15x) leaves itself
 #           out when LUAFLAME_TEST_TIME_FACTOR is set, as here.
 # web.browser runs (Chromium is not instrumented; the server it drives is).
 # Latency goals (hostile tests) are scaled by LUAFLAME_TEST_TIME_FACTOR (5).

@@ -200,29 +200,36 @@ LUA
 # it, tables after): FRAME ("finalize fin.lua:2;spin fin.lua:1", or "[gc]
 # finalizer" where the VM marks no finalizer's frames) holds 85% of the
 # samples (at any depth), 98% of the periods asked are recorded, none in
-# luaflame's own hook (`[luaflame] hook`), and the program's CPU time (os.clock) stays under
-# 1.25x the same runner's at 1 Hz, the median of five pairs run one after the
-# other (a pair shares the machine's load: the best of three of each side
-# apart read 1.27x and 1.28x on loaded machines) (armed with a count of 1 in
-# a finalizer, the one-shot hook made it 1.4x on 5.1, 1.8x on 5.2, 2.1x on
-# 5.3, 4x on 5.4 once; LuaJIT lost every period spent there at stop). The
-# runner at 1 Hz, not the VM's own interpreter: the runners link Lua in, and
+# luaflame's own hook (`[luaflame] hook`), and the program's CPU time (os.clock) at
+# 999 Hz, the best of three to ten runs, is under 1.15x the same runner's best
+# at 1 Hz, runs taken in turn. The best of each side: a neighbour's load only
+# adds CPU time, so the best run is the one it touched least, whereas a cost
+# the sampler adds is in every run (CI's test job, two tests at once beside
+# two background jobs, read pairs of 0.71-1.50x, median 1.38x; idle, pairs
+# read 0.65-1.69x, for one of the VM's two cores ran this program 1.5-1.75x
+# slower than the other for minutes: so a pair's ratio says little).
+# Armed with a count of 1 in a finalizer (hookchain.cpp, arm()'s `lazy`
+# false), the one-shot hook made it 1.3x on 5.1 and 3.0x on 5.4 (once 1.8x
+# on 5.2 and 2.1x on 5.3); LuaJIT lost every period spent there at stop. The
+# target itself (interleaved medians per version) is bench/collector/foreign.sh's.
+# The runner at 1 Hz, not the VM's own interpreter: the runners link Lua in, and
 # where the interpreter's loop lands in them moves its speed by itself (on
 # 2026-12-06 two builds of the 5.4 runner at 1 Hz differed by 10% on this
-# program, 0.316 and 0.347 s, against 0.29-0.32 s for lua5.4; the bound
-# then failed at 1.27x of lua5.4 with the sampler costing nothing new).
+# program, 0.316 and 0.347 s, against 0.29-0.32 s for lua5.4).
 vm_finalizer_check() {
-  local fin=$1 bare ratios="" ratio p1 p9 f all
+  local fin=$1 bare best1=999 best9=999 ratio=999 runs=0 most=10 p1 p9 f all
   shift
+  [ "${LUAFLAME_TEST_TIME_FACTOR:-1}" = 1 ] || most=1
   cp "$DATA/foreign/fin.lua" "$work/fin.lua"
   bare=$(cd "$work" && "$LUA" fin.lua)
-  for _ in 1 2 3 4 5; do
+  while [ "$runs" -lt "$most" ] && awk -v r="$ratio" -v n="$runs" 'BEGIN { exit !(n < 3 || r >= 1.15) }'; do
     p1=$(cd "$work" && "$@" --mode sample --hz 1 -o fin1.folded fin.lua 2> /dev/null) || fail "finalizers: failed at 1 Hz"
     p9=$(cd "$work" && "$@" --mode sample --hz 999 -o fin.folded fin.lua 2> fin.err) || fail "finalizers: failed"
-    ratios="$ratios $(awk -v a="$p1" -v b="$p9" 'BEGIN { print (a > 0 ? b / a : 999) }')"
+    read -r best1 best9 ratio < <(awk -v a="$best1" -v b="$best9" -v p="$p1" -v q="$p9" 'BEGIN {
+      if (p + 0 > 0 && p + 0 < a) a = p; if (q + 0 > 0 && q + 0 < b) b = q; print a, b, b / a }')
+    runs=$((runs + 1))
   done
-  ratio=$(echo "$ratios" | tr ' ' '\n' | sed '/^$/d' | sort -g | sed -n 3p)
-  echo "finalizers: CPU $bare s by the VM alone; 999 Hz over 1 Hz in five pairs:$ratios (median ${ratio}x)"
+  echo "finalizers: CPU $bare s by the VM alone; the runner's best of $runs runs: $best1 s at 1 Hz, $best9 s at 999 Hz (${ratio}x)"
   f=$(awk -v want="$fin" '{ p = $0; sub(/ [0-9]+$/, "", p) }
     index(p, want) == 1 || index(p, ";" want) { s += $NF } END { print s + 0 }' "$work/fin.folded")
   all=$(awk '{s+=$NF} END {print s+0}' "$work/fin.folded")
@@ -235,8 +242,8 @@ vm_finalizer_check() {
   # Not in the sanitizer build (LUAFLAME_TEST_TIME_FACTOR set: .ci/sanitizers.sh),
   # where the instrumented handler and hook are what it would measure.
   if [ "${LUAFLAME_TEST_TIME_FACTOR:-1}" = 1 ]; then
-    awk -v r="$ratio" 'BEGIN { exit !(r != "" && r + 0 < 1.25) }' ||
-      fail "finalizers: CPU at 999 Hz ${ratio}x the same runner's at 1 Hz, median of five pairs:$ratios (want under 1.25x)"
+    awk -v r="$ratio" 'BEGIN { exit !(r + 0 < 1.15) }' ||
+      fail "finalizers: CPU at 999 Hz ${ratio}x the same runner's at 1 Hz, the best of $runs runs each (want under 1.15x)"
   else
     echo "finalizers: not bounded (LUAFLAME_TEST_TIME_FACTOR)"
   fi
