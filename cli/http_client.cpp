@@ -3,8 +3,9 @@
 #include <cctype>
 #include <cstdlib>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include "luaflame/http.hpp"
 
 namespace lfcli {
 
@@ -31,24 +32,6 @@ std::string url_encode(const std::string& s) {
   return out;
 }
 
-// Why a request got no answer at all: the server is down, the name does not resolve...
-std::string transport_error(httplib::Error e) {
-  switch (e) {
-    case httplib::Error::Connection:
-      return "connection refused or host unreachable";
-    case httplib::Error::Read:
-      return "no answer (timed out or connection closed while reading)";
-    case httplib::Error::Write:
-      return "connection closed while sending";
-    case httplib::Error::SSLConnection:
-      return "TLS handshake failed";
-    case httplib::Error::SSLServerVerification:
-      return "TLS certificate not trusted";
-    default:
-      return httplib::to_string(e);
-  }
-}
-
 }  // namespace
 
 ClientOptions default_client_options() {
@@ -59,18 +42,16 @@ ClientOptions default_client_options() {
 }
 
 struct HttpClient::Impl {
-  explicit Impl(const std::string& origin) : client(origin) {}
-  httplib::Client client;
-  httplib::Headers headers;
+  lfhttp::Client client;
 
-  Reply answer(const httplib::Result& r, const std::string& base) {
+  static Reply answer(lfhttp::Answer a, const std::string& base) {
     Reply out;
-    if (!r) {
-      out.error = "cannot reach " + base + ": " + transport_error(r.error());
+    if (a.status == 0) {
+      out.error = "cannot reach " + base + ": " + a.error;
       return out;
     }
-    out.status = r->status;
-    out.body = r->body;
+    out.status = a.status;
+    out.body = std::move(a.body);
     return out;
   }
 };
@@ -105,30 +86,22 @@ bool HttpClient::open(const ClientOptions& o, std::string& why) {
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   origin_ = scheme + "://" + hostport;
   prefix_ = prefix;
-  try {
-    impl_ = std::make_unique<Impl>(origin_);
-  } catch (const std::exception& e) {  // httplib throws on URLs it cannot use
-    why = e.what();
-    return false;
-  }
-  impl_->client.set_connection_timeout(o.timeout_s, 0);
-  impl_->client.set_read_timeout(o.timeout_s, 0);
-  impl_->client.set_write_timeout(o.timeout_s, 0);
-  if (!o.token.empty()) impl_->headers.emplace("Authorization", "Bearer " + o.token);
-  impl_->headers.emplace("User-Agent", "luaflame-cli");
+  impl_ = std::make_unique<Impl>();
+  if (!impl_->client.open(origin_, why)) return false;
+  impl_->client.timeouts(o.timeout_s, o.timeout_s, o.timeout_s);
+  if (!o.token.empty()) impl_->client.header("Authorization", "Bearer " + o.token);
+  impl_->client.header("User-Agent", "luaflame-cli");
   return true;
 }
 
 Reply HttpClient::get(const std::string& path, const Query& query) {
-  return impl_->answer(impl_->client.Get(with_query(prefix_ + path, query), impl_->headers),
-                       base());
+  return Impl::answer(impl_->client.get(with_query(prefix_ + path, query)), base());
 }
 
 Reply HttpClient::post(const std::string& path, const Query& query, const std::string& body,
                        const std::string& type, bool gzip) {
-  impl_->client.set_compress(gzip);
-  return impl_->answer(
-      impl_->client.Post(with_query(prefix_ + path, query), impl_->headers, body, type), base());
+  impl_->client.compress(gzip);
+  return Impl::answer(impl_->client.post(with_query(prefix_ + path, query), body, type), base());
 }
 
 std::string HttpClient::link(const std::string& path) const {

@@ -8,7 +8,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 src="$(cd "$1" && pwd)" build="$2" prefix="$3"
-for f in server/luaflame-server cli/luaflame collector/luaflame.so; do
+for f in server/luaflame-server cli/luaflame collector/luaflame.so collector/libluaflame-http.so; do
   [ -s "$build/$f" ] || { echo "install.sh: $build/$f is not built" >&2; exit 1; }
 done
 
@@ -27,6 +27,9 @@ for v in 5.1 5.2 5.3; do
   [ "$v" = 5.1 ] && dest="$prefix/lib/luaflame/lua5.1/luaflame.so"
   install -D -s -m 644 "$build/collector/lua$v/luaflame.so" "$dest"
 done
+# The HTTP transport (collector/http/transport.h) that luaflame push and the
+# collector's stream load on first use, where they look for it.
+install -D -s -m 644 "$build/collector/libluaflame-http.so" "$prefix/lib/luaflame/libluaflame-http.so"
 # luaflame attach's shim (docs/attach.md), where luaflame looks for it.
 [ -s "$build/collector/libluaflame-attach.so" ] &&
   install -D -s -m 644 "$build/collector/libluaflame-attach.so" "$prefix/lib/luaflame/libluaflame-attach.so"

@@ -1,5 +1,6 @@
-// The streamer (see streamer.hpp). httplib's client is used here only, on
-// the streamer's own thread.
+// The streamer (see streamer.hpp). Its HTTP client (luaflame/http.hpp, which
+// loads the transport) is used here only, on the streamer's own thread, but
+// for stop() at the final wait.
 #include "core/streamer.hpp"
 
 #include <unistd.h>
@@ -8,12 +9,12 @@
 #include <cstdio>
 #include <random>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "core/out_formats.hpp"
 #include "core/profile.hpp"
 #include "core/text.hpp"
+#include "luaflame/http.hpp"
 #include "luaflame/wire.hpp"
 
 namespace lfc {
@@ -53,23 +54,27 @@ std::once_flag g_exit_rearmed;
 
 // Contract: exit() runs atexit handlers and static destructors in the reverse order of their
 // registration. The session registers its handler (which finishes the stream) at the first
-// start(); cpp-httplib builds the regex that parses a response's status line (a function-local
-// static in read_response_line) at the first answer, later, so exit() destroyed it before the
-// handler ran and every request of the final flush failed on a valid answer ("Read error", and
-// once a crash): a run ended by os.exit() lost its last chunks. Registering the handler again
-// once an answer has been parsed makes it run before that destructor. It may race with nothing
-// that matters: std::atexit is thread-safe, a registration made while exit() already runs
+// start(); cpp-httplib (in the transport) builds the regex that parses a response's status line (a
+// function-local static in read_response_line) at the first answer, later, so exit() destroyed it
+// before the handler ran and every request of the final flush failed on a valid answer ("Read
+// error", and once a crash): a run ended by os.exit() lost its last chunks. Registering the handler
+// again once an answer has been parsed makes it run before that destructor. It may race with
+// nothing that matters: std::atexit is thread-safe, a registration made while exit() already runs
 // handlers is run too, and the handler does nothing once the session is stopped (it runs twice).
 void Streamer::set_exit_handler(void (*fn)()) {
   g_exit_handler.store(fn);
 }
 
 Streamer::Streamer(Profile& s) : s_(s), uuid_(make_uuid()) {
-  cli_ = std::make_unique<httplib::Client>(s_.opt.server);
-  cli_->set_connection_timeout(1, 0);
-  cli_->set_read_timeout(2, 0);
-  cli_->set_write_timeout(2, 0);
-  if (!s_.opt.token.empty()) cli_->set_bearer_token_auth(s_.opt.token);
+  auto cli = std::make_unique<lfhttp::Client>();
+  std::string why;
+  if (!cli->open(s_.opt.server, why)) {
+    error_ = "cannot stream to " + s_.opt.server + ": " + why;
+    return;
+  }
+  cli->timeouts(1, 2, 2);
+  if (!s_.opt.token.empty()) cli->header("Authorization", "Bearer " + s_.opt.token);
+  cli_ = std::move(cli);
 }
 
 Streamer::~Streamer() {
@@ -108,19 +113,23 @@ bool Streamer::post(const std::string& path, const std::string& body, const char
                                           after(1.0 + timeout_s_).time_since_epoch())
                                           .count()
                                     : 0);
-  auto res = cli_->Post(path, body, type);
-  answering_ = static_cast<bool>(res);
-  if (res)  // httplib's response parser exists now: the exit handler must run before its end
-    std::call_once(g_exit_rearmed, [] {
-      if (auto fn = g_exit_handler.load()) std::atexit(fn);
-    });
-  if (!res) {
-    error_ = "cannot reach " + s_.opt.server + " (" + httplib::to_string(res.error()) + " error)";
+  if (!cli_) {  // the transport failed to load or open: error_ says why
     status = 0;
     return false;
   }
-  status = res->status;
-  answer = res->body;
+  const lfhttp::Answer res = cli_->post(path, body, type);
+  answering_ = res.status != 0;
+  if (answering_)  // httplib's response parser exists now: the exit handler must run before its end
+    std::call_once(g_exit_rearmed, [] {
+      if (auto fn = g_exit_handler.load()) std::atexit(fn);
+    });
+  if (!answering_) {
+    error_ = "cannot reach " + s_.opt.server + ": " + res.error;
+    status = 0;
+    return false;
+  }
+  status = res.status;
+  answer = res.body;
   if (status >= 200 && status < 300) return true;
   error_ = "POST " + path + " answered " + std::to_string(status) + ": " + answer.substr(0, 200);
   // A refusal (4xx other than timeouts and rate limits) will not change on retry. Said
@@ -188,10 +197,7 @@ double Streamer::timeout_for(std::size_t body_bytes) {
 void Streamer::set_timeouts(std::size_t body_bytes) {
   double secs = timeout_for(body_bytes);
   timeout_s_ = secs;
-  auto whole = static_cast<time_t>(secs);
-  auto usec = static_cast<time_t>((secs - static_cast<double>(whole)) * 1e6);
-  cli_->set_read_timeout(whole, usec);
-  cli_->set_write_timeout(whole, usec);
+  if (cli_) cli_->timeouts(1, secs, secs);
 }
 
 std::size_t Streamer::queued_bytes() const {
@@ -354,7 +360,7 @@ void Streamer::finish(Summary& sum) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!done.load()) {
     aborted_.store(true);
-    cli_->stop();
+    if (cli_) cli_->stop();
   }
   last.join();
   sum.chunks_sent = chunks_sent_;

@@ -26,7 +26,7 @@
 #include "luaflame/collector.hpp"
 #include "luaflame/wire.hpp"
 
-namespace httplib {
+namespace lfhttp {
 class Client;
 }
 
@@ -46,7 +46,8 @@ class Streamer {
 
   /// The session's exit handler (at_process_exit), set at start(): registered again with
   /// std::atexit after the process's first HTTP answer, so that exit() runs it before
-  /// cpp-httplib's statics are destroyed (see the contract in streamer.cpp).
+  /// cpp-httplib's statics (in the transport, luaflame/http.hpp) are destroyed (see the
+  /// contract in streamer.cpp).
   static void set_exit_handler(void (*fn)());
 
   explicit Streamer(Profile& s);
@@ -88,7 +89,7 @@ class Streamer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, flush_req_ = false;
-  std::unique_ptr<httplib::Client> cli_;
+  std::unique_ptr<lfhttp::Client> cli_;  ///< null: the transport failed to load or open (error_)
   std::string uuid_;
   long long run_id_ = -1;
   std::string run_url_;

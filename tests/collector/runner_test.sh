@@ -109,6 +109,38 @@ vm_sethook_again_check "$LF" run
 # 12. The main chunk's locals are live at stop (vm_test_lib.sh: vm_chunk_live_check).
 vm_chunk_live_check "$LF" run
 
+# 13. The HTTP transport (collector/http/transport.h) is loaded to stream
+# only: a run without a server maps neither it nor OpenSSL; one with a
+# server (a closed port) loads it; a luaflame.so copied alone says so and
+# keeps the run in its fallback file.
+cat > "$work/transport.lua" <<'LUA'
+local lf = require "luaflame"
+local function mapped(name)
+  local f = assert(io.open("/proc/self/maps"))
+  local s = f:read("a")
+  f:close()
+  return s:find(name, 1, true) ~= nil
+end
+lf.start{output = "t1.folded"}
+local before = mapped("libluaflame-http") or mapped("libssl")
+lf.stop()
+lf.start{server = "http://127.0.0.1:9", output = "t2.folded"}
+local during = mapped("libluaflame-http")
+local s = lf.stop()
+print(before, during, s.stream_error, s.fallback_file ~= nil)
+LUA
+out=$(cd "$work" && LUA_CPATH="$MODDIR/?.so" "$LUA" transport.lua 2>&1)
+case $out in
+  "false	true	cannot reach http://127.0.0.1:9: connection refused"*"	true") ;;
+  *) fail "transport: loaded before a stream, or not for one: <$out>" ;;
+esac
+mkdir -p "$work/solo" && cp "$MODDIR/luaflame.so" "$work/solo/"
+out=$(cd "$work" && LUA_CPATH="$work/solo/?.so" "$LUA" transport.lua 2>&1)
+case $out in
+  "false	false	cannot stream to http://127.0.0.1:9: libluaflame-http.so is not installed beside luaflame"*"	true") ;;
+  *) fail "transport: a module alone: <$out>" ;;
+esac
+
 # Live bytes against the VM's own count (vm_test_lib.sh: vm_live_count_check).
 vm_live_count_check "$LF" run
 

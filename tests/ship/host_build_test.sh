@@ -29,12 +29,13 @@ build)
   expect_rc 0 "docker/install.sh"
   [ "$RC" -eq 0 ] || { tail -n 40 "$SHIP_TMP/build.out" "$SHIP_TMP/build.err" >&2; exit 1; }
   for f in bin/luaflame-server bin/luaflame bin/luaflame-healthcheck bin/luaflame-demo \
-           lib/lua/5.4/luaflame.so share/luaflame/demo/workload.lua; do
+           lib/lua/5.4/luaflame.so lib/luaflame/libluaflame-http.so share/luaflame/demo/workload.lua; do
     [ -s "$prefix/$f" ] && pass "installed $f" || fail "missing $prefix/$f"
   done
   [ -d "$prefix/share/luaflame/web" ] && pass "installed the pages" || fail "no $prefix/share/luaflame/web"
   run_cmd deps bash "$root/docker/runtime-deps.sh" --check "$root/docker/runtime-packages.txt" \
-    "$prefix/bin/luaflame-server" "$prefix/bin/luaflame" "$prefix/lib/lua/5.4/luaflame.so"
+    "$prefix/bin/luaflame-server" "$prefix/bin/luaflame" "$prefix/lib/lua/5.4/luaflame.so" \
+    "$prefix/lib/luaflame/libluaflame-http.so"
   expect_rc 0 "docker/runtime-packages.txt is exactly what the programs load (ldd)"
   ;;
 

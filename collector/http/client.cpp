@@ -1,0 +1,163 @@
+// lfhttp::Client (luaflame/http.hpp): transport.h's table, loaded once per
+// process on first use. Never unloaded: cpp-httplib's statics and a
+// client's sockets may outlive any one user.
+#include "luaflame/http.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "http/transport.h"
+
+namespace lfhttp {
+
+namespace {
+
+constexpr const char* kFile = "libluaflame-http.so";
+
+const luaflame_http_transport_v1* g_table = nullptr;
+std::string g_why;
+std::once_flag g_once;
+
+std::string dir_of(const char* file) {
+  char buf[PATH_MAX];
+  if (!file || !realpath(file, buf)) return "";
+  std::string s(buf);
+  const std::size_t slash = s.rfind('/');
+  return slash == std::string::npos ? "" : s.substr(0, slash);
+}
+
+// Where the transport may be, from the file this code is in (luaflame.so,
+// a runner, the luaflame command) and from the program: the build tree
+// (build/collector/ holds it; modules sit in build/collector/lua5.X and
+// build/collector/vm/luajit, programs in build/cli and build/tests/X) and
+// an installed tree (PREFIX/lib/luaflame/ holds it; modules in
+// PREFIX/lib/lua/5.X and PREFIX/lib/luaflame/lua5.1, programs in
+// PREFIX/bin: docker/install.sh). LUAFLAME_HTTP_LIB first.
+std::vector<std::string> candidates() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("LUAFLAME_HTTP_LIB"); env && *env) out.emplace_back(env);
+  Dl_info info{};
+  std::vector<std::string> dirs;
+  if (dladdr(reinterpret_cast<void*>(&candidates), &info) && info.dli_fname)
+    dirs.push_back(dir_of(info.dli_fname));
+  dirs.push_back(dir_of("/proc/self/exe"));
+  for (const std::string& d : dirs) {
+    if (d.empty()) continue;
+    for (const char* rel : {".", "..", "../..", "../collector", "../../collector",
+                            "../lib/luaflame", "../../luaflame"})
+      out.push_back(d + "/" + (rel[1] ? std::string(rel) + "/" : "") + kFile);
+  }
+  return out;
+}
+
+void load() {
+  std::string tried;
+  for (const std::string& p : candidates()) {
+    if (access(p.c_str(), R_OK) != 0) continue;
+    void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const char* err = h ? nullptr : dlerror();
+    auto fn = h ? reinterpret_cast<luaflame_http_v1_fn>(dlsym(h, "luaflame_http_v1")) : nullptr;
+    const luaflame_http_transport_v1* t = fn ? fn() : nullptr;
+    if (t && t->version == 1) {
+      g_table = t;
+      return;
+    }
+    tried = err ? err : p + ": not luaflame's HTTP transport, version 1";  // dlerror names p
+  }
+  g_why = tried.empty() ? std::string(kFile) +
+                              " is not installed beside luaflame (LUAFLAME_HTTP_LIB names it)"
+                        : tried;
+}
+
+const luaflame_http_transport_v1* table(std::string& why) {
+  std::call_once(g_once, load);
+  if (!g_table) why = g_why;
+  return g_table;
+}
+
+std::string words(int code, const char* text) {
+  switch (code) {
+    case LUAFLAME_HTTP_CONNECTION:
+      return "connection refused or host unreachable";
+    case LUAFLAME_HTTP_READ:
+      return "no answer (timed out or connection closed while reading)";
+    case LUAFLAME_HTTP_WRITE:
+      return "connection closed while sending";
+    case LUAFLAME_HTTP_TLS_CONNECT:
+      return "TLS handshake failed";
+    case LUAFLAME_HTTP_TLS_VERIFY:
+      return "TLS certificate not trusted";
+    case LUAFLAME_HTTP_CANCELED:
+      return "canceled";
+    default:
+      return text && *text ? text : "failed";
+  }
+}
+
+}  // namespace
+
+Client::Client() = default;
+
+Client::~Client() {
+  if (c_) g_table->close(c_);
+}
+
+bool Client::open(const std::string& origin, std::string& why) {
+  const luaflame_http_transport_v1* t = table(why);
+  if (!t) return false;
+  char buf[200] = "";
+  c_ = t->open(origin.c_str(), buf, sizeof buf);
+  if (!c_) why = buf;
+  return c_ != nullptr;
+}
+
+// Before a successful open() there is no client: settings do nothing and a
+// request is unanswered.
+void Client::header(const std::string& name, const std::string& value) {
+  if (c_) g_table->header(c_, name.c_str(), value.c_str());
+}
+
+void Client::timeouts(double connect_s, double read_s, double write_s) {
+  if (c_) g_table->timeouts(c_, connect_s, read_s, write_s);
+}
+
+void Client::compress(bool on) {
+  if (c_) g_table->compress(c_, on ? 1 : 0);
+}
+
+Answer Client::get(const std::string& path) {
+  return request("GET", path, "", nullptr);
+}
+
+Answer Client::post(const std::string& path, const std::string& body, const std::string& type) {
+  return request("POST", path, body, type.c_str());
+}
+
+void Client::stop() {
+  if (c_) g_table->stop(c_);
+}
+
+Answer Client::request(const char* method, const std::string& path, const std::string& body,
+                       const char* type) {
+  luaflame_http_answer a{};
+  Answer out;
+  if (!c_) {
+    out.code = LUAFLAME_HTTP_OTHER;
+    out.error = "no HTTP client (not opened)";
+  } else if (g_table->request(c_, method, path.c_str(), body.data(), body.size(), type, &a)) {
+    out.status = a.status;
+    out.body.assign(a.body, a.body_len);
+    g_table->free_answer(&a);
+  } else {
+    out.code = a.error;
+    out.error = words(a.error, a.error_text);
+  }
+  return out;
+}
+
+}  // namespace lfhttp
