@@ -14,25 +14,9 @@
 set -euo pipefail
 rounds=$1; shift
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-# Userdata from newproxy where the VM has it (5.1 and LuaJIT finalize no
-# table), tables with __gc after.
-cat > "$tmp/finalizers.lua" <<'LUA'
-local function spin(n) local x = 0 for i = 1, n do x = x + i % 7 end return x end
-local function finalize(o) spin(4000) end
-local make
-if newproxy then
-  local proto = newproxy(true)
-  getmetatable(proto).__gc = finalize
-  make = function() return newproxy(proto) end
-else
-  local mt = {__gc = finalize}
-  make = function() return setmetatable({}, mt) end
-end
-for round = 1, 4 do
-  for i = 1, 3000 do make() end
-  collectgarbage()
-end
-LUA
+# The tests' finalizer program (userdata from newproxy where the VM has it:
+# 5.1 and LuaJIT finalize no table; tables with __gc after).
+cp "$(dirname "$0")/../../tests/data/collector/foreign/fin.lua" "$tmp/finalizers.lua"
 cat > "$tmp/program_hook.lua" <<'LUA'
 local function my_hook() local x = 0 for i = 1, 400 do x = x + i end end
 debug.sethook(my_hook, "", 1000)
