@@ -9,12 +9,9 @@
 # to the microsecond, where perf is installed; else user + system from
 # /usr/bin/time, to the hundredth: a 1% step on a one-second scan): on this
 # VM a loopback host's wall time moves 20-40% from run to run with wake-up
-# latency, its CPU time far less. nmap and sysbench run on one CPU
-# (BENCH_CPU, default the last; taskset around attach or the floor's preload, so
-# the host, its threads and the floor's timer share it): one of this VM's two cores
-# ran Lua 1.5-1.75x slower than the other for minutes at a time
-# (bench/collector/foreign.sh), so the scheduler's choice moved a run by
-# itself. HAProxy's two threads and ab are left to the scheduler.
+# latency, its CPU time far less. Not pinned to one CPU: so pinned
+# (2026-12-07), nmap's scan waited on loopback twice as long (1.85 s of wall
+# for 0.86 s of CPU, against 0.8-1.0 s) and its rounds spread 1.06-2.45 s.
 #   bench/attach/cost.sh BUILD [ROUNDS]     (default 5; HOSTS="nmap": only those)
 set -u
 BUILD=$(realpath "${1:?usage: cost.sh BUILD [ROUNDS]}")
@@ -27,7 +24,6 @@ source "$HERE/../../tests/support/server.sh"
 lf_e2e_server "$BUILD/server/luaflame-server"  # sets tmp, LF_PORT; removes both at exit
 cc -O2 -shared -fPIC -o "$tmp/floor.so" "$HERE/floor_preload.c" || exit 1
 modes=(alone floor1k attach100 attach1k)
-pin_cpu=${BENCH_CPU:-$(($(nproc) - 1))} PIN=0
 
 # timed MODE CMD...: CMD alone, under the floor or attached (luaflame attach
 # execs it: the timed process is the host's), under perf stat or
@@ -40,7 +36,6 @@ timed() {
     attach100) pre=("$LF" attach --hz 100 -q -o "$tmp/p.folded" --) ;;
     attach1k) pre=("$LF" attach --hz 1000 -q -o "$tmp/p.folded" --) ;;
   esac
-  [ "$PIN" = 1 ] && pre=(taskset -c "$pin_cpu" "${pre[@]}")
   if [ "$PERF" = 1 ]; then
     perf stat -x, -e task-clock -o "$tmp/time" "${pre[@]}" "$@"
     rc=$?
@@ -60,14 +55,12 @@ perf stat -x, -e task-clock -o /dev/null true 2> /dev/null && PERF=1
 run_wall() {
   local t0 t1
   t0=$(date +%s.%N)
-  PIN=1
   case $1 in
     nmap) timed "$2" nmap -Pn -n -p "$LF_PORT" --script "$T/hot.nse" 127.0.0.1 ;;
     sysbench)
       LUAFLAME_ATTACH_STATE=2 timed "$2" sysbench --threads=1 --events=400 --time=0 "$T/bench.lua" run ;;
   esac > /dev/null 2>&1 || { echo "cost.sh: $1 $2 failed" >&2; exit 1; }
   t1=$(date +%s.%N)
-  PIN=0
   echo "$t1 - $t0" | bc -l
 }
 
