@@ -61,7 +61,8 @@ struct luaflame_http_transport_v1 {
   void (*close)(void* client);
 };
 
-typedef const struct luaflame_http_transport_v1* (*luaflame_http_v1_fn)(void); /* NOLINT(modernize-redundant-void-arg): C */
+/* NOLINTNEXTLINE(modernize-redundant-void-arg): a C header */
+typedef const struct luaflame_http_transport_v1* (*luaflame_http_v1_fn)(void);
 const struct luaflame_http_transport_v1* luaflame_http_v1(void);
 
 #ifdef __cplusplus
