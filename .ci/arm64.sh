@@ -68,7 +68,7 @@ for s in collector/vm/lua/*.cpp; do [ "$s" = collector/vm/lua/lua_entry.cpp ] ||
 [ ${#vmlua[@]} -ge 3 ] || { echo "arm64: no sources in collector/vm/lua" >&2; exit 1; }
 jsrcs=("${vmlua[@]}" collector/vm/luajit/*.cpp)
 srcs=(wire/wire.cpp engine/src/*.cpp "$out/gen/luaflame_pprof.pb.cc" collector/core/*.cpp
-      "${vmlua[@]}" collector/vm/puc/*.cpp)
+      collector/http/client.cpp "${vmlua[@]}" collector/vm/puc/*.cpp)
 # One compiler per core: each unit in the background, at most $jobs at once
 # (the oldest is waited for first); a failed compile fails the job (set -e).
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -83,7 +83,7 @@ for s in "${srcs[@]}"; do
   o="$out/$(echo "${s#"$out"/}" | tr / _).o"
   extra=() sflags=("${flags[@]}")
   [[ $s == "$out"/* ]] && extra=(-Wno-error)  # protoc's code is not ours to keep warning-free
-  [[ $s == collector/core/* ]] && sflags=("${cflags[@]}")  # the core: no Lua headers
+  [[ $s == collector/core/* || $s == collector/http/* ]] && sflags=("${cflags[@]}")  # no Lua headers
   compile "${sflags[@]}" "${extra[@]}" -c "$s" -o "$o"
   objs+=("$o")
   # wire, engine, protobuf and the collector's core: both adapters link them
