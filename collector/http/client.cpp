@@ -37,10 +37,11 @@ std::string dir_of(const char* file) {
 // build/collector/vm/luajit, programs in build/cli and build/tests/X) and
 // an installed tree (PREFIX/lib/luaflame/ holds it; modules in
 // PREFIX/lib/lua/5.X and PREFIX/lib/luaflame/lua5.1, programs in
-// PREFIX/bin: docker/install.sh). LUAFLAME_HTTP_LIB first.
+// PREFIX/bin: docker/install.sh). LUAFLAME_HTTP_LIB first, but not in a
+// setuid or setgid program (secure_getenv): it names code to load.
 std::vector<std::string> candidates() {
   std::vector<std::string> out;
-  if (const char* env = std::getenv("LUAFLAME_HTTP_LIB"); env && *env) out.emplace_back(env);
+  if (const char* env = secure_getenv("LUAFLAME_HTTP_LIB"); env && *env) out.emplace_back(env);
   Dl_info info{};
   std::vector<std::string> dirs;
   if (dladdr(reinterpret_cast<void*>(&candidates), &info) && info.dli_fname)

@@ -112,7 +112,7 @@ vm_chunk_live_check "$LF" run
 # 13. The HTTP transport (collector/http/transport.h) is loaded to stream
 # only: a run without a server maps neither it nor OpenSSL; one with a
 # server (a closed port) loads it; a luaflame.so copied alone says so and
-# keeps the run in its fallback file.
+# keeps the run in its fallback file, or finds it by LUAFLAME_HTTP_LIB.
 cat > "$work/transport.lua" <<'LUA'
 local lf = require "luaflame"
 local function mapped(name)
@@ -139,6 +139,11 @@ out=$(cd "$work" && LUA_CPATH="$work/solo/?.so" "$LUA" transport.lua 2>&1)
 case $out in
   "false	false	cannot stream to http://127.0.0.1:9: libluaflame-http.so is not installed beside luaflame"*"	true") ;;
   *) fail "transport: a module alone: <$out>" ;;
+esac
+out=$(cd "$work" && LUAFLAME_HTTP_LIB="$MODDIR/libluaflame-http.so" LUA_CPATH="$work/solo/?.so" "$LUA" transport.lua 2>&1)
+case $out in
+  "false	true	cannot reach http://127.0.0.1:9: connection refused"*"	true") ;;
+  *) fail "transport: a module alone, LUAFLAME_HTTP_LIB naming the transport: <$out>" ;;
 esac
 
 # Live bytes against the VM's own count (vm_test_lib.sh: vm_live_count_check).
