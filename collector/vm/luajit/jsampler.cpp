@@ -211,6 +211,8 @@ uint64_t wall_wait(uint64_t left, double share) {
 
 void JSampler::run_timer() noexcept {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
+  timer_up_.store(1);                         // start() waits for this (see there)
+  futex_wake(timer_up_);
   const uint64_t period = g_period;
   uint64_t cpu0 = thread_cpu_ns(cpu_clock_), wall0 = now_ns();
   bool parked = false;      // the last wait was a park that timed out (the callback did not come)
@@ -406,6 +408,7 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
   sigaddset(&set, SIGPROF);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   timer_stop_.store(false);
+  timer_up_.store(0);
   try {
     timer_ = std::thread([this] { run_timer(); });
   } catch (const std::exception& e) {
@@ -415,6 +418,13 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
     sigaction(SIGPROF, &g_before, nullptr);
     return err = std::string("cannot start the sampler thread: ") + e.what(), false;
   }
+  // The program runs on only once the timer thread is in its loop, which
+  // takes no lock: the thread's start-up (the C library's, a sanitizer's)
+  // allocates, and a fork by the program then (a prefork host forking
+  // right after its first call) copied into the child the allocator's lock
+  // held, where the child's own timer thread waited on it forever at its
+  // start (seen under ASan, LLVM 14: fork_host.c on LuaJIT, 1 run in 20).
+  while (timer_up_.load() == 0) futex_wait(timer_up_, 0, 100000000);
   return true;
 }
 
