@@ -10,10 +10,11 @@
 //                                requests): the run follows it as it follows
 //                                coroutine.resume
 //   lua_close                    its run ends, then the state
-//   lua_pcall, lua_pcallk        in a child forked after a run started: the
-//                                run of the called state starts again there
+//   lua_pcall, lua_pcallk,       in a child forked after a run started: the
+//   lua_cpcall                   run of the called state starts again there
 //                                (a prefork worker that calls its handlers
-//                                by lua_pcall alone; lua_resume does so too)
+//                                by lua_pcall alone, or 5.1's lua_cpcall;
+//                                lua_resume does so too)
 //   lua_sethook, lua_gethook,    the host's own hook, set and read from C:
 //   lua_gethookmask,             the profiled state's run sets it where the
 //   lua_gethookcount             sampler's signal cannot tear it, and
@@ -263,10 +264,11 @@ using ResumeFn = int (*)(lua_State*, void*, void*, void*);
 ResumeFn g_resume = nullptr;
 // lua_pcall is (L, nargs, nresults, errfunc) on 5.1 and LuaJIT; 5.2 to 5.4
 // export lua_pcallk (L, nargs, nresults, errfunc, ctx, k), their lua_pcall
-// a macro: one wrapper type passes six integer-class arguments on, as
-// lua_resume's does.
+// a macro; 5.1 and LuaJIT export lua_cpcall (L, func, ud), 5.2's is a
+// macro over lua_pcall: one wrapper type passes six integer-class
+// arguments on, as lua_resume's does.
 using PcallFn = int (*)(lua_State*, void*, void*, void*, void*, void*);
-PcallFn g_pcall = nullptr, g_pcallk = nullptr;
+PcallFn g_pcall = nullptr, g_pcallk = nullptr, g_cpcall = nullptr;
 
 // Set in a child forked while this shim was loaded: the host's lua_pcall
 // then asks the module to start its state's run again there, until the
@@ -429,6 +431,19 @@ extern "C" __attribute__((visibility("default"))) int lua_pcallk(lua_State* L, v
   PcallFn real = g_pcallk;
   if (__builtin_expect(!real || g_forked.load(std::memory_order_relaxed), 0))
     return pcall_slow("lua_pcallk", g_pcallk, L, a, b, c, d, e);
+  return real(L, a, b, c, d, e);
+}
+
+// A 5.1 host runs its C code protected by lua_cpcall, the Lua it calls
+// there by lua_call: its worker's first entry into the state after a fork
+// comes through here (lua_call itself is not wrapped: the library calls it
+// for each comparison of table.sort and each match of gsub, and a prefork
+// worker entering Lua unprotected would die at its first error).
+extern "C" __attribute__((visibility("default"))) int lua_cpcall(lua_State* L, void* a, void* b,
+                                                                 void* c, void* d, void* e) {
+  PcallFn real = g_cpcall;
+  if (__builtin_expect(!real || g_forked.load(std::memory_order_relaxed), 0))
+    return pcall_slow("lua_cpcall", g_cpcall, L, a, b, c, d, e);
   return real(L, a, b, c, d, e);
 }
 

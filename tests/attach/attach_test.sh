@@ -438,6 +438,7 @@ host_forked() {
       [[ $(cat "${files[0]}" 2> /dev/null) =~ ^work\ \[string\ \"function\ setup[^$'\n']*\]:2\ 10000$ ]] ||
         fail "fork host on $lua: the worker's calls are not its 10,000 of work: $(cat "${files[0]}" 2> /dev/null)"
     done
+    case $lua in lua5.1 | luajit) forked_cpcall "$lua" "$host" ;; esac
     [ "$lua" = luajit ] || continue
     out0=$("$host" 200 1000)
     dir=$tmp/forked-$lua-many
@@ -448,6 +449,23 @@ host_forked() {
       fail "fork host on $lua, 1,000 workers: '$out1', exit $rc1 (124: hung); '$out0' alone; $(find "$dir" -name 'p-p*' | wc -l) workers' files"
   done
   ran=$((ran + built))
+}
+
+# The worker of a 5.1 host that enters Lua by lua_cpcall alone, its calls
+# by lua_call under it (fork_host.c's `cpcall`, 5.1 and LuaJIT): its run
+# starts again there too; traced, all 10,000 calls of `work` under the C
+# function the host runs (until 2026-12-07 the worker had no file).
+forked_cpcall() {
+  local lua=$1 host=$2 dir=$tmp/forked-$1-cpcall out0 out1 rc0 rc1 files
+  mkdir -p "$dir"
+  out0=$("$host" 10000 1 cpcall); rc0=$?
+  attach_with front -q --hz 4000 --mode both -o "$dir/p.folded"
+  out1=$(timeout 120 "${ATTACH[@]}" "$host" 10000 1 cpcall 2> "$dir/err"); rc1=$?
+  [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
+    fail "fork host on $lua, lua_cpcall: '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$dir/err")"
+  files=("$dir"/p-p*.calls.folded)
+  grep -q '^\[C\] <anon>;work \[string "function setup[^;]*\]:2 10000$' "${files[0]}" 2> /dev/null ||
+    fail "fork host on $lua, lua_cpcall: the worker's calls are not its 10,000 of work: $(ls "$dir") $(cat "${files[0]}" 2> /dev/null)"
 }
 
 # What cannot be attached says so in one line, and the program runs as alone.

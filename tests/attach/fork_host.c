@@ -6,13 +6,17 @@
  * The host counts its Lua calls with a call hook of its own, set before
  * the fork: the worker's hook sees what it sees alone.
  *
- *   fork_host CALLS [WORKERS]   prints "parent S child S' status 0 hooked H"
+ * With `cpcall` (5.1 and LuaJIT) the worker makes its calls by lua_call
+ * inside one lua_cpcall, as a 5.1 host protects its C code.
+ *
+ *   fork_host CALLS [WORKERS [cpcall]]   prints "parent S child S' status 0 hooked H"
  *   (WORKERS, default 1, one after another, each after CALLS/10 setups) */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,10 +41,38 @@ static long calls_of(lua_State* L, const char* fn, long calls) {
   return sum;
 }
 
-static long worker(lua_State* L, long calls, long* hooks) {
+static long cp_calls, cp_sum;
+static int cp_worker(lua_State* L) {
+  long i;
+  for (i = 0; i < cp_calls; ++i) {
+    lua_getglobal(L, "work");
+    lua_pushinteger(L, i);
+    lua_call(L, 1, 1);
+    cp_sum += (long)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+static long worker(lua_State* L, long calls, int cpcall, long* hooks) {
   long sum;
   hooked = 0;
-  sum = calls_of(L, "work", calls);
+  if (!cpcall) {
+    sum = calls_of(L, "work", calls);
+  } else {
+#if LUA_VERSION_NUM == 501
+    cp_calls = calls, cp_sum = 0;
+    if (lua_cpcall(L, cp_worker, NULL) != 0) {
+      fprintf(stderr, "fork_host: %s\n", lua_tostring(L, -1));
+      exit(2);
+    }
+    sum = cp_sum;
+#else
+    (void)cp_worker;
+    fprintf(stderr, "fork_host: no lua_cpcall in this Lua\n");
+    exit(2);
+#endif
+  }
   *hooks = hooked;
   return sum;
 }
@@ -48,6 +80,7 @@ static long worker(lua_State* L, long calls, long* hooks) {
 int main(int argc, char** argv) {
   const long calls = argc > 1 ? atol(argv[1]) : 1000;
   const long workers = argc > 2 ? atol(argv[2]) : 1;
+  const int cpcall = argc > 3 && strcmp(argv[3], "cpcall") == 0;
   lua_State* L = luaL_newstate();
   int status = 0, st, fds[2];
   long got[2], total[2] = {0, 0}, mine = 0, w;
@@ -68,7 +101,7 @@ int main(int argc, char** argv) {
     if (pipe(fds) != 0 || (pid = fork()) < 0) return 2;
     if (pid == 0) {
       close(fds[0]);
-      got[0] = worker(L, calls, &got[1]);
+      got[0] = worker(L, calls, cpcall, &got[1]);
       if (write(fds[1], got, sizeof got) != (ssize_t)sizeof got) _exit(3);
       lua_close(L);
       _exit(0);

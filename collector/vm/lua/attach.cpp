@@ -213,8 +213,8 @@ bool resume(lua_State* co, bool entering) noexcept {
   return entering && start_forked(co, waiting) && host_resume(co, true);
 }
 
-// A host's lua_pcall in a forked child (a prefork worker's handler). The
-// shim asks at each lua_pcall while a state waits: a worker that calls
+// A host's lua_pcall or lua_cpcall in a forked child (a prefork worker's
+// handler). The shim asks at each such call while a state waits: a worker that calls
 // only a state of its own (made after the fork) would take the lock at
 // each; the last state asked about answers from here.
 int call(lua_State* L) noexcept {
