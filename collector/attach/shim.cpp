@@ -302,6 +302,16 @@ __attribute__((constructor)) void at_load() {
   return real(L, a, b, c, d, e);
 }
 
+// The wrappers' line: a test and a tail call once the library's function
+// is known and no forked run waits.
+[[gnu::always_inline]] inline int pcall_through(const char* name, PcallFn& cache, lua_State* L,
+                                                void* a, void* b, void* c, void* d, void* e) {
+  PcallFn real = cache;
+  if (__builtin_expect(!real || g_forked.load(std::memory_order_relaxed), 0))
+    return pcall_slow(name, cache, L, a, b, c, d, e);
+  return real(L, a, b, c, d, e);
+}
+
 // lua_sethook returns int on 5.1, 5.2 and LuaJIT (always 1), nothing on
 // 5.3 and 5.4: the wrapper returns what the library's returned, or 1,
 // which a caller of 5.3's or 5.4's ignores.
@@ -420,18 +430,12 @@ extern "C" __attribute__((visibility("default"))) int lua_resume(lua_State* co, 
 
 extern "C" __attribute__((visibility("default"))) int lua_pcall(lua_State* L, void* a, void* b,
                                                                 void* c, void* d, void* e) {
-  PcallFn real = g_pcall;
-  if (__builtin_expect(!real || g_forked.load(std::memory_order_relaxed), 0))
-    return pcall_slow("lua_pcall", g_pcall, L, a, b, c, d, e);
-  return real(L, a, b, c, d, e);
+  return pcall_through("lua_pcall", g_pcall, L, a, b, c, d, e);
 }
 
 extern "C" __attribute__((visibility("default"))) int lua_pcallk(lua_State* L, void* a, void* b,
                                                                  void* c, void* d, void* e) {
-  PcallFn real = g_pcallk;
-  if (__builtin_expect(!real || g_forked.load(std::memory_order_relaxed), 0))
-    return pcall_slow("lua_pcallk", g_pcallk, L, a, b, c, d, e);
-  return real(L, a, b, c, d, e);
+  return pcall_through("lua_pcallk", g_pcallk, L, a, b, c, d, e);
 }
 
 // A 5.1 host runs its C code protected by lua_cpcall, the Lua it calls
@@ -441,10 +445,7 @@ extern "C" __attribute__((visibility("default"))) int lua_pcallk(lua_State* L, v
 // worker entering Lua unprotected would die at its first error).
 extern "C" __attribute__((visibility("default"))) int lua_cpcall(lua_State* L, void* a, void* b,
                                                                  void* c, void* d, void* e) {
-  PcallFn real = g_cpcall;
-  if (__builtin_expect(!real || g_forked.load(std::memory_order_relaxed), 0))
-    return pcall_slow("lua_cpcall", g_cpcall, L, a, b, c, d, e);
-  return real(L, a, b, c, d, e);
+  return pcall_through("lua_cpcall", g_cpcall, L, a, b, c, d, e);
 }
 
 extern "C" __attribute__((visibility("default"))) int lua_sethook(lua_State* L, Hook f, int mask,
