@@ -214,9 +214,9 @@ bool resume(lua_State* co, bool entering) noexcept {
 }
 
 // A host's lua_pcall or lua_cpcall in a forked child (a prefork worker's
-// handler). The shim asks at each such call while a state waits: a worker that calls
-// only a state of its own (made after the fork) would take the lock at
-// each; the last state asked about answers from here.
+// handler). The shim asks at each such call while a state waits: a worker
+// that calls only a state of its own (made after the fork) would take the
+// lock at each; the last state asked about answers from here.
 int call(lua_State* L) noexcept {
   const unsigned forks = g_forks.load(std::memory_order_relaxed);
   if (forks == 0) return 0;

@@ -21,9 +21,9 @@
 //        before the host's own lua_pcall or lua_cpcall on L, in a child
 //        forked after a run started (optional): the run of L's state
 //        starts again there, as at a resume, when it has not (a prefork
-//        worker that calls its handlers by lua_pcall alone); answers how many states of the
-//        parent's runs have not started again here (0: the shim stops
-//        asking).
+//        worker that calls its handlers by lua_pcall alone); answers how
+//        many states of the parent's runs have not started again here (0:
+//        the shim stops asking).
 //   int  luaflame_attach_sethook_v1(lua_State* L, lua_Hook f, int mask, int count)
 //        instead of the host's own lua_sethook(L, f, mask, count) from C:
 //        1 when it set it, where the sampler's signal cannot tear it
