@@ -94,9 +94,10 @@ class JFrames {
   const void* resume_fn() const { return resume_fn_; }
   const void* wrap_fn() const { return wrap_fn_; }
   std::size_t memory_bytes() const;
+  /// Frame f is a C function's.
+  bool is_c(uint32_t f) const { return f < c_frame_.size() && c_frame_[f]; }
 
  private:
-  bool is_c(uint32_t f) const { return f < c_frame_.size() && c_frame_[f]; }
   /// The frame of one of the host wrappers' functions (`ar` with "S"), or false.
   bool host_frame(const lua_Debug& ar, uint32_t& frame);
   /// L and the threads that resumed it through the host's resume,

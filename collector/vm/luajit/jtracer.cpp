@@ -277,7 +277,13 @@ JTracer::Callee JTracer::cached_node(lua_State* T, lua_Debug* ar, uint32_t paren
 
 JTracer::Callee JTracer::call_miss(lua_State* T, lua_Debug* ar, uint32_t parent,
                                    const layout::Ident& id) {
-  const uint32_t frame = frame_of(T, ar, id);
+  uint32_t frame = frame_of(T, ar, id);
+  // A C function called at the root is the host's entry into the program (a
+  // worker's lua_cpcall, a C function a host runs by lua_pcall): the walk of
+  // a sample leaves out every C frame at the bottom of the stack
+  // (JFrames::walk), so the trace does not show it either. What it calls
+  // hangs from the root; its own time is the root's, as a sample's would be.
+  if (parent == 0 && frames_.is_c(frame)) frame = JFrames::kSkip;
   const bool shown = frame != JFrames::kSkip;  // a frame not shown is cached as such
   const uint32_t child = shown ? run_.tree.child(parent, frame) : 0;
   std::atomic<uint64_t>* values = shown ? run_.tree.slots(child) : nullptr;

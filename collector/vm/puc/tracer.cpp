@@ -114,16 +114,33 @@ uint32_t Tracer::callee_node(lua_State* L, lua_Debug* ar, uint32_t parent,
       slots = c.slots;
       return c.child;
     }
-    uint32_t node = tree_.child(parent, frame_of_ident(L, ar, tag, ident, check));
+    const uint32_t frame = frame_of_ident(L, ar, tag, ident, check);
+    if (host_entry(parent, frame, slots)) return 0;  // never cached: its calls take this path
+    uint32_t node = tree_.child(parent, frame);
     slots = tree_.slots(node);
     c = CallCache{ident, check, parent, node, slots};
     if (++call_misses > (call_cache.size() << 1)) grow_call_cache();
     return node;
   }
   lua_getinfo(L, "S", ar);
-  uint32_t node = tree_.child(parent, frames_.of(L, ar));
+  const uint32_t frame = frames_.of(L, ar);
+  if (host_entry(parent, frame, slots)) return 0;
+  uint32_t node = tree_.child(parent, frame);
   slots = tree_.slots(node);
   return node;
+}
+
+// A C function called at the tree's root is the host's entry into the
+// program (a worker's lua_cpcall, a C function a host runs by lua_pcall):
+// the walk of a sample leaves out every C frame at the
+// bottom of the stack (stackwalk.cpp), and seed_shadow those on the stack
+// at start, so the trace leaves out the one entered later too. Its shadow
+// entry is the root itself: what it calls hangs from the root, and its own
+// time is the root's, as a sample taken in it falls on the root.
+bool Tracer::host_entry(uint32_t parent, uint32_t frame, std::atomic<uint64_t>*& slots) {
+  if (parent != 0 || !frames_.is_c(frame)) return false;
+  slots = tree_.slots(0);
+  return true;
 }
 
 // A function's frame from its identity, else from lua_getinfo and the
@@ -249,7 +266,7 @@ bool Tracer::traced_node(lua_State* L, lua_State* T, const void* ci, uint32_t& n
 
 void Tracer::start(lua_State* L, bool fast_ok) {
   Shadow& sh = shadows[L];
-  seed_shadow(L, sh, L);
+  seed_shadow(L, sh, L, true);
   last_L = L;
   last_sh = &sh;
   tclock.init();
@@ -280,7 +297,7 @@ void Tracer::hooked(lua_State* co, lua_State* via) {
   seed_shadow(co, sh, via);
 }
 
-void Tracer::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
+void Tracer::seed_shadow(lua_State* T, Shadow& sh, lua_State* via, bool starting) {
   struct Level {
     uint32_t frame;
     const void* ci;
@@ -296,7 +313,12 @@ void Tracer::seed_shadow(lua_State* T, Shadow& sh, lua_State* via) {
     if (ar.what[0] == 't') continue;  // 5.1's "(tail call)": no frame of its own
     levels.push_back({frames_.of(info, &ar), luaint::frame_key(ar)});
   }
-  // The host's C entry at the bottom is not part of the program.
+  // The host's C entry at the bottom is not part of the program, nor at
+  // start the C function that called it on top (luaflame.start, attach's
+  // start_session, run under a hook in a forked child where no return
+  // event takes it off): as LuaJIT's tracer seeds (JTracer::seed).
+  if (starting && !levels.empty() && frames_.is_c(levels.front().frame))
+    levels.erase(levels.begin());
   while (!levels.empty() && frames_.is_c(levels.back().frame)) levels.pop_back();
   uint32_t node = sh.root;
   for (std::size_t i = levels.size(); i-- > 0;) {

@@ -195,9 +195,12 @@ class Tracer {
   inline uint64_t charge_fast(std::atomic<uint64_t>* top) noexcept;
   inline const CallCache* cached_call(const void* ci, uint32_t parent) const noexcept;
   uint32_t callee_node(lua_State* L, lua_Debug* ar, uint32_t parent, std::atomic<uint64_t>*& slots);
+  /// A C function called at the root (parent 0): its entry is the root (slots), no frame.
+  bool host_entry(uint32_t parent, uint32_t frame, std::atomic<uint64_t>*& slots);
   uint32_t frame_of_ident(lua_State* L, lua_Debug* ar, unsigned char tag, const void* ident,
                           const void* check);
-  void seed_shadow(lua_State* T, Shadow& sh, lua_State* via);  ///< `via`: the running thread
+  /// `via`: the running thread; `starting`: the top frame is the C function that started the run.
+  void seed_shadow(lua_State* T, Shadow& sh, lua_State* via, bool starting = false);
   void reroot(Shadow& sh, uint32_t root);
   void grow_call_cache();
   /// A slow event's cost, measured 1 in 256 of them (kTraceMeasureMask).

@@ -47,6 +47,10 @@ inline void Tracer::trace_call(lua_State* L, lua_Debug* ar, Shadow& sh, const vo
     v = c->slots;
   } else {
     node = callee_node(L, ar, parent, v);
+    if (__builtin_expect(node == 0, 0)) {  // the host's entry (host_entry): no frame, no call
+      st.push_back({0, key, v});
+      return;
+    }
   }
   Tree::bump(v[col_calls_], 1);
   ++acct_.calls;
