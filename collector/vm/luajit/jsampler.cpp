@@ -18,7 +18,6 @@
 // sampler does) and sends SIGPROF to the Lua thread with pthread_kill when
 // a period ends and no sample is pending (see g_pending): LuaJIT's own
 // SIGPROF handler takes it as one of its samples.
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -117,16 +116,6 @@ uint64_t take_periods(uint64_t now) {
   return 0;
 }
 
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, uint64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr,
-          0);
-}
-void futex_wake(std::atomic<uint32_t>& word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
-          0);
-}
-
 // The host's own C code. LuaJIT's handler sets its hook wherever the
 // signal falls, and its callback comes at the next Lua code: a signal that
 // fell in nginx's C work between two requests was charged to the next
@@ -211,8 +200,7 @@ uint64_t wall_wait(uint64_t left, double share) {
 
 void JSampler::run_timer() noexcept {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // 1 us: the default 50 us slack is 5% of a period
-  timer_up_.store(1);                         // start() waits for this (see there)
-  futex_wake(timer_up_);
+  timer_up_.mark();                           // start() waits for this (core/futex.hpp)
   const uint64_t period = g_period;
   uint64_t cpu0 = thread_cpu_ns(cpu_clock_), wall0 = now_ns();
   bool parked = false;      // the last wait was a park that timed out (the callback did not come)
@@ -408,7 +396,7 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
   sigaddset(&set, SIGPROF);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   timer_stop_.store(false);
-  timer_up_.store(0);
+  timer_up_.reset();
   try {
     timer_ = std::thread([this] { run_timer(); });
   } catch (const std::exception& e) {
@@ -418,13 +406,9 @@ bool JSampler::start(lua_State* L, ProfileCallback cb, void* data, std::string& 
     sigaction(SIGPROF, &g_before, nullptr);
     return err = std::string("cannot start the sampler thread: ") + e.what(), false;
   }
-  // The program runs on only once the timer thread is in its loop, which
-  // takes no lock: the thread's start-up (the C library's, a sanitizer's)
-  // allocates, and a fork by the program then (a prefork host forking
-  // right after its first call) copied into the child the allocator's lock
-  // held, where the child's own timer thread waited on it forever at its
-  // start (seen under ASan, LLVM 14: fork_host.c on LuaJIT, 1 run in 20).
-  while (timer_up_.load() == 0) futex_wait(timer_up_, 0, 100000000);
+  // The program runs on only once the timer thread is in its loop: a fork
+  // during the thread's start-up copies a held lock (core/futex.hpp).
+  timer_up_.wait();
   return true;
 }
 

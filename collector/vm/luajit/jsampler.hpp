@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/futex.hpp"
 #include "vm/luajit/jframes.hpp"
 #include "vm/luajit/jtracer.hpp"
 
@@ -84,8 +85,8 @@ class JSampler {
   uint32_t last_node_ = 0;  ///< the last sample's node (charge_pending)
   std::thread timer_;
   std::atomic<bool> timer_stop_{false};
-  std::atomic<uint32_t> timer_up_{0};  ///< 1 once the timer runs its loop (a futex word)
-  std::vector<uint32_t> scratch_;      ///< a sample's frames, leaf first
+  ThreadUp timer_up_;              ///< the timer runs its loop (start() waits for it)
+  std::vector<uint32_t> scratch_;  ///< a sample's frames, leaf first
 };
 
 }  // namespace lfc::jit

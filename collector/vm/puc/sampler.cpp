@@ -140,6 +140,7 @@ bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, int slot,
     return true;
   }
   poll_stop_.store(false);
+  poller_up_.reset();
   try {
     poller_ = std::thread(&Sampler::poll_main, this);
   } catch (const std::exception& e) {
@@ -147,6 +148,9 @@ bool Sampler::start(double hz, bool cpu_clock, clockid_t cpu_clock_id, int slot,
     signo_ = 0;
     return err = std::string("cannot start the sampler thread: ") + e.what(), false;
   }
+  // The program runs on only once the poller is in its loop: a fork during
+  // the thread's start-up copies a held lock (core/futex.hpp).
+  poller_up_.wait();
   kind_ = SamplerKind::thread;
   return true;
 }
@@ -239,6 +243,7 @@ uint64_t Sampler::drain(Pos (&out)[kMaxPos], int& n) {
 
 void Sampler::poll_main() noexcept {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake within a microsecond, not 50
+  poller_up_.mark();
   uint64_t next = clock_now() + period_;
   while (!poll_stop_.load(std::memory_order_relaxed)) {
     uint64_t now = clock_now();

@@ -56,6 +56,7 @@ extern "C" {
 #include <lua.h>
 }
 
+#include "core/futex.hpp"
 #include "luaflame/collector.hpp"  // SamplerKind
 #include "vm/puc/foreign.hpp"
 
@@ -281,6 +282,7 @@ class Sampler {
   // Fallback: a thread polling the clock, pthread_kill when a period passed.
   std::thread poller_;
   std::atomic<bool> poll_stop_{false};
+  ThreadUp poller_up_;  ///< the poller runs its loop (start() waits for it)
 };
 
 }  // namespace lfc
