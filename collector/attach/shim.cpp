@@ -10,11 +10,6 @@
 //                                requests): the run follows it as it follows
 //                                coroutine.resume
 //   lua_close                    its run ends, then the state
-//   lua_pcall, lua_pcallk,       in a child forked after a run started: the
-//   lua_cpcall                   run of the called state starts again there
-//                                (a prefork worker that calls its handlers
-//                                by lua_pcall alone, or 5.1's lua_cpcall;
-//                                lua_resume does so too)
 //   lua_sethook, lua_gethook,    the host's own hook, set and read from C:
 //   lua_gethookmask,             the profiled state's run sets it where the
 //   lua_gethookcount             sampler's signal cannot tear it, and
@@ -69,7 +64,6 @@ struct Vm {
   luaflame_attach_open_fn open = nullptr;
   luaflame_attach_close_fn close = nullptr;
   luaflame_attach_resume_fn resume = nullptr;
-  luaflame_attach_call_fn call = nullptr;        // optional: forked children start at a lua_pcall
   luaflame_attach_sethook_fn sethook = nullptr;  // optional: the library's own when absent
   luaflame_attach_gethook_fn gethook = nullptr;
   bool tried = false;
@@ -156,8 +150,6 @@ bool load(Vm& v) {
       dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_CLOSE)));
   v.resume = reinterpret_cast<luaflame_attach_resume_fn>(
       dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_RESUME)));
-  v.call = reinterpret_cast<luaflame_attach_call_fn>(
-      dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_CALL)));
   v.sethook = reinterpret_cast<luaflame_attach_sethook_fn>(
       dlsym(v.module, LUAFLAME_ATTACH_TEXT(LUAFLAME_ATTACH_SETHOOK)));
   v.gethook = reinterpret_cast<luaflame_attach_gethook_fn>(
@@ -262,56 +254,6 @@ StateFn g_openlibs = nullptr, g_close = nullptr;
 // it does not take); the result is an int in every version.
 using ResumeFn = int (*)(lua_State*, void*, void*, void*);
 ResumeFn g_resume = nullptr;
-// lua_pcall is (L, nargs, nresults, errfunc) on 5.1 and LuaJIT; 5.2 to 5.4
-// export lua_pcallk (L, nargs, nresults, errfunc, ctx, k), their lua_pcall
-// a macro; 5.1 and LuaJIT export lua_cpcall (L, func, ud), 5.2's is a
-// macro over lua_pcall: one wrapper type passes six integer-class
-// arguments on, as lua_resume's does.
-using PcallFn = int (*)(lua_State*, void*, void*, void*, void*, void*);
-PcallFn g_pcall = nullptr, g_pcallk = nullptr, g_cpcall = nullptr;
-
-// Set in a child forked while this shim was loaded: the host's lua_pcall
-// then asks the module to start its state's run again there, until the
-// module answers that none waits. Contract: stored by the pthread_atfork
-// child handler (the child's only thread then) and by a thread the module
-// answered; a relaxed load on each lua_pcall, which is all it costs after.
-std::atomic<bool> g_forked{false};
-thread_local int t_in_call = 0;  // the module's own lua_pcall while it starts a run
-
-__attribute__((constructor)) void at_load() {
-  pthread_atfork(nullptr, nullptr, [] { g_forked.store(true, std::memory_order_relaxed); });
-}
-
-// lua_pcall's wrappers, out of their line: the library's function looked
-// up (first call), and in a forked child L's state's run started again
-// (the module's own lua_pcall meanwhile passes straight). So the wrappers
-// are a test and a tail call: Lua's own pcall comes through them too.
-[[gnu::noinline]] int pcall_slow(const char* name, PcallFn& cache, lua_State* L, void* a, void* b,
-                                 void* c, void* d, void* e) {
-  PcallFn real = next(name, cache);
-  if (!real) return 2;  // LUA_ERRRUN, as lua_resume's
-  Vm* vm =
-      g_forked.load(std::memory_order_relaxed) ? running(reinterpret_cast<void*>(real)) : nullptr;
-  if (vm && vm->call && !t_in_call) {
-    ++t_in_call;
-    if (vm->call(L) == 0) g_forked.store(false, std::memory_order_relaxed);
-    --t_in_call;
-  } else if (!vm || !vm->call) {  // no module loaded before the fork: no run waits
-    g_forked.store(false, std::memory_order_relaxed);
-  }
-  return real(L, a, b, c, d, e);
-}
-
-// The wrappers' line: a test and a tail call once the library's function
-// is known and no forked run waits.
-[[gnu::always_inline]] inline int pcall_through(const char* name, PcallFn& cache, lua_State* L,
-                                                void* a, void* b, void* c, void* d, void* e) {
-  PcallFn real = cache;
-  if (__builtin_expect(!real || g_forked.load(std::memory_order_relaxed), 0))
-    return pcall_slow(name, cache, L, a, b, c, d, e);
-  return real(L, a, b, c, d, e);
-}
-
 // lua_sethook returns int on 5.1, 5.2 and LuaJIT (always 1), nothing on
 // 5.3 and 5.4: the wrapper returns what the library's returned, or 1,
 // which a caller of 5.3's or 5.4's ignores.
@@ -426,26 +368,6 @@ extern "C" __attribute__((visibility("default"))) int lua_resume(lua_State* co, 
   const int status = real(co, a, b, c);
   if (entered) told(co, 0);
   return status;
-}
-
-extern "C" __attribute__((visibility("default"))) int lua_pcall(lua_State* L, void* a, void* b,
-                                                                void* c, void* d, void* e) {
-  return pcall_through("lua_pcall", g_pcall, L, a, b, c, d, e);
-}
-
-extern "C" __attribute__((visibility("default"))) int lua_pcallk(lua_State* L, void* a, void* b,
-                                                                 void* c, void* d, void* e) {
-  return pcall_through("lua_pcallk", g_pcallk, L, a, b, c, d, e);
-}
-
-// A 5.1 host runs its C code protected by lua_cpcall, the Lua it calls
-// there by lua_call: its worker's first entry into the state after a fork
-// comes through here (lua_call itself is not wrapped: the library calls it
-// for each comparison of table.sort and each match of gsub, and a prefork
-// worker entering Lua unprotected would die at its first error).
-extern "C" __attribute__((visibility("default"))) int lua_cpcall(lua_State* L, void* a, void* b,
-                                                                 void* c, void* d, void* e) {
-  return pcall_through("lua_cpcall", g_cpcall, L, a, b, c, d, e);
 }
 
 extern "C" __attribute__((visibility("default"))) int lua_sethook(lua_State* L, Hook f, int mask,

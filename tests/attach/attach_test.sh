@@ -438,7 +438,8 @@ host_forked() {
       [[ $(cat "${files[0]}" 2> /dev/null) =~ ^work\ \[string\ \"function\ setup[^$'\n']*\]:2\ 10000$ ]] ||
         fail "fork host on $lua: the worker's calls are not its 10,000 of work: $(cat "${files[0]}" 2> /dev/null)"
     done
-    case $lua in lua5.1 | luajit) forked_cpcall "$lua" "$host" ;; esac
+    case $lua in lua5.1 | luajit) forked_entry "$lua" "$host" cpcall ;; esac
+    forked_entry "$lua" "$host" call
     [ "$lua" = luajit ] || continue
     out0=$("$host" 200 1000)
     dir=$tmp/forked-$lua-many
@@ -451,21 +452,33 @@ host_forked() {
   ran=$((ran + built))
 }
 
-# The worker of a 5.1 host that enters Lua by lua_cpcall alone, its calls
-# by lua_call under it (fork_host.c's `cpcall`, 5.1 and LuaJIT): its run
-# starts again there too; traced, all 10,000 calls of `work` under the C
-# function the host runs (until 2026-12-07 the worker had no file).
-forked_cpcall() {
-  local lua=$1 host=$2 dir=$tmp/forked-$1-cpcall out0 out1 rc0 rc1 files
+# The worker of a host that enters Lua by lua_cpcall alone, its calls by
+# lua_call under it (fork_host.c's `cpcall`, 5.1 and LuaJIT), or by
+# lua_call alone, unprotected (`call`, every Lua): its run starts again
+# there too (`call`: at its first event, attach.cpp's restart_hook); traced,
+# all 10,000 calls of `work` at the root, as its samples are, and the
+# host's own call hook counts what it counts alone. The C function the host
+# runs is the host's, left out of both trees. Until 2026-12-07 the worker
+# had no file (`call`: none until the second session of that day); the
+# trace kept that C function as the root, `[C] <anon>;work`, where the
+# samples had `work`; and a run started under a hook kept its starting C
+# function in the trace, `work;[C] ?`.
+forked_entry() {
+  local lua=$1 host=$2 how=$3 dir=$tmp/forked-$1-$3 out0 out1 rc0 rc1 files base
   mkdir -p "$dir"
-  out0=$("$host" 10000 1 cpcall); rc0=$?
+  out0=$("$host" 10000 1 "$how"); rc0=$?
   attach_with front -q --hz 4000 --mode both -o "$dir/p.folded"
-  out1=$(timeout 120 "${ATTACH[@]}" "$host" 10000 1 cpcall 2> "$dir/err"); rc1=$?
+  out1=$(timeout 120 "${ATTACH[@]}" "$host" 10000 1 "$how" 2> "$dir/err"); rc1=$?
   [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
-    fail "fork host on $lua, lua_cpcall: '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$dir/err")"
+    fail "fork host on $lua, $how: '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$dir/err")"
   files=("$dir"/p-p*.calls.folded)
-  grep -q '^\[C\] <anon>;work \[string "function setup[^;]*\]:2 10000$' "${files[0]}" 2> /dev/null ||
-    fail "fork host on $lua, lua_cpcall: the worker's calls are not its 10,000 of work: $(ls "$dir") $(cat "${files[0]}" 2> /dev/null)"
+  base=${files[0]%.calls.folded}
+  grep -q '^work \[string "function setup[^;]*\]:2 10000$' "${files[0]}" 2> /dev/null ||
+    fail "fork host on $lua, $how: the worker's calls are not its 10,000 of work at the root: $(ls "$dir") $(cat "${files[0]}" 2> /dev/null)"
+  # A C function's frame (`[C] name`; LuaJIT's `[C]` leaf is its VM state)
+  if grep -Eq '\[C\] [^0-9]' "$base.folded" "$base.time.folded" "${files[0]}" 2> /dev/null; then
+    fail "fork host on $lua, $how: a C frame in the worker's trees: $(cat "$base".*folded)"
+  fi
 }
 
 # What cannot be attached says so in one line, and the program runs as alone.

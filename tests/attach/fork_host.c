@@ -7,9 +7,10 @@
  * the fork: the worker's hook sees what it sees alone.
  *
  * With `cpcall` (5.1 and LuaJIT) the worker makes its calls by lua_call
- * inside one lua_cpcall, as a 5.1 host protects its C code.
+ * inside one lua_cpcall, as a 5.1 host protects its C code; with `call`
+ * (every Lua) by lua_call alone, unprotected.
  *
- *   fork_host CALLS [WORKERS [cpcall]]   prints "parent S child S' status 0 hooked H"
+ *   fork_host CALLS [WORKERS [cpcall|call]]   prints "parent S child S' status 0 hooked H"
  *   (WORKERS, default 1, one after another, each after CALLS/10 setups) */
 #include <lauxlib.h>
 #include <lua.h>
@@ -54,10 +55,16 @@ static int cp_worker(lua_State* L) {
   return 0;
 }
 
-static long worker(lua_State* L, long calls, int cpcall, long* hooks) {
+enum entry { BY_PCALL, BY_CPCALL, BY_CALL };
+
+static long worker(lua_State* L, long calls, enum entry by, long* hooks) {
   long sum;
   hooked = 0;
-  if (!cpcall) {
+  if (by == BY_CALL) {
+    cp_calls = calls, cp_sum = 0;
+    cp_worker(L);
+    sum = cp_sum;
+  } else if (by == BY_PCALL) {
     sum = calls_of(L, "work", calls);
   } else {
 #if LUA_VERSION_NUM == 501
@@ -68,7 +75,6 @@ static long worker(lua_State* L, long calls, int cpcall, long* hooks) {
     }
     sum = cp_sum;
 #else
-    (void)cp_worker;
     fprintf(stderr, "fork_host: no lua_cpcall in this Lua\n");
     exit(2);
 #endif
@@ -80,7 +86,10 @@ static long worker(lua_State* L, long calls, int cpcall, long* hooks) {
 int main(int argc, char** argv) {
   const long calls = argc > 1 ? atol(argv[1]) : 1000;
   const long workers = argc > 2 ? atol(argv[2]) : 1;
-  const int cpcall = argc > 3 && strcmp(argv[3], "cpcall") == 0;
+  const char* how = argc > 3 ? argv[3] : "pcall";
+  const enum entry by = strcmp(how, "cpcall") == 0 ? BY_CPCALL
+                        : strcmp(how, "call") == 0 ? BY_CALL
+                                                   : BY_PCALL;
   lua_State* L = luaL_newstate();
   int status = 0, st, fds[2];
   long got[2], total[2] = {0, 0}, mine = 0, w;
@@ -101,7 +110,7 @@ int main(int argc, char** argv) {
     if (pipe(fds) != 0 || (pid = fork()) < 0) return 2;
     if (pid == 0) {
       close(fds[0]);
-      got[0] = worker(L, calls, cpcall, &got[1]);
+      got[0] = worker(L, calls, by, &got[1]);
       if (write(fds[1], got, sizeof got) != (ssize_t)sizeof got) _exit(3);
       lua_close(L);
       _exit(0);

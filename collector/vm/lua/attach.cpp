@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -87,19 +86,28 @@ bool attach_options(const char* host, unsigned n, bool child, bool named, Option
   return true;
 }
 
+struct HostHook {
+  lua_Hook f = nullptr;
+  int mask = 0, count = 0;
+};
+
 // A host that makes its states and then forks its workers (HAProxy's
-// master-worker mode, nginx): the child inherits the states, and the runs
-// are left behind there (the sampler's timers and threads are not
-// inherited). So each state attach started is remembered, and in a forked
-// child its run starts again when the host first resumes a coroutine of it
-// there or calls it by lua_pcall (resume, call, below): on the thread that
-// runs it now, with the options of the environment attach started it
-// with (nginx gives its workers an environment of its own, without
-// LUAFLAME_*). Contract: g_forks is added to by the pthread_atfork child
-// handler (one thread then; an atomic add), which also makes g_opened_mu
-// anew (a thread of the parent may have held it); the rest under
+// master-worker mode, nginx, a prefork server): the child inherits the
+// states, and the runs are left behind there (the sampler's timers and
+// threads are not inherited). So each state attach started is remembered,
+// and in a forked child its run starts again at the first of: the host
+// resumes a coroutine of it (resume), or any Lua runs on it however the
+// host entered it (restart_hook, set on each such state at the fork:
+// lua_pcall, lua_cpcall, lua_call alone, or the Lua that forked going
+// on). On the thread that runs it now, with the options of the
+// environment attach started it with (nginx gives its workers an
+// environment of its own, without LUAFLAME_*). Contract: the
+// pthread_atfork handlers hold g_opened_mu across the fork (no thread of
+// the parent holds it half-way through a change then); the child's, its
+// only thread, adds to g_forks and sets the hooks; the rest under
 // g_opened_mu. A state is told by its registry's address, read on its own
-// thread: nothing here touches another thread's state.
+// thread: nothing here touches another thread's state but the child
+// handler's lua_sethook, which Lua allows from a signal handler.
 struct Opened {
   lua_State* L;
   const void* registry;
@@ -108,14 +116,34 @@ struct Opened {
   unsigned forks;  ///< g_forks when its run started
   Options env;     ///< the environment's options then (env_options)
   bool named;
+  HostHook before;  ///< in a forked child: the hook restart_hook stands in for
 };
 std::atomic<unsigned> g_forks{0};
 std::mutex g_opened_mu;
 std::vector<Opened>* g_opened = nullptr;  // reachable at exit (no leak report), never freed
 
-void forked() {
+void restart_hook(lua_State* L, lua_Debug* ar);
+
+void fork_prepare() {
+  g_opened_mu.lock();
+}
+void fork_parent() {
+  g_opened_mu.unlock();
+}
+
+// Each remembered state gets restart_hook on its next event, over the
+// hook it has (the run left behind's, or the host's), kept in `before`;
+// a state whose run has not started again since an earlier fork keeps
+// the `before` it has.
+void fork_child() {
   g_forks.fetch_add(1, std::memory_order_relaxed);
-  new (&g_opened_mu) std::mutex;
+  g_opened_mu.unlock();
+  if (!g_opened) return;
+  for (Opened& o : *g_opened) {
+    if (hook_api::gethook(o.L) == restart_hook) continue;
+    o.before = {hook_api::gethook(o.L), hook_api::gethookmask(o.L), hook_api::gethookcount(o.L)};
+    hook_api::sethook(o.L, restart_hook, LUA_MASKCALL | LUA_MASKCOUNT, 1);
+  }
 }
 
 const void* registry_of(lua_State* L) {
@@ -128,17 +156,17 @@ const void* registry_of(lua_State* L) {
 
 void remember(lua_State* L, const char* host, unsigned n, const Options& env, bool named) {
   static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, forked); });
+  std::call_once(once, [] { pthread_atfork(fork_prepare, fork_parent, fork_child); });
   const void* reg = registry_of(L);
   const unsigned forks = g_forks.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(g_opened_mu);
   if (!g_opened) g_opened = new std::vector<Opened>;
   for (Opened& o : *g_opened)
     if (o.registry == reg) {
-      o = Opened{L, reg, host, n, forks, env, named};
+      o = Opened{L, reg, host, n, forks, env, named, {}};
       return;
     }
-  g_opened->push_back(Opened{L, reg, host, n, forks, env, named});
+  g_opened->push_back(Opened{L, reg, host, n, forks, env, named, {}});
 }
 
 void forget(lua_State* L) {
@@ -157,37 +185,88 @@ int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, 
 
 // The state of co, when attach started its run before a fork this process
 // came from and it has not started again here: taken (marked started).
-// `waiting`: how many states still wait to start again here after that.
-bool take_forked(lua_State* co, Opened& out, int& waiting) {
-  waiting = 0;
+bool take_forked(lua_State* co, Opened& out) {
   const unsigned forks = g_forks.load(std::memory_order_relaxed);
   if (forks == 0) return false;
   const void* reg = registry_of(co);
   std::lock_guard<std::mutex> lock(g_opened_mu);
   if (!g_opened) return false;
-  bool taken = false;
-  for (Opened& o : *g_opened) {
-    if (o.forks == forks) continue;
-    if (o.registry == reg && !taken) {
+  for (Opened& o : *g_opened)
+    if (o.registry == reg && o.forks != forks) {
       o.forks = forks;
       out = o;
-      taken = true;
-    } else {
-      ++waiting;
+      return true;
     }
-  }
-  return taken;
+  return false;
 }
 
 // In a forked child: co's state's run started again, when it waited, on
 // the thread that runs it now; false when it did not start.
-bool start_forked(lua_State* co, int& waiting) noexcept {
+bool start_forked(lua_State* co) noexcept {
   Opened o{};
   bool again = false;
-  int left = 0;
-  const char* failed = cxx_guard([&] { again = take_forked(co, o, left); });
-  waiting = failed ? 1 : left;  // unknown when it threw: asked again
-  return !failed && again && open_run(o.L, o.host.c_str(), o.n, true, o.env, o.named) == 0;
+  const char* failed = cxx_guard([&] { again = take_forked(co, o); });
+  if (failed || !again) return false;
+  // The hook as it was at the fork, for open_run to take off and set again.
+  if (hook_api::gethook(o.L) == restart_hook)
+    hook_api::sethook(o.L, o.before.f, o.before.mask, o.before.count);
+  return open_run(o.L, o.host.c_str(), o.n, true, o.env, o.named) == 0;
+}
+
+// The hook restart_hook stands in for on L's state (fork_child), or false.
+bool before_fork(lua_State* L, HostHook*& h) {
+  const void* reg = registry_of(L);
+  if (!g_opened) return false;
+  for (Opened& o : *g_opened)
+    if (o.registry == reg) return h = &o.before, true;
+  return false;
+}
+
+// A forked child's first event on a state attach started before the fork
+// (fork_child set it): its run starts again here, and the event goes on to
+// the hook set then (luaflame's, with the host's behind it, or the host's),
+// so that the call that entered the state is counted, by both. When the
+// run does not start, the hook of before the fork is set back.
+// Contract: a lua_Hook, called by the VM on the thread that runs the state,
+// its hooks off meanwhile. No C++ exception leaves it: start_forked and the
+// lock's guard catch them, and the run starts under lua_pcall. The hook it
+// hands the event to may raise a Lua error (a host's instruction limit),
+// which unwinds through it: no C++ object is alive in its frame then, and
+// it is not noexcept (LuaJIT's errors unwind as C++ exceptions do).
+void restart_hook(lua_State* L, lua_Debug* ar) {
+  if (!start_forked(L) && hook_api::gethook(L) == restart_hook) {
+    HostHook h{};
+    cxx_guard([&] {
+      std::lock_guard<std::mutex> lock(g_opened_mu);
+      HostHook* b = nullptr;
+      if (before_fork(L, b)) h = *b;
+    });
+    hook_api::sethook(L, h.f, h.mask, h.count);
+  }
+  const lua_Hook now = hook_api::gethook(L);
+  bool call = ar->event == LUA_HOOKCALL;
+#ifdef LUA_HOOKTAILCALL
+  call = call || ar->event == LUA_HOOKTAILCALL;
+#endif
+  if (call && now && now != restart_hook && (hook_api::gethookmask(L) & LUA_MASKCALL)) now(L, ar);
+}
+
+// The host's lua_sethook or lua_gethook* on a state restart_hook is on:
+// they set or read the hook it stands in for (false: it is not on L).
+bool forked_hook(lua_State* L, lua_Hook& f, int& mask, int& count, bool set) noexcept {
+  if (g_forks.load(std::memory_order_relaxed) == 0 || hook_api::gethook(L) != restart_hook)
+    return false;
+  bool found = false;
+  cxx_guard([&] {
+    std::lock_guard<std::mutex> lock(g_opened_mu);
+    HostHook* b = nullptr;
+    if (!(found = before_fork(L, b))) return;
+    if (set)
+      *b = HostHook{f, mask, count};
+    else
+      f = b->f, mask = b->mask, count = b->count;
+  });
+  return found;
 }
 
 }  // namespace
@@ -209,34 +288,18 @@ int open(lua_State* L, const char* host, unsigned n) LF_LUA_ENTRY {
 
 bool resume(lua_State* co, bool entering) noexcept {
   if (host_resume(co, entering)) return true;
-  int waiting = 0;
-  return entering && start_forked(co, waiting) && host_resume(co, true);
+  return entering && start_forked(co) && host_resume(co, true);
 }
 
-// A host's lua_pcall or lua_cpcall in a forked child (a prefork worker's
-// handler). The shim asks at each such call while a state waits: a worker
-// that calls only a state of its own (made after the fork) would take the
-// lock at each; the last state asked about answers from here.
-int call(lua_State* L) noexcept {
-  const unsigned forks = g_forks.load(std::memory_order_relaxed);
-  if (forks == 0) return 0;
-  thread_local const void* t_reg = nullptr;
-  thread_local unsigned t_forks = 0;
-  thread_local int t_waiting = 0;
-  const void* reg = registry_of(L);
-  if (reg && reg == t_reg && forks == t_forks) return t_waiting;
-  int waiting = 1;
-  start_forked(L, waiting);
-  t_reg = reg, t_forks = forks, t_waiting = waiting;
-  return waiting;
+bool forked_sethook(lua_State* L, lua_Hook f, int mask, int count) noexcept {
+  return forked_hook(L, f, mask, count, true);
+}
+
+bool forked_gethook(lua_State* L, lua_Hook& f, int& mask, int& count) noexcept {
+  return forked_hook(L, f, mask, count, false);
 }
 
 namespace {
-
-struct HostHook {
-  lua_Hook f = nullptr;
-  int mask = 0, count = 0;
-};
 
 // The host's hook on L, taken off while its run starts, then set again as
 // the host's lua_sethook sets it (chained behind luaflame's while tracing):

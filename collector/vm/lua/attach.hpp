@@ -15,15 +15,9 @@
 //        around the host's own lua_resume(co, ...) (1 before, 0 after, the
 //        latter only when the former returned 1): the profiled state's run
 //        follows the coroutine as it follows coroutine.resume. In a child
-//        forked after open, the state's run first starts again there (the
-//        shim needs nothing more: docs/attach.md, "Forked workers").
-//   int  luaflame_attach_call_v1(lua_State* L)
-//        before the host's own lua_pcall or lua_cpcall on L, in a child
-//        forked after a run started (optional): the run of L's state
-//        starts again there, as at a resume, when it has not (a prefork
-//        worker that calls its handlers by lua_pcall alone); answers how
-//        many states of the parent's runs have not started again here (0:
-//        the shim stops asking).
+//        forked after open, the state's run first starts again there, as
+//        at any other first event of the state there (the shim needs
+//        nothing more: docs/attach.md, "Forked workers").
 //   int  luaflame_attach_sethook_v1(lua_State* L, lua_Hook f, int mask, int count)
 //        instead of the host's own lua_sethook(L, f, mask, count) from C:
 //        1 when it set it, where the sampler's signal cannot tear it
@@ -44,7 +38,6 @@ struct lua_Debug;
 #define LUAFLAME_ATTACH_OPEN luaflame_attach_open_v1
 #define LUAFLAME_ATTACH_CLOSE luaflame_attach_close_v1
 #define LUAFLAME_ATTACH_RESUME luaflame_attach_resume_v1
-#define LUAFLAME_ATTACH_CALL luaflame_attach_call_v1
 #define LUAFLAME_ATTACH_SETHOOK luaflame_attach_sethook_v1
 #define LUAFLAME_ATTACH_GETHOOK luaflame_attach_gethook_v1
 #define LUAFLAME_ATTACH_TEXT_(x) #x
@@ -53,7 +46,6 @@ struct lua_Debug;
 using luaflame_attach_open_fn = int (*)(lua_State*, const char*, unsigned);
 using luaflame_attach_close_fn = void (*)(lua_State*);
 using luaflame_attach_resume_fn = int (*)(lua_State*, int);
-using luaflame_attach_call_fn = int (*)(lua_State*);
 using luaflame_attach_hook = void (*)(lua_State*, lua_Debug*);  // lua_Hook
 using luaflame_attach_sethook_fn = int (*)(lua_State*, luaflame_attach_hook, int, int);
 using luaflame_attach_gethook_fn = int (*)(lua_State*, luaflame_attach_hook*, int*, int*);
@@ -67,9 +59,11 @@ void close(lua_State* L) LF_LUA_ENTRY;
 /// The shim's resume: host_resume, and in a forked child the run of co's
 /// state started again first when attach started it before the fork.
 bool resume(lua_State* co, bool entering) noexcept;
-/// The shim's call: in a forked child, the run of L's state started again
-/// when attach started it before the fork; the states still waiting.
-int call(lua_State* L) noexcept;
+/// The host's own lua_sethook / lua_gethook* on L from C in a forked child,
+/// before L's run starts again there: the hook of before the fork, which
+/// the hook that starts it stands in for; false when that hook is not on L.
+bool forked_sethook(lua_State* L, luaflame_attach_hook f, int mask, int count) noexcept;
+bool forked_gethook(lua_State* L, luaflame_attach_hook& f, int& mask, int& count) noexcept;
 /// The adapter's: the host resumes co (entering) or co is back; true when
 /// the run followed it (then the return is told too).
 bool host_resume(lua_State* co, bool entering) noexcept;

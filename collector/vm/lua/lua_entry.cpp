@@ -22,14 +22,17 @@ LF_EXPORT int LUAFLAME_ATTACH_RESUME(lua_State* co, int entering) noexcept {
   return lfc::attach::resume(co, entering != 0) ? 1 : 0;
 }
 
-LF_EXPORT int LUAFLAME_ATTACH_CALL(lua_State* L) noexcept {
-  return lfc::attach::call(L);
-}
-
 LF_EXPORT int LUAFLAME_ATTACH_SETHOOK(lua_State* L, lua_Hook f, int mask, int count) noexcept {
-  return lfc::attach::host_sethook(L, f, mask, count) ? 1 : 0;
+  return lfc::attach::host_sethook(L, f, mask, count) ||
+                 lfc::attach::forked_sethook(L, f, mask, count)
+             ? 1
+             : 0;
 }
 
 LF_EXPORT int LUAFLAME_ATTACH_GETHOOK(lua_State* L, lua_Hook* f, int* mask, int* count) noexcept {
-  return f && mask && count && lfc::attach::host_gethook(L, *f, *mask, *count) ? 1 : 0;
+  return f && mask && count &&
+                 (lfc::attach::host_gethook(L, *f, *mask, *count) ||
+                  lfc::attach::forked_gethook(L, *f, *mask, *count))
+             ? 1
+             : 0;
 }
