@@ -440,6 +440,7 @@ host_forked() {
     done
     case $lua in lua5.1 | luajit) forked_entry "$lua" "$host" cpcall ;; esac
     forked_entry "$lua" "$host" call
+    forked_entry "$lua" "$host" lua
     [ "$lua" = luajit ] || continue
     out0=$("$host" 200 1000)
     dir=$tmp/forked-$lua-many
@@ -454,26 +455,31 @@ host_forked() {
 
 # The worker of a host that enters Lua by lua_cpcall alone, its calls by
 # lua_call under it (fork_host.c's `cpcall`, 5.1 and LuaJIT), or by
-# lua_call alone, unprotected (`call`, every Lua): its run starts again
-# there too (`call`: at its first event, attach.cpp's restart_hook); traced,
+# lua_call alone, unprotected (`call`, every Lua), or that goes on in the
+# Lua that forked (`lua`: its 10,000 calls under `forker`): its run starts
+# again there too (at its first event, attach.cpp's restart_hook); traced,
 # all 10,000 calls of `work` at the root, as its samples are, and the
-# host's own call hook counts what it counts alone. The C function the host
+# host's own call hook counts what it counts alone (LuaJIT's compiled loop
+# calls no hook alone; traced it runs interpreted). The C function the host
 # runs is the host's, left out of both trees. Until 2026-12-07 the worker
 # had no file (`call`: none until the second session of that day); the
 # trace kept that C function as the root, `[C] <anon>;work`, where the
 # samples had `work`; and a run started under a hook kept its starting C
 # function in the trace, `work;[C] ?`.
 forked_entry() {
-  local lua=$1 host=$2 how=$3 dir=$tmp/forked-$1-$3 out0 out1 rc0 rc1 files base
+  local lua=$1 host=$2 how=$3 dir=$tmp/forked-$1-$3 out0 out1 rc0 rc1 files base root=
+  local src='\[string "function setup[^;]*\]'
   mkdir -p "$dir"
   out0=$("$host" 10000 1 "$how"); rc0=$?
   attach_with front -q --hz 4000 --mode both -o "$dir/p.folded"
   out1=$(timeout 120 "${ATTACH[@]}" "$host" 10000 1 "$how" 2> "$dir/err"); rc1=$?
+  if [ "$lua/$how" = luajit/lua ]; then out0=${out0% hooked *} out1=${out1% hooked *}; fi
   [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ "$out1" = "$out0" ] ||
     fail "fork host on $lua, $how: '$out1', exit $rc1 attached; '$out0', exit $rc0 alone: $(tail -2 "$dir/err")"
   files=("$dir"/p-p*.calls.folded)
   base=${files[0]%.calls.folded}
-  grep -q '^work \[string "function setup[^;]*\]:2 10000$' "${files[0]}" 2> /dev/null ||
+  [ "$how" = lua ] && root="forker $src:3;"
+  grep -q "^${root}work $src:2 10000\$" "${files[0]}" 2> /dev/null ||
     fail "fork host on $lua, $how: the worker's calls are not its 10,000 of work at the root: $(ls "$dir") $(cat "${files[0]}" 2> /dev/null)"
   # A C function's frame (`[C] name`; LuaJIT's `[C]` leaf is its VM state)
   if grep -Eq '\[C\] [^0-9]' "$base.folded" "$base.time.folded" "${files[0]}" 2> /dev/null; then

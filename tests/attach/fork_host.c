@@ -8,9 +8,10 @@
  *
  * With `cpcall` (5.1 and LuaJIT) the worker makes its calls by lua_call
  * inside one lua_cpcall, as a 5.1 host protects its C code; with `call`
- * (every Lua) by lua_call alone, unprotected.
+ * (every Lua) by lua_call alone, unprotected; with `lua` the Lua forks
+ * (`forker`, through a C function) and the child goes on in it.
  *
- *   fork_host CALLS [WORKERS [cpcall|call]]   prints "parent S child S' status 0 hooked H"
+ *   fork_host CALLS [WORKERS [cpcall|call|lua]]   prints "parent S child S' status 0 hooked H"
  *   (WORKERS, default 1, one after another, each after CALLS/10 setups) */
 #include <lauxlib.h>
 #include <lua.h>
@@ -55,7 +56,31 @@ static int cp_worker(lua_State* L) {
   return 0;
 }
 
-enum entry { BY_PCALL, BY_CPCALL, BY_CALL };
+enum entry { BY_PCALL, BY_CPCALL, BY_CALL, BY_LUA };
+
+static int cfork(lua_State* L) {
+  pid_t pid;
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) hooked = 0;
+  lua_pushinteger(L, (lua_Integer)pid);
+  return 1;
+}
+
+/* `lua`: forker(calls) forks, and in the child calls work; the child's sum. */
+static pid_t lua_fork(lua_State* L, long calls, long* sum) {
+  pid_t pid;
+  lua_getglobal(L, "forker");
+  lua_pushinteger(L, calls);
+  if (lua_pcall(L, 1, 2, 0) != 0) {
+    fprintf(stderr, "fork_host: %s\n", lua_tostring(L, -1));
+    exit(2);
+  }
+  pid = (pid_t)lua_tointeger(L, -2);
+  *sum = (long)lua_tointeger(L, -1);
+  lua_pop(L, 2);
+  return pid;
+}
 
 static long worker(lua_State* L, long calls, enum entry by, long* hooks) {
   long sum;
@@ -89,6 +114,7 @@ int main(int argc, char** argv) {
   const char* how = argc > 3 ? argv[3] : "pcall";
   const enum entry by = strcmp(how, "cpcall") == 0 ? BY_CPCALL
                         : strcmp(how, "call") == 0 ? BY_CALL
+                        : strcmp(how, "lua") == 0  ? BY_LUA
                                                    : BY_PCALL;
   lua_State* L = luaL_newstate();
   int status = 0, st, fds[2];
@@ -96,21 +122,29 @@ int main(int argc, char** argv) {
   pid_t pid;
   luaL_openlibs(L);
   lua_sethook(L, count_call, LUA_MASKCALL, 0);
+  lua_register(L, "cfork", cfork);
   if (luaL_dostring(
           L,
           "function setup(x) local s = 0 for i = 1, 300 do s = s + i % 5 end return s end\n"
           "function work(x) local s = 0 for i = 1, 3000 do s = s + (x + i) % 7 end "
-          "return s end")) {
+          "return s end\n"
+          "function forker(n) local pid = cfork() if pid ~= 0 then return pid, 0 end "
+          "local s = 0 for i = 1, n do s = s + work(i) end return 0, s end")) {
     fprintf(stderr, "fork_host: %s\n", lua_tostring(L, -1));
     return 2;
   }
   for (w = 0; w < workers; ++w) {
     mine += calls_of(L, "setup", calls / 10);
     fflush(stdout);
-    if (pipe(fds) != 0 || (pid = fork()) < 0) return 2;
+    if (pipe(fds) != 0) return 2;
+    pid = by == BY_LUA ? lua_fork(L, calls, &got[0]) : fork();
+    if (pid < 0) return 2;
     if (pid == 0) {
       close(fds[0]);
-      got[0] = worker(L, calls, by, &got[1]);
+      if (by == BY_LUA)
+        got[1] = hooked;
+      else
+        got[0] = worker(L, calls, by, &got[1]);
       if (write(fds[1], got, sizeof got) != (ssize_t)sizeof got) _exit(3);
       lua_close(L);
       _exit(0);
