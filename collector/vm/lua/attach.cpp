@@ -222,35 +222,6 @@ bool before_fork(lua_State* L, HostHook*& h) {
   return false;
 }
 
-// A forked child's first event on a state attach started before the fork
-// (fork_child set it): its run starts again here, and the event goes on to
-// the hook set then (luaflame's, with the host's behind it, or the host's),
-// so that the call that entered the state is counted, by both. When the
-// run does not start, the hook of before the fork is set back.
-// Contract: a lua_Hook, called by the VM on the thread that runs the state,
-// its hooks off meanwhile. No C++ exception leaves it: start_forked and the
-// lock's guard catch them, and the run starts under lua_pcall. The hook it
-// hands the event to may raise a Lua error (a host's instruction limit),
-// which unwinds through it: no C++ object is alive in its frame then, and
-// it is not noexcept (LuaJIT's errors unwind as C++ exceptions do).
-void restart_hook(lua_State* L, lua_Debug* ar) {
-  if (!start_forked(L) && hook_api::gethook(L) == restart_hook) {
-    HostHook h{};
-    cxx_guard([&] {
-      std::lock_guard<std::mutex> lock(g_opened_mu);
-      HostHook* b = nullptr;
-      if (before_fork(L, b)) h = *b;
-    });
-    hook_api::sethook(L, h.f, h.mask, h.count);
-  }
-  const lua_Hook now = hook_api::gethook(L);
-  bool call = ar->event == LUA_HOOKCALL;
-#ifdef LUA_HOOKTAILCALL
-  call = call || ar->event == LUA_HOOKTAILCALL;
-#endif
-  if (call && now && now != restart_hook && (hook_api::gethookmask(L) & LUA_MASKCALL)) now(L, ar);
-}
-
 // The host's lua_sethook or lua_gethook* on a state restart_hook is on:
 // they set or read the hook it stands in for (false: it is not on L).
 bool forked_hook(lua_State* L, lua_Hook& f, int& mask, int& count, bool set) noexcept {
@@ -267,6 +238,31 @@ bool forked_hook(lua_State* L, lua_Hook& f, int& mask, int& count, bool set) noe
       f = b->f, mask = b->mask, count = b->count;
   });
   return found;
+}
+
+// A forked child's first event on a state attach started before the fork
+// (fork_child set it): its run starts again here, and the event goes on to
+// the hook set then (luaflame's, with the host's behind it, or the host's),
+// so that the call that entered the state is counted, by both. When the
+// run does not start, the hook of before the fork is set back.
+// Contract: a lua_Hook, called by the VM on the thread that runs the state,
+// its hooks off meanwhile. No C++ exception leaves it: start_forked and the
+// lock's guard catch them, and the run starts under lua_pcall. The hook it
+// hands the event to may raise a Lua error (a host's instruction limit),
+// which unwinds through it: no C++ object is alive in its frame then, and
+// it is not noexcept (LuaJIT's errors unwind as C++ exceptions do).
+void restart_hook(lua_State* L, lua_Debug* ar) {
+  if (!start_forked(L) && hook_api::gethook(L) == restart_hook) {
+    HostHook h{};  // none when the state is not found: never left on
+    forked_hook(L, h.f, h.mask, h.count, false);
+    hook_api::sethook(L, h.f, h.mask, h.count);
+  }
+  const lua_Hook now = hook_api::gethook(L);
+  bool call = ar->event == LUA_HOOKCALL;
+#ifdef LUA_HOOKTAILCALL
+  call = call || ar->event == LUA_HOOKTAILCALL;
+#endif
+  if (call && now && now != restart_hook && (hook_api::gethookmask(L) & LUA_MASKCALL)) now(L, ar);
 }
 
 }  // namespace
