@@ -68,7 +68,7 @@ for s in collector/vm/lua/*.cpp; do [ "$s" = collector/vm/lua/lua_entry.cpp ] ||
 [ ${#vmlua[@]} -ge 3 ] || { echo "arm64: no sources in collector/vm/lua" >&2; exit 1; }
 jsrcs=("${vmlua[@]}" collector/vm/luajit/*.cpp)
 srcs=(wire/wire.cpp engine/src/*.cpp "$out/gen/luaflame_pprof.pb.cc" collector/core/*.cpp
-      collector/http/client.cpp "${vmlua[@]}" collector/vm/puc/*.cpp)
+      collector/http/client.cpp collector/plugin/plugin.cpp "${vmlua[@]}" collector/vm/puc/*.cpp)
 # One compiler per core: each unit in the background, at most $jobs at once
 # (the oldest is waited for first); a failed compile fails the job (set -e).
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -83,7 +83,8 @@ for s in "${srcs[@]}"; do
   o="$out/$(echo "${s#"$out"/}" | tr / _).o"
   extra=() sflags=("${flags[@]}")
   [[ $s == "$out"/* ]] && extra=(-Wno-error)  # protoc's code is not ours to keep warning-free
-  [[ $s == collector/core/* || $s == collector/http/* ]] && sflags=("${cflags[@]}")  # no Lua headers
+  [[ $s == collector/core/* || $s == collector/http/* || $s == collector/plugin/* ]] &&
+    sflags=("${cflags[@]}")  # no Lua headers
   compile "${sflags[@]}" "${extra[@]}" -c "$s" -o "$o"
   objs+=("$o")
   # wire, engine, protobuf and the collector's core: both adapters link them
@@ -111,8 +112,9 @@ file "$out/test_collector" | grep -q aarch64
 # luaflame-luajit links LuaJIT statically and exports its API (-rdynamic), as Debian's
 # luajit does; jit/luaflame.so takes LuaJIT's symbols from the luajit that loads it.
 "$CXX" -pthread -rdynamic -o "$out/jit/luaflame-luajit" "$out"/jit/cli_*.o "${jobjs[@]}" "${base_objs[@]}" /usr/lib/aarch64-linux-gnu/libluajit-5.1.a "${libs[@]}"
-"$CXX" -pthread -shared -o "$out/jit/luaflame.so" "$out"/jit/collector_vm_lua_lua_entry.cpp.o \
-  "${jobjs[@]}" "${base_objs[@]}" "${libs[@]}"
+# Linked as CMake links every luaflame.so (LUAFLAME_MODULE_LINK): libstdc++ in, hidden.
+"$CXX" -pthread -shared -static-libstdc++ -Wl,--exclude-libs,ALL -o "$out/jit/luaflame.so" \
+  "$out"/jit/collector_vm_lua_lua_entry.cpp.o "${jobjs[@]}" "${base_objs[@]}" "${libs[@]}"
 file "$out/jit/luaflame-luajit" | grep -q aarch64
 # Debian's arm64 luajit, unpacked (see the top).
 (cd "$out" && timeout 300 apt-get download -q luajit2:arm64 >/dev/null 2>&1 &&

@@ -20,7 +20,7 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG= -DCMAKE_C
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" -DCMAKE_EXE_LINKER_FLAGS="$LINK" \
   -DCMAKE_SHARED_LINKER_FLAGS="$LINK" -DLUAFLAME_FUZZ=ON -DLUAFLAME_TESTS=ON -DLUAFLAME_BENCH=OFF \
-  -DLUAFLAME_WERROR=OFF >/dev/null
+  -DLUAFLAME_WERROR=OFF -DLUAFLAME_STATIC_LIBSTDCXX=OFF >/dev/null
 if [ $# -gt 0 ]; then cmake --build "$BUILD" -j"${JOBS:-2}" --target "$@"
 else cmake --build "$BUILD" -j"${JOBS:-2}"; fi
 echo "asan-build.sh: $BUILD built in $(( $(date +%s) - start )) s"

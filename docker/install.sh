@@ -8,7 +8,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 src="$(cd "$1" && pwd)" build="$2" prefix="$3"
-for f in server/luaflame-server cli/luaflame collector/luaflame.so collector/libluaflame-http.so; do
+for f in server/luaflame-server cli/luaflame collector/luaflame.so collector/libluaflame-http.so \
+  collector/libluaflame-pprof.so; do
   [ -s "$build/$f" ] || { echo "install.sh: $build/$f is not built" >&2; exit 1; }
 done
 
@@ -30,6 +31,9 @@ done
 # The HTTP transport (collector/http/transport.h) that luaflame push and the
 # collector's stream load on first use, where they look for it.
 install -D -s -m 644 "$build/collector/libluaflame-http.so" "$prefix/lib/luaflame/libluaflame-http.so"
+# The pprof writer (collector/pprof/pprof_writer.h) that the collector loads to
+# write a .pb.gz file, beside the transport.
+install -D -s -m 644 "$build/collector/libluaflame-pprof.so" "$prefix/lib/luaflame/libluaflame-pprof.so"
 # luaflame attach's shim (docs/attach.md), where luaflame looks for it.
 [ -s "$build/collector/libluaflame-attach.so" ] &&
   install -D -s -m 644 "$build/collector/libluaflame-attach.so" "$prefix/lib/luaflame/libluaflame-attach.so"

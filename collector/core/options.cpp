@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/out_formats.hpp"
 #include "luaflame/collector.hpp"
 
 namespace lfc {
@@ -112,6 +113,8 @@ bool set_option(Options& o, std::string_view name, std::string_view value, std::
       return err = bad(name, value, "expected cpu or wall"), false;
   } else if (name == "output") {
     o.output = std::string(value);
+    if (std::string why; format_of(o.output) == Format::pprof && !pprof_writer_loads(why))
+      return err = bad(name, value, why.c_str()), false;
   } else if (name == "server") {
     if (!value.empty() && value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0)
       return err = bad(name, value, "expected a URL starting with http:// or https://"), false;

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <mutex>
 
-#include "luaflame/pprof.hpp"
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
 #include "luaflame/wire.hpp"
+#include "plugin/plugin.hpp"
+#include "pprof/pprof_writer.h"
 
 namespace lfc {
 
@@ -219,32 +221,59 @@ void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics,
   b += "]}\n";
 }
 
+namespace {
+
+const luaflame_pprof_writer_v1* g_pprof = nullptr;
+std::string g_pprof_why;
+std::once_flag g_pprof_once;
+
+bool accept_pprof(void* entry) {
+  const luaflame_pprof_writer_v1* w = reinterpret_cast<luaflame_pprof_v1_fn>(entry)();
+  if (!w || w->version != 1) return false;
+  g_pprof = w;
+  return true;
+}
+
+const luaflame_pprof_writer_v1* pprof_writer(std::string& why) {
+  std::call_once(g_pprof_once, [] {
+    lfplugin::load("libluaflame-pprof.so", "LUAFLAME_PPROF_LIB", "luaflame_pprof_v1", accept_pprof,
+                   g_pprof_why);
+  });
+  if (!g_pprof) why = "cannot write pprof: " + g_pprof_why;
+  return g_pprof;
+}
+
+}  // namespace
+
+bool pprof_writer_loads(std::string& why) {
+  return pprof_writer(why) != nullptr;
+}
+
 void write_pprof_file(const OutTree& t, const std::vector<std::string>& metrics, OutFile& out) {
-  // One engine tree per metric (the writer takes one series each), with the nodes that
-  // hold a value of that metric; integers below 2^53 convert exactly.
-  const int nm = std::min(static_cast<int>(metrics.size()), t.nm);
-  std::vector<lf::Tree> trees(static_cast<std::size_t>(nm));
-  std::vector<lf::PprofSeries> series;
-  for (int m = 0; m < nm; ++m) {
-    lf::Tree& lt = trees[static_cast<std::size_t>(m)];
-    std::vector<char> live = t.live(m);
-    std::vector<uint32_t> map(t.size(), lf::Tree::kNone), fmap(t.names.size(), lf::Tree::kNone);
-    map[0] = lf::Tree::kRoot;
-    for (uint32_t i = 1; i < t.size(); ++i) {
-      if (!live[i]) continue;
-      uint32_t& f = fmap[t.frame[i]];
-      if (f == lf::Tree::kNone) f = lt.intern(t.name(i));
-      map[i] = lt.child(map[t.parent[i]], f);
-      if (t.value(i, m)) lt.add_self(map[i], static_cast<double>(t.value(i, m)));
-    }
-    lt.finalize();
-    lf::PprofValueType type{std::string(metrics[static_cast<std::size_t>(m)]), "count"};
+  std::string why;
+  const luaflame_pprof_writer_v1* w = pprof_writer(why);
+  if (!w) return out.fail(why);
+  // Each metric's pprof type and unit, as the wire format names them.
+  const std::size_t nm = std::min(metrics.size(), static_cast<std::size_t>(t.nm));
+  std::vector<luaflame_pprof_metric> types(nm, luaflame_pprof_metric{nullptr, "count"});
+  for (std::size_t m = 0; m < nm; ++m) {
+    types[m].type = metrics[m].c_str();
     for (const lfw::Metric& wm : lfw::kMetricList)
-      if (wm.name == metrics[static_cast<std::size_t>(m)])
-        type = {std::string(wm.pprof_type), std::string(wm.pprof_unit)};
-    series.push_back({type, &lt, 0});
+      if (wm.name == metrics[m]) types[m] = {wm.pprof_type.data(), wm.pprof_unit.data()};
   }
-  out.write(lf::write_pprof(series, lf::PprofWriteOptions{}));
+  std::vector<luaflame_pprof_name> names(t.names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = {t.names[i].data(), t.names[i].size()};
+  // The columns past nm (none today) are left out: values are node-major.
+  std::vector<uint64_t> values(t.size() * nm);
+  for (uint32_t i = 0; i < t.size(); ++i)
+    for (std::size_t m = 0; m < nm; ++m) values[i * nm + m] = t.value(i, static_cast<int>(m));
+  const luaflame_pprof_tree_v1 tree{t.size(),     t.parent.data(), t.frame.data(),
+                                    names.size(), names.data(),    nm,
+                                    types.data(), values.data()};
+  luaflame_pprof_bytes bytes{};
+  if (!w->write(&tree, &bytes)) return out.fail(std::string("cannot write pprof: ") + bytes.why);
+  out.write({reinterpret_cast<const char*>(bytes.data), bytes.len});
+  w->free_bytes(&bytes);
 }
 
 }  // namespace lfc

@@ -61,7 +61,12 @@ void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics,
 
 /// A gzipped pprof profile (engine/include/luaflame/pprof.hpp) with one sample type per
 /// metric, named as lfw::kMetricList says (time -> cpu/nanoseconds, live_bytes ->
-/// inuse_space/bytes, ...), so `go tool pprof` and the server read it back.
+/// inuse_space/bytes, ...), so `go tool pprof` and the server read it back. Written
+/// by libluaflame-pprof.so (pprof/pprof_writer.h), loaded here on first use; when
+/// it cannot be, `out` fails with why.
 void write_pprof_file(const OutTree& t, const std::vector<std::string>& metrics, OutFile& out);
+/// Whether the pprof writer loads (at the option's check: a .pb.gz output
+/// that cannot be written is refused before the run); false with why.
+bool pprof_writer_loads(std::string& why);
 
 }  // namespace lfc

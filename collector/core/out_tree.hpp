@@ -71,6 +71,10 @@ class OutFile {
   void maybe_spill() {
     if (buf_.size() >= kBuf) spill();
   }
+  /// The file is not to be written (its writer failed): commit() removes it.
+  void fail(std::string why) {
+    if (err_.empty()) err_ = std::move(why);
+  }
   /// Flushes, closes and renames. False (and error()) on any failure.
   bool commit();
   const std::string& error() const { return err_; }

@@ -3,76 +3,28 @@
 // client's sockets may outlive any one user.
 #include "luaflame/http.hpp"
 
-#include <dlfcn.h>
-#include <unistd.h>
-
-#include <climits>
-#include <cstdlib>
 #include <mutex>
-#include <vector>
 
 #include "http/transport.h"
+#include "plugin/plugin.hpp"
 
 namespace lfhttp {
 
 namespace {
 
-constexpr const char* kFile = "libluaflame-http.so";
-
 const luaflame_http_transport_v1* g_table = nullptr;
 std::string g_why;
 std::once_flag g_once;
 
-std::string dir_of(const char* file) {
-  char buf[PATH_MAX];
-  if (!file || !realpath(file, buf)) return "";
-  std::string s(buf);
-  const std::size_t slash = s.rfind('/');
-  return slash == std::string::npos ? "" : s.substr(0, slash);
-}
-
-// Where the transport may be, from the file this code is in (luaflame.so,
-// a runner, the luaflame command) and from the program: the build tree
-// (build/collector/ holds it; modules sit in build/collector/lua5.X and
-// build/collector/vm/luajit, programs in build/cli and build/tests/X) and
-// an installed tree (PREFIX/lib/luaflame/ holds it; modules in
-// PREFIX/lib/lua/5.X and PREFIX/lib/luaflame/lua5.1, programs in
-// PREFIX/bin: docker/install.sh). LUAFLAME_HTTP_LIB first, but not in a
-// setuid or setgid program (secure_getenv): it names code to load.
-std::vector<std::string> candidates() {
-  std::vector<std::string> out;
-  if (const char* env = secure_getenv("LUAFLAME_HTTP_LIB"); env && *env) out.emplace_back(env);
-  Dl_info info{};
-  std::vector<std::string> dirs;
-  if (dladdr(reinterpret_cast<void*>(&candidates), &info) && info.dli_fname)
-    dirs.push_back(dir_of(info.dli_fname));
-  dirs.push_back(dir_of("/proc/self/exe"));
-  for (const std::string& d : dirs) {
-    if (d.empty()) continue;
-    for (const char* rel : {".", "..", "../..", "../collector", "../../collector",
-                            "../lib/luaflame", "../../luaflame"})
-      out.push_back(d + "/" + (rel[1] ? std::string(rel) + "/" : "") + kFile);
-  }
-  return out;
+bool accept(void* entry) {
+  const luaflame_http_transport_v1* t = reinterpret_cast<luaflame_http_v1_fn>(entry)();
+  if (!t || t->version != 1) return false;
+  g_table = t;
+  return true;
 }
 
 void load() {
-  std::string tried;
-  for (const std::string& p : candidates()) {
-    if (access(p.c_str(), R_OK) != 0) continue;
-    void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    const char* err = h ? nullptr : dlerror();
-    auto fn = h ? reinterpret_cast<luaflame_http_v1_fn>(dlsym(h, "luaflame_http_v1")) : nullptr;
-    const luaflame_http_transport_v1* t = fn ? fn() : nullptr;
-    if (t && t->version == 1) {
-      g_table = t;
-      return;
-    }
-    tried = err ? err : p + ": not luaflame's HTTP transport, version 1";  // dlerror names p
-  }
-  g_why = tried.empty() ? std::string(kFile) +
-                              " is not installed beside luaflame (LUAFLAME_HTTP_LIB names it)"
-                        : tried;
+  lfplugin::load("libluaflame-http.so", "LUAFLAME_HTTP_LIB", "luaflame_http_v1", accept, g_why);
 }
 
 const luaflame_http_transport_v1* table(std::string& why) {

@@ -10,6 +10,8 @@
 
 #include <httplib.h>
 
+#include "plugin/c_entry.hpp"
+
 namespace {
 
 struct Client {
@@ -18,12 +20,7 @@ struct Client {
   httplib::Headers headers;
 };
 
-void put_text(char* to, std::size_t cap, const std::string& text) {
-  if (!to || !cap) return;
-  const std::size_t n = text.size() < cap - 1 ? text.size() : cap - 1;
-  std::memcpy(to, text.data(), n);
-  to[n] = '\0';
-}
+using lfplugin::put_text;
 
 int error_code(httplib::Error e) {
   switch (e) {
@@ -46,20 +43,15 @@ int error_code(httplib::Error e) {
   }
 }
 
+// httplib throws on URLs it cannot use.
 void* open_client(const char* origin, char* why, std::size_t why_len) {
-  try {
-    auto c = std::make_unique<Client>(origin);
-    if (!c->cli.is_valid()) {
-      put_text(why, why_len, std::string("cannot use ") + origin);
-      return nullptr;
-    }
-    return c.release();
-  } catch (const std::exception& e) {  // httplib throws on URLs it cannot use
-    put_text(why, why_len, e.what());
-  } catch (...) {
-    put_text(why, why_len, "the HTTP client failed");
-  }
-  return nullptr;
+  return lfplugin::guarded(why, why_len, "the HTTP client failed", static_cast<void*>(nullptr),
+                           [&]() -> void* {
+                             auto c = std::make_unique<Client>(origin);
+                             if (c->cli.is_valid()) return c.release();
+                             put_text(why, why_len, std::string("cannot use ") + origin);
+                             return nullptr;
+                           });
 }
 
 void set_header(void* c, const char* name, const char* value) {
@@ -109,17 +101,14 @@ int fill(const httplib::Result& r, luaflame_http_answer* out) {
 
 int request(void* cv, const char* method, const char* path, const char* body, std::size_t body_len,
             const char* type, luaflame_http_answer* out) {
-  try {
-    Client& c = *static_cast<Client*>(cv);
-    if (std::strcmp(method, "GET") == 0) return fill(c.cli.Get(path, c.headers), out);
-    return fill(c.cli.Post(path, c.headers, body, body_len, type), out);
-  } catch (const std::exception& e) {
-    out->status = 0, out->body = nullptr, out->body_len = 0, out->error = LUAFLAME_HTTP_OTHER;
-    put_text(out->error_text, sizeof out->error_text, e.what());
-  } catch (...) {
-    out->status = 0, out->body = nullptr, out->body_len = 0, out->error = LUAFLAME_HTTP_OTHER;
-    put_text(out->error_text, sizeof out->error_text, "the HTTP client failed");
-  }
+  const int answered =
+      lfplugin::guarded(out->error_text, sizeof out->error_text, "the HTTP client failed", -1, [&] {
+        Client& c = *static_cast<Client*>(cv);
+        if (std::strcmp(method, "GET") == 0) return fill(c.cli.Get(path, c.headers), out);
+        return fill(c.cli.Post(path, c.headers, body, body_len, type), out);
+      });
+  if (answered >= 0) return answered;
+  out->status = 0, out->body = nullptr, out->body_len = 0, out->error = LUAFLAME_HTTP_OTHER;
   return 0;
 }
 

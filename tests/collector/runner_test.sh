@@ -113,14 +113,18 @@ vm_chunk_live_check "$LF" run
 # only: a run without a server maps neither it nor OpenSSL; one with a
 # server (a closed port) loads it; a luaflame.so copied alone says so and
 # keeps the run in its fallback file, or finds it by LUAFLAME_HTTP_LIB.
-cat > "$work/transport.lua" <<'LUA'
-local lf = require "luaflame"
-local function mapped(name)
+cat > "$work/mapped.lua" <<'LUA'
+-- Whether a file whose path holds `name` is mapped into this process.
+return function(name)
   local f = assert(io.open("/proc/self/maps"))
   local s = f:read("a")
   f:close()
   return s:find(name, 1, true) ~= nil
 end
+LUA
+cat > "$work/transport.lua" <<'LUA'
+local lf = require "luaflame"
+local mapped = dofile("mapped.lua")
 lf.start{output = "t1.folded"}
 local before = mapped("libluaflame-http") or mapped("libssl")
 lf.stop()
@@ -144,6 +148,29 @@ out=$(cd "$work" && LUAFLAME_HTTP_LIB="$MODDIR/libluaflame-http.so" LUA_CPATH="$
 case $out in
   "false	true	cannot reach http://127.0.0.1:9: connection refused"*"	true") ;;
   *) fail "transport: a module alone, LUAFLAME_HTTP_LIB naming the transport: <$out>" ;;
+esac
+
+# 14. The pprof writer (collector/pprof/pprof_writer.h) likewise: a run that
+# writes no .pb.gz maps neither it nor libprotobuf; one that does loads it;
+# a luaflame.so copied alone refuses a .pb.gz output at start, by name.
+cat > "$work/pprof.lua" <<'LUA'
+local lf = require "luaflame"
+local mapped = dofile("mapped.lua")
+lf.start{output = "p1.folded", quiet = true}
+lf.stop()
+local before = mapped("libprotobuf") or mapped("libluaflame-pprof")
+local ok, err = pcall(lf.start, {output = "p2.pb.gz", quiet = true})
+local during = mapped("libluaflame-pprof") and mapped("libprotobuf")
+if ok then lf.stop() end
+local f = io.open("p2.pb.gz", "rb")
+print(before, during, ok, f and #f:read("a") > 0, err)
+LUA
+out=$(cd "$work" && rm -f p2.pb.gz && LUA_CPATH="$MODDIR/?.so" "$LUA" pprof.lua 2>&1)
+[ "$out" = "false	true	true	true	nil" ] || fail "pprof writer: loaded before a .pb.gz output, or not for one: <$out>"
+out=$(cd "$work" && rm -f p2.pb.gz && LUA_CPATH="$work/solo/?.so" "$LUA" pprof.lua 2>&1)
+case $out in
+  "false	false	false	nil	"*"option 'output': cannot write pprof: libluaflame-pprof.so is not installed beside luaflame (LUAFLAME_PPROF_LIB names it), got 'p2.pb.gz'") ;;
+  *) fail "pprof writer: a module alone: <$out>" ;;
 esac
 
 # Live bytes against the VM's own count (vm_test_lib.sh: vm_live_count_check).

@@ -29,13 +29,14 @@ build)
   expect_rc 0 "docker/install.sh"
   [ "$RC" -eq 0 ] || { tail -n 40 "$SHIP_TMP/build.out" "$SHIP_TMP/build.err" >&2; exit 1; }
   for f in bin/luaflame-server bin/luaflame bin/luaflame-healthcheck bin/luaflame-demo \
-           lib/lua/5.4/luaflame.so lib/luaflame/libluaflame-http.so share/luaflame/demo/workload.lua; do
+           lib/lua/5.4/luaflame.so lib/luaflame/libluaflame-http.so lib/luaflame/libluaflame-pprof.so \
+           share/luaflame/demo/workload.lua; do
     [ -s "$prefix/$f" ] && pass "installed $f" || fail "missing $prefix/$f"
   done
   [ -d "$prefix/share/luaflame/web" ] && pass "installed the pages" || fail "no $prefix/share/luaflame/web"
   run_cmd deps bash "$root/docker/runtime-deps.sh" --check "$root/docker/runtime-packages.txt" \
     "$prefix/bin/luaflame-server" "$prefix/bin/luaflame" "$prefix/lib/lua/5.4/luaflame.so" \
-    "$prefix/lib/luaflame/libluaflame-http.so"
+    "$prefix/lib/luaflame/libluaflame-http.so" "$prefix/lib/luaflame/libluaflame-pprof.so"
   expect_rc 0 "docker/runtime-packages.txt is exactly what the programs load (ldd)"
   ;;
 
@@ -80,6 +81,19 @@ module)
     print('luaflame module loaded')"
   expect_rc 0 "lua5.4 loads the installed luaflame.so with its API"
   expect_match "$OUT" "luaflame module loaded" "require 'luaflame' printed"
+  # The pprof writer is found where install.sh put it (lib/luaflame/), and
+  # what it wrote is read back by the installed luaflame.
+  rm -f "$SHIP_TMP/m.pb.gz"
+  run_cmd pprof lua5.4 -e "
+    package.cpath = '$prefix/lib/lua/5.4/?.so;' .. package.cpath
+    local lf = require 'luaflame'
+    lf.start{mode = 'trace', output = '$SHIP_TMP/m.pb.gz', quiet = true}
+    local function work() local s = 0 for i = 1, 1000 do s = s + i end return s end
+    for _ = 1, 7 do work() end
+    lf.stop()"
+  expect_rc 0 "the installed luaflame.so writes a .pb.gz file"
+  run_cmd pprof_svg "$prefix/bin/luaflame" svg "$SHIP_TMP/m.pb.gz"
+  expect_match "$OUT" "<title>work [^<]*[(]7 calls," "the installed luaflame reads it back: work's 7 calls"
   ;;
 
 demo)

@@ -44,13 +44,17 @@ namespace sessions {
 constexpr int kMax = 4096;
 constexpr int kHintBits = 12;
 
+/// No member initializers: g_table's storage is static, so every slot
+/// starts zeroed (0: free) before the program runs. With them GCC made the
+/// table's start a constructor that cleared its 96 KiB at load, each page
+/// touched in every host that loads luaflame.so.
 struct Slot {
-  std::atomic<std::uintptr_t> key{0};
-  std::atomic<Session*> session{nullptr};
+  std::atomic<std::uintptr_t> key;
+  std::atomic<Session*> session;
   /// Signal handlers inside this slot's session now (enter/leave): a
   /// session moved off a thread still gets that thread's late signals,
   /// and remove() waits for them before the session may be deleted.
-  std::atomic<int> busy{0};
+  std::atomic<int> busy;
 };
 /// The live sessions and how their keys are made, side by side: lf_hook
 /// reads the key bits and slot 0 from one base address.
