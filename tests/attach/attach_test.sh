@@ -327,6 +327,17 @@ host_sysbench() {
     grep -E 'total number of events: +60' "$f" > /dev/null || fail "sysbench: $f: not 60 events"
   done
   check_run "sysbench#2" "$tmp/sysbench-2.folded" sysbench
+  # Two workers and no state chosen: the main state is the run, the workers'
+  # states run unprofiled, said once with how to choose (LuaJIT's profiler
+  # is one per process); the output as alone.
+  attach_with front -o "$tmp/sysbench-any.folded" -q
+  timeout 300 "${ATTACH[@]}" sysbench --threads=2 --events=60 --time=0 "$HERE/bench.lua" run \
+    > sysbench.two 2> sysbench.two.err || fail "sysbench --threads=2: exit $?: $(cat sysbench.two.err)"
+  grep -E 'total number of events: +60' sysbench.two > /dev/null || fail "sysbench --threads=2: not 60 events"
+  local said
+  said=$(grep -c "not profiled: luaflame is already running on another state" sysbench.two.err)
+  [ "$said" = 1 ] && grep -q "; LUAFLAME_ATTACH_STATE=N profiles the Nth state instead" sysbench.two.err ||
+    fail "sysbench --threads=2: the workers' states said $said times, or not how to choose: $(cat sysbench.two.err)"
   ran=$((ran + 1))
 }
 

@@ -341,7 +341,9 @@ int open_run(lua_State* L, const char* host, unsigned n, bool child, Options o, 
     // Another state's run holds the process (LuaJIT): said once, not per state.
     const bool busy = msg && std::strstr(msg, "already running on another");
     if (!busy || !g_said_busy.exchange(true))
-      say(host, n, std::string("not profiled: ") + (msg ? msg : "cannot start"));
+      say(host, n,
+          std::string("not profiled: ") + (msg ? msg : "cannot start") +
+              (busy ? "; LUAFLAME_ATTACH_STATE=N profiles the Nth state instead" : ""));
     lua_pop(L, 1);
     return -1;
   }
