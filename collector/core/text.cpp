@@ -6,10 +6,16 @@
 namespace lfc {
 
 void sanitize_frame(std::string& s) {
-  std::string out;
-  out.reserve(s.size());
+  // Nearly every name is printable ASCII without ';': left as it is, not
+  // copied (every new frame comes here; a state's start names ~170 C
+  // functions of the standard library).
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   std::size_t n = s.size(), i = 0;
+  while (i < n && p[i] >= 0x20 && p[i] < 0x7f && p[i] != ';') ++i;
+  if (i == n) return;
+  std::string out;
+  out.reserve(s.size());
+  out.append(s, 0, i);
   while (i < n) {
     unsigned char c = p[i];
     if (c < 0x80) {

@@ -71,8 +71,18 @@ TEST_CASE("frames: never a semicolon or a line break, always valid UTF-8") {
     std::string in, out;
   };
   const Case cases[] = {
-      {"a;b", "a_b"},      {"x\ny\r", "x_y_"},      {"caf\xc3\xa9", "caf\xc3\xa9"},
-      {"bad\xff", "bad?"}, {"\xe0\x80\x80", "???"}, {"tab\there", "tab_here"}};
+      {"a;b", "a_b"},
+      {"x\ny\r", "x_y_"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},
+      {"bad\xff", "bad?"},
+      {"\xe0\x80\x80", "???"},
+      {"tab\there", "tab_here"},
+      // Clean names kept as they are; a bad byte after a clean run, and the run kept.
+      {"[C] string.rep", "[C] string.rep"},
+      {"", ""},
+      {"f x.lua:12;g", "f x.lua:12_g"},
+      {"del\x7f", "del_"},
+      {"f \xc3\xa9t\xc3\xa9.lua:3", "f \xc3\xa9t\xc3\xa9.lua:3"}};
   for (const auto& c : cases) {
     CAPTURE(c.in);
     std::string s = c.in;
