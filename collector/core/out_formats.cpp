@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <mutex>
 
 #include "luaflame/svg.hpp"
 #include "luaflame/tree.hpp"
@@ -223,24 +222,11 @@ void write_speedscope(const OutTree& t, const std::vector<std::string>& metrics,
 
 namespace {
 
-const luaflame_pprof_writer_v1* g_pprof = nullptr;
-std::string g_pprof_why;
-std::once_flag g_pprof_once;
-
-bool accept_pprof(void* entry) {
-  const luaflame_pprof_writer_v1* w = reinterpret_cast<luaflame_pprof_v1_fn>(entry)();
-  if (!w || w->version != 1) return false;
-  g_pprof = w;
-  return true;
-}
-
 const luaflame_pprof_writer_v1* pprof_writer(std::string& why) {
-  std::call_once(g_pprof_once, [] {
-    lfplugin::load("libluaflame-pprof.so", "LUAFLAME_PPROF_LIB", "luaflame_pprof_v1", accept_pprof,
-                   g_pprof_why);
-  });
-  if (!g_pprof) why = "cannot write pprof: " + g_pprof_why;
-  return g_pprof;
+  const auto* w = lfplugin::table<luaflame_pprof_writer_v1>(
+      "libluaflame-pprof.so", "LUAFLAME_PPROF_LIB", "luaflame_pprof_v1", why);
+  if (!w) why = "cannot write pprof: " + why;
+  return w;
 }
 
 }  // namespace
@@ -263,13 +249,19 @@ void write_pprof_file(const OutTree& t, const std::vector<std::string>& metrics,
   }
   std::vector<luaflame_pprof_name> names(t.names.size());
   for (std::size_t i = 0; i < names.size(); ++i) names[i] = {t.names[i].data(), t.names[i].size()};
-  // The columns past nm (none today) are left out: values are node-major.
-  std::vector<uint64_t> values(t.size() * nm);
-  for (uint32_t i = 0; i < t.size(); ++i)
-    for (std::size_t m = 0; m < nm; ++m) values[i * nm + m] = t.value(i, static_cast<int>(m));
+  // OutTree's values are node-major already: copied only when fewer
+  // metrics are named than the tree has columns (never today).
+  std::vector<uint64_t> fewer;
+  const uint64_t* values = t.val.data();
+  if (nm < static_cast<std::size_t>(t.nm)) {
+    fewer.resize(t.size() * nm);
+    for (uint32_t i = 0; i < t.size(); ++i)
+      for (std::size_t m = 0; m < nm; ++m) fewer[i * nm + m] = t.value(i, static_cast<int>(m));
+    values = fewer.data();
+  }
   const luaflame_pprof_tree_v1 tree{t.size(),     t.parent.data(), t.frame.data(),
                                     names.size(), names.data(),    nm,
-                                    types.data(), values.data()};
+                                    types.data(), values};
   luaflame_pprof_bytes bytes{};
   if (!w->write(&tree, &bytes)) return out.fail(std::string("cannot write pprof: ") + bytes.why);
   out.write({reinterpret_cast<const char*>(bytes.data), bytes.len});

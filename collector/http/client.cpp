@@ -3,8 +3,6 @@
 // client's sockets may outlive any one user.
 #include "luaflame/http.hpp"
 
-#include <mutex>
-
 #include "http/transport.h"
 #include "plugin/plugin.hpp"
 
@@ -12,25 +10,15 @@ namespace lfhttp {
 
 namespace {
 
-const luaflame_http_transport_v1* g_table = nullptr;
-std::string g_why;
-std::once_flag g_once;
-
-bool accept(void* entry) {
-  const luaflame_http_transport_v1* t = reinterpret_cast<luaflame_http_v1_fn>(entry)();
-  if (!t || t->version != 1) return false;
-  g_table = t;
-  return true;
-}
-
-void load() {
-  lfplugin::load("libluaflame-http.so", "LUAFLAME_HTTP_LIB", "luaflame_http_v1", accept, g_why);
-}
-
 const luaflame_http_transport_v1* table(std::string& why) {
-  std::call_once(g_once, load);
-  if (!g_table) why = g_why;
-  return g_table;
+  return lfplugin::table<luaflame_http_transport_v1>("libluaflame-http.so", "LUAFLAME_HTTP_LIB",
+                                                     "luaflame_http_v1", why);
+}
+
+// The transport of an opened client (loaded then, never unloaded).
+const luaflame_http_transport_v1* opened() {
+  std::string unused;
+  return table(unused);
 }
 
 std::string words(int code, const char* text) {
@@ -57,7 +45,7 @@ std::string words(int code, const char* text) {
 Client::Client() = default;
 
 Client::~Client() {
-  if (c_) g_table->close(c_);
+  if (c_) opened()->close(c_);
 }
 
 bool Client::open(const std::string& origin, std::string& why) {
@@ -72,15 +60,15 @@ bool Client::open(const std::string& origin, std::string& why) {
 // Before a successful open() there is no client: settings do nothing and a
 // request is unanswered.
 void Client::header(const std::string& name, const std::string& value) {
-  if (c_) g_table->header(c_, name.c_str(), value.c_str());
+  if (c_) opened()->header(c_, name.c_str(), value.c_str());
 }
 
 void Client::timeouts(double connect_s, double read_s, double write_s) {
-  if (c_) g_table->timeouts(c_, connect_s, read_s, write_s);
+  if (c_) opened()->timeouts(c_, connect_s, read_s, write_s);
 }
 
 void Client::compress(bool on) {
-  if (c_) g_table->compress(c_, on ? 1 : 0);
+  if (c_) opened()->compress(c_, on ? 1 : 0);
 }
 
 Answer Client::get(const std::string& path) {
@@ -92,7 +80,7 @@ Answer Client::post(const std::string& path, const std::string& body, const std:
 }
 
 void Client::stop() {
-  if (c_) g_table->stop(c_);
+  if (c_) opened()->stop(c_);
 }
 
 Answer Client::request(const char* method, const std::string& path, const std::string& body,
@@ -102,10 +90,10 @@ Answer Client::request(const char* method, const std::string& path, const std::s
   if (!c_) {
     out.code = LUAFLAME_HTTP_OTHER;
     out.error = "no HTTP client (not opened)";
-  } else if (g_table->request(c_, method, path.c_str(), body.data(), body.size(), type, &a)) {
+  } else if (opened()->request(c_, method, path.c_str(), body.data(), body.size(), type, &a)) {
     out.status = a.status;
     out.body.assign(a.body, a.body_len);
-    g_table->free_answer(&a);
+    opened()->free_answer(&a);
   } else {
     out.code = a.error;
     out.error = words(a.error, a.error_text);

@@ -5,6 +5,7 @@
 // point; this finds the file and the entry, the caller checks the table.
 #pragma once
 
+#include <mutex>
 #include <string>
 
 namespace lfplugin {
@@ -23,5 +24,29 @@ namespace lfplugin {
 /// candidate said, or that none exists.
 bool load(const char* file, const char* env, const char* entry, bool (*accept)(void* entry_fn),
           std::string& why);
+
+/// The table of version 1 that `entry` of `file` answers (a function
+/// `const Table* entry(void)`), loaded by load() on the first call in the
+/// process and kept; null with `why` (the same words at every call) when
+/// none was found. One per Table type: the HTTP transport's, the pprof writer's.
+template <class Table>
+const Table* table(const char* file, const char* env, const char* entry, std::string& why) {
+  static const Table* got = nullptr;
+  static std::string failed;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    load(
+        file, env, entry,
+        [](void* fn) {
+          const Table* t = reinterpret_cast<const Table* (*)()>(fn)();
+          if (!t || t->version != 1) return false;
+          got = t;
+          return true;
+        },
+        failed);
+  });
+  if (!got) why = failed;
+  return got;
+}
 
 }  // namespace lfplugin
